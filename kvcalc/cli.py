@@ -1,0 +1,247 @@
+"""The `kvcalc` command: plan, explain, gpus, models, validate.
+
+Usage errors print one line and exit with code 2; no traceback reaches the user for bad input.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import json
+import sys
+
+import click
+
+from .errors import UsageError
+from .units import parse_tokens
+
+CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 110}
+
+
+class _Tokens(click.ParamType):
+    name = "tokens"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, int):
+            return value
+        try:
+            return parse_tokens(value, what=f"--{param.name.replace('_', '-')}" if param else "size")
+        except UsageError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+class _Fraction(click.ParamType):
+    name = "fraction"
+
+    def convert(self, value, param, ctx):
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number", param, ctx)
+        if not 0 < number <= 1:
+            self.fail(f"gpu_memory_utilization must be in (0, 1], got {value}: it is the share of the GPU's "
+                      "memory vLLM may use", param, ctx)
+        return number
+
+
+class _Positive(click.ParamType):
+    name = "n"
+
+    def convert(self, value, param, ctx):
+        try:
+            number = int(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a whole number", param, ctx)
+        if number < 1:
+            self.fail(f"must be at least 1, got {value}", param, ctx)
+        return number
+
+
+TOKENS, FRACTION, POSITIVE = _Tokens(), _Fraction(), _Positive()
+
+
+def _plan_options(func):
+    options = [
+        click.option("--gpu", default="t4", show_default=True, help="GPU id or alias (kvcalc gpus), or a YAML file."),
+        click.option("--model", default=None, help="catalog name (kvcalc models), config.json path, or hub id. "
+                     "[default: llama-3.2-3b]"),
+        click.option("--context", default="8k", type=TOKENS, show_default=True,
+                     help="tokens per request (prompt + generation), e.g. 32k."),
+        click.option("--batch", default=1, type=POSITIVE, show_default=True, help="concurrent requests."),
+        click.option("--engine", type=click.Choice(["hf", "vllm", "both"]), default="both", show_default=True),
+        click.option("--weights", default=None, help="weight format: bf16, fp8, int8, nf4, nf4-dq, awq, gptq, hqq4."),
+        click.option("--kv", default=None, help="KV format: auto, fp8, fp8-e5m2, hqq-4, hqq-2, quanto-4, quanto-2."),
+        click.option("--util", "--gpu-memory-utilization", "util", default=0.9, type=FRACTION, show_default=True,
+                     help="vLLM gpu_memory_utilization."),
+        click.option("--max-model-len", type=TOKENS, default=None, help="vLLM max_model_len [default: --context]."),
+        click.option("--max-num-batched-tokens", type=TOKENS, default=None,
+                     help="vLLM max_num_batched_tokens [default: vLLM's for this GPU]."),
+        click.option("--max-num-seqs", type=POSITIVE, default=None, help="vLLM max_num_seqs."),
+        click.option("--enforce-eager", is_flag=True, help="vLLM without CUDA graphs."),
+        click.option("--vllm-version", default=None, help="vLLM version whose rules apply [default: 0.26.0]."),
+        click.option("--tp", default=1, type=POSITIVE, show_default=True, help="tensor-parallel GPUs."),
+        click.option("--pp", default=1, type=POSITIVE, show_default=True, help="pipeline-parallel stages."),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def _request(gpu, model, context, batch, engine, weights, kv, util, max_model_len, max_num_batched_tokens,
+             max_num_seqs, enforce_eager, vllm_version, tp, pp):
+    from .catalog import DEFAULT_MODEL, load_model
+    from .engines.vllm import DEFAULT_VERSION, parse_version
+    from .hardware import get_gpu
+    from .plan import PlanRequest
+
+    spec = load_model(model or DEFAULT_MODEL)
+    profile = get_gpu(gpu)
+    version = vllm_version or DEFAULT_VERSION
+    parse_version(version)
+    warnings = []
+    if spec.max_position_embeddings and context > spec.max_position_embeddings:
+        warnings.append(f"context {context:,} exceeds {spec.name}'s max_position_embeddings "
+                        f"{spec.max_position_embeddings:,}: quality past it is not what the model was trained for")
+    engines = ("vllm", "hf") if engine == "both" else (engine,)
+    req = PlanRequest(spec=spec, gpu=profile, context=context, batch=batch, engines=engines, weights=weights, kv=kv,
+                      util=util, max_model_len=max_model_len, max_num_batched_tokens=max_num_batched_tokens,
+                      max_num_seqs=max_num_seqs, enforce_eager=enforce_eager, vllm_version=version, tp=tp, pp=pp)
+    return req, warnings
+
+
+@click.group(context_settings=CONTEXT_SETTINGS)
+@click.version_option(package_name="kvcalc")
+def cli():
+    """Will this model fit on this GPU under this engine, and how fast will it decode?"""
+
+
+@cli.command()
+@_plan_options
+@click.option("--json", "as_json", is_flag=True, help="print the table as JSON (schema kvcalc.plan/1).")
+@click.option("--csv", "as_csv", is_flag=True, help="print the table as CSV.")
+@click.option("--explain", "explain_config", default=None, metavar="CONFIG",
+              help="after the table, the full breakdown of one configuration (e.g. baseline, fp8-kv).")
+def plan(as_json, as_csv, explain_config, **kwargs):
+    """The decision table: configurations x engines, with memory, capacity, speed, risk and verdicts.
+
+    Example: kvcalc plan --gpu t4 --context 32k
+    """
+    from .plan import plan as make_plan
+    from .plan import plan_json
+    from .render import explain_text, render_table
+
+    req, warnings = _request(**kwargs)
+    rows = make_plan(req)
+    if as_json:
+        click.echo(json.dumps(plan_json(req, rows, warnings), indent=1))
+        return
+    if as_csv:
+        click.echo(_csv(rows), nl=False)
+        return
+    for warning in warnings:
+        click.echo(f"warning: {warning}", err=True)
+    render_table(req, rows)
+    if explain_config:
+        chosen = [r for r in rows if r.config == explain_config]
+        if not chosen:
+            raise UsageError(f"no configuration {explain_config!r} in this table; "
+                             f"choose from {', '.join(sorted({r.config for r in rows}))}")
+        for row in chosen:
+            click.echo(explain_text(req, row))
+
+
+@cli.command()
+@_plan_options
+def explain(**kwargs):
+    """Full breakdown of one configuration (--weights/--kv choose it; default: the baseline)."""
+    from .plan import plan as make_plan
+    from .render import explain_text
+
+    req, warnings = _request(**kwargs)
+    for warning in warnings:
+        click.echo(f"warning: {warning}", err=True)
+    rows = make_plan(req)
+    wanted = [r for r in rows if r.config == ("custom" if (req.weights or req.kv) else "baseline")]
+    for row in wanted or rows[:1]:
+        click.echo(explain_text(req, row))
+
+
+def _csv(rows) -> str:
+    buf = io.StringIO()
+    fields = ["config", "engine", "weights_format", "kv_format", "weights_bytes", "kv_bytes_per_token",
+              "kv_capacity_tokens", "max_concurrency", "hf_memory_bytes", "decode_tokens_per_s", "fits",
+              "shortfall_bytes", "quality_risk", "verdicts"]
+    writer = csv.DictWriter(buf, fieldnames=fields)
+    writer.writeheader()
+    for row in rows:
+        data = row.to_json()
+        data["verdicts"] = "; ".join(row.verdicts)
+        data["decode_tokens_per_s"] = round(row.decode_tokens_per_s, 2)
+        writer.writerow({k: data[k] for k in fields})
+    return buf.getvalue()
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True)
+def gpus(as_json):
+    """GPU profiles built in (add your own with --gpu FILE.yaml)."""
+    from .hardware import list_gpus
+    from .render import render_gpus
+
+    profiles = list_gpus()
+    if as_json:
+        click.echo(json.dumps([dataclasses.asdict(p) for p in profiles], indent=1))
+    else:
+        render_gpus(profiles)
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True)
+def models(as_json):
+    """Models in the built-in catalog (any config.json also works with --model PATH)."""
+    from .catalog import catalog_entry, catalog_names, load_model
+    from .render import render_models
+
+    specs = []
+    for name in catalog_names():
+        try:
+            specs.append((load_model(name), catalog_entry(name)))
+        except UsageError:
+            continue
+    if as_json:
+        click.echo(json.dumps([{"name": s.name, "hf_id": e.get("hf_id"), "params": s.params.total,
+                                "model_type": s.model_type, "layers": s.num_layers} for s, e in specs], indent=1))
+    else:
+        render_models(specs)
+
+
+def _add_validate() -> None:
+    try:
+        from .validate.cli import validate
+    except ImportError:  # the validation package is optional while it is being built
+        return
+    cli.add_command(validate)
+
+
+_add_validate()
+
+
+def main(argv: list[str] | None = None) -> None:
+    try:
+        cli.main(args=argv, prog_name="kvcalc", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(1)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except UsageError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+
+
+if __name__ == "__main__":
+    main()

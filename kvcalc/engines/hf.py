@@ -1,0 +1,122 @@
+"""Hugging Face transformers memory accounting: the cache grows into free memory as tokens arrive.
+
+Sources (transformers 5.x): cache_utils.py (DynamicLayer / DynamicSlidingWindowLayer append with torch.cat;
+QuantizedLayer keeps a full-precision residual of up to residual_length-1 tokens, re-quantizes everything when it
+fills, and returns a dequantized copy of the layer's keys and values on every update), generation/utils.py (only the
+last position's logits are computed during generation, then copied to fp32).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..constants import engine_constants
+from ..errors import UsageError
+from ..formats import KvFormat, WeightFormat
+from ..hardware import GpuProfile
+from ..kvcache import hf_cache_bytes, hf_elements_per_token, hf_tokens_kept
+from ..model import ModelSpec
+from .weights import weight_bytes
+
+
+@dataclass(frozen=True)
+class HfSettings:
+    weights: WeightFormat
+    kv: KvFormat
+    batch: int = 1
+    prompt_len: int = 512
+    new_tokens: int = 256
+    dtype_bytes: int = 2
+
+
+@dataclass
+class HfEstimate:
+    static_bytes: int  # weights after load (torch.cuda.memory_allocated)
+    cache_bytes: int  # what the cache object holds after generate
+    cache_tokens: int
+    transient_bytes: int  # the largest short-lived buffer of a decode step
+    prefill_activation_bytes: int
+    peak_increment_bytes: int  # max_memory_allocated - static during generate
+    cuda_context_bytes: int
+    total_bytes: int  # static + peak increment + CUDA context: what the process needs on the GPU
+    gpu_total_bytes: int | None
+    fits: bool
+    shortfall_bytes: int
+    notes: list[str] = field(default_factory=list)
+
+
+def _check(spec: ModelSpec, s: HfSettings) -> None:
+    if "hf" not in s.weights.engines:
+        raise UsageError(f"transformers does not load {s.weights.label} weights (vLLM only)")
+    if s.kv.vllm_name is not None and s.kv.name != "auto":
+        raise UsageError(f"transformers has no {s.kv.label} cache in the quantized-cache backends kvcalc models")
+    if s.batch < 1 or s.prompt_len < 1 or s.new_tokens < 1:
+        raise UsageError("batch, prompt length and new tokens must be positive")
+
+
+def prefill_activation_bytes(spec: ModelSpec, s: HfSettings) -> int:
+    """The prompt's forward pass: MLP intermediates dominate, plus the fp32 last-position logits."""
+    c = engine_constants("hf")
+    tokens = s.batch * s.prompt_len
+    inter = spec.intermediate_size * (spec.moe.experts_per_token if spec.moe else 1)
+    mlp = c["prefill_factor"] * tokens * s.dtype_bytes * (2 * spec.hidden_size + 3 * inter)
+    logits = s.batch * spec.vocab_size * (s.dtype_bytes + 4)
+    return int(mlp + logits)
+
+
+def decode_transient_bytes(spec: ModelSpec, s: HfSettings, tokens: int) -> int:
+    """The largest short-lived buffer of one decode step, layer by layer:
+    DynamicCache: torch.cat makes the new layer tensor while the old one still exists (one layer's K+V);
+    QuantizedCache: the dequantized full-precision copy of the layer's keys and values returned to attention."""
+    worst = 0
+    for layer in spec.layers:
+        per_token = hf_elements_per_token(layer)
+        kept = hf_tokens_kept(layer, tokens, s.kv)
+        worst = max(worst, s.batch * kept * per_token * s.dtype_bytes)
+    return worst + s.batch * spec.vocab_size * (s.dtype_bytes + 4)
+
+
+def estimate(spec: ModelSpec, s: HfSettings, gpu: GpuProfile | None = None) -> HfEstimate:
+    _check(spec, s)
+    c = engine_constants("hf")
+    notes: list[str] = []
+    static = weight_bytes(spec, s.weights, s.dtype_bytes)
+    cache_tokens = s.prompt_len + s.new_tokens - 1  # the last sampled token is never fed back
+    cache = hf_cache_bytes(spec.layers, s.batch, cache_tokens, s.prompt_len, s.kv, s.dtype_bytes)
+    transient = decode_transient_bytes(spec, s, cache_tokens)
+    prefill = prefill_activation_bytes(spec, s)
+    # Prefill: the prompt's cache is being written while activations are live.
+    prompt_cache = hf_cache_bytes(spec.layers, s.batch, s.prompt_len, s.prompt_len, s.kv, s.dtype_bytes)
+    peak = max(prompt_cache + prefill, cache + transient)
+    context = int(c["cuda_context_bytes"])
+    total = static + peak + context
+    fits, shortfall = True, 0
+    if gpu is not None:
+        fits = total <= gpu.memory_total_bytes
+        shortfall = max(total - gpu.memory_total_bytes, 0)
+    if s.kv.hf_quantized:
+        notes.append(f"{s.kv.label}: newest tokens (up to {s.kv.residual_length - 1}) stay in full precision; "
+                     "needs generate(cache_implementation='quantized', cache_config=...)")
+    if s.weights.name.startswith("nf4") or s.weights.name == "int8":
+        notes.append("bitsandbytes quantizes every nn.Linear but lm_head; embeddings and norms stay 16-bit")
+    notes.append(f"CUDA context and activation factors: {c['source']}")
+    return HfEstimate(
+        static_bytes=static, cache_bytes=cache, cache_tokens=cache_tokens, transient_bytes=transient,
+        prefill_activation_bytes=prefill, peak_increment_bytes=peak, cuda_context_bytes=context,
+        total_bytes=total, gpu_total_bytes=gpu.memory_total_bytes if gpu else None, fits=fits,
+        shortfall_bytes=shortfall, notes=notes,
+    )
+
+
+def max_context(spec: ModelSpec, s: HfSettings, gpu: GpuProfile) -> int:
+    """Longest prompt+generation (at s.batch, generating s.new_tokens) that fits on the GPU, by bisection."""
+    lo, hi = 0, max(spec.max_position_embeddings, 1) * 4
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        prompt = max(mid - s.new_tokens, 1)
+        trial = HfSettings(s.weights, s.kv, s.batch, prompt, s.new_tokens, s.dtype_bytes)
+        if estimate(spec, trial, gpu).fits:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo

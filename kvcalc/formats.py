@@ -1,0 +1,194 @@
+"""Numeric formats for weights and for the KV cache, as the libraries lay them out in memory.
+
+Every size is an exact integer number of bytes, computed from the storage layout of the library that uses the format
+(bitsandbytes, AutoAWQ/GPTQ kernels, hqq, optimum-quanto, vLLM).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .errors import UsageError
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Weights
+# --------------------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WeightFormat:
+    name: str
+    label: str
+    description: str
+    bits: int  # stored bits per quantized weight element
+    quantizes_linears: bool  # False: everything stays in the compute dtype
+    needs_unpack: bool  # packed sub-byte values are unpacked on every read (a per-byte cost on any GPU)
+    native_min_compute_capability: float | None  # below it, the format is emulated (upcast on every read)
+    quality_risk: str  # none | low | moderate | high, for models of 4B parameters and more
+    engines: tuple[str, ...]
+    quality_risk_small: str | None = None  # the same for models under 4B parameters, where it differs
+    quality_note: str = ""
+
+    def risk_for(self, params: int) -> str:
+        return self.quality_risk_small if (self.quality_risk_small and params < 4_000_000_000) else self.quality_risk
+
+    def linear_bytes(self, in_features: int, out_features: int, dtype_bytes: int = 2) -> int:
+        """Bytes of one quantized Linear weight (bias excluded; biases stay in the compute dtype)."""
+        n = in_features * out_features
+        name = self.name
+        if name in ("bf16", "fp16"):
+            return n * 2
+        if name == "fp32":
+            return n * 4
+        if name == "fp8":
+            # vLLM Fp8LinearMethod: 1 byte per weight + an fp32 per-tensor weight_scale.
+            return n + 4
+        if name == "int8":
+            # bitsandbytes LLM.int8 (Int8Params): int8 weight + fp32 row scale (SCB) per output row.
+            return n + out_features * 4
+        if name == "nf4":
+            # bitsandbytes Params4bit: two 4-bit codes per uint8 + one fp32 absmax per block of 64.
+            return _ceil_div(n, 2) + _ceil_div(n, 64) * 4
+        if name == "nf4-dq":
+            # double quant: absmax stored as uint8 per 64-block, re-quantized with an fp32 absmax per 256 of
+            # them, plus the fp32 offset and the 256-entry fp32 code table of the nested state.
+            blocks = _ceil_div(n, 64)
+            return _ceil_div(n, 2) + blocks + _ceil_div(blocks, 256) * 4 + 4 + 256 * 4
+        if name == "awq":
+            # AWQ GEMM layout, group 128: qweight int32 [in, out/8]; qzeros int32 [in/128, out/8];
+            # scales fp16 [in/128, out].
+            groups = _ceil_div(in_features, 128)
+            return n // 2 + groups * out_features // 2 + groups * out_features * 2
+        if name == "gptq":
+            # GPTQ (exllama/marlin checkpoint layout), group 128: qweight int32 [in/8, out]; qzeros int32
+            # [in/128, out/8]; scales fp16 [in/128, out]; g_idx int32 [in].
+            groups = _ceil_div(in_features, 128)
+            return n // 2 + groups * out_features // 2 + groups * out_features * 2 + in_features * 4
+        if name == "hqq4":
+            # hqq 4-bit, group 64 along the input axis: packed uint8 + scale and zero in the compute dtype.
+            return _ceil_div(n, 2) + _ceil_div(n, 64) * 2 * dtype_bytes
+        raise AssertionError(f"no layout for weight format {name}")  # unreachable for registered formats
+
+
+_NF4_NOTE = ("4-bit weights on ~3B models can fall into repetition loops; 7B+ models degrade less "
+             "(see docs/quality.md for measured evidence)")
+
+WEIGHT_FORMATS: dict[str, WeightFormat] = {
+    f.name: f
+    for f in (
+        WeightFormat("bf16", "BF16", "bfloat16, as released", 16, False, False, 8.0, "none", ("hf", "vllm")),
+        WeightFormat("fp16", "FP16", "float16", 16, False, False, None, "none", ("hf", "vllm")),
+        WeightFormat("fp32", "FP32", "float32", 32, False, False, None, "none", ("hf",)),
+        WeightFormat("fp8", "FP8 W8", "fp8 e4m3 weights, per-tensor scale (vLLM quantization=fp8)", 8, True,
+                     False, 8.9, "low", ("vllm",)),
+        WeightFormat("int8", "INT8", "bitsandbytes LLM.int8 (8-bit weights, fp32 row scales)", 8, True, True,
+                     None, "low", ("hf",)),
+        WeightFormat("nf4", "NF4", "bitsandbytes NF4, block 64, fp32 absmax (0.5625 B/param)", 4, True, True,
+                     None, "moderate", ("hf", "vllm"), "high", _NF4_NOTE),
+        WeightFormat("nf4-dq", "NF4+DQ", "bitsandbytes NF4 with double quantization (~0.516 B/param)", 4, True,
+                     True, None, "moderate", ("hf",), "high", _NF4_NOTE),
+        WeightFormat("awq", "AWQ int4", "AWQ int4, group 128, fp16 scales and packed zeros", 4, True, True, 7.5,
+                     "low", ("hf", "vllm"), "moderate",
+                     "calibrated on data: usually better than NF4 at the same size"),
+        WeightFormat("gptq", "GPTQ int4", "GPTQ int4, group 128, fp16 scales, packed zeros, g_idx", 4, True, True,
+                     7.5, "low", ("hf", "vllm"), "moderate", "calibrated on data"),
+        WeightFormat("hqq4", "HQQ 4-bit", "hqq 4-bit weights, group 64, scale+zero in the compute dtype", 4, True,
+                     True, None, "moderate", ("hf",), "high", "calibration-free"),
+    )
+}
+
+
+def weight_format(name: str) -> WeightFormat:
+    key = name.strip().lower().replace("_", "-")
+    aliases = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32", "auto": "bf16",
+               "awq-int4": "awq", "gptq-int4": "gptq", "bnb-nf4": "nf4", "nf4dq": "nf4-dq", "hqq": "hqq4",
+               "bnb-int8": "int8", "w8": "fp8"}
+    key = aliases.get(key, key)
+    if key not in WEIGHT_FORMATS:
+        raise UsageError(f"unknown weight format {name!r}; known: {', '.join(WEIGHT_FORMATS)}")
+    return WEIGHT_FORMATS[key]
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# KV cache
+# --------------------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class KvFormat:
+    name: str
+    label: str
+    description: str
+    bits: int  # stored bits per cached element (not counting scales)
+    group_size: int  # elements sharing one scale (+ zero); 0 when there are none
+    scale_tensors: int  # per group: 2 (scale and zero/shift) for hqq/quanto, 0 for plain dtypes
+    residual_length: int  # newest tokens kept in the compute dtype before re-quantizing (HF quantized cache)
+    backend: str | None  # transformers cache_config backend, or None
+    vllm_name: str | None  # vLLM kv_cache_dtype, or None when vLLM has no such cache
+    native_min_compute_capability: float | None
+    needs_unpack: bool
+    quality_risk: str
+
+    @property
+    def hf_quantized(self) -> bool:
+        return self.backend is not None
+
+    def element_bytes(self, compute_dtype_bytes: int) -> int:
+        """Bytes per element for plain (byte-aligned) formats; for the quantized ones use quantized_bytes."""
+        if self.bits == 0:
+            return compute_dtype_bytes
+        if self.group_size:
+            raise AssertionError("grouped formats have no whole byte count per element")
+        return self.bits // 8
+
+    def quantized_bytes(self, n_elements: int, compute_dtype_bytes: int) -> int:
+        """Bytes of n elements stored in this format, scales and zeros included (the quantized part only)."""
+        if not self.group_size:
+            return n_elements * self.element_bytes(compute_dtype_bytes)
+        packed = _ceil_div(n_elements * self.bits, 8)
+        groups = _ceil_div(n_elements, self.group_size)
+        return packed + groups * self.scale_tensors * compute_dtype_bytes
+
+    def bits_per_element(self, compute_dtype_bytes: int) -> float:
+        """Average stored bits per element: 4-bit with group 64 and 2-byte scale+zero gives 4.5."""
+        if not self.group_size:
+            return 8.0 * self.element_bytes(compute_dtype_bytes)
+        return self.bits + self.scale_tensors * compute_dtype_bytes * 8 / self.group_size
+
+
+def _quantized(backend: str, bits: int, risk: str) -> KvFormat:
+    return KvFormat(f"{backend}-{bits}", f"{backend.upper() if backend == 'hqq' else backend} {bits}-bit KV",
+                    f"transformers QuantizedCache, backend {backend}, {bits}-bit, group 64, scale+zero per group, "
+                    "128-token full-precision residual", bits, 64, 2, 128, backend, None, None, True, risk)
+
+
+KV_FORMATS: dict[str, KvFormat] = {
+    f.name: f
+    for f in (
+        KvFormat("auto", "BF16 KV", "the model dtype (bf16)", 0, 0, 0, 0, None, "auto", None, False, "none"),
+        KvFormat("fp8", "FP8 KV", "fp8 e4m3, per-layer scale (vLLM kv_cache_dtype=fp8)", 8, 0, 0, 0, None,
+                 "fp8", 8.9, False, "low"),
+        KvFormat("fp8-e5m2", "FP8 e5m2 KV", "fp8 e5m2 (vLLM kv_cache_dtype=fp8_e5m2)", 8, 0, 0, 0, None,
+                 "fp8_e5m2", 8.9, False, "low"),
+        _quantized("hqq", 4, "low"),
+        _quantized("hqq", 2, "moderate"),
+        _quantized("quanto", 4, "low"),
+        _quantized("quanto", 2, "high"),
+    )
+}
+
+
+def kv_format(name: str) -> KvFormat:
+    key = name.strip().lower().replace("_", "-")
+    aliases = {"bf16": "auto", "fp16": "auto", "default": "auto", "fp8-e4m3": "fp8", "e4m3": "fp8",
+               "e5m2": "fp8-e5m2", "hqq4": "hqq-4", "hqq2": "hqq-2", "quanto4": "quanto-4", "quanto2": "quanto-2",
+               "int4": "hqq-4", "4bit": "hqq-4", "2bit": "hqq-2"}
+    key = aliases.get(key, key)
+    if key not in KV_FORMATS:
+        raise UsageError(f"unknown KV cache format {name!r}; known: {', '.join(KV_FORMATS)}")
+    return KV_FORMATS[key]

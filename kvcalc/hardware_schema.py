@@ -1,0 +1,140 @@
+"""The pydantic schema of a GPU profile: every rule a profile must satisfy.
+
+Used for users' own profile files and by the tests on every shipped file. `kvcalc plan` does not import it: the
+shipped files are validated in CI, and building pydantic models costs more start-up time than the whole plan.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from .hardware import FLOPS_KEYS, GpuProfile, _canonical_dtype, _normalize_name
+from .errors import UsageError
+import re
+
+_ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9.\-]*$")
+
+
+class GpuProfileSchema(BaseModel):
+    """One GPU, as the planner needs it. Field meanings are in the module docstring and in each YAML file."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str = Field(description="lowercase identifier; the shipped file is <id>.yaml")
+    name: str = Field(min_length=1, description="full marketing name")
+    vendor: Literal["nvidia", "amd"]
+    architecture: str = Field(min_length=1, description="Volta, Turing, Ampere, Ada, Hopper, Blackwell, CDNA3, ...")
+    compute_capability: float | None = Field(default=None, description="CUDA compute capability; null for AMD")
+    gfx: str | None = Field(default=None, description="AMD gfx target, e.g. gfx942; null for NVIDIA")
+    aliases: tuple[str, ...] = ()
+    memory_marketing_bytes: int = Field(gt=0, description="advertised memory size, exact bytes")
+    memory_total_bytes: int = Field(gt=0, description="total memory the driver reports (cudaMemGetInfo), bytes")
+    memory_bandwidth_bytes_per_s: int = Field(gt=0, description="datasheet peak DRAM bandwidth, bytes/s")
+    memory_type: str = Field(min_length=1)
+    flops: dict[str, float | None] = Field(default_factory=dict, description="dense FLOP/s (OP/s) per datatype")
+    native_bf16: bool
+    native_fp8: bool
+    tdp_watts: int | None = Field(default=None, gt=0)
+    form_factor: str | None = None
+    achievable_bandwidth_fraction: float = Field(
+        gt=0, le=1, description="share of datasheet bandwidth a large device-to-device copy reaches"
+    )
+    sources: dict[str, str] = Field(default_factory=dict, description="field -> where the number came from")
+
+    # -- field checks ---------------------------------------------------------------------------------------------
+
+    @field_validator("id")
+    @classmethod
+    def _check_id(cls, value: str) -> str:
+        if not _ID_PATTERN.match(value):
+            raise ValueError(f"id {value!r} must be lowercase letters, digits, '.' and '-' (e.g. h100-sxm)")
+        return value
+
+    @field_validator("memory_marketing_bytes", "memory_total_bytes", "memory_bandwidth_bytes_per_s", mode="before")
+    @classmethod
+    def _whole_numbers(cls, value: object) -> object:
+        # YAML 1.1 reads 320e9 (no exponent sign) as a string; accept it, and whole floats, as exact integers
+        if isinstance(value, str):
+            try:
+                value = float(value.replace("_", ""))
+            except ValueError:
+                return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        return value
+
+    @field_validator("aliases", mode="before")
+    @classmethod
+    def _normalize_aliases(cls, value: object) -> object:
+        if value is None:
+            return ()
+        if isinstance(value, str):
+            value = [value]
+        if isinstance(value, (list, tuple)):
+            return tuple(_normalize_name(str(v)) for v in value)
+        return value
+
+    @field_validator("flops")
+    @classmethod
+    def _check_flops(cls, value: dict[str, float | None]) -> dict[str, float | None]:
+        out: dict[str, float | None] = {}
+        for key, number in value.items():
+            canonical = _canonical_dtype(key)
+            if canonical not in FLOPS_KEYS:
+                raise ValueError(f"unknown datatype {key!r} in flops; use one of {', '.join(FLOPS_KEYS)}")
+            if number is not None and number <= 0:
+                raise ValueError(f"flops.{key} must be positive (FLOP/s), or null where the GPU has no native support")
+            out[canonical] = number
+        return out
+
+    @model_validator(mode="after")
+    def _check_consistency(self) -> GpuProfileSchema:
+        if self.memory_total_bytes > self.memory_marketing_bytes * 1.1:
+            raise ValueError(
+                f"memory_total_bytes ({self.memory_total_bytes}) exceeds memory_marketing_bytes "
+                f"({self.memory_marketing_bytes}) by more than 10%: are GiB and GB mixed up?"
+            )
+        if self.vendor == "nvidia":
+            if self.compute_capability is None:
+                raise ValueError("an NVIDIA GPU needs compute_capability (e.g. 8.9)")
+            fp8_expected = self.compute_capability >= 8.9
+            if self.native_fp8 != fp8_expected:
+                raise ValueError(
+                    f"native_fp8 is {self.native_fp8} but compute capability {self.compute_capability} "
+                    f"{'has' if fp8_expected else 'lacks'} FP8 tensor cores (native from 8.9)"
+                )
+            bf16_expected = self.compute_capability >= 8.0
+            if self.native_bf16 != bf16_expected:
+                raise ValueError(
+                    f"native_bf16 is {self.native_bf16} but compute capability {self.compute_capability} "
+                    f"{'has' if bf16_expected else 'lacks'} BF16 tensor cores (native from 8.0)"
+                )
+        elif self.compute_capability is not None:
+            raise ValueError("compute_capability is an NVIDIA notion; leave it null for AMD and set gfx instead")
+        if not self.native_fp8 and self.flops.get("fp8") is not None:
+            raise ValueError("flops.fp8 is given but native_fp8 is false")
+        if not self.native_bf16 and self.flops.get("bf16") is not None:
+            raise ValueError("flops.bf16 is given but native_bf16 is false")
+        if self.id in self.aliases:
+            raise ValueError(f"alias {self.id!r} repeats the id")
+        return self
+
+
+def _format_validation_error(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err.get("loc", ()))
+        msg = err.get("msg", "invalid").removeprefix("Value error, ")
+        parts.append(f"{loc}: {msg}" if loc else msg)
+    return "; ".join(parts)
+
+
+def validate_profile(data: dict, origin: str) -> GpuProfile:
+    """Check a profile mapping against every rule; a one-line UsageError names what is wrong."""
+    try:
+        checked = GpuProfileSchema.model_validate(data)
+    except ValidationError as exc:
+        raise UsageError(f"invalid GPU profile {origin}: {_format_validation_error(exc)}") from None
+    return GpuProfile(**checked.model_dump())

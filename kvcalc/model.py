@@ -1,0 +1,548 @@
+"""ModelSpec: what kvcalc needs to know about a model, read from its Hugging Face config.json.
+
+Parameter counts are split by part (embeddings, attention, MLP, norms, lm_head, other) and equal the published totals
+exactly (see kvcalc/catalog and tests/test_catalog.py); every decoder layer gets one cache spec (layers.py) describing
+what it stores. The layouts follow transformers' modeling files (src/transformers/models/<arch>/modeling_<arch>.py);
+tests/test_model.py cross-checks every supported model type against transformers itself when it is installed.
+
+Supported model types and where their layout comes from:
+- llama, mistral, qwen2, qwen3, granite, olmo2, gemma, gemma2, gemma3_text, phi3: dense decoders
+  (q/k/v/o projections, gated MLP; Qwen3/Gemma 3 add per-head q/k RMSNorms, OLMo 2 full-width ones, Gemma 2/3 four
+  norms per layer, Phi-3 fuses qkv and gate/up into single Linears).
+- gemma3 (multimodal wrapper): the text decoder under text_config; the SigLIP vision tower and projector are counted
+  apart in ModelSpec.vision_params.
+- mixtral, qwen3_moe: mixture-of-experts MLPs (a router plus num_experts gated experts per MoE layer).
+- deepseek_v2, deepseek_v3: multi-head latent attention (MLA) + MoE with shared experts; the first
+  first_k_dense_replace layers are dense.
+- jamba: Mamba-1 mixers with one attention layer every attn_layer_period layers, MoE every expert_layer_period layers.
+
+Non-uniform models: num_kv_heads and head_dim describe the attention layers (MLA: the decompressed per-head key width
+qk_nope_head_dim + qk_rope_head_dim, num_kv_heads = num_attention_heads); intermediate_size is the dense MLP width
+where the model has dense MLP layers, else the width of one expert (MoeInfo.expert_intermediate_size always holds the
+expert width).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from .errors import UnsupportedModelError, UsageError
+from .layers import FullAttention, LayerCache, MambaState, MultiLatentAttention, NoCache, SlidingWindow
+
+
+@dataclass(frozen=True)
+class LinearGroup:
+    """`count` Linear weights of shape in_features x out_features that weight quantizers replace."""
+
+    name: str
+    in_features: int
+    out_features: int
+    count: int
+
+    @property
+    def params(self) -> int:
+        return self.in_features * self.out_features * self.count
+
+
+@dataclass(frozen=True)
+class ParamCounts:
+    embedding: int
+    attention: int  # projections (+ their biases and q/k norms; MLA: also the latent norms)
+    mlp: int  # dense MLPs, all experts and routers included
+    norms: int
+    lm_head: int  # 0 when tied to the embedding
+    other: int = 0  # anything else (e.g. Mamba mixers)
+    active_mlp: int | None = None  # MoE: MLP parameters one token uses; None for dense models
+
+    @property
+    def total(self) -> int:
+        return self.embedding + self.attention + self.mlp + self.norms + self.lm_head + self.other
+
+    @property
+    def active(self) -> int:
+        """Parameters read per token (differs from total only for MoE)."""
+        mlp = self.mlp if self.active_mlp is None else self.active_mlp
+        return self.embedding + self.attention + mlp + self.norms + self.lm_head + self.other
+
+
+@dataclass(frozen=True)
+class MoeInfo:
+    num_experts: int
+    experts_per_token: int
+    shared_experts: int = 0
+    expert_intermediate_size: int = 0  # width of one routed expert's MLP
+    moe_layers: int = 0  # how many layers have an MoE MLP (the others are dense)
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str
+    model_type: str
+    hidden_size: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    intermediate_size: int
+    vocab_size: int
+    max_position_embeddings: int
+    tie_word_embeddings: bool
+    params: ParamCounts
+    layers: tuple[LayerCache, ...]
+    linears: tuple[LinearGroup, ...]  # quantizable Linear weights (lm_head and embeddings excluded)
+    dtype_bytes: int = 2  # released dtype (bf16)
+    moe: MoeInfo | None = None
+    rotary_dim: int = 0  # per-head rotary dimension (for vLLM's cos/sin cache); 0 without RoPE (Jamba)
+    source: str = ""
+    config: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    # Multimodal checkpoints (Gemma 3 4B+): vision tower + projector parameters the checkpoint also holds. Not part of
+    # params (the text decoder); loaded by the multimodal classes and by vLLM unless it is told to skip them.
+    vision_params: int = 0
+    # Parameters (already in params) that transformers keeps in float32 whatever the load dtype
+    # (_keep_in_fp32_modules_strict: DeepSeek routers and e_score_correction_bias).
+    fp32_params: int = 0
+
+    @property
+    def linear_params(self) -> int:
+        return sum(g.params for g in self.linears)
+
+    @property
+    def layer_kinds(self) -> set[str]:
+        return {layer.kind for layer in self.layers}
+
+
+def _get(cfg: dict[str, Any], *names: str, default: Any = None) -> Any:
+    for name in names:
+        if cfg.get(name) is not None:
+            return cfg[name]
+    return default
+
+
+MULTIMODAL_WRAPPERS = {"gemma3"}  # wrappers whose vision part kvcalc counts; any other wrapper with a vision tower is refused
+
+# transformers' config defaults for fields real configs leave out: Gemma 3's text_config lists only what differs from
+# Gemma3TextConfig (configuration_gemma3.py); MistralConfig's sliding_window is 4096 when the key is absent.
+_DEFAULTS: dict[str, dict[str, Any]] = {
+    "gemma3_text": {"vocab_size": 262_208, "hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 26,
+                    "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256,
+                    "max_position_embeddings": 131_072, "sliding_window": 4096, "tie_word_embeddings": True},
+    "gemma2": {"head_dim": 256, "sliding_window": 4096, "tie_word_embeddings": True},
+    "gemma": {"head_dim": 256, "tie_word_embeddings": True},
+    "mistral": {"sliding_window": 4096},
+    "jamba": {"num_experts": 16, "num_experts_per_tok": 2, "expert_layer_period": 2, "expert_layer_offset": 1,
+              "attn_layer_period": 8, "attn_layer_offset": 4, "mamba_d_state": 16, "mamba_d_conv": 4,
+              "mamba_expand": 2, "mamba_dt_rank": "auto", "mamba_conv_bias": True, "mamba_proj_bias": False},
+    "deepseek_v2": {"first_k_dense_replace": 0, "n_shared_experts": None, "moe_layer_freq": 1, "q_lora_rank": None},
+    "deepseek_v3": {"first_k_dense_replace": 3, "n_shared_experts": 1, "moe_layer_freq": 1},
+    "qwen3_moe": {"decoder_sparse_step": 1, "mlp_only_layers": []},
+}
+_TIED_BY_DEFAULT = {"gemma", "gemma2", "gemma3_text"}
+
+DENSE_LLAMA_LIKE = {"llama", "mistral", "qwen2", "qwen3", "phi3", "granite", "olmo2", "gemma", "gemma2", "gemma3_text"}
+MOE = {"mixtral", "qwen3_moe"}
+MLA = {"deepseek_v2", "deepseek_v3"}
+HYBRID = {"jamba"}
+SUPPORTED = DENSE_LLAMA_LIKE | MOE | MLA | HYBRID
+
+
+def _text_config(cfg: dict[str, Any]) -> dict[str, Any]:
+    """Multimodal configs (Gemma 3, Llama 4...) keep the decoder under text_config."""
+    if "text_config" in cfg and "num_hidden_layers" not in cfg:
+        merged = dict(cfg["text_config"] or {})
+        merged.setdefault("architectures", cfg.get("architectures"))
+        for key in ("torch_dtype", "dtype"):
+            if cfg.get(key) is not None:
+                merged.setdefault(key, cfg[key])
+        if "model_type" not in merged and cfg.get("model_type") == "gemma3":
+            merged["model_type"] = "gemma3_text"
+        return merged
+    return cfg
+
+
+def spec_from_config(cfg: dict[str, Any], name: str = "model", source: str = "") -> ModelSpec:
+    """Build a ModelSpec from a config.json dict. Refuses (UnsupportedModelError) what it cannot account for."""
+    if not isinstance(cfg, dict):
+        raise UsageError(f"config of {name} is not a JSON object")
+    outer_type = str(cfg.get("model_type", "")).lower()
+    wrapped = "text_config" in cfg and "num_hidden_layers" not in cfg
+    if wrapped and cfg.get("vision_config") is not None and outer_type not in MULTIMODAL_WRAPPERS:
+        raise UnsupportedModelError(
+            f"{name} is a multimodal model ({outer_type or 'unknown type'}) whose vision tower kvcalc cannot count "
+            f"yet; kvcalc refuses rather than guess (multimodal wrappers supported: {', '.join(sorted(MULTIMODAL_WRAPPERS))})"
+        )
+    text = _text_config(cfg)
+    model_type = str(text.get("model_type", "")).lower()
+    if model_type not in SUPPORTED:
+        raise UnsupportedModelError(
+            f"model type {model_type or '(none)'!r} of {name} is not supported yet; kvcalc refuses rather than guess "
+            f"(supported: {', '.join(sorted(SUPPORTED | MULTIMODAL_WRAPPERS))})"
+        )
+    merged = dict(_DEFAULTS.get(model_type, {}))
+    merged.update(text)  # a key present with null stays null (Mistral v0.3's "sliding_window": null)
+    try:
+        spec = _BUILDERS[model_type](merged, name, model_type, source)
+    except (KeyError, TypeError, ValueError, ZeroDivisionError) as exc:
+        if isinstance(exc, UsageError):
+            raise
+        raise UsageError(f"config of {name} ({model_type}) is missing or has a bad field: {exc!r}") from None
+    if wrapped and cfg.get("vision_config") is not None:
+        spec = replace(spec, vision_params=_gemma3_vision_params(cfg["vision_config"], spec.hidden_size))
+    return spec
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# counting helpers
+
+
+class _Count:
+    """Accumulates parameters by part and the quantizable Linear weights, layer by layer."""
+
+    def __init__(self) -> None:
+        self.parts = {"attention": 0, "mlp": 0, "norms": 0, "other": 0}
+        self.active_mlp = 0
+        self.fp32 = 0
+        self._linears: dict[tuple[str, int, int], int] = {}
+
+    def add(self, part: str, n: int) -> int:
+        self.parts[part] += n
+        return n
+
+    def linear(self, part: str, name: str, fin: int, fout: int, count: int = 1, bias: bool = False,
+               quantized: bool = True) -> int:
+        """count nn.Linear(fin, fout) weights (+ bias); quantized=False for weights bitsandbytes/AWQ leave alone."""
+        if count <= 0:
+            return 0
+        n = (fin * fout + (fout if bias else 0)) * count
+        self.parts[part] += n
+        if quantized:
+            key = (name, fin, fout)
+            self._linears[key] = self._linears.get(key, 0) + count
+        return n
+
+    def linears(self) -> tuple[LinearGroup, ...]:
+        return tuple(LinearGroup(name, fin, fout, count) for (name, fin, fout), count in self._linears.items())
+
+
+def _dtype_bytes(cfg: dict[str, Any]) -> int:
+    dtype = str(_get(cfg, "torch_dtype", "dtype", default="bfloat16")).replace("torch.", "")
+    return {"float32": 4, "float": 4, "bfloat16": 2, "float16": 2, "half": 2}.get(dtype, 2)
+
+
+def _head_dim(cfg: dict[str, Any]) -> int:
+    h, n_heads = int(cfg["hidden_size"]), int(cfg["num_attention_heads"])
+    return int(_get(cfg, "head_dim", default=h // n_heads))
+
+
+def _rotary_dim(cfg: dict[str, Any], head_dim: int) -> int:
+    rope = cfg.get("rope_parameters") or cfg.get("rope_scaling") or {}
+    partial = _get(cfg, "partial_rotary_factor", default=rope.get("partial_rotary_factor", 1.0) if isinstance(rope, dict) else 1.0)
+    return int(head_dim * float(partial))
+
+
+def _attention_kinds(cfg: dict[str, Any], model_type: str, n_layers: int) -> list[str]:
+    """'full' or 'sliding' for each layer, the way transformers' config classes decide it."""
+    types = cfg.get("layer_types")
+    if types:
+        if len(types) != n_layers:
+            raise UsageError(f"layer_types has {len(types)} entries for {n_layers} layers")
+        out = []
+        for t in types:
+            if t == "full_attention":
+                out.append("full")
+            elif t == "sliding_attention":
+                out.append("sliding")
+            else:
+                raise UnsupportedModelError(f"layer type {t!r} is not supported yet; kvcalc refuses rather than guess")
+        return out
+    window = cfg.get("sliding_window")
+    if model_type == "gemma2":  # configuration_gemma2.py: (i + 1) % 2 -> sliding, so even layers slide
+        return ["sliding" if (i + 1) % 2 else "full" for i in range(n_layers)]
+    if model_type == "gemma3_text":  # configuration_gemma3.py: every sliding_window_pattern-th layer is full
+        pattern = int(_get(cfg, "sliding_window_pattern", "_sliding_window_pattern", default=6))
+        return ["sliding" if (i + 1) % pattern else "full" for i in range(n_layers)]
+    if model_type in ("qwen2", "qwen3", "qwen3_moe"):  # layers >= max_window_layers slide when use_sliding_window
+        if cfg.get("use_sliding_window") and window:
+            first = int(_get(cfg, "max_window_layers", default=n_layers))
+            return ["sliding" if i >= first else "full" for i in range(n_layers)]
+        return ["full"] * n_layers
+    if model_type in ("mistral", "mixtral", "phi3", "jamba") and window:  # one window for every layer
+        return ["sliding"] * n_layers
+    return ["full"] * n_layers
+
+
+def _kv_cache(kind: str, cfg: dict[str, Any], n_kv: int, head_dim: int) -> LayerCache:
+    if kind == "sliding":
+        return SlidingWindow(n_kv, head_dim, head_dim, window=int(cfg["sliding_window"]))
+    return FullAttention(n_kv, head_dim, head_dim)
+
+
+def _standard_attention(c: _Count, cfg: dict[str, Any], model_type: str) -> None:
+    """One layer of q/k/v/o attention (phi3: fused qkv_proj) with the model type's biases and q/k norms."""
+    h, n_heads = int(cfg["hidden_size"]), int(cfg["num_attention_heads"])
+    n_kv = int(_get(cfg, "num_key_value_heads", default=n_heads))
+    hd = _head_dim(cfg)
+    q_out, kv_out = n_heads * hd, n_kv * hd
+    if model_type == "qwen2":  # modeling_qwen2.py: q/k/v always biased, o never
+        qkv_bias, o_bias = True, False
+    elif model_type in ("mistral", "mixtral", "phi3", "jamba"):
+        qkv_bias = o_bias = False
+    else:  # llama, granite, olmo2, gemma*, qwen3*: attention_bias on all four projections
+        qkv_bias = o_bias = bool(cfg.get("attention_bias", False))
+    if model_type == "phi3":
+        c.linear("attention", "qkv_proj", h, q_out + 2 * kv_out)
+    else:
+        c.linear("attention", "q_proj", h, q_out, bias=qkv_bias)
+        c.linear("attention", "k_proj", h, kv_out, bias=qkv_bias)
+        c.linear("attention", "v_proj", h, kv_out, bias=qkv_bias)
+    c.linear("attention", "o_proj", q_out, h, bias=o_bias)
+    if model_type in ("qwen3", "qwen3_moe", "gemma3_text"):  # per-head RMSNorm on q and k
+        c.add("attention", 2 * hd)
+    elif model_type == "olmo2":  # full-width RMSNorm on q and k
+        c.add("attention", q_out + kv_out)
+
+
+def _gated_mlp(c: _Count, h: int, inter: int, prefix: str = "", count: int = 1, bias: bool = False,
+               fused: bool = False) -> int:
+    """gate/up/down MLP(s) of width inter; returns their parameters."""
+    if fused:  # phi3: gate_up_proj is one Linear
+        n = c.linear("mlp", prefix + "gate_up_proj", h, 2 * inter, count, bias)
+    else:
+        n = c.linear("mlp", prefix + "gate_proj", h, inter, count, bias)
+        n += c.linear("mlp", prefix + "up_proj", h, inter, count, bias)
+    return n + c.linear("mlp", prefix + "down_proj", inter, h, count, bias)
+
+
+def _spec(cfg: dict[str, Any], name: str, model_type: str, source: str, c: _Count, layers: list[LayerCache], *,
+          head_dim: int, n_kv: int, intermediate: int, moe: MoeInfo | None = None, rotary_dim: int | None = None,
+          ) -> ModelSpec:
+    h, vocab = int(cfg["hidden_size"]), int(cfg["vocab_size"])
+    tied = bool(_get(cfg, "tie_word_embeddings", default=model_type in _TIED_BY_DEFAULT))
+    params = ParamCounts(embedding=vocab * h, attention=c.parts["attention"], mlp=c.parts["mlp"],
+                         norms=c.parts["norms"], lm_head=0 if tied else vocab * h, other=c.parts["other"],
+                         active_mlp=c.active_mlp if moe else None)
+    return ModelSpec(
+        name=name,
+        model_type=model_type,
+        hidden_size=h,
+        num_layers=len(layers),
+        num_heads=int(cfg["num_attention_heads"]),
+        num_kv_heads=n_kv,
+        head_dim=head_dim,
+        intermediate_size=intermediate,
+        vocab_size=vocab,
+        max_position_embeddings=int(_get(cfg, "max_position_embeddings", default=0)),
+        tie_word_embeddings=tied,
+        params=params,
+        layers=tuple(layers),
+        linears=c.linears(),
+        dtype_bytes=_dtype_bytes(cfg),
+        moe=moe,
+        rotary_dim=_rotary_dim(cfg, head_dim) if rotary_dim is None else rotary_dim,
+        source=source,
+        config=cfg,
+        fp32_params=c.fp32,
+    )
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# dense decoders: llama, mistral, qwen2, qwen3, phi3, granite, olmo2, gemma, gemma2, gemma3_text
+
+
+def _dense(cfg: dict[str, Any], name: str, model_type: str, source: str) -> ModelSpec:
+    h, n_layers = int(cfg["hidden_size"]), int(cfg["num_hidden_layers"])
+    n_kv = int(_get(cfg, "num_key_value_heads", default=cfg["num_attention_heads"]))
+    hd, inter = _head_dim(cfg), int(cfg["intermediate_size"])
+    kinds = _attention_kinds(cfg, model_type, n_layers)
+    norms_per_layer = 4 if model_type in ("gemma2", "gemma3_text") else 2
+    mlp_bias = bool(cfg.get("mlp_bias")) and model_type in ("llama", "granite")
+    c = _Count()
+    for _ in range(n_layers):
+        _standard_attention(c, cfg, model_type)
+        _gated_mlp(c, h, inter, bias=mlp_bias, fused=model_type == "phi3")
+        c.add("norms", norms_per_layer * h)
+    c.add("norms", h)  # final norm
+    layers = [_kv_cache(k, cfg, n_kv, hd) for k in kinds]
+    return _spec(cfg, name, model_type, source, c, layers, head_dim=hd, n_kv=n_kv, intermediate=inter)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# mixture of experts: mixtral, qwen3_moe
+
+
+def _moe(cfg: dict[str, Any], name: str, model_type: str, source: str) -> ModelSpec:
+    h, n_layers = int(cfg["hidden_size"]), int(cfg["num_hidden_layers"])
+    n_kv = int(_get(cfg, "num_key_value_heads", default=cfg["num_attention_heads"]))
+    hd = _head_dim(cfg)
+    k = int(cfg["num_experts_per_tok"])
+    if model_type == "mixtral":  # modeling_mixtral.py: every layer is MoE, experts of intermediate_size
+        n_exp, exp_inter, dense_inter = int(cfg["num_local_experts"]), int(cfg["intermediate_size"]), 0
+        is_moe = [True] * n_layers
+    else:  # modeling_qwen3_moe.py: MoE unless in mlp_only_layers or off the decoder_sparse_step grid
+        n_exp, exp_inter = int(cfg["num_experts"]), int(cfg["moe_intermediate_size"])
+        dense_inter = int(cfg["intermediate_size"])
+        step, only = int(cfg.get("decoder_sparse_step") or 1), set(cfg.get("mlp_only_layers") or [])
+        is_moe = [i not in only and n_exp > 0 and (i + 1) % step == 0 for i in range(n_layers)]
+    kinds = _attention_kinds(cfg, model_type, n_layers)
+    c = _Count()
+    for moe_layer in is_moe:
+        _standard_attention(c, cfg, model_type)
+        if moe_layer:
+            router = c.linear("mlp", "router", h, n_exp)  # nn.Linear in transformers 4.x; bnb quantizes it
+            per_expert = 3 * h * exp_inter
+            _gated_mlp(c, h, exp_inter, prefix="experts.", count=n_exp)
+            c.active_mlp += router + k * per_expert
+        else:
+            c.active_mlp += _gated_mlp(c, h, dense_inter)
+        c.add("norms", 2 * h)
+    c.add("norms", h)
+    layers = [_kv_cache(kind, cfg, n_kv, hd) for kind in kinds]
+    moe = MoeInfo(num_experts=n_exp, experts_per_token=k, expert_intermediate_size=exp_inter,
+                  moe_layers=sum(is_moe))
+    return _spec(cfg, name, model_type, source, c, layers, head_dim=hd, n_kv=n_kv,
+                 intermediate=dense_inter if not all(is_moe) else exp_inter, moe=moe)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# DeepSeek V2 / V3: multi-head latent attention + MoE with shared experts
+
+
+def _deepseek(cfg: dict[str, Any], name: str, model_type: str, source: str) -> ModelSpec:
+    """modeling_deepseek_v2.py / modeling_deepseek_v3.py. Attention per layer: q_proj (or q_a_proj + q_a_layernorm +
+    q_b_proj with q_lora_rank), kv_a_proj_with_mqa (hidden -> kv_lora_rank + qk_rope_head_dim), kv_a_layernorm,
+    kv_b_proj (kv_lora_rank -> heads * (qk_nope_head_dim + v_head_dim)), o_proj. MLP: dense for the first
+    first_k_dense_replace layers, then a router (weight n_routed_experts x hidden, a bare Parameter kept in fp32; V3 adds
+    the e_score_correction_bias the checkpoint stores), n_routed_experts experts and one shared MLP of width
+    moe_intermediate_size * n_shared_experts. The MTP (next-token-prediction) layers of V3 checkpoints are not part of
+    the model transformers and vLLM load (see the catalog entry's params_note)."""
+    h, n_layers, n_heads = int(cfg["hidden_size"]), int(cfg["num_hidden_layers"]), int(cfg["num_attention_heads"])
+    q_lora = cfg.get("q_lora_rank")
+    kv_lora, rope, nope = int(cfg["kv_lora_rank"]), int(cfg["qk_rope_head_dim"]), int(cfg["qk_nope_head_dim"])
+    v_dim = int(cfg["v_head_dim"])
+    bias = bool(cfg.get("attention_bias", False))
+    n_exp, k = int(cfg["n_routed_experts"]), int(cfg["num_experts_per_tok"])
+    exp_inter, dense_inter = int(cfg["moe_intermediate_size"]), int(cfg["intermediate_size"])
+    n_shared = int(cfg.get("n_shared_experts") or 0)
+    first_dense, freq = int(cfg.get("first_k_dense_replace") or 0), int(cfg.get("moe_layer_freq") or 1)
+    score_bias = cfg.get("topk_method") == "noaux_tc" or model_type == "deepseek_v3"
+    c = _Count()
+    n_moe = 0
+    for i in range(n_layers):
+        if q_lora is None:
+            c.linear("attention", "q_proj", h, n_heads * (nope + rope))
+        else:
+            c.linear("attention", "q_a_proj", h, int(q_lora), bias=bias)
+            c.add("attention", int(q_lora))  # q_a_layernorm
+            c.linear("attention", "q_b_proj", int(q_lora), n_heads * (nope + rope))
+        c.linear("attention", "kv_a_proj_with_mqa", h, kv_lora + rope, bias=bias)
+        c.add("attention", kv_lora)  # kv_a_layernorm
+        c.linear("attention", "kv_b_proj", kv_lora, n_heads * (nope + v_dim))
+        c.linear("attention", "o_proj", n_heads * v_dim, h, bias=bias)
+        if i >= first_dense and i % freq == 0:
+            n_moe += 1
+            router = c.add("mlp", n_exp * h + (n_exp if score_bias else 0))
+            c.fp32 += router
+            shared = _gated_mlp(c, h, exp_inter * n_shared, prefix="shared_experts.") if n_shared else 0
+            _gated_mlp(c, h, exp_inter, prefix="experts.", count=n_exp)
+            c.active_mlp += router + shared + k * 3 * h * exp_inter
+        else:
+            c.active_mlp += _gated_mlp(c, h, dense_inter)
+        c.add("norms", 2 * h)
+    c.add("norms", h)
+    layers = [MultiLatentAttention(n_heads, kv_lora, rope, nope, v_dim) for _ in range(n_layers)]
+    moe = MoeInfo(num_experts=n_exp, experts_per_token=k, shared_experts=n_shared, expert_intermediate_size=exp_inter,
+                  moe_layers=n_moe)
+    return _spec(cfg, name, model_type, source, c, layers, head_dim=nope + rope, n_kv=n_heads,
+                 intermediate=dense_inter if n_moe < n_layers else exp_inter, moe=moe, rotary_dim=rope)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Jamba: Mamba-1 mixers + attention every attn_layer_period layers, MoE every expert_layer_period layers
+
+
+def _jamba(cfg: dict[str, Any], name: str, model_type: str, source: str) -> ModelSpec:
+    """modeling_jamba.py. A Mamba mixer (JambaMambaMixer) with I = mamba_expand * hidden, R = mamba_dt_rank
+    ('auto' = ceil(hidden / 16)), N = mamba_d_state, K = mamba_d_conv: in_proj hidden -> 2I, depthwise conv1d I x K
+    (+ I bias), x_proj I -> R + 2N, dt_proj R -> I (+ I bias), A_log I x N, D I, out_proj I -> hidden, and RMSNorms of
+    R, N and N (dt/b/c_layernorm). Its cache per sequence follows vLLM's MambaStateShapeCalculator.mamba1_state_shape
+    (vllm/model_executor/layers/mamba/mamba_utils.py): conv state I x (K - 1), SSM state I x N. transformers'
+    HybridMambaAttentionDynamicCache keeps the conv state one column wider (I x K)."""
+    h, n_layers = int(cfg["hidden_size"]), int(cfg["num_hidden_layers"])
+    n_kv = int(_get(cfg, "num_key_value_heads", default=cfg["num_attention_heads"]))
+    hd, inter = _head_dim(cfg), int(cfg["intermediate_size"])
+    n_exp, k = int(cfg["num_experts"]), int(cfg["num_experts_per_tok"])
+    e_period, e_offset = int(cfg["expert_layer_period"]), int(cfg["expert_layer_offset"])
+    a_period, a_offset = int(cfg["attn_layer_period"]), int(cfg["attn_layer_offset"])
+    big_i = int(cfg["mamba_expand"]) * h
+    rank = cfg["mamba_dt_rank"]
+    rank = math.ceil(h / 16) if rank == "auto" else int(rank)
+    n_state, k_conv = int(cfg["mamba_d_state"]), int(cfg["mamba_d_conv"])
+    proj_bias, conv_bias = bool(cfg.get("mamba_proj_bias")), bool(cfg.get("mamba_conv_bias"))
+    window_kinds = _attention_kinds(cfg, model_type, n_layers)
+    c = _Count()
+    layers: list[LayerCache] = []
+    n_moe = 0
+    for i in range(n_layers):
+        if i % a_period == a_offset:
+            _standard_attention(c, cfg, model_type)
+            layers.append(_kv_cache(window_kinds[i], cfg, n_kv, hd))
+        else:
+            c.linear("other", "mamba.in_proj", h, 2 * big_i, bias=proj_bias)
+            c.add("other", big_i * k_conv + (big_i if conv_bias else 0))  # conv1d (not a Linear)
+            c.linear("other", "mamba.x_proj", big_i, rank + 2 * n_state)
+            c.linear("other", "mamba.dt_proj", rank, big_i, bias=True)
+            c.add("other", big_i * n_state + big_i + rank + 2 * n_state)  # A_log, D, dt/b/c_layernorm
+            c.linear("other", "mamba.out_proj", big_i, h, bias=proj_bias)
+            layers.append(MambaState(conv_state_elements=big_i * (k_conv - 1), ssm_state_elements=big_i * n_state))
+        if n_exp > 1 and i % e_period == e_offset:
+            n_moe += 1
+            router = c.linear("mlp", "router", h, n_exp)
+            _gated_mlp(c, h, inter, prefix="experts.", count=n_exp)
+            c.active_mlp += router + k * 3 * h * inter
+        else:
+            c.active_mlp += _gated_mlp(c, h, inter)
+        c.add("norms", 2 * h)  # input_layernorm, pre_ff_layernorm
+    c.add("norms", h)
+    moe = MoeInfo(num_experts=n_exp, experts_per_token=k, expert_intermediate_size=inter, moe_layers=n_moe)
+    return _spec(cfg, name, model_type, source, c, layers, head_dim=hd, n_kv=n_kv, intermediate=inter,
+                 moe=moe if n_moe else None, rotary_dim=0)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Gemma 3 vision tower (SigLIP, modeling_siglip.py) + multimodal projector (modeling_gemma3.py)
+
+
+def _gemma3_vision_params(vc: dict[str, Any], text_hidden: int) -> int:
+    d = int(vc.get("hidden_size", 768))
+    inter = int(vc.get("intermediate_size", 3072))
+    n_layers = int(vc.get("num_hidden_layers", 12))
+    patch, image, channels = int(vc.get("patch_size", 16)), int(vc.get("image_size", 224)), int(vc.get("num_channels", 3))
+    embeddings = channels * patch * patch * d + d + (image // patch) ** 2 * d  # patch conv (+bias), positions
+    layer = 4 * (d * d + d) + (d * inter + inter) + (inter * d + d) + 2 * 2 * d  # attn, fc1, fc2, 2 LayerNorms
+    total = embeddings + n_layers * layer + 2 * d  # post_layernorm
+    if vc.get("vision_use_head", True):  # SiglipMultiheadAttentionPoolingHead
+        total += d + (3 * d * d + 3 * d) + (d * d + d) + 2 * d + (d * inter + inter) + (inter * d + d)
+    return total + d * text_hidden + d  # mm_input_projection_weight, mm_soft_emb_norm
+
+
+_BUILDERS = {
+    **{t: _dense for t in DENSE_LLAMA_LIKE},
+    **{t: _moe for t in MOE},
+    **{t: _deepseek for t in MLA},
+    "jamba": _jamba,
+}
+
+
+def load_config_file(path: str | Path) -> dict[str, Any]:
+    p = Path(path)
+    if p.is_dir():
+        p = p / "config.json"
+    try:
+        return json.loads(p.read_text())
+    except FileNotFoundError:
+        raise UsageError(f"cannot read model config {str(path)!r}: no such file") from None
+    except (OSError, json.JSONDecodeError) as exc:
+        raise UsageError(f"cannot read model config {str(path)!r}: {exc}") from None

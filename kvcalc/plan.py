@@ -1,0 +1,191 @@
+"""The decision table: configurations x engines -> memory, capacity, speed, quality risk, verdict."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+from .engines import hf as hf_engine
+from .engines import vllm as vllm_engine
+from .errors import UsageError
+from .formats import KvFormat, WeightFormat, kv_format, weight_format
+from .hardware import GpuProfile
+from .model import ModelSpec
+from .throughput import decode_speed
+
+SCHEMA = "kvcalc.plan/1"
+
+
+@dataclass(frozen=True)
+class Config:
+    key: str
+    label: str
+    weights: str
+    kv_vllm: str | None  # None: this engine has no such configuration
+    kv_hf: str | None
+
+
+STANDARD_CONFIGS = (
+    Config("baseline", "baseline (BF16 weights, BF16 KV)", "bf16", "auto", "auto"),
+    Config("fp8-kv", "FP8 KV", "bf16", "fp8", None),
+    Config("kv4", "4-bit KV (HQQ)", "bf16", None, "hqq-4"),
+    Config("nf4", "NF4 weights", "nf4", "auto", "auto"),
+    Config("nf4+fp8-kv", "NF4 weights + FP8 KV", "nf4", "fp8", None),
+    Config("nf4+kv4", "NF4 weights + 4-bit KV", "nf4", None, "hqq-4"),
+    Config("awq", "AWQ int4 weights", "awq", "auto", "auto"),
+)
+
+
+@dataclass
+class PlanRequest:
+    spec: ModelSpec
+    gpu: GpuProfile
+    context: int
+    batch: int = 1
+    engines: tuple[str, ...] = ("vllm", "hf")
+    weights: str | None = None
+    kv: str | None = None
+    util: float = 0.9
+    max_model_len: int | None = None
+    max_num_batched_tokens: int | None = None
+    max_num_seqs: int | None = None
+    enforce_eager: bool = False
+    vllm_version: str = vllm_engine.DEFAULT_VERSION
+    tp: int = 1
+    pp: int = 1
+
+
+@dataclass
+class Row:
+    config: str
+    label: str
+    engine: str
+    weights_format: str
+    kv_format: str
+    weights_bytes: int
+    kv_bytes_per_token: float
+    kv_capacity_tokens: int | None  # vLLM: num_gpu_blocks x block_size; HF: longest context that fits at --batch
+    max_concurrency: int | None  # vLLM: requests of --context tokens at once; HF: None
+    hf_memory_bytes: int | None  # HF: everything the process holds at --context and --batch
+    decode_tokens_per_s: float
+    fits: bool
+    shortfall_bytes: int
+    quality_risk: str
+    verdicts: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    vllm: vllm_engine.VllmEstimate | None = field(default=None, repr=False)
+    hf: hf_engine.HfEstimate | None = field(default=None, repr=False)
+
+    def to_json(self) -> dict:
+        out = {k: v for k, v in asdict(self).items() if k not in ("vllm", "hf")}
+        if self.vllm is not None:
+            out["vllm_breakdown"] = asdict(self.vllm)
+        if self.hf is not None:
+            out["hf_breakdown"] = asdict(self.hf)
+        return out
+
+
+def configs_for(req: PlanRequest) -> list[Config]:
+    if req.weights is None and req.kv is None:
+        return list(STANDARD_CONFIGS)
+    w = weight_format(req.weights or "bf16")
+    k = kv_format(req.kv or "auto")
+    custom = Config("custom", f"{w.label} weights + {k.label}", w.name,
+                    k.name if k.vllm_name else None, k.name if (k.hf_quantized or k.name == "auto") else None)
+    return [STANDARD_CONFIGS[0], custom] if custom.weights != "bf16" or k.name != "auto" else [STANDARD_CONFIGS[0]]
+
+
+RISK_LEVELS = ("none", "low", "moderate", "high")
+
+
+def _risk(spec: ModelSpec, w: WeightFormat, k: KvFormat) -> str:
+    """The worse of the two levers' risks; weight risk depends on model size (small models suffer more)."""
+    return max(w.risk_for(spec.params.total), k.quality_risk, key=RISK_LEVELS.index)
+
+
+def _vllm_row(req: PlanRequest, cfg: Config) -> Row | None:
+    if cfg.kv_vllm is None:
+        return None
+    w, k = weight_format(cfg.weights), kv_format(cfg.kv_vllm)
+    if "vllm" not in w.engines:
+        return None
+    settings = vllm_engine.VllmSettings(
+        weights=w, kv=k, gpu_memory_utilization=req.util,
+        max_model_len=req.max_model_len or req.context, max_num_batched_tokens=req.max_num_batched_tokens,
+        max_num_seqs=req.max_num_seqs, enforce_eager=req.enforce_eager, version=req.vllm_version,
+        tensor_parallel=req.tp, pipeline_parallel=req.pp,
+    )
+    est = vllm_engine.estimate(req.spec, req.gpu, settings)
+    concurrency = est.concurrency_at(req.context)
+    fits = est.fits and concurrency >= req.batch
+    shortfall = est.shortfall_bytes
+    if est.fits and not fits:
+        blocks_needed = req.batch * -(-req.context // est.block_size) + 1
+        shortfall = (blocks_needed - est.num_gpu_blocks) * est.page_bytes_all_layers
+    speed = decode_speed(req.spec, req.gpu, "vllm", w, k, req.batch, req.context, req.enforce_eager, req.tp)
+    return Row(cfg.key, cfg.label, "vllm", w.name, k.name, est.weights_bytes * req.tp * req.pp,
+               est.kv_bytes_per_token * req.tp, est.kv_capacity_tokens, concurrency, None, speed.tokens_per_s,
+               fits, shortfall, _risk(req.spec, w, k), notes=est.notes + speed.notes, vllm=est)
+
+
+def _hf_row(req: PlanRequest, cfg: Config) -> Row | None:
+    if cfg.kv_hf is None or req.tp > 1 or req.pp > 1:
+        return None
+    w, k = weight_format(cfg.weights), kv_format(cfg.kv_hf)
+    if "hf" not in w.engines:
+        return None
+    new_tokens = max(1, min(256, req.context // 2))
+    settings = hf_engine.HfSettings(w, k, req.batch, req.context - new_tokens + 1, new_tokens)
+    est = hf_engine.estimate(req.spec, settings, req.gpu)
+    longest = hf_engine.max_context(req.spec, settings, req.gpu)
+    speed = decode_speed(req.spec, req.gpu, "hf", w, k, req.batch, req.context)
+    from .kvcache import hf_bytes_per_token
+
+    return Row(cfg.key, cfg.label, "hf", w.name, k.name, est.static_bytes, hf_bytes_per_token(req.spec.layers, k, 2),
+               longest, None, est.total_bytes, speed.tokens_per_s, est.fits, est.shortfall_bytes, _risk(req.spec, w, k),
+               notes=est.notes + speed.notes, hf=est)
+
+
+def _mark_verdicts(rows: list[Row]) -> None:
+    for engine in ("vllm", "hf"):
+        fitting = [r for r in rows if r.engine == engine and r.fits]
+        if not fitting:
+            continue
+        most = max(fitting, key=lambda r: (r.kv_capacity_tokens or 0, r.decode_tokens_per_s))
+        most.verdicts.append("most context")
+        fastest = max(fitting, key=lambda r: r.decode_tokens_per_s)
+        fastest.verdicts.append("fastest decode")
+        safest = [r for r in fitting if r.quality_risk in ("none", "low")]
+        if safest:
+            best = max(safest, key=lambda r: (r.kv_capacity_tokens or 0))
+            if "most context" not in best.verdicts:
+                best.verdicts.append("most context at low risk")
+
+
+def plan(req: PlanRequest) -> list[Row]:
+    if req.batch < 1:
+        raise UsageError("--batch must be at least 1")
+    rows: list[Row] = []
+    for cfg in configs_for(req):
+        for engine in req.engines:
+            row = _vllm_row(req, cfg) if engine == "vllm" else _hf_row(req, cfg)
+            if row is not None:
+                rows.append(row)
+    _mark_verdicts(rows)
+    return rows
+
+
+def plan_json(req: PlanRequest, rows: list[Row], warnings: list[str]) -> dict:
+    return {
+        "schema": SCHEMA,
+        "model": req.spec.name,
+        "gpu": req.gpu.id,
+        "gpu_memory_total_bytes": req.gpu.memory_total_bytes,
+        "context": req.context,
+        "batch": req.batch,
+        "settings": {"util": req.util, "max_model_len": req.max_model_len or req.context,
+                     "max_num_batched_tokens": req.max_num_batched_tokens, "max_num_seqs": req.max_num_seqs,
+                     "enforce_eager": req.enforce_eager, "vllm_version": req.vllm_version, "tp": req.tp,
+                     "pp": req.pp},
+        "warnings": warnings,
+        "rows": [r.to_json() for r in rows],
+    }

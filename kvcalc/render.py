@@ -1,0 +1,116 @@
+"""Human output: the plan table, the explain breakdown, GPU and model lists. Units always printed."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from .units import GiB, fmt_bytes, fmt_gib, fmt_tokens
+
+import shutil
+
+# Wide enough for the decision table even when piped (rich falls back to 80 columns without a terminal).
+_console = Console(highlight=False, width=max(shutil.get_terminal_size((160, 24)).columns, 150))
+
+
+def _gib(n: int | None) -> str:
+    return "-" if n is None else f"{n / GiB:.2f}"
+
+
+def render_table(req, rows) -> None:
+    spec, gpu = req.spec, req.gpu
+    title = (f"{spec.name} ({spec.params.total / 1e9:.2f} B params) on {gpu.name} "
+             f"({gpu.memory_total_bytes / GiB:.2f} GiB usable), context {fmt_tokens(req.context)} tokens, "
+             f"batch {req.batch}" + (f", TP {req.tp}" if req.tp > 1 else "") + (f", PP {req.pp}" if req.pp > 1 else ""))
+    table = Table(title=title, title_justify="left")
+    for name, justify in (("config", "left"), ("engine", "left"), ("weights\nGiB", "right"),
+                          ("KV\nB/token", "right"), ("KV capacity\ntokens", "right"),
+                          (f"max conc.\n@{fmt_tokens(req.context)}", "right"), ("HF mem\nGiB", "right"),
+                          ("decode\ntok/s", "right"), ("fits", "left"), ("quality\nrisk", "left"),
+                          ("verdict", "left")):
+        table.add_column(name, justify=justify, overflow="fold")
+    for r in rows:
+        fits = "yes" if r.fits else f"no (-{r.shortfall_bytes / GiB:.2f} GiB)"
+        capacity = "-" if r.kv_capacity_tokens is None else fmt_tokens(r.kv_capacity_tokens)
+        if r.engine == "hf" and r.kv_capacity_tokens is not None:
+            capacity += " (max ctx)"
+        table.add_row(r.config, r.engine, _gib(r.weights_bytes), f"{r.kv_bytes_per_token:,.0f}", capacity,
+                      "-" if r.max_concurrency is None else str(r.max_concurrency), _gib(r.hf_memory_bytes),
+                      f"{r.decode_tokens_per_s:,.1f}", fits, r.quality_risk, ", ".join(r.verdicts))
+    _console.print(table)
+    _console.print(
+        "GiB = 2^30 bytes. vLLM: KV capacity = num_gpu_blocks x block_size at --util "
+        f"{req.util}; max conc. = requests of --context tokens that fit at once. HF: memory the process holds at "
+        "--context x --batch; KV capacity = longest context that fits. Decode speed constants are "
+        "assumptions until fitted (kvcalc explain shows sources).", style="dim")
+
+
+def explain_text(req, row) -> str:
+    spec, gpu = req.spec, req.gpu
+    lines = [f"== {row.label} on {row.engine} ==",
+             f"model {spec.name}: {spec.params.total:,} params ({spec.source}); "
+             f"{spec.num_layers} layers, {spec.num_kv_heads} KV heads x head_dim {spec.head_dim}",
+             f"GPU {gpu.name}: {gpu.memory_total_bytes:,} bytes ({fmt_gib(gpu.memory_total_bytes)}) as the driver "
+             f"reports; {gpu.memory_bandwidth_bytes_per_s / 1e9:,.0f} GB/s"]
+    if row.vllm is not None:
+        v = row.vllm
+        lines += [
+            f"requested = total x util        = {v.total_memory:,} x {req.util} = {v.requested_memory:,} B "
+            f"({fmt_gib(v.requested_memory)})",
+            f"- weights (per rank)             = {v.weights_bytes:,} B ({fmt_gib(v.weights_bytes)})",
+            f"- activation peak (profile run)  = {v.activation_bytes:,} B ({fmt_gib(v.activation_bytes)}); "
+            f"max_num_batched_tokens {v.max_num_batched_tokens:,}, max_num_seqs {v.max_num_seqs:,}",
+            f"- non-torch growth               = {v.non_torch_bytes:,} B ({fmt_gib(v.non_torch_bytes)})",
+            f"- CUDA-graph estimate            = {v.cudagraph_bytes:,} B ({fmt_gib(v.cudagraph_bytes)})",
+            f"= available KV memory            = {v.available_kv_bytes:,} B ({fmt_gib(v.available_kv_bytes)})",
+            f"KV per token (all layers, rank)  = {v.kv_bytes_per_token:,} B; block = {v.block_size} tokens = "
+            f"{v.page_bytes_all_layers:,} B",
+            f"num_gpu_blocks = floor(available / block bytes) = {v.num_gpu_blocks:,} -> "
+            f"{v.kv_capacity_tokens:,} tokens",
+            f"logged 'GPU KV cache size: {v.logged_kv_tokens:,} tokens', 'Maximum concurrency for "
+            f"{v.max_model_len:,} tokens per request: {v.logged_concurrency:.2f}x'",
+            f"requests of {req.context:,} tokens at once: {row.max_concurrency} (one null block reserved)",
+        ]
+        if not v.fits:
+            lines.append(f"does NOT start: short by {fmt_bytes(v.shortfall_bytes)} for one request of "
+                         f"{v.max_model_len:,} tokens")
+    if row.hf is not None:
+        h = row.hf
+        lines += [
+            f"static (weights after load)      = {h.static_bytes:,} B ({fmt_gib(h.static_bytes)})",
+            f"+ KV cache ({h.cache_tokens:,} tokens x batch {req.batch}) = {h.cache_bytes:,} B "
+            f"({fmt_gib(h.cache_bytes)})",
+            f"+ decode transient (largest)     = {h.transient_bytes:,} B ({fmt_bytes(h.transient_bytes)})",
+            f"  prefill activations            = {h.prefill_activation_bytes:,} B "
+            f"({fmt_bytes(h.prefill_activation_bytes)})",
+            f"= peak increment over static     = {h.peak_increment_bytes:,} B ({fmt_gib(h.peak_increment_bytes)})",
+            f"+ CUDA context                   = {h.cuda_context_bytes:,} B ({fmt_gib(h.cuda_context_bytes)})",
+            f"= total                          = {h.total_bytes:,} B ({fmt_gib(h.total_bytes)}) of "
+            f"{fmt_gib(gpu.memory_total_bytes)}" + ("" if h.fits else f"; short by {fmt_gib(h.shortfall_bytes)}"),
+        ]
+    lines.append(f"decode ~ {row.decode_tokens_per_s:,.1f} tokens/s at batch {req.batch}, context {req.context:,}")
+    lines += [f"note: {n}" for n in row.notes]
+    return "\n".join(lines) + "\n"
+
+
+def render_gpus(profiles) -> None:
+    table = Table(title="GPU profiles (memory as the driver reports it)", title_justify="left")
+    for col in ("id", "name", "arch", "CC", "memory GiB", "bandwidth GB/s", "bf16 TFLOP/s", "fp8"):
+        table.add_column(col)
+    for p in profiles:
+        bf16 = p.flops_for("bf16")
+        table.add_row(p.id, p.name, p.architecture, str(p.compute_capability or "-"),
+                      f"{p.memory_total_bytes / GiB:.2f}", f"{p.memory_bandwidth_bytes_per_s / 1e9:,.0f}",
+                      "-" if not bf16 else f"{bf16 / 1e12:,.0f}", "native" if p.native_fp8 else "emulated")
+    _console.print(table)
+
+
+def render_models(specs) -> None:
+    table = Table(title="Model catalog", title_justify="left")
+    for col in ("name", "hub id", "params", "type", "layers", "cache layers"):
+        table.add_column(col)
+    for spec, entry in specs:
+        kinds = ", ".join(sorted(spec.layer_kinds))
+        table.add_row(spec.name, entry.get("hf_id", ""), f"{spec.params.total / 1e9:.2f} B", spec.model_type,
+                      str(spec.num_layers), kinds)
+    _console.print(table)

@@ -1,0 +1,87 @@
+"""Decode speed from bytes moved per step (the roofline), with a fixed per-step cost and a compute roof.
+
+t_step = t_fixed + max(bytes_read * (1 + conversion) / achievable_bandwidth, flops / achievable_flops)
+tokens/s = batch / t_step. One efficiency factor cannot fit a 1B and a 70B model at once; the fixed term and the
+bandwidth term can. Constants live in kvcalc/data/throughput.yaml with their source.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .constants import load
+from .formats import KvFormat, WeightFormat
+from .hardware import GpuProfile
+from .kvcache import hf_bytes_per_token, vllm_bytes_per_token
+from .layers import FullAttention, MultiLatentAttention
+from .model import ModelSpec
+from .engines.weights import weight_bytes_read_per_token
+
+
+@dataclass
+class DecodeEstimate:
+    tokens_per_s: float
+    step_s: float
+    fixed_s: float
+    memory_s: float
+    compute_s: float
+    weight_bytes_read: float
+    kv_bytes_read: float
+    bound: str  # "memory" or "compute"
+    notes: list[str] = field(default_factory=list)
+
+
+def _emulated(min_cc: float | None, gpu: GpuProfile) -> bool:
+    return min_cc is not None and (gpu.compute_capability or 0.0) < min_cc and not (
+        gpu.vendor == "amd" and min_cc == 8.9)
+
+
+def decode_speed(spec: ModelSpec, gpu: GpuProfile, engine: str, weights: WeightFormat, kv: KvFormat, batch: int,
+                 context: int, enforce_eager: bool = False, tp: int = 1, dtype_bytes: int = 2) -> DecodeEstimate:
+    data = load("throughput")
+    costs = data["conversion_cost_per_byte"]
+    notes: list[str] = []
+    e = data["engines"][engine]
+    if engine == "vllm":
+        fixed = (e["eager_fixed_step_s"] + e["eager_per_layer_s"] * spec.num_layers) if enforce_eager \
+            else e["fixed_step_s"]
+        kv_per_token = vllm_bytes_per_token(spec.layers, kv, dtype_bytes, tp) * tp
+    else:
+        fixed = e["fixed_step_s"] + e["per_layer_s"] * spec.num_layers
+        if kv.hf_quantized:
+            fixed += e["quantized_kv_per_layer_s"] * spec.num_layers
+        kv_per_token = hf_bytes_per_token(spec.layers, kv, dtype_bytes)
+
+    w_bytes = weight_bytes_read_per_token(spec, weights, batch, dtype_bytes)
+    kv_bytes = kv_per_token * context * batch
+    w_cost = 1.0
+    if weights.needs_unpack:
+        w_cost += costs.get(weights.name.split("-")[0], 1.0)
+    if _emulated(weights.native_min_compute_capability, gpu) and weights.name == "fp8":
+        w_cost += costs["emulated_fp8"]
+        notes.append(f"FP8 weights are emulated on {gpu.name}")
+    kv_cost = 1.0
+    if kv.hf_quantized:
+        kv_cost += costs["quantized_kv"]
+    if _emulated(kv.native_min_compute_capability, gpu):
+        kv_cost += costs["emulated_fp8"]
+        notes.append(f"FP8 KV is emulated on {gpu.name} (compute capability {gpu.compute_capability}): "
+                     "upcast on every read")
+    bandwidth = gpu.memory_bandwidth_bytes_per_s * gpu.achievable_bandwidth_fraction * tp
+    memory_s = (w_bytes * w_cost + kv_bytes * kv_cost) / bandwidth
+
+    attn_flops = 0
+    for layer in spec.layers:
+        if isinstance(layer, MultiLatentAttention):
+            attn_flops += 4 * layer.num_heads * (layer.kv_lora_rank + layer.qk_rope_head_dim)
+        elif isinstance(layer, FullAttention):
+            attn_flops += 4 * spec.num_heads * layer.head_dim
+    flops = batch * (2 * spec.params.active + attn_flops * context)
+    peak = gpu.flops_for("bf16") or gpu.flops_for("fp16") or gpu.flops_for("fp32") or 1e12
+    compute_s = flops / (peak * data["compute"]["achievable_flops_fraction"] * tp)
+    step = fixed + max(memory_s, compute_s)
+    return DecodeEstimate(
+        tokens_per_s=batch / step, step_s=step, fixed_s=fixed, memory_s=memory_s, compute_s=compute_s,
+        weight_bytes_read=w_bytes, kv_bytes_read=kv_bytes, bound="memory" if memory_s >= compute_s else "compute",
+        notes=notes + [f"speed constants: {e['source']}"],
+    )

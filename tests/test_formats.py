@@ -1,0 +1,47 @@
+"""Exact bytes of each format, hand-computed from the libraries' storage layouts."""
+
+from kvcalc.formats import kv_format, weight_format
+
+
+def test_nf4_is_0_5625_bytes_per_param():
+    n_in, n_out = 4096, 4096
+    # 4096*4096/2 packed bytes + 4096*4096/64 fp32 absmax values
+    assert weight_format("nf4").linear_bytes(n_in, n_out) == 8_388_608 + 262_144 * 4
+    assert weight_format("nf4").linear_bytes(n_in, n_out) / (n_in * n_out) == 0.5625
+
+
+def test_nf4_double_quant_is_about_0_516_bytes_per_param():
+    per = weight_format("nf4-dq").linear_bytes(8192, 8192) / (8192 * 8192)
+    assert 0.515 < per < 0.517
+
+
+def test_awq_group_128_layout():
+    # qweight 4096*4096/2; qzeros (32 groups * 4096 / 8) int32 = 32*4096/2 bytes; scales 32*4096 fp16
+    assert weight_format("awq").linear_bytes(4096, 4096) == 8_388_608 + 65_536 + 262_144
+
+
+def test_gptq_adds_g_idx():
+    assert weight_format("gptq").linear_bytes(4096, 4096) == weight_format("awq").linear_bytes(4096, 4096) + 4096 * 4
+
+
+def test_fp8_and_int8():
+    assert weight_format("fp8").linear_bytes(1024, 512) == 1024 * 512 + 4
+    assert weight_format("int8").linear_bytes(1024, 512) == 1024 * 512 + 512 * 4
+
+
+def test_hqq_4bit_kv_is_4_5_bits_with_bf16_scales():
+    fmt = kv_format("hqq-4")
+    assert fmt.bits_per_element(2) == 4.5
+    assert fmt.quantized_bytes(64, 2) == 32 + 4  # 64 elements: 32 packed bytes, one bf16 scale + one bf16 zero
+    assert kv_format("hqq-2").bits_per_element(2) == 2.5
+    assert fmt.residual_length == 128
+
+
+def test_aliases_and_unknown():
+    assert kv_format("bf16").name == "auto"
+    assert kv_format("fp8_e4m3").name == "fp8"
+    assert weight_format("bnb-nf4").name == "nf4"
+    import pytest
+    from kvcalc.errors import UsageError
+    with pytest.raises(UsageError, match="known"):
+        kv_format("fp4")
