@@ -122,7 +122,8 @@ def _get(cfg: dict[str, Any], *names: str, default: Any = None) -> Any:
     return default
 
 
-MULTIMODAL_WRAPPERS = {"gemma3"}  # wrappers whose vision part kvcalc counts; any other wrapper with a vision tower is refused
+# multimodal wrappers whose vision part kvcalc counts; any other wrapper with a vision tower is refused
+MULTIMODAL_WRAPPERS = {"gemma3"}
 
 # transformers' config defaults for fields real configs leave out: Gemma 3's text_config lists only what differs from
 # Gemma3TextConfig (configuration_gemma3.py); MistralConfig's sliding_window is 4096 when the key is absent.
@@ -172,7 +173,8 @@ def spec_from_config(cfg: dict[str, Any], name: str = "model", source: str = "")
     if wrapped and cfg.get("vision_config") is not None and outer_type not in MULTIMODAL_WRAPPERS:
         raise UnsupportedModelError(
             f"{name} is a multimodal model ({outer_type or 'unknown type'}) whose vision tower kvcalc cannot count "
-            f"yet; kvcalc refuses rather than guess (multimodal wrappers supported: {', '.join(sorted(MULTIMODAL_WRAPPERS))})"
+            "yet; kvcalc refuses rather than guess (multimodal wrappers supported: "
+            f"{', '.join(sorted(MULTIMODAL_WRAPPERS))})"
         )
     text = _text_config(cfg)
     model_type = str(text.get("model_type", "")).lower()
@@ -239,7 +241,8 @@ def _head_dim(cfg: dict[str, Any]) -> int:
 
 def _rotary_dim(cfg: dict[str, Any], head_dim: int) -> int:
     rope = cfg.get("rope_parameters") or cfg.get("rope_scaling") or {}
-    partial = _get(cfg, "partial_rotary_factor", default=rope.get("partial_rotary_factor", 1.0) if isinstance(rope, dict) else 1.0)
+    from_rope = rope.get("partial_rotary_factor", 1.0) if isinstance(rope, dict) else 1.0
+    partial = _get(cfg, "partial_rotary_factor", default=from_rope)
     return int(head_dim * float(partial))
 
 
@@ -414,8 +417,8 @@ def _deepseek(cfg: dict[str, Any], name: str, model_type: str, source: str) -> M
     """modeling_deepseek_v2.py / modeling_deepseek_v3.py. Attention per layer: q_proj (or q_a_proj + q_a_layernorm +
     q_b_proj with q_lora_rank), kv_a_proj_with_mqa (hidden -> kv_lora_rank + qk_rope_head_dim), kv_a_layernorm,
     kv_b_proj (kv_lora_rank -> heads * (qk_nope_head_dim + v_head_dim)), o_proj. MLP: dense for the first
-    first_k_dense_replace layers, then a router (weight n_routed_experts x hidden, a bare Parameter kept in fp32; V3 adds
-    the e_score_correction_bias the checkpoint stores), n_routed_experts experts and one shared MLP of width
+    first_k_dense_replace layers, then a router (weight n_routed_experts x hidden, a bare Parameter kept in fp32;
+    V3 adds the e_score_correction_bias the checkpoint stores), n_routed_experts experts and one shared MLP of width
     moe_intermediate_size * n_shared_experts. The MTP (next-token-prediction) layers of V3 checkpoints are not part of
     the model transformers and vLLM load (see the catalog entry's params_note)."""
     h, n_layers, n_heads = int(cfg["hidden_size"]), int(cfg["num_hidden_layers"]), int(cfg["num_attention_heads"])
@@ -519,7 +522,8 @@ def _gemma3_vision_params(vc: dict[str, Any], text_hidden: int) -> int:
     d = int(vc.get("hidden_size", 768))
     inter = int(vc.get("intermediate_size", 3072))
     n_layers = int(vc.get("num_hidden_layers", 12))
-    patch, image, channels = int(vc.get("patch_size", 16)), int(vc.get("image_size", 224)), int(vc.get("num_channels", 3))
+    patch, image = int(vc.get("patch_size", 16)), int(vc.get("image_size", 224))
+    channels = int(vc.get("num_channels", 3))
     embeddings = channels * patch * patch * d + d + (image // patch) ** 2 * d  # patch conv (+bias), positions
     layer = 4 * (d * d + d) + (d * inter + inter) + (inter * d + d) + 2 * 2 * d  # attn, fc1, fc2, 2 LayerNorms
     total = embeddings + n_layers * layer + 2 * d  # post_layernorm
