@@ -132,7 +132,7 @@ def plan(as_json, as_csv, explain_config, **kwargs):
     from .render import explain_text, render_table
 
     req, warnings = _request(**kwargs)
-    rows = make_plan(req)
+    rows = make_plan(req, warnings)
     if as_json:
         click.echo(json.dumps(plan_json(req, rows, warnings), indent=1))
         return
@@ -159,9 +159,9 @@ def explain(**kwargs):
     from .render import explain_text
 
     req, warnings = _request(**kwargs)
+    rows = make_plan(req, warnings)
     for warning in warnings:
         click.echo(f"warning: {warning}", err=True)
-    rows = make_plan(req)
     wanted = [r for r in rows if r.config == ("custom" if (req.weights or req.kv) else "baseline")]
     for row in wanted or rows[:1]:
         click.echo(explain_text(req, row))

@@ -6,9 +6,10 @@ from dataclasses import asdict, dataclass, field
 
 from .engines import hf as hf_engine
 from .engines import vllm as vllm_engine
-from .errors import UsageError
+from .errors import UnsupportedModelError, UsageError
 from .formats import KvFormat, WeightFormat, kv_format, weight_format
 from .hardware import GpuProfile
+from .kvcache import hf_cache_bytes
 from .model import ModelSpec
 from .throughput import decode_speed
 
@@ -138,10 +139,9 @@ def _hf_row(req: PlanRequest, cfg: Config) -> Row | None:
     est = hf_engine.estimate(req.spec, settings, req.gpu)
     longest = hf_engine.max_context(req.spec, settings, req.gpu)
     speed = decode_speed(req.spec, req.gpu, "hf", w, k, req.batch, req.context)
-    from .kvcache import hf_bytes_per_token
-
-    return Row(cfg.key, cfg.label, "hf", w.name, k.name, est.static_bytes, hf_bytes_per_token(req.spec.layers, k, 2),
-               longest, None, est.total_bytes, speed.tokens_per_s, est.fits, est.shortfall_bytes, _risk(req.spec, w, k),
+    # per token of context at --context: sliding-window layers stop growing past their window
+    per_token = hf_cache_bytes(req.spec.layers, 1, req.context, req.context, k, 2) / req.context
+    return Row(cfg.key, cfg.label, "hf", w.name, k.name, est.static_bytes, per_token, longest, None, est.total_bytes, speed.tokens_per_s, est.fits, est.shortfall_bytes, _risk(req.spec, w, k),
                notes=est.notes + speed.notes, hf=est)
 
 
@@ -161,15 +161,22 @@ def _mark_verdicts(rows: list[Row]) -> None:
                 best.verdicts.append("most context at low risk")
 
 
-def plan(req: PlanRequest) -> list[Row]:
+def plan(req: PlanRequest, warnings: list[str] | None = None) -> list[Row]:
+    """Rows for every configuration and engine. An engine that cannot account for this model is left out, with
+    the reason appended to `warnings` (the other engine's rows still come); with one engine asked, it raises."""
     if req.batch < 1:
         raise UsageError("--batch must be at least 1")
     rows: list[Row] = []
-    for cfg in configs_for(req):
-        for engine in req.engines:
-            row = _vllm_row(req, cfg) if engine == "vllm" else _hf_row(req, cfg)
-            if row is not None:
-                rows.append(row)
+    for engine in req.engines:
+        try:
+            for cfg in configs_for(req):
+                row = _vllm_row(req, cfg) if engine == "vllm" else _hf_row(req, cfg)
+                if row is not None:
+                    rows.append(row)
+        except UnsupportedModelError as exc:
+            if len(req.engines) == 1 or warnings is None:
+                raise
+            warnings.append(f"{engine}: {exc}")
     _mark_verdicts(rows)
     return rows
 

@@ -109,8 +109,9 @@ def estimate(spec: ModelSpec, s: HfSettings, gpu: GpuProfile | None = None) -> H
 
 
 def max_context(spec: ModelSpec, s: HfSettings, gpu: GpuProfile) -> int:
-    """Longest prompt+generation (at s.batch, generating s.new_tokens) that fits on the GPU, by bisection."""
-    lo, hi = 0, max(spec.max_position_embeddings, 1) * 4
+    """Longest prompt+generation (at s.batch, generating s.new_tokens) that fits on the GPU, by bisection; at most
+    the model's max_position_embeddings (what the model was trained for)."""
+    lo, hi = 0, max(spec.max_position_embeddings, 2)
     while lo < hi:
         mid = (lo + hi + 1) // 2
         prompt = max(mid - s.new_tokens, 1)

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..constants import engine_constants
-from ..errors import UsageError
+from ..errors import UnsupportedModelError, UsageError
 from ..formats import KvFormat, WeightFormat
 from ..hardware import GpuProfile
 from ..kvcache import vllm_kv_heads_per_rank, vllm_page_bytes
@@ -162,7 +162,7 @@ def activation_bytes(spec: ModelSpec, s: VllmSettings, mnbt: int, seqs: int) -> 
 def _supported_layers(spec: ModelSpec) -> None:
     kinds = spec.layer_kinds - {"full"}
     if kinds:
-        raise UsageError(
+        raise UnsupportedModelError(
             f"{spec.name} has {', '.join(sorted(kinds))} layers; kvcalc's vLLM accounting covers full-attention "
             "models only so far"
         )
