@@ -122,26 +122,35 @@ def cli():
 @click.option("--csv", "as_csv", is_flag=True, help="print the table as CSV.")
 @click.option("--explain", "explain_config", default=None, metavar="CONFIG",
               help="after the table, the full breakdown of one configuration (e.g. baseline, fp8-kv).")
-def plan(as_json, as_csv, explain_config, **kwargs):
+@click.option("--tp-sweep", is_flag=True, help="also show vLLM at TP 1, 2, 4, 8 (automatic when TP 1 does not fit).")
+def plan(as_json, as_csv, explain_config, tp_sweep, **kwargs):
     """The decision table: configurations x engines, with memory, capacity, speed, risk and verdicts.
 
     Example: kvcalc plan --gpu t4 --context 32k
     """
     from .plan import plan as make_plan
-    from .plan import plan_json
-    from .render import explain_text, render_table
+    from .plan import plan_json, tp_sweep as make_sweep
 
     req, warnings = _request(**kwargs)
     rows = make_plan(req, warnings)
+    sweep = None
+    baseline_vllm = [r for r in rows if r.engine == "vllm" and r.config == rows[0].config]
+    if "vllm" in req.engines and req.tp == 1 and req.pp == 1 and (
+            tp_sweep or (baseline_vllm and not baseline_vllm[0].fits)):
+        sweep = make_sweep(req)
     if as_json:
-        click.echo(json.dumps(plan_json(req, rows, warnings), indent=1))
+        click.echo(json.dumps(plan_json(req, rows, warnings, sweep), indent=1))
         return
     if as_csv:
         click.echo(_csv(rows), nl=False)
         return
+    from .render import explain_text, render_sweep, render_table
+
     for warning in warnings:
         click.echo(f"warning: {warning}", err=True)
     render_table(req, rows)
+    if sweep:
+        render_sweep(req, sweep)
     if explain_config:
         chosen = [r for r in rows if r.config == explain_config]
         if not chosen:

@@ -64,7 +64,7 @@ class Row:
     kv_format: str
     weights_bytes: int
     kv_bytes_per_token: float
-    kv_capacity_tokens: int | None  # vLLM: num_gpu_blocks x block_size; HF: longest context that fits at --batch
+    kv_capacity_tokens: int | None  # vLLM: the logged "GPU KV cache size"; HF: longest context that fits at --batch
     max_concurrency: int | None  # vLLM: requests of --context tokens at once; HF: None
     hf_memory_bytes: int | None  # HF: everything the process holds at --context and --batch
     decode_tokens_per_s: float
@@ -120,11 +120,12 @@ def _vllm_row(req: PlanRequest, cfg: Config) -> Row | None:
     fits = est.fits and concurrency >= req.batch
     shortfall = est.shortfall_bytes
     if est.fits and not fits:
-        blocks_needed = req.batch * -(-req.context // est.block_size) + 1
-        shortfall = (blocks_needed - est.num_gpu_blocks) * est.page_bytes_all_layers
+        blocks_needed = req.batch * est.layout.blocks_per_request(req.context) + 1
+        shortfall = (blocks_needed - est.num_gpu_blocks) * est.layout.bytes_per_block
     speed = decode_speed(req.spec, req.gpu, "vllm", w, k, req.batch, req.context, req.enforce_eager, req.tp)
+    # capacity as vLLM logs it ("GPU KV cache size"): group-aware, so hybrid models count tokens, not pool blocks
     return Row(cfg.key, cfg.label, "vllm", w.name, k.name, est.weights_bytes * req.tp * req.pp,
-               est.kv_bytes_per_token * req.tp, est.kv_capacity_tokens, concurrency, None, speed.tokens_per_s,
+               est.kv_bytes_per_token * req.tp, est.logged_kv_tokens, concurrency, None, speed.tokens_per_s,
                fits, shortfall, _risk(req.spec, w, k), notes=est.notes + speed.notes, vllm=est)
 
 
@@ -181,7 +182,7 @@ def plan(req: PlanRequest, warnings: list[str] | None = None) -> list[Row]:
     return rows
 
 
-def plan_json(req: PlanRequest, rows: list[Row], warnings: list[str]) -> dict:
+def plan_json(req: PlanRequest, rows: list[Row], warnings: list[str], sweep: list | None = None) -> dict:
     return {
         "schema": SCHEMA,
         "model": req.spec.name,
@@ -195,4 +196,33 @@ def plan_json(req: PlanRequest, rows: list[Row], warnings: list[str]) -> dict:
                      "pp": req.pp},
         "warnings": warnings,
         "rows": [r.to_json() for r in rows],
+        "tp_sweep": [asdict(o) for o in sweep] if sweep else None,
     }
+
+
+@dataclass
+class TpOption:
+    tp: int
+    fits: bool
+    shortfall_bytes: int
+    weights_per_gpu_bytes: int
+    kv_capacity_tokens: int
+    max_concurrency: int
+    decode_tokens_per_s: float
+
+
+def tp_sweep(req: PlanRequest, sizes: tuple[int, ...] = (1, 2, 4, 8)) -> list[TpOption]:
+    """The baseline vLLM configuration at each tensor-parallel size: what the smallest fitting TP gives and what
+    each larger one buys (per-GPU weights shrink; KV capacity and speed grow)."""
+    out = []
+    w, k = weight_format(req.weights or "bf16"), kv_format(req.kv if req.kv and kv_format(req.kv).vllm_name else "auto")
+    for tp in sizes:
+        settings = vllm_engine.VllmSettings(
+            weights=w, kv=k, gpu_memory_utilization=req.util, max_model_len=req.max_model_len or req.context,
+            max_num_batched_tokens=req.max_num_batched_tokens, max_num_seqs=req.max_num_seqs,
+            enforce_eager=req.enforce_eager, version=req.vllm_version, tensor_parallel=tp)
+        est = vllm_engine.estimate(req.spec, req.gpu, settings)
+        speed = decode_speed(req.spec, req.gpu, "vllm", w, k, req.batch, req.context, req.enforce_eager, tp)
+        out.append(TpOption(tp, est.fits, est.shortfall_bytes, est.weights_bytes, est.logged_kv_tokens,
+                            est.concurrency_at(req.context), speed.tokens_per_s))
+    return out

@@ -40,10 +40,25 @@ def render_table(req, rows) -> None:
                       f"{r.decode_tokens_per_s:,.1f}", fits, r.quality_risk, ", ".join(r.verdicts))
     _console.print(table)
     _console.print(
-        "GiB = 2^30 bytes. vLLM: KV capacity = num_gpu_blocks x block_size at --util "
+        "GiB = 2^30 bytes. vLLM: KV capacity = the 'GPU KV cache size' vLLM logs at --util "
         f"{req.util}; max conc. = requests of --context tokens that fit at once. HF: memory the process holds at "
         "--context x --batch; KV capacity = longest context that fits. Decode speed constants are "
         "assumptions until fitted (kvcalc explain shows sources).", style="dim")
+
+
+def render_sweep(req, sweep) -> None:
+    fitting = [o for o in sweep if o.fits]
+    head = (f"smallest tensor-parallel size that fits: TP {fitting[0].tp}" if fitting
+            else f"does not fit on up to {sweep[-1].tp} x {req.gpu.name}")
+    table = Table(title=f"vLLM baseline by tensor-parallel size ({head})", title_justify="left")
+    for col in ("TP", "weights GiB/GPU", "KV capacity tokens", f"max conc. @{fmt_tokens(req.context)}",
+                "decode tok/s", "fits"):
+        table.add_column(col, justify="right")
+    for o in sweep:
+        table.add_row(str(o.tp), f"{o.weights_per_gpu_bytes / GiB:.2f}", fmt_tokens(o.kv_capacity_tokens),
+                      str(o.max_concurrency), f"{o.decode_tokens_per_s:,.1f}",
+                      "yes" if o.fits else f"no (-{o.shortfall_bytes / GiB:.2f} GiB/GPU)")
+    _console.print(table)
 
 
 def explain_text(req, row) -> str:

@@ -126,3 +126,33 @@ def test_hf_max_context_fits_and_one_more_does_not():
     assert hf.estimate(spec, hf.HfSettings(s.weights, s.kv, 1, longest - 256, 256), gpu).fits
     assert not hf.estimate(spec, hf.HfSettings(s.weights, s.kv, 1, longest + 1 - 256, 256), gpu).fits
     assert gpu.memory_total_bytes < 15 * GiB
+
+
+def test_tp_sweep_names_smallest_fitting_tp_for_70b_on_h100():
+    from kvcalc.plan import PlanRequest, tp_sweep
+
+    sweep = tp_sweep(PlanRequest(load_model("llama-3.1-70b"), get_gpu("h100-sxm"), 8192))
+    assert [o.fits for o in sweep] == [False, True, True, True]
+    # each larger TP buys capacity and speed
+    caps = [o.kv_capacity_tokens for o in sweep[1:]]
+    assert caps == sorted(caps) and caps[0] < caps[-1]
+    assert sweep[0].shortfall_bytes > 60 * GiB  # 140 GB of bf16 weights on an 80 GB GPU
+
+
+@pytest.mark.parametrize("model", ["gemma-3-1b", "mistral-7b-v0.1", "deepseek-v2-lite", "jamba-v0.1", "mixtral-8x7b"])
+def test_vllm_handles_every_layer_kind(model):
+    spec = load_model(model)
+    est = vllm.estimate(spec, get_gpu("h200"), settings(max_model_len=32768))
+    assert est.fits and est.num_gpu_blocks > 0 and est.logged_kv_tokens > 0
+    assert est.concurrency_at(32768) >= 1
+
+
+def test_gemma3_sliding_layers_cost_less_than_full_in_vllm():
+    """Hybrid allocator: sliding layers hold at most their window plus the in-flight tokens (2 x 16384 on an H200),
+    so Gemma 3's capacity at a long context is well above what a one-formula (all layers full) calculator says:
+    22 of 26 layers slide, and each sliding group reserves about 32k tokens instead of 128k per request."""
+    spec = load_model("gemma-3-1b")
+    est = vllm.estimate(spec, get_gpu("h200"), settings(max_model_len=131072))
+    naive_per_token = sum(2 * layer.num_kv_heads * layer.head_dim * 2 for layer in spec.layers)
+    naive_tokens = est.available_kv_bytes // naive_per_token
+    assert est.logged_kv_tokens > 2.5 * naive_tokens

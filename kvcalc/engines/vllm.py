@@ -20,10 +20,9 @@ from ..constants import engine_constants
 from ..errors import UnsupportedModelError, UsageError
 from ..formats import KvFormat, WeightFormat
 from ..hardware import GpuProfile
-from ..kvcache import vllm_kv_heads_per_rank, vllm_page_bytes
-from ..layers import FullAttention, MambaState, MultiLatentAttention, SlidingWindow
 from ..model import ModelSpec
 from ..units import GiB
+from .vllm_groups import KvLayout, vllm_kv_layout
 from .weights import weight_bytes
 
 DEFAULT_VERSION = "0.26.0"
@@ -53,7 +52,7 @@ class VllmSettings:
     max_num_batched_tokens: int | None = None  # None: vLLM's default for this GPU and entrypoint
     max_num_seqs: int | None = None
     enforce_eager: bool = False
-    block_size: int = 16
+    block_size: int | None = None  # None: the attention backend's choice (16; FlashMLA 64)
     version: str = DEFAULT_VERSION
     entrypoint: str = "llm"  # "llm" (offline LLM class) or "serve" (OpenAI server)
     tensor_parallel: int = 1
@@ -82,17 +81,18 @@ class VllmEstimate:
     fits: bool
     shortfall_bytes: int  # how much more memory the configuration needs to start (0 when it fits)
     notes: list[str] = field(default_factory=list)
+    layout: KvLayout | None = field(default=None, repr=False)
 
     @property
     def kv_capacity_tokens(self) -> int:
         return self.num_gpu_blocks * self.block_size
 
     def concurrency_at(self, context: int) -> int:
-        """Requests of `context` tokens that fit at once: whole blocks each, one null block reserved."""
-        if not self.fits:
+        """Requests of `context` tokens that fit at once: whole blocks each (sliding groups capped at their
+        window), one null block reserved."""
+        if not self.fits or self.layout is None:
             return 0
-        blocks_per_request = -(-context // self.block_size)
-        return max(self.num_gpu_blocks - 1, 0) // blocks_per_request
+        return self.layout.concurrency_at(self.num_gpu_blocks, context)
 
 
 def batch_defaults(gpu: GpuProfile, entrypoint: str, world_size: int = 1) -> tuple[int, int]:
@@ -159,18 +159,8 @@ def activation_bytes(spec: ModelSpec, s: VllmSettings, mnbt: int, seqs: int) -> 
     return int(max(forward, sampler))
 
 
-def _supported_layers(spec: ModelSpec) -> None:
-    kinds = spec.layer_kinds - {"full"}
-    if kinds:
-        raise UnsupportedModelError(
-            f"{spec.name} has {', '.join(sorted(kinds))} layers; kvcalc's vLLM accounting covers full-attention "
-            "models only so far"
-        )
-
-
 def estimate(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings) -> VllmEstimate:
     """Predict what vLLM logs at start-up for this model, GPU and settings."""
-    _supported_layers(spec)
     version = parse_version(s.version)
     if not 0 < s.gpu_memory_utilization <= 1:
         raise UsageError(f"gpu_memory_utilization must be in (0, 1], got {s.gpu_memory_utilization}")
@@ -203,24 +193,29 @@ def estimate(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings) -> VllmEstimate:
         cudagraph = 0 if (s.enforce_eager or version < (0, 20, 0)) else int(c["cudagraph_bytes"])
         available = requested - w - act - non_torch - cudagraph
         stage_layers = spec.layers[sum(layers_per_stage[:stage]): sum(layers_per_stage[: stage + 1])]
-        page_all = sum(vllm_page_bytes(layer, s.block_size, s.kv, s.dtype_bytes, s.tensor_parallel)
-                       for layer in stage_layers)
-        blocks = max(available, 0) // page_all if page_all else 0
-        blocks_per_request = -(-max_model_len // s.block_size)
-        fits = available > 0 and blocks >= blocks_per_request
-        shortfall = 0 if fits else blocks_per_request * page_all - available
-        concurrency = blocks / blocks_per_request if blocks_per_request else 0.0
+        try:
+            layout = vllm_kv_layout(stage_layers, s.kv, s.dtype_bytes, s.block_size, s.tensor_parallel,
+                                    max_model_len, spec.model_type, max_num_batched_tokens=mnbt,
+                                    max_concurrent_batches=2 if pp == 1 else pp,
+                                    compute_capability=gpu.compute_capability or 9.0)
+        except (NotImplementedError, ValueError) as exc:
+            raise UnsupportedModelError(f"vLLM cannot serve {spec.name} this way: {exc}") from None
+        blocks = layout.num_blocks(max(available, 0))
+        fits = available >= layout.min_kv_bytes
+        shortfall = 0 if fits else layout.min_kv_bytes - available
+        concurrency = layout.max_concurrency(blocks) if blocks else 0.0
         if version >= (0, 24, 0):
-            logged = int(concurrency * max_model_len)
+            logged = layout.logged_tokens(blocks) if blocks else 0
         else:
-            logged = blocks * s.block_size
+            logged = blocks * layout.block_size
         est = VllmEstimate(
             total_memory=total, requested_memory=requested, weights_bytes=w, activation_bytes=act,
             non_torch_bytes=non_torch, cudagraph_bytes=cudagraph, available_kv_bytes=available,
-            block_size=s.block_size, page_bytes_all_layers=page_all, num_gpu_blocks=blocks,
+            block_size=layout.block_size, page_bytes_all_layers=layout.bytes_per_block, num_gpu_blocks=blocks,
             max_model_len=max_model_len, max_num_batched_tokens=mnbt, max_num_seqs=seqs,
             logged_kv_tokens=logged, logged_concurrency=round(concurrency, 2),
-            kv_bytes_per_token=page_all // s.block_size, fits=fits, shortfall_bytes=shortfall, notes=notes,
+            kv_bytes_per_token=int(round(layout.kv_bytes_per_token)), fits=fits, shortfall_bytes=shortfall,
+            notes=notes + layout.notes, layout=layout,
         )
         if best is None or est.num_gpu_blocks < best.num_gpu_blocks or (not est.fits and best.fits):
             best = est
