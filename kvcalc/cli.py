@@ -129,14 +129,14 @@ def plan(as_json, as_csv, explain_config, tp_sweep, **kwargs):
     Example: kvcalc plan --gpu t4 --context 32k
     """
     from .plan import plan as make_plan
-    from .plan import plan_json, tp_sweep as make_sweep
+    from .plan import custom_key, plan_json, tp_sweep as make_sweep
 
     req, warnings = _request(**kwargs)
     rows = make_plan(req, warnings)
     sweep = None
-    baseline_vllm = [r for r in rows if r.engine == "vllm" and r.config == rows[0].config]
-    if "vllm" in req.engines and req.tp == 1 and req.pp == 1 and (
-            tp_sweep or (baseline_vllm and not baseline_vllm[0].fits)):
+    # the configuration asked for (or the baseline): when it does not fit on one GPU, show the TP sizes that do
+    target = [r for r in rows if r.engine == "vllm" and r.config == custom_key(req)]
+    if "vllm" in req.engines and req.tp == 1 and req.pp == 1 and (tp_sweep or (target and not target[0].fits)):
         sweep = make_sweep(req)
     if as_json:
         click.echo(json.dumps(plan_json(req, rows, warnings, sweep), indent=1))
@@ -171,7 +171,9 @@ def explain(**kwargs):
     rows = make_plan(req, warnings)
     for warning in warnings:
         click.echo(f"warning: {warning}", err=True)
-    wanted = [r for r in rows if r.config == ("custom" if (req.weights or req.kv) else "baseline")]
+    from .plan import custom_key
+
+    wanted = [r for r in rows if r.config == custom_key(req)]
     for row in wanted or rows[:1]:
         click.echo(explain_text(req, row))
 

@@ -90,7 +90,8 @@ def configs_for(req: PlanRequest) -> list[Config]:
         return list(STANDARD_CONFIGS)
     w = weight_format(req.weights or "bf16")
     k = kv_format(req.kv or "auto")
-    custom = Config("custom", f"{w.label} weights + {k.label}", w.name,
+    parts = ([w.name] if w.name != "bf16" else []) + ([f"{k.name}-kv"] if k.name != "auto" else [])
+    custom = Config("+".join(parts) or "baseline", f"{w.label} weights + {k.label}", w.name,
                     k.name if k.vllm_name else None, k.name if (k.hf_quantized or k.name == "auto") else None)
     return [STANDARD_CONFIGS[0], custom] if custom.weights != "bf16" or k.name != "auto" else [STANDARD_CONFIGS[0]]
 
@@ -209,6 +210,11 @@ class TpOption:
     kv_capacity_tokens: int
     max_concurrency: int
     decode_tokens_per_s: float
+
+
+def custom_key(req: PlanRequest) -> str:
+    """The config key of the configuration --weights/--kv asked for ('baseline' when neither)."""
+    return configs_for(req)[-1].key
 
 
 def tp_sweep(req: PlanRequest, sizes: tuple[int, ...] = (1, 2, 4, 8)) -> list[TpOption]:

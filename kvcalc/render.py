@@ -9,8 +9,11 @@ from .units import GiB, fmt_bytes, fmt_gib, fmt_tokens
 
 import shutil
 
-# Wide enough for the decision table even when piped (rich falls back to 80 columns without a terminal).
-_console = Console(highlight=False, width=max(shutil.get_terminal_size((160, 24)).columns, 150))
+
+def _console() -> Console:
+    # Wide enough for the decision table even when piped (rich falls back to 80 columns without a terminal);
+    # made per call so COLUMNS set at run time (docs_sync) is honoured.
+    return Console(highlight=False, width=max(shutil.get_terminal_size((160, 24)).columns, 150))
 
 
 def _gib(n: int | None) -> str:
@@ -38,8 +41,8 @@ def render_table(req, rows) -> None:
         table.add_row(r.config, r.engine, _gib(r.weights_bytes), f"{r.kv_bytes_per_token:,.0f}", capacity,
                       "-" if r.max_concurrency is None else str(r.max_concurrency), _gib(r.hf_memory_bytes),
                       f"{r.decode_tokens_per_s:,.1f}", fits, r.quality_risk, ", ".join(r.verdicts))
-    _console.print(table)
-    _console.print(
+    _console().print(table)
+    _console().print(
         "GiB = 2^30 bytes. vLLM: KV capacity = the 'GPU KV cache size' vLLM logs at --util "
         f"{req.util}; max conc. = requests of --context tokens that fit at once. HF: memory the process holds at "
         "--context x --batch; KV capacity = longest context that fits. Decode speed constants are "
@@ -50,7 +53,8 @@ def render_sweep(req, sweep) -> None:
     fitting = [o for o in sweep if o.fits]
     head = (f"smallest tensor-parallel size that fits: TP {fitting[0].tp}" if fitting
             else f"does not fit on up to {sweep[-1].tp} x {req.gpu.name}")
-    table = Table(title=f"vLLM baseline by tensor-parallel size ({head})", title_justify="left")
+    what = f"{req.weights or 'bf16'} weights, {req.kv or 'auto'} KV"
+    table = Table(title=f"vLLM ({what}) by tensor-parallel size: {head}", title_justify="left")
     for col in ("TP", "weights GiB/GPU", "KV capacity tokens", f"max conc. @{fmt_tokens(req.context)}",
                 "decode tok/s", "fits"):
         table.add_column(col, justify="right")
@@ -58,7 +62,7 @@ def render_sweep(req, sweep) -> None:
         table.add_row(str(o.tp), f"{o.weights_per_gpu_bytes / GiB:.2f}", fmt_tokens(o.kv_capacity_tokens),
                       str(o.max_concurrency), f"{o.decode_tokens_per_s:,.1f}",
                       "yes" if o.fits else f"no (-{o.shortfall_bytes / GiB:.2f} GiB/GPU)")
-    _console.print(table)
+    _console().print(table)
 
 
 def explain_text(req, row) -> str:
@@ -118,7 +122,7 @@ def render_gpus(profiles) -> None:
         table.add_row(p.id, p.name, p.architecture, str(p.compute_capability or "-"),
                       f"{p.memory_total_bytes / GiB:.2f}", f"{p.memory_bandwidth_bytes_per_s / 1e9:,.0f}",
                       "-" if not bf16 else f"{bf16 / 1e12:,.0f}", "native" if p.native_fp8 else "emulated")
-    _console.print(table)
+    _console().print(table)
 
 
 def render_models(specs) -> None:
@@ -129,4 +133,4 @@ def render_models(specs) -> None:
         kinds = ", ".join(sorted(spec.layer_kinds))
         table.add_row(spec.name, entry.get("hf_id", ""), f"{spec.params.total / 1e9:.2f} B", spec.model_type,
                       str(spec.num_layers), kinds)
-    _console.print(table)
+    _console().print(table)

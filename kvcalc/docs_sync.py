@@ -1,0 +1,72 @@
+"""Keep the commands shown in docs/ true: every block marked `<!-- kvcalc: ARGS -->` holds the real output of
+`kvcalc ARGS`. `python -m kvcalc.docs_sync --write` refreshes them; the tests call `stale_blocks()` and fail on drift.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import re
+import shlex
+import sys
+from pathlib import Path
+
+BLOCK = re.compile(r"<!-- kvcalc: (?P<args>.+?) -->\n```(?:console|text)?\n(?P<body>.*?)```\n<!-- /kvcalc -->", re.S)
+WIDTH = "150"
+
+
+def run_kvcalc(args: str) -> tuple[int, str]:
+    from .cli import main
+
+    os.environ["COLUMNS"] = WIDTH  # a fixed table width, whatever terminal the docs are built in
+    out, err = io.StringIO(), io.StringIO()
+    code = 0
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            main(shlex.split(args))
+        except SystemExit as exc:
+            code = exc.code or 0
+    text = err.getvalue() + out.getvalue()
+    return code, "\n".join(line.rstrip() for line in text.splitlines()) + "\n"
+
+
+def render_block(args: str) -> str:
+    code, output = run_kvcalc(args)
+    if code != 0:
+        raise RuntimeError(f"`kvcalc {args}` exited with {code}:\n{output}")
+    return f"<!-- kvcalc: {args} -->\n```console\n$ kvcalc {args}\n{output}```\n<!-- /kvcalc -->"
+
+
+def doc_files(root: Path) -> list[Path]:
+    return sorted((root / "docs").rglob("*.md")) + [root / "README.md"]
+
+
+def stale_blocks(root: Path) -> list[tuple[Path, str]]:
+    """(file, args) of every block whose shown output differs from what kvcalc prints now."""
+    stale = []
+    for path in doc_files(root):
+        for match in BLOCK.finditer(path.read_text()):
+            if match.group(0) != render_block(match.group("args")):
+                stale.append((path, match.group("args")))
+    return stale
+
+
+def write(root: Path) -> int:
+    changed = 0
+    for path in doc_files(root):
+        text = path.read_text()
+        new = BLOCK.sub(lambda m: render_block(m.group("args")), text)
+        if new != text:
+            path.write_text(new)
+            changed += 1
+    return changed
+
+
+if __name__ == "__main__":
+    repo = Path(__file__).resolve().parent.parent
+    if "--write" in sys.argv:
+        print(f"updated {write(repo)} file(s)")
+    else:
+        for path, args in stale_blocks(repo):
+            print(f"stale: {path}: kvcalc {args}")
