@@ -150,8 +150,13 @@ class KvFormat:
         """Bytes of n elements stored in this format, scales and zeros included (the quantized part only)."""
         if not self.group_size:
             return n_elements * self.element_bytes(compute_dtype_bytes)
-        packed = _ceil_div(n_elements * self.bits, 8)
         groups = _ceil_div(n_elements, self.group_size)
+        if self.backend == "quanto":
+            # optimum-quanto groups to (groups, group_size) (tensor/grouped.py) and packs 8/bits group rows per
+            # uint8 row, padding the row count (tensor/packed.py pack_weights)
+            packed = _ceil_div(groups, 8 // self.bits) * self.group_size
+        else:  # hqq packs along the group axis (core/bitpack.py): exact
+            packed = _ceil_div(n_elements * self.bits, 8)
         return packed + groups * self.scale_tensors * compute_dtype_bytes
 
     def bits_per_element(self, compute_dtype_bytes: int) -> float:

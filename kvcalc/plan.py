@@ -73,6 +73,7 @@ class Row:
     quality_risk: str
     verdicts: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    quality_evidence: str = ""  # measured on small real models (kvcalc/data/quality.json), not a prediction
     vllm: vllm_engine.VllmEstimate | None = field(default=None, repr=False)
     hf: hf_engine.HfEstimate | None = field(default=None, repr=False)
 
@@ -180,6 +181,10 @@ def plan(req: PlanRequest, warnings: list[str] | None = None) -> list[Row]:
                 raise
             warnings.append(f"{engine}: {exc}")
     _mark_verdicts(rows)
+    from .quality import quality_cell
+
+    for row in rows:
+        row.quality_evidence = quality_cell(row.weights_format, row.kv_format)
     return rows
 
 

@@ -42,11 +42,21 @@ def render_table(req, rows) -> None:
                       "-" if r.max_concurrency is None else str(r.max_concurrency), _gib(r.hf_memory_bytes),
                       f"{r.decode_tokens_per_s:,.1f}", fits, r.quality_risk, ", ".join(r.verdicts))
     _console().print(table)
+    evidence = {}
+    for r in rows:
+        if r.quality_evidence:
+            evidence.setdefault(r.config, r.quality_evidence)
+    if evidence:
+        _console().print("Quality evidence, measured on small real models (not a prediction for this model; "
+                         "docs/quality.md says what it can and cannot tell):")
+        for config, text in evidence.items():
+            _console().print(f"  {config}: {text}")
     _console().print(
         "GiB = 2^30 bytes. vLLM: KV capacity = the 'GPU KV cache size' vLLM logs at --util "
         f"{req.util}; max conc. = requests of --context tokens that fit at once. HF: memory the process holds at "
-        "--context x --batch; KV capacity = longest context that fits. Decode speed constants are "
-        "assumptions until fitted (kvcalc explain shows sources).", style="dim")
+        "--context x --batch; KV capacity = longest context that fits. Memory and speed constants are fitted on "
+        "H200 runs (docs/validation/); other GPUs scale by their bandwidth (kvcalc explain shows every source).",
+        style="dim")
 
 
 def render_sweep(req, sweep) -> None:

@@ -45,29 +45,37 @@ def decode_speed(spec: ModelSpec, gpu: GpuProfile, engine: str, weights: WeightF
     if engine == "vllm":
         fixed = (e["eager_fixed_step_s"] + e["eager_per_layer_s"] * spec.num_layers) if enforce_eager \
             else e["fixed_step_s"]
+        if tp > 1:
+            fixed += e["tp_comm_per_layer_s"] * spec.num_layers  # an all-reduce after attention and after the MLP
         kv_per_token = vllm_bytes_per_token(spec.layers, kv, dtype_bytes, tp) * tp
     else:
         fixed = e["fixed_step_s"] + e["per_layer_s"] * spec.num_layers
         if kv.hf_quantized:
-            fixed += e["quantized_kv_per_layer_s"] * spec.num_layers
+            fixed += e["kv_per_layer_s"][kv.backend] * spec.num_layers  # dequantize + re-quantize bookkeeping
+        if weights.name.startswith("nf4"):
+            fixed += e["nf4_per_layer_s"] * spec.num_layers  # bitsandbytes dequantize kernels per Linear
         kv_per_token = hf_bytes_per_token(spec.layers, kv, dtype_bytes)
 
     w_bytes = weight_bytes_read_per_token(spec, weights, batch, dtype_bytes)
     kv_bytes = kv_per_token * context * batch
     w_cost = 1.0
-    if weights.needs_unpack:
-        w_cost += costs.get(weights.name.split("-")[0], 1.0)
+    if weights.needs_unpack and not (engine == "hf" and weights.name.startswith("nf4")):
+        w_cost += costs.get(weights.name.split("-")[0], 1.5)
     if _emulated(weights.native_min_compute_capability, gpu) and weights.name == "fp8":
         w_cost += costs["emulated_fp8"]
         notes.append(f"FP8 weights are emulated on {gpu.name}")
     kv_cost = 1.0
-    if kv.hf_quantized:
-        kv_cost += costs["quantized_kv"]
     if _emulated(kv.native_min_compute_capability, gpu):
         kv_cost += costs["emulated_fp8"]
         notes.append(f"FP8 KV is emulated on {gpu.name} (compute capability {gpu.compute_capability}): "
                      "upcast on every read")
-    bandwidth = gpu.memory_bandwidth_bytes_per_s * gpu.achievable_bandwidth_fraction * tp
+    fitted = data.get("fitted_bandwidth", {}).get(gpu.id)
+    per_gpu = fitted["decode_bytes_per_s"] if fitted else gpu.memory_bandwidth_bytes_per_s * \
+        gpu.achievable_bandwidth_fraction
+    if not fitted:
+        notes.append(f"{gpu.name}: decode bandwidth = datasheet x {gpu.achievable_bandwidth_fraction} "
+                     "(assumption until measured)")
+    bandwidth = per_gpu * tp
     memory_s = (w_bytes * w_cost + kv_bytes * kv_cost) / bandwidth
 
     attn_flops = 0

@@ -1,5 +1,7 @@
 """Engine accountings against hand-computed cases."""
 
+import math
+
 import pytest
 
 from kvcalc.catalog import load_model
@@ -35,7 +37,7 @@ def test_nf4_weights_keep_embeddings_in_bf16():
 def test_vllm_blocks_from_available_memory():
     spec, gpu = load_model("llama-3.2-3b"), get_gpu("h200")
     est = vllm.estimate(spec, gpu, settings(gpu_memory_utilization=0.85))
-    assert est.requested_memory == int(gpu.memory_total_bytes * 0.85)
+    assert est.requested_memory == math.ceil(gpu.memory_total_bytes * 0.85)
     assert est.available_kv_bytes == (est.requested_memory - est.weights_bytes - est.activation_bytes
                                       - est.non_torch_bytes - est.cudagraph_bytes)
     # one block = 16 tokens * 8 heads * (128 + 128) * 2 bytes * 28 layers
@@ -54,11 +56,16 @@ def test_vllm_weights_include_rotary_cache():
     assert est.weights_bytes == 2 * L3B + 131072 * 128 * 2
 
 
-def test_vllm_enforce_eager_drops_cudagraph_estimate_and_old_versions_have_none():
-    spec, gpu = load_model("llama-3.2-3b"), get_gpu("h200")
-    assert vllm.estimate(spec, gpu, settings(enforce_eager=True)).cudagraph_bytes == 0
-    assert vllm.estimate(spec, gpu, settings(version="0.19.1")).cudagraph_bytes == 0
-    assert vllm.estimate(spec, gpu, settings()).cudagraph_bytes > 0
+def test_cudagraph_estimate_by_version_runner_and_eager():
+    dense, gpu = load_model("llama-3.2-3b"), get_gpu("h200")
+    moe = load_model("mixtral-8x7b")
+    assert vllm.estimate(dense, gpu, settings(enforce_eager=True)).cudagraph_bytes == 0
+    assert vllm.estimate(dense, gpu, settings(version="0.19.1")).cudagraph_bytes == 0  # before 0.20: none
+    assert vllm.estimate(dense, gpu, settings(version="0.22.0")).cudagraph_bytes > 0  # V1 runner subtracts it
+    # 0.26: dense models run on the V2 runner, whose profile_cudagraph_memory returns 0
+    assert vllm.estimate(dense, gpu, settings()).cudagraph_bytes == 0
+    assert vllm.estimate(moe, gpu, settings()).cudagraph_bytes > 0  # MoE stays on the V1 runner
+    assert vllm.estimate(moe, gpu, settings(enforce_eager=True)).cudagraph_bytes == 0
 
 
 def test_vllm_pre_024_logs_blocks_times_block_size():

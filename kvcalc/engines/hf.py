@@ -55,13 +55,15 @@ def _check(spec: ModelSpec, s: HfSettings) -> None:
 
 
 def prefill_activation_bytes(spec: ModelSpec, s: HfSettings) -> int:
-    """The prompt's forward pass: MLP intermediates dominate, plus the fp32 last-position logits."""
+    """The prompt's forward pass: tokens x (a*hidden + b*intermediate) x dtype bytes, a and b fitted on Llama runs
+    (kvcalc/data/constants.yaml), plus the last position's logits in the model dtype and in fp32."""
     c = engine_constants("hf")
     tokens = s.batch * s.prompt_len
     inter = spec.intermediate_size * (spec.moe.experts_per_token if spec.moe else 1)
-    mlp = c["prefill_factor"] * tokens * s.dtype_bytes * (2 * spec.hidden_size + 3 * inter)
+    hidden_states = tokens * s.dtype_bytes * (c["prefill_hidden_factor"] * spec.hidden_size
+                                              + c["prefill_intermediate_factor"] * inter)
     logits = s.batch * spec.vocab_size * (s.dtype_bytes + 4)
-    return int(mlp + logits)
+    return int(hidden_states + logits)
 
 
 def decode_transient_bytes(spec: ModelSpec, s: HfSettings, tokens: int) -> int:

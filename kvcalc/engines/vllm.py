@@ -14,6 +14,7 @@ Sources, vLLM 0.26.0:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from ..constants import engine_constants
@@ -141,21 +142,38 @@ def vllm_weight_bytes(spec: ModelSpec, s: VllmSettings, rank_layers: int | None 
         per_rank += vocab_bytes
     elif has_lm_head and not has_embedding:  # tied, but the last stage needs its own copy
         per_rank += vocab_bytes
-    rotary = spec.max_position_embeddings * spec.rotary_dim * s.dtype_bytes
+    ropes = 2 if spec.config.get("rope_local_base_freq") else 1  # Gemma 3: a local and a global rotary cache
+    rotary = ropes * spec.max_position_embeddings * spec.rotary_dim * s.dtype_bytes
     return per_rank + rotary
 
 
-def activation_bytes(spec: ModelSpec, s: VllmSettings, mnbt: int, seqs: int) -> int:
-    """Torch peak of the profile run: the larger of the dummy forward and the dummy sampler."""
+def uses_v2_model_runner(spec: ModelSpec, version: tuple[int, int, int]) -> bool:
+    """0.26 runs dense, non-hybrid decoders on the V2 model runner (config/vllm.py: use_v2_model_runner,
+    _is_default_v2_model_runner_model); MoE and hybrid (Mamba) models stay on the V1 runner."""
+    hybrid = "mamba" in spec.layer_kinds
+    return version >= (0, 26, 0) and spec.moe is None and not hybrid
+
+
+def subtracts_cudagraph_estimate(spec: ModelSpec, version: tuple[int, int, int]) -> bool:
+    """0.20+ subtracts a profiled CUDA-graph estimate from the KV budget (gpu_worker.py, with
+    VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1), but the V2 runner's profile_cudagraph_memory returns 0
+    (v1/worker/gpu/model_runner.py): there, graphs are captured after the KV cache, on top of the budget."""
+    return version >= (0, 20, 0) and not uses_v2_model_runner(spec, version)
+
+
+def activation_bytes(spec: ModelSpec, s: VllmSettings, mnbt: int, seqs: int, v2_runner: bool = True) -> int:
+    """Torch peak of the profile run: the larger of the dummy forward over mnbt tokens and the dummy sampler over
+    min(max_num_seqs, mnbt) rows of logits. Both factors are fitted (kvcalc/data/constants.yaml)."""
     c = engine_constants("vllm")
     tp = s.tensor_parallel
     qkv = (spec.num_heads * spec.head_dim + 2 * spec.num_kv_heads * spec.head_dim) // tp
     inter = spec.intermediate_size
-    if spec.moe is not None:
-        inter = inter * spec.moe.experts_per_token
+    if spec.moe is not None and spec.moe.moe_layers and spec.moe.expert_intermediate_size:
+        inter = spec.moe.expert_intermediate_size * (spec.moe.experts_per_token + spec.moe.shared_experts)
     forward = c["fwd_factor"] * mnbt * s.dtype_bytes * (2 * spec.hidden_size + 3 * inter // tp + qkv)
     rows = min(seqs, mnbt)
-    sampler = c["sampler_bytes_per_logit"] * rows * _padded_vocab(spec.vocab_size, tp)
+    per_logit = c["sampler_bytes_per_logit"] if v2_runner else c["sampler_bytes_per_logit_v1"]
+    sampler = per_logit * rows * _padded_vocab(spec.vocab_size, tp)
     return int(max(forward, sampler))
 
 
@@ -179,18 +197,20 @@ def estimate(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings) -> VllmEstimate:
     pp = s.pipeline_parallel
     layers_per_stage = [spec.num_layers // pp + (1 if i < spec.num_layers % pp else 0) for i in range(pp)]
     total = gpu.memory_total_bytes
-    requested = int(total * s.gpu_memory_utilization)
+    requested = math.ceil(total * s.gpu_memory_utilization)  # v1/worker/utils.py rounds up
     # Every rank gets its own budget; the deployment's blocks are the smallest rank's (kv_cache_utils.py).
     best: VllmEstimate | None = None
     for stage, n_layers in enumerate(layers_per_stage):
         first, last = stage == 0, stage == pp - 1
         w = vllm_weight_bytes(spec, s, n_layers, has_embedding=first, has_lm_head=last)
-        act = activation_bytes(spec, s, mnbt, seqs) if last else int(
+        v2 = uses_v2_model_runner(spec, version)
+        act = activation_bytes(spec, s, mnbt, seqs, v2) if last else int(
             c["fwd_factor"] * mnbt * s.dtype_bytes * (2 * spec.hidden_size + 3 * spec.intermediate_size
                                                       // s.tensor_parallel))
         world = s.tensor_parallel * pp
-        non_torch = int(c["non_torch_bytes"] + (c["non_torch_bytes_per_extra_rank"] if world > 1 else 0))
-        cudagraph = 0 if (s.enforce_eager or version < (0, 20, 0)) else int(c["cudagraph_bytes"])
+        non_torch = int(c["non_torch_bytes_tp"] if world > 1 else c["non_torch_bytes"])
+        cudagraph = 0 if (s.enforce_eager or not subtracts_cudagraph_estimate(spec, version)) \
+            else int(c["cudagraph_bytes"])
         available = requested - w - act - non_torch - cudagraph
         stage_layers = spec.layers[sum(layers_per_stage[:stage]): sum(layers_per_stage[: stage + 1])]
         try:
@@ -227,5 +247,9 @@ def estimate(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings) -> VllmEstimate:
         notes.append(f"{gpu.name} has no bf16: vLLM casts the model to fp16 (same bytes)")
     elif s.weights.name == "fp8" and gpu.vendor == "nvidia" and cc < 8.9:
         notes.append(f"FP8 weights on {gpu.name} (compute capability {cc}) run as a weight-only kernel (Marlin)")
+    if not s.enforce_eager and uses_v2_model_runner(spec, version):
+        notes.append("V2 model runner: CUDA graphs are captured after the KV cache is allocated, using about "
+                     f"{c['cudagraph_capture_bytes'] / 2**30:.2f} GiB beyond gpu_memory_utilization (not subtracted "
+                     "from KV)")
     notes.append(f"activation, non-torch and CUDA-graph memory: {c['source']}")
     return best

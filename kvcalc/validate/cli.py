@@ -1,0 +1,150 @@
+"""`kvcalc validate`: compare kvcalc with a vLLM start-up log, or run the real engines and compare.
+
+    kvcalc validate --from-log vllm.log --model llama-3.1-8b --gpu h100-sxm      (no GPU, no torch needed)
+    kvcalc validate --report results/vllm.jsonl                                  (tables of earlier runs)
+    kvcalc validate --hf --vllm --out results/ [--quick]                         (on a GPU host)
+    kvcalc validate --hf --device cpu --model llama-3.2-1b --out results/        (transformers on the CPU)
+
+Importing this module imports neither torch nor vLLM: the runners load them in child processes.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from ..errors import UsageError
+
+
+def _from_log(path: str, model: str | None, gpu: str | None, as_json: bool, overrides: dict) -> None:
+    from .compare import render_table
+    from .vllm_log import compare_log, parse_vllm_log
+
+    if not model:
+        raise UsageError("--from-log needs --model (the catalog name or config.json the log's engine served)")
+    if not gpu:
+        raise UsageError("--from-log needs --gpu (e.g. h100-sxm); the log's own total memory replaces the "
+                         "profile's when the log states it")
+    p = Path(path)
+    if not p.is_file():
+        raise UsageError(f"cannot read log {path!r}: no such file")
+    parsed = parse_vllm_log(p.read_text(encoding="utf-8", errors="replace"))
+    if not parsed["values"]:
+        raise UsageError(f"{path}: no vLLM memory lines found (is this a vLLM start-up log?)")
+    rows = compare_log(parsed, model, gpu, **overrides)
+    if as_json:
+        click.echo(json.dumps({"parsed": {k: parsed[k] for k in ("version", "settings", "values", "errors")},
+                               "comparison": rows}, indent=1))
+        return
+    version = parsed.get("version") or "unknown version"
+    click.echo(render_table(rows, title=f"vLLM {version} log {p.name} vs kvcalc ({model} on {gpu})"))
+    for err in parsed.get("errors", []):
+        click.echo(f"log reports a start-up failure: {err}")
+
+
+def _report(path: str, as_json: bool) -> None:
+    from .compare import render_report, summarize
+    from .results import read_jsonl
+
+    p = Path(path)
+    if not p.is_file():
+        raise UsageError(f"cannot read results {path!r}: no such file")
+    rows = read_jsonl(p)
+    if as_json:
+        click.echo(json.dumps(summarize(rows), indent=1))
+    else:
+        click.echo(render_report(rows))
+
+
+def _run(hf: bool, vllm: bool, quick: bool, out: str | None, device: str, model: str | None,
+         per_process: int, budget_s: float) -> None:
+    if not out:
+        raise UsageError("--hf / --vllm need --out DIR for the JSONL results and logs")
+    if vllm and device != "cuda":
+        raise UsageError("vLLM runs only on a CUDA GPU; use --device cpu with --hf alone")
+    from . import matrix
+
+    if model or device == "cpu":
+        # A custom transformers run: the given model (or a small default) on the chosen device.
+        if vllm:
+            raise UsageError("--model with --vllm: write a cases file and use python -m kvcalc.validate.vllm_runner")
+        from .hf_runner import run_hf_cases
+
+        name = model or "gguf:smollm2"
+        cases = [{"id": f"hf-{name}-{kv}", "model": name, "kv": kv, "batch": 1, "prompt_len": 152 if quick else 512,
+                  "new_tokens": 16 if quick else 64, "device": device}
+                 for kv in ("auto", "hqq-4", "quanto-4")]
+        Path(out).mkdir(parents=True, exist_ok=True)
+        run_hf_cases(cases, Path(out) / "hf.jsonl")
+        return
+    argv = ["--out", out, "--budget-s", str(budget_s), "--per-process", str(per_process), "--device", device]
+    if hf:
+        argv.append("--hf")
+    if vllm:
+        argv.append("--vllm")
+    if quick:
+        argv.append("--quick")
+    matrix.main(argv)
+
+
+@click.command("validate", context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+@click.option("--from-log", "from_log", metavar="FILE", help="a vLLM start-up log to compare with kvcalc")
+@click.option("--report", metavar="FILE", help="print the tables and summary of a results JSONL file")
+@click.option("--model", help="model the log's engine served (catalog name or config.json); with --hf: the model")
+@click.option("--gpu", help="GPU id or alias for --from-log (e.g. h100-sxm, h200)")
+@click.option("--kv", help="override the log's kv cache dtype (auto, fp8)")
+@click.option("--util", type=float, help="override gpu_memory_utilization when the log does not state it")
+@click.option("--max-num-batched-tokens", type=int, help="override when the log does not state it")
+@click.option("--entrypoint", type=click.Choice(["llm", "serve"]), help="what started the engine (batch defaults)")
+@click.option("--hf", is_flag=True, help="run the transformers matrix (needs torch, transformers, hqq, quanto)")
+@click.option("--vllm", is_flag=True, help="run the vLLM matrix (needs vLLM on a CUDA GPU)")
+@click.option("--quick", is_flag=True, help="a small matrix (< 5 min on one GPU)")
+@click.option("--out", metavar="DIR", help="folder for results (JSONL), logs and the summary")
+@click.option("--device", type=click.Choice(["cuda", "cpu"]), default="cuda", show_default=True)
+@click.option("--per-process", type=int, default=0, show_default=True,
+              help="vLLM cases per child process (1 isolates every case)")
+@click.option("--budget-s", type=float, default=510.0, show_default=True, help="wall-clock budget of a matrix run")
+@click.option("--json", "as_json", is_flag=True, help="machine-readable output")
+def validate(from_log, report, model, gpu, kv, util, max_num_batched_tokens, entrypoint, hf, vllm, quick, out, device,
+             per_process, budget_s, as_json):
+    """Compare kvcalc's predictions with real engines: a vLLM start-up log (--from-log), earlier results
+    (--report), or new runs of transformers (--hf) and vLLM (--vllm)."""
+    modes = [bool(from_log), bool(report), bool(hf or vllm)]
+    if sum(modes) == 0:
+        raise UsageError("nothing to validate: give --from-log FILE (with --model and --gpu), --report FILE, "
+                         "or --hf/--vllm with --out DIR")
+    if sum(modes) > 1:
+        raise UsageError("choose one of --from-log, --report, or --hf/--vllm")
+    if from_log:
+        overrides = {"kv": kv, "gpu_memory_utilization": util, "max_num_batched_tokens": max_num_batched_tokens,
+                     "entrypoint": entrypoint}
+        _from_log(from_log, model, gpu, as_json, {k: v for k, v in overrides.items() if v is not None})
+    elif report:
+        _report(report, as_json)
+    else:
+        _run(hf, vllm, quick, out, device, model, per_process, budget_s)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Standalone entry (python -m kvcalc.validate.cli): bad input prints one line and exits 2."""
+    import sys
+
+    try:
+        validate.main(args=argv, prog_name="kvcalc validate", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(1)
+    except click.ClickException as exc:
+        click.echo(f"error: {exc.format_message()}", err=True)
+        sys.exit(exc.exit_code)
+    except UsageError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+
+
+if __name__ == "__main__":
+    main()

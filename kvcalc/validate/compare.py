@@ -1,0 +1,165 @@
+"""Prediction beside observation: signed relative errors, a table per case, a summary over many cases.
+
+Error convention everywhere: (predicted - observed) / observed. Positive = kvcalc over-predicts (safe for memory),
+negative = kvcalc under-predicts (the dangerous side for memory).
+"""
+
+from __future__ import annotations
+
+import io
+from collections import defaultdict
+from typing import Any, Iterable, Sequence
+
+from ..units import GiB, MiB
+
+
+def rel_error(predicted: float | int | None, observed: float | int | None) -> float | None:
+    """Signed relative error (pred - obs) / obs; None when either is missing or the observation is 0."""
+    if predicted is None or observed is None:
+        return None
+    try:
+        if observed == 0:
+            return None
+        return (float(predicted) - float(observed)) / float(observed)
+    except (TypeError, ValueError):
+        return None
+
+
+def row(quantity: str, predicted: Any, observed: Any, unit: str = "bytes", note: str = "") -> dict[str, Any]:
+    out = {"quantity": quantity, "unit": unit, "predicted": predicted, "observed": observed,
+           "error": rel_error(predicted, observed)}
+    if note:
+        out["note"] = note
+    return out
+
+
+def errors_by_quantity(rows: Iterable[dict[str, Any]]) -> dict[str, float | None]:
+    return {r["quantity"]: r.get("error") for r in rows}
+
+
+def format_value(value: Any, unit: str) -> str:
+    if value is None:
+        return "-"
+    if unit == "bytes":
+        v = float(value)
+        if abs(v) >= GiB / 4:
+            return f"{v / GiB:.3f} GiB"
+        if abs(v) >= MiB:
+            return f"{v / MiB:.2f} MiB"
+        return f"{int(v):,} B"
+    if unit in ("tokens", "blocks", "count"):
+        return f"{int(value):,}"
+    if unit == "x":
+        return f"{float(value):.2f}x"
+    if unit in ("tok/s",):
+        return f"{float(value):,.1f}"
+    if unit in ("ms",):
+        return f"{float(value):.2f}"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def format_error(error: float | None) -> str:
+    if error is None:
+        return "-"
+    return f"{error * 100:+.2f}%"
+
+
+def _plain_table(title: str, headers: Sequence[str], lines: Sequence[Sequence[str]]) -> str:
+    widths = [max(len(h), *(len(line[i]) for line in lines)) if lines else len(h) for i, h in enumerate(headers)]
+    out = io.StringIO()
+    if title:
+        out.write(title + "\n")
+    out.write("  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip() + "\n")
+    out.write("  ".join("-" * w for w in widths) + "\n")
+    for line in lines:
+        out.write("  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(line, widths))).rstrip()
+                  + "\n")
+    return out.getvalue()
+
+
+def render_table(rows: Sequence[dict[str, Any]], title: str = "", plain: bool = False) -> str:
+    """quantity | predicted | observed | signed error %, as text (rich when installed, plain otherwise)."""
+    headers = ("quantity", "predicted", "observed", "error (pred-obs)/obs")
+    lines = [(r["quantity"], format_value(r.get("predicted"), r.get("unit", "")),
+              format_value(r.get("observed"), r.get("unit", "")), format_error(r.get("error"))) for r in rows]
+    if not plain:
+        try:
+            from rich.console import Console
+            from rich.table import Table
+        except ImportError:
+            plain = True
+    if plain:
+        return _plain_table(title, headers, lines)
+    table = Table(title=title or None, title_justify="left")
+    for i, h in enumerate(headers):
+        table.add_column(h, justify="left" if i == 0 else "right")
+    for r, line in zip(rows, lines):
+        err = r.get("error")
+        style = None
+        if err is not None and r.get("unit") == "bytes":
+            style = "red" if err < -0.05 else ("yellow" if abs(err) > 0.05 else None)
+        table.add_row(*line, style=style)
+    buf = io.StringIO()
+    Console(file=buf, width=120, force_terminal=False, color_system=None).print(table)
+    return buf.getvalue()
+
+
+def case_title(result: dict[str, Any]) -> str:
+    s = result.get("settings", {})
+    engine = result.get("engine", "?")
+    keys = ("model", "weights", "kv", "batch", "prompt_len", "new_tokens", "util", "max_model_len", "enforce_eager")
+    parts = [f"{k}={s[k]}" for k in keys if k in s]
+    status = result.get("status", "?")
+    extra = f" [{status}: {result.get('message', '')[:160]}]" if status != "ok" else ""
+    return f"{engine}: " + " ".join(parts) + extra
+
+
+def render_result(result: dict[str, Any], plain: bool = False) -> str:
+    rows = result.get("comparison") or []
+    if not rows:
+        return case_title(result) + "\n"
+    return render_table(rows, title=case_title(result), plain=plain)
+
+
+def summarize(results: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per quantity over every 'ok' case: count, mean signed error, mean |error|, worst error (largest |error|)."""
+    acc: dict[str, list[float]] = defaultdict(list)
+    status_counts: dict[str, int] = defaultdict(int)
+    for res in results:
+        status_counts[res.get("status", "?")] += 1
+        if res.get("status") != "ok":
+            continue
+        for r in res.get("comparison") or []:
+            if r.get("error") is not None:
+                acc[f"{res.get('engine', '?')}:{r['quantity']}"].append(float(r["error"]))
+    out = []
+    for quantity, errs in sorted(acc.items()):
+        worst = max(errs, key=abs)
+        out.append({"quantity": quantity, "n": len(errs), "mean_error": sum(errs) / len(errs),
+                    "mean_abs_error": sum(abs(e) for e in errs) / len(errs), "worst_error": worst})
+    out.append({"quantity": "status", **dict(status_counts)})
+    return out
+
+
+def render_summary(summary: Sequence[dict[str, Any]]) -> str:
+    lines = []
+    status = None
+    for s in summary:
+        if s["quantity"] == "status":
+            status = s
+            continue
+        lines.append((s["quantity"], str(s["n"]), format_error(s["mean_error"]), format_error(s["mean_abs_error"]),
+                      format_error(s["worst_error"])))
+    text = _plain_table("summary (signed error = (pred-obs)/obs)",
+                        ("quantity", "n", "mean", "mean |err|", "worst"), lines)
+    if status:
+        text += "cases: " + ", ".join(f"{k} {v}" for k, v in status.items() if k != "quantity") + "\n"
+    return text
+
+
+def render_report(results: Sequence[dict[str, Any]], plain: bool = False) -> str:
+    parts = [render_result(r, plain=plain) for r in results]
+    parts.append(render_summary(summarize(results)))
+    return "\n".join(parts)

@@ -1,0 +1,174 @@
+"""Result rows: JSON Lines written as they arrive, and the environment facts every row carries.
+
+A row is one case (one engine configuration) with: status ('ok' | 'oom' | 'error' | 'skipped'), the settings, the
+observed values, kvcalc's prediction and the signed relative errors. Rows are appended and flushed one at a time so a
+crash in a later case never loses an earlier one.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import shutil
+import subprocess
+import time
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+# Packages whose versions decide what the engines do (reported when installed).
+VERSION_PACKAGES = ("torch", "transformers", "vllm", "hqq", "optimum-quanto", "bitsandbytes", "gguf", "accelerate",
+                    "flashinfer-python", "triton")
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
+        return None
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    if isinstance(value, Path):
+        return str(value)
+    # numpy / torch scalars and anything else: try a number, then text
+    for cast in (int, float):
+        try:
+            number = cast(value)
+            if number == value:
+                return number
+        except (TypeError, ValueError):
+            pass
+    return str(value)
+
+
+class JsonlWriter:
+    """Append rows to a JSON Lines file; every row is flushed and fsynced before write() returns."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        if self.path.parent and not self.path.parent.exists():
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+
+    def write(self, row: dict[str, Any]) -> None:
+        line = json.dumps(_jsonable(row), sort_keys=False)
+        with open(self.path, "a", encoding="utf-8") as fh:
+            fh.write(line + "\n")
+            fh.flush()
+            try:
+                os.fsync(fh.fileno())
+            except OSError:
+                pass
+
+    def __call__(self, row: dict[str, Any]) -> None:
+        self.write(row)
+
+
+def append_jsonl(path: str | os.PathLike, row: dict[str, Any]) -> None:
+    JsonlWriter(path).write(row)
+
+
+def read_jsonl(path: str | os.PathLike) -> list[dict[str, Any]]:
+    return list(iter_jsonl(path))
+
+
+def iter_jsonl(path: str | os.PathLike) -> Iterator[dict[str, Any]]:
+    """Rows of a JSONL file; a truncated last line (a process killed mid-write) is skipped."""
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                yield json.loads(line)
+            except json.JSONDecodeError:
+                continue
+
+
+def package_versions(names: Iterable[str] = VERSION_PACKAGES) -> dict[str, str]:
+    out = {}
+    for name in names:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return out
+
+
+def nvidia_smi() -> dict[str, Any]:
+    """Driver version, GPU name and memory as nvidia-smi reports them ({} when there is no nvidia-smi)."""
+    exe = shutil.which("nvidia-smi")
+    if not exe:
+        return {}
+    try:
+        out = subprocess.run(
+            [exe, "--query-gpu=name,driver_version,memory.total,memory.used", "--format=csv,noheader,nounits"],
+            capture_output=True, text=True, timeout=20,
+        ).stdout.strip().splitlines()
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    if not out:
+        return {}
+    parts = [p.strip() for p in out[0].split(",")]
+    info: dict[str, Any] = {"name": parts[0] if parts else None}
+    if len(parts) >= 4:
+        info["driver"] = parts[1]
+        try:
+            info["memory_total_mib"] = int(parts[2])
+            info["memory_used_mib"] = int(parts[3])
+        except ValueError:
+            pass
+    return info
+
+
+def torch_device_facts(device: str = "cuda") -> dict[str, Any]:
+    """GPU name, total memory (cudaMemGetInfo), capability, CUDA runtime and driver; CPU facts on 'cpu'.
+    Imports torch: call only from a runner."""
+    import torch
+
+    facts: dict[str, Any] = {"device": device, "python": platform.python_version(), "host": platform.node()}
+    if device.startswith("cuda") and torch.cuda.is_available():
+        free, total = torch.cuda.mem_get_info()
+        props = torch.cuda.get_device_properties(0)
+        facts.update(
+            gpu_name=torch.cuda.get_device_name(0),
+            memory_total_bytes=int(total),
+            memory_free_bytes_at_start=int(free),
+            compute_capability=float(f"{props.major}.{props.minor}"),
+            cuda_runtime=torch.version.cuda,
+        )
+        smi = nvidia_smi()
+        if smi.get("driver"):
+            facts["driver"] = smi["driver"]
+        if smi:
+            facts["nvidia_smi"] = smi
+    else:
+        facts.update(gpu_name=None, cpu=platform.processor() or platform.machine(), cpu_count=os.cpu_count())
+        try:
+            facts["memory_total_bytes"] = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        except (ValueError, OSError, AttributeError):
+            facts["memory_total_bytes"] = None
+        facts["torch_threads"] = torch.get_num_threads()
+    return facts
+
+
+def now_iso() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S%z")
+
+
+def classify_failure(exc: BaseException | str) -> str:
+    """'oom' when the engine ran out of memory (or refused a configuration that does not fit), else 'error'."""
+    text = f"{type(exc).__name__}: {exc}" if isinstance(exc, BaseException) else str(exc)
+    low = text.lower()
+    needles = ("out of memory", "outofmemoryerror", "cuda error: out of memory", "kv cache is needed",
+               "no available memory for the cache blocks", "is less than desired gpu memory utilization",
+               "insufficient memory", "cannot allocate memory")
+    return "oom" if any(n in low for n in needles) else "error"
+
+
+def error_message(exc: BaseException, limit: int = 2000) -> str:
+    text = f"{type(exc).__name__}: {exc}"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
