@@ -47,7 +47,7 @@ def err(pred, obs):
 
 def vllm_rows() -> list[dict]:
     out = []
-    for name in ("vllm-gpu0.jsonl", "vllm-gpu1.jsonl", "vllm-tp2.jsonl"):
+    for name in ("vllm-gpu0.jsonl", "vllm-gpu1.jsonl", "vllm-tp2.jsonl", "vllm-holdout.jsonl"):
         for r in load(name):
             cid = r["case_id"]
             if r.get("status") != "ok":
@@ -100,7 +100,7 @@ def tp_worker_values(cid: str, est) -> dict:
 
 def hf_rows() -> list[dict]:
     out = []
-    for name in ("hf.jsonl", "hf-gemma.jsonl"):
+    for name in ("hf.jsonl", "hf-gemma.jsonl", "hf-holdout.jsonl"):
         for r in load(name):
             cid = r["case_id"]
             if r.get("status") != "ok":
