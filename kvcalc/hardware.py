@@ -260,6 +260,11 @@ def get_gpu(name: str | Path | GpuProfile) -> GpuProfile:
         raise UsageError("no GPU given; try one of: " + ", ".join(g.id for g in list_gpus()))
     if text.lower().endswith((".yaml", ".yml")) or ("/" in text and Path(text).expanduser().is_file()):
         return load_gpu_file(text)
+    folder = resources.files("kvcalc") / "hardware_profiles"
+    for key in _lookup_keys(text):  # the common case, an exact id: read that one file only (start-up time)
+        entry = folder / f"{key}.yaml"
+        if _ID_PATTERN.match(key) and entry.is_file():
+            return _shipped_profile(entry.read_text(encoding="utf-8"), f"hardware_profiles/{entry.name}")
     profiles, index = _shipped()
     by_id = {g.id: g for g in profiles}
     for key in _lookup_keys(text):
