@@ -9,10 +9,10 @@ import csv
 import dataclasses
 import io
 import json
-import sys
 
 import click
 
+from .cli_errors import run_command
 from .errors import UsageError
 from .units import parse_tokens
 
@@ -239,19 +239,7 @@ _add_validate()
 
 
 def main(argv: list[str] | None = None) -> None:
-    try:
-        cli.main(args=argv, prog_name="kvcalc", standalone_mode=False)
-    except click.exceptions.Abort:
-        click.echo("aborted", err=True)
-        sys.exit(1)
-    except click.ClickException as exc:
-        exc.show()
-        sys.exit(exc.exit_code)
-    except UsageError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(2)
-    except click.exceptions.Exit as exc:
-        sys.exit(exc.exit_code)
+    run_command(cli, argv, "kvcalc")
 
 
 if __name__ == "__main__":

@@ -5,9 +5,8 @@
 # Command (device tool, carry .gpu-bundle):
 #   source .gpu-bundle/device_setup.sh .gpu-bundle; [ "$KVCALC_READY" = 1 ] || exit 3; bash scripts/gpu_run_single.sh
 set -uo pipefail
-cd "$(dirname "$0")/.."
-export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" VLLM_ENABLE_V1_MULTIPROCESSING=0 PYTHONUNBUFFERED=1
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+# shellcheck source=scripts/gpu_env.sh
+source "$(dirname "$0")/gpu_env.sh"
 R=/tmp/kvcalc-results; rm -rf $R; mkdir -p $R
 BUDGET=${KVCALC_BUDGET_S:-500}
 python3 scripts/gpu_probe.py $R/probe.json > /dev/null 2>&1

@@ -4,9 +4,8 @@
 # Command (device tool, kind nvidia-h200-x2, carry .gpu-bundle):
 #   source .gpu-bundle/device_setup.sh .gpu-bundle; [ "$KVCALC_READY" = 1 ] || exit 3; bash scripts/gpu_run_tp2.sh
 set -uo pipefail
-cd "$(dirname "$0")/.."
-export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" VLLM_ENABLE_V1_MULTIPROCESSING=0 PYTHONUNBUFFERED=1
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+# shellcheck source=scripts/gpu_env.sh
+source "$(dirname "$0")/gpu_env.sh"
 R=/tmp/kvcalc-tp2; rm -rf $R; mkdir -p $R
 nvidia-smi topo -m > $R/topo.txt 2>&1
 python3 -m kvcalc.validate.vllm_runner --cases-file scripts/gpu_cases/tp2.json --out $R/vllm-tp2.jsonl \

@@ -129,21 +129,9 @@ def validate(from_log, report, model, gpu, kv, util, max_num_batched_tokens, ent
 
 def main(argv: list[str] | None = None) -> None:
     """Standalone entry (python -m kvcalc.validate.cli): bad input prints one line and exits 2."""
-    import sys
+    from ..cli_errors import run_command
 
-    try:
-        validate.main(args=argv, prog_name="kvcalc validate", standalone_mode=False)
-    except click.exceptions.Abort:
-        click.echo("aborted", err=True)
-        sys.exit(1)
-    except click.ClickException as exc:
-        click.echo(f"error: {exc.format_message()}", err=True)
-        sys.exit(exc.exit_code)
-    except UsageError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(2)
-    except click.exceptions.Exit as exc:
-        sys.exit(exc.exit_code)
+    run_command(validate, argv, "kvcalc validate")
 
 
 if __name__ == "__main__":
