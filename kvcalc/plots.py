@@ -1,0 +1,532 @@
+"""Pictures of a plan: vLLM concurrency vs context, decode speed vs batch, and where the GPU's memory goes.
+
+The data functions (`capacity_series`, `hf_longest_contexts`, `speed_series`, `measured_speed_points`,
+`memory_segments`) are plain Python and tested on their own; the `plot_*` functions draw them with matplotlib,
+which is optional (`pip install 'kvcalc[plot]'`) and imported only inside the drawing functions, on the Agg canvas
+(no pyplot, no GUI, no global backend switch).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from .engines import vllm as vllm_engine
+from .errors import UnsupportedModelError, UsageError
+from .formats import kv_format, weight_format
+from .plan import Config, PlanRequest, Row, configs_for
+from .throughput import decode_speed
+from .units import GiB
+
+DPI = 150
+MAX_CONTEXT = 128 * 1024
+MIN_CONTEXT = 1024
+BATCHES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)
+MISSING_MATPLOTLIB = "plots need matplotlib: pip install 'kvcalc[plot]'"
+
+# One colour per configuration key, the same in every panel.
+CONFIG_COLORS = {
+    "baseline": "#1f77b4", "fp8-kv": "#ff7f0e", "kv4": "#8c564b", "nf4": "#2ca02c", "nf4+fp8-kv": "#d62728",
+    "nf4+kv4": "#e377c2", "awq": "#9467bd",
+}
+EXTRA_COLORS = ("#17becf", "#bcbd22", "#7f7f7f")
+
+
+def _color(key: str, index: int = 0) -> str:
+    return CONFIG_COLORS.get(key, EXTRA_COLORS[index % len(EXTRA_COLORS)])
+
+
+def _fmt_tokens(n: float) -> str:
+    """1024 -> 1k, 131072 -> 128k, 1536 -> 1.5k (binary k, as --context takes them)."""
+    n = int(n)
+    if n >= 1024 * 1024 and n % (1024 * 1024) == 0:
+        return f"{n // (1024 * 1024)}M"
+    if n >= 1024:
+        k = n / 1024
+        return f"{k:.0f}k" if k == int(k) else f"{k:.1f}k"
+    return str(n)
+
+
+# -- data -------------------------------------------------------------------------------------------------------------
+
+
+def vllm_configs(req: PlanRequest) -> list[Config]:
+    """The configurations of the plan that vLLM can run (kv cache auto/fp8, weights vLLM loads)."""
+    return [c for c in configs_for(req) if c.kv_vllm is not None and "vllm" in weight_format(c.weights).engines]
+
+
+def context_grid(req: PlanRequest) -> list[int]:
+    """Context lengths from 1k to the model's max positions (at most 128k): powers of two and the midpoints
+    1.5 x 2^n, plus the model's max itself when it is not on the grid."""
+    top = min(req.spec.max_position_embeddings or MAX_CONTEXT, MAX_CONTEXT)
+    top = max(top, MIN_CONTEXT)
+    grid = []
+    n = MIN_CONTEXT
+    while n <= top:
+        grid.append(n)
+        if n * 3 // 2 <= top:
+            grid.append(n * 3 // 2)
+        n *= 2
+    if grid[-1] != top:
+        grid.append(top)
+    return sorted(set(grid))
+
+
+def _vllm_settings(req: PlanRequest, cfg: Config, max_model_len: int) -> vllm_engine.VllmSettings:
+    return vllm_engine.VllmSettings(
+        weights=weight_format(cfg.weights), kv=kv_format(cfg.kv_vllm), gpu_memory_utilization=req.util,
+        max_model_len=max_model_len, max_num_batched_tokens=req.max_num_batched_tokens,
+        max_num_seqs=req.max_num_seqs, enforce_eager=req.enforce_eager, version=req.vllm_version,
+        tensor_parallel=req.tp, pipeline_parallel=req.pp)
+
+
+def capacity_series(req: PlanRequest) -> dict[str, list[tuple[int, int]]]:
+    """Per vLLM configuration: [(context, requests of that many tokens that fit at once)], vLLM re-estimated with
+    max_model_len = context (what you would start it with to serve that context). 0 = vLLM does not start."""
+    out: dict[str, list[tuple[int, int]]] = {}
+    grid = context_grid(req)
+    for cfg in vllm_configs(req):
+        points = []
+        for context in grid:
+            est = vllm_engine.estimate(req.spec, req.gpu, _vllm_settings(req, cfg, context))
+            points.append((context, est.concurrency_at(context)))
+        out[cfg.key] = points
+    return out
+
+
+def hf_longest_contexts(req: PlanRequest, rows: list[Row] | None = None) -> dict[str, int]:
+    """Per HF configuration: the longest context (prompt + generation) that fits at --batch, from the plan rows."""
+    if rows is None:
+        from .plan import plan
+
+        rows = plan(req, [])
+    return {r.config: int(r.kv_capacity_tokens) for r in rows if r.engine == "hf" and r.kv_capacity_tokens}
+
+
+@dataclass(frozen=True)
+class SpeedPoint:
+    batch: int
+    tokens_per_s: float
+    fits: bool  # the batch's KV at this context fits in vLLM's cache (max concurrency >= batch)
+    bound: str  # "memory" or "compute"
+
+
+def speed_kvs(req: PlanRequest) -> list[str]:
+    return ["auto", "fp8"]
+
+
+def _speed_label(weights: str, kv: str) -> str:
+    return f"{weight_format(weights).label} weights, {kv_format(kv).label}"
+
+
+def vllm_concurrency(req: PlanRequest, cfg: Config, context: int) -> int:
+    """Requests of `context` tokens vLLM holds at once in this configuration (0: it does not start)."""
+    try:
+        est = vllm_engine.estimate(req.spec, req.gpu, _vllm_settings(req, cfg, req.max_model_len or context))
+    except UnsupportedModelError:
+        return 0
+    return est.concurrency_at(context)
+
+
+def speed_series(req: PlanRequest, context: int | None = None) -> dict[str, list[SpeedPoint]]:
+    """Predicted vLLM decode tokens/s vs batch at `context` (default --context), BF16 KV and FP8 KV, with the
+    weights of --weights (default BF16). Keys: 'auto' and 'fp8' (the KV format)."""
+    context = context or req.context
+    w = weight_format(req.weights or "bf16")
+    out: dict[str, list[SpeedPoint]] = {}
+    for kv in speed_kvs(req):
+        k = kv_format(kv)
+        cfg = Config(kv, kv, w.name, kv, None)
+        capacity = vllm_concurrency(req, cfg, context)
+        points = []
+        for batch in BATCHES:
+            d = decode_speed(req.spec, req.gpu, "vllm", w, k, batch, context, req.enforce_eager, req.tp)
+            points.append(SpeedPoint(batch, d.tokens_per_s, batch <= capacity, d.bound))
+        out[kv] = points
+    return out
+
+
+@dataclass(frozen=True)
+class MeasuredPoint:
+    case: str
+    kv: str
+    batch: int
+    tokens_per_s: float
+    context: int  # the mean context during the measured decode: prompt + half the generated tokens
+    prompt_len: int
+    new_tokens: int
+    gpu: str  # e.g. "H200"
+    vllm_version: str
+
+
+def validation_data_dir() -> Path:
+    import kvcalc
+
+    return Path(kvcalc.__file__).resolve().parent.parent / "docs" / "validation" / "data"
+
+
+def measured_speed_points(model: str, gpu_id: str, tp: int = 1, weights: str = "bf16",
+                          data_dir: Path | None = None) -> list[MeasuredPoint]:
+    """Decode speeds measured with vLLM and CUDA graphs (docs/validation/data/*.jsonl) for this model on this GPU.
+    Only the H200 was measured; anything else, or a missing data folder (an installed wheel), gives []."""
+    if gpu_id != "h200":
+        return []
+    folder = data_dir or validation_data_dir()
+    if not folder.is_dir():
+        return []
+    out: list[MeasuredPoint] = []
+    for path in sorted(folder.glob("vllm*.jsonl")):
+        try:
+            lines = path.read_text().splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            s = rec.get("settings") or {}
+            if rec.get("status") != "ok" or s.get("model") != model or s.get("enforce_eager", True):
+                continue
+            if int(s.get("tensor_parallel_size") or 1) != tp or (s.get("weights") or "bf16") != weights:
+                continue
+            env = rec.get("environment") or {}
+            gpu_name = (env.get("gpu_name") or "H200").replace("NVIDIA ", "")
+            version = (rec.get("versions") or {}).get("vllm", "")
+            speed = (rec.get("observed") or {}).get("speed") or {}
+            for value in speed.values():
+                if not isinstance(value, dict) or not value.get("decode_tokens_per_s"):
+                    continue
+                context = int(value.get("prompt_len", 0) + value.get("max_tokens", 0) / 2)
+                out.append(MeasuredPoint(rec.get("case_id", ""), s.get("kv", "auto"), int(value["batch"]),
+                                         float(value["decode_tokens_per_s"]), context,
+                                         int(value.get("prompt_len", 0)), int(value.get("max_tokens", 0)),
+                                         gpu_name, version))
+    return out
+
+
+VLLM_SEGMENTS = ("weights", "activation peak", "non-torch", "CUDA graphs", "KV cache", "unused (1 - util)")
+HF_SEGMENTS = ("weights", "KV cache", "activation / transient peak", "CUDA context", "free")
+
+
+@dataclass(frozen=True)
+class MemoryBar:
+    label: str  # e.g. "vLLM  baseline"
+    config: str
+    engine: str
+    fits: bool
+    segments: list[tuple[str, int]]  # (name, bytes), in drawing order; negative KV (does not fit) is clipped to 0
+
+    @property
+    def total(self) -> int:
+        return sum(b for _, b in self.segments)
+
+
+def memory_segments(req: PlanRequest, rows: list[Row]) -> list[MemoryBar]:
+    """Where one GPU's memory goes, per row. vLLM: its budget (total x util) is weights + activation peak +
+    non-torch + CUDA graphs + the KV cache it allocates from what is left, and the rest of the GPU is unused, so a
+    fitting row sums to the GPU total. HF: weights + the cache at --context x --batch + the largest activation or
+    transient buffer + the CUDA context, and what is left is free."""
+    total = req.gpu.memory_total_bytes
+    bars = []
+    for r in rows:
+        if r.engine == "vllm" and r.vllm is not None:
+            e = r.vllm
+            segs = [("weights", e.weights_bytes), ("activation peak", e.activation_bytes),
+                    ("non-torch", e.non_torch_bytes), ("CUDA graphs", e.cudagraph_bytes),
+                    ("KV cache", max(e.available_kv_bytes, 0)),
+                    ("unused (1 - util)", e.total_memory - e.requested_memory)]
+            bars.append(MemoryBar(f"vLLM  {r.config}", r.config, "vllm", r.fits, segs))
+        elif r.engine == "hf" and r.hf is not None:
+            h = r.hf
+            transient = h.peak_increment_bytes - h.cache_bytes
+            used = h.static_bytes + h.peak_increment_bytes + h.cuda_context_bytes
+            segs = [("weights", h.static_bytes), ("KV cache", h.cache_bytes),
+                    ("activation / transient peak", transient), ("CUDA context", h.cuda_context_bytes),
+                    ("free", max(total - used, 0))]
+            bars.append(MemoryBar(f"HF  {r.config}", r.config, "hf", r.fits, segs))
+    return bars
+
+
+# -- drawing ----------------------------------------------------------------------------------------------------------
+
+
+def _figure(width: float, height: float):
+    """A figure on the Agg canvas (no pyplot: nothing global, nothing to close)."""
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise UsageError(MISSING_MATPLOTLIB) from None
+    fig = Figure(figsize=(width, height), dpi=DPI, layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _save(fig, path) -> Path:
+    path = Path(path)
+    try:
+        fig.savefig(path, dpi=DPI)
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"cannot write the plot to {path}: {exc}") from None
+    return path
+
+
+def _header(req: PlanRequest) -> str:
+    parts = [f"{req.spec.name} on {req.gpu.name} ({req.gpu.memory_total_bytes / GiB:.1f} GiB)"]
+    if req.tp > 1:
+        parts.append(f"TP {req.tp}")
+    if req.pp > 1:
+        parts.append(f"PP {req.pp}")
+    return ", ".join(parts)
+
+
+def _log2_context_axis(ax, lo: int, hi: int) -> None:
+    from matplotlib.ticker import FixedLocator, NullLocator
+
+    ax.set_xscale("log", base=2)
+    ticks = []
+    n = lo
+    while n <= hi:
+        ticks.append(n)
+        n *= 2
+    if ticks[-1] != hi:
+        ticks.append(hi)
+    ax.xaxis.set_major_locator(FixedLocator(ticks))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_xticklabels([_fmt_tokens(t) for t in ticks])
+    ax.set_xlim(lo / 1.1, hi * 1.1)
+
+
+def _int_log_axis(axis, base: int = 2) -> None:
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
+
+    axis.set_major_locator(LogLocator(base=base))
+    axis.set_minor_locator(NullLocator())
+    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 1 else f"{v:g}"))
+
+
+def _note(ax, text: str) -> None:
+    ax.text(0.5, 0.5, text, transform=ax.transAxes, ha="center", va="center", fontsize=10, wrap=True,
+            color="#444444")
+
+
+def draw_capacity(ax, req: PlanRequest, rows: list[Row] | None = None) -> None:
+    labels = {c.key: c.label for c in configs_for(req)}
+    grid = context_grid(req)
+    try:
+        series = capacity_series(req)
+    except UnsupportedModelError as exc:
+        series = {}
+        _note(ax, str(exc))
+    top = 1
+    for i, (key, points) in enumerate(series.items()):
+        xs = [c for c, n in points if n > 0]
+        ys = [n for c, n in points if n > 0]
+        if not xs:
+            ax.plot([], [], color=_color(key, i), label=f"vLLM {labels.get(key, key)}: does not start")
+            continue
+        top = max(top, max(ys))
+        last = "" if xs[-1] == grid[-1] else f" (to {_fmt_tokens(xs[-1])})"
+        ax.plot(xs, ys, marker="o", markersize=3.5, linewidth=1.8, color=_color(key, i),
+                label=f"vLLM {labels.get(key, key)}{last}")
+    if rows is not None and "hf" in req.engines:
+        markers = iter(("s", "D", "^", "v", "P", "X", "*"))
+        for i, (key, longest) in enumerate(hf_longest_contexts(req, rows).items()):
+            x = min(max(longest, grid[0]), grid[-1])
+            ax.plot([x], [req.batch], linestyle="none", marker=next(markers, "o"), markersize=8,
+                    markerfacecolor="white", markeredgewidth=1.8, color=_color(key, i),
+                    label=f"HF {labels.get(key, key)}: batch {req.batch} up to {_fmt_tokens(longest)}")
+    _log2_context_axis(ax, grid[0], grid[-1])
+    ax.set_yscale("log", base=2)
+    ax.set_ylim(0.7, max(top, req.batch) * 1.6)
+    _int_log_axis(ax.yaxis)
+    if grid[0] <= req.context <= grid[-1]:
+        ax.axvline(req.context, color="#555555", linestyle=":", linewidth=1)
+        ax.text(req.context, 0.98, f" --context {_fmt_tokens(req.context)}", transform=ax.get_xaxis_transform(),
+                ha="left", va="top", fontsize=8, color="#555555")
+    if req.batch > 1:
+        ax.axhline(req.batch, color="#555555", linestyle="--", linewidth=0.8)
+    ax.set_xlabel("context per request (tokens, prompt + generation; vLLM max_model_len = context)")
+    ax.set_ylabel("max concurrency (requests at once)")
+    ax.set_title(f"Requests that fit at once vs context: {_header(req)}\n"
+                 f"vLLM {req.vllm_version}, gpu_memory_utilization {req.util:g}"
+                 + (", eager" if req.enforce_eager else ", CUDA graphs"), fontsize=10)
+    ax.grid(True, which="major", alpha=0.3)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0, frameon=False)
+
+
+def draw_speed(ax, req: PlanRequest) -> None:
+    from matplotlib.ticker import FixedLocator, NullLocator
+
+    weights = weight_format(req.weights or "bf16").name
+    series = speed_series(req)
+    colors = {"auto": CONFIG_COLORS["baseline"], "fp8": CONFIG_COLORS["fp8-kv"]}
+    ymax, ymin = 0.0, math.inf
+    dashed = False
+    for kv, points in series.items():
+        label = _speed_label(weights, kv)
+        compute = next((p.batch for p in points if p.bound == "compute"), None)
+        extra = f", compute-bound from batch {compute}" if compute else ", memory-bound throughout"
+        fit = [p for p in points if p.fits]
+        over = [p for p in points if not p.fits]
+        if fit:
+            ax.plot([p.batch for p in fit], [p.tokens_per_s for p in fit], color=colors[kv], linewidth=2,
+                    label=f"predicted, {label} @ {_fmt_tokens(req.context)}{extra}")
+        if over:
+            start = fit[-1:] + over  # join the dashed part to the solid one
+            ax.plot([p.batch for p in start], [p.tokens_per_s for p in start], color=colors[kv], linewidth=1.2,
+                    linestyle="--", alpha=0.7)
+            dashed = True
+        ymax = max(ymax, max(p.tokens_per_s for p in points))
+        ymin = min(ymin, min(p.tokens_per_s for p in points))
+    measured = [] if req.enforce_eager else measured_speed_points(req.spec.name, req.gpu.id, req.tp, weights)
+    if measured:
+        gpu, version = measured[0].gpu, ".".join(measured[0].vllm_version.split(".")[:2])
+        shown = set()
+        for kv in sorted({m.kv for m in measured}, key=lambda k: k != "auto"):
+            ms = sorted((m for m in measured if m.kv == kv), key=lambda m: m.batch)
+            ctx = ms[0].context
+            if ctx != req.context and kv in colors:
+                ref = speed_series(req, ctx)[kv]
+                ax.plot([p.batch for p in ref], [p.tokens_per_s for p in ref], color=colors.get(kv, "k"),
+                        linewidth=1, linestyle=":", label=f"predicted, {kv_format(kv).label} @ {ctx} "
+                                                           "(the measured runs' context)")
+            ax.plot([m.batch for m in ms], [m.tokens_per_s for m in ms], linestyle="none", marker="o",
+                    markersize=8, markerfacecolor=colors.get(kv, "k"), markeredgecolor="black",
+                    label=f"measured ({gpu}, vLLM {version}, CUDA graphs), {kv_format(kv).label}, "
+                          f"prompt {ms[0].prompt_len} + {ms[0].new_tokens} new" if kv not in shown else None)
+            shown.add(kv)
+            ymax = max(ymax, max(m.tokens_per_s for m in ms))
+            ymin = min(ymin, min(m.tokens_per_s for m in ms))
+    if dashed:
+        ax.plot([], [], color="#777777", linestyle="--", linewidth=1.2,
+                label=f"dashed: more requests of {_fmt_tokens(req.context)} than vLLM's KV cache holds")
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_locator(FixedLocator([1, 2, 4, 8, 16, 32, 64, 128, 256]))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_xticklabels(["1", "2", "4", "8", "16", "32", "64", "128", "256"])
+    ax.set_xlim(0.85, 300)
+    ax.set_yscale("log")
+    if ymax > 0:
+        ax.set_ylim(ymin / 1.5, ymax * 1.5)
+    from matplotlib.ticker import FuncFormatter, LogLocator
+
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.yaxis.set_minor_locator(NullLocator())
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
+    ax.set_xlabel("batch (concurrent requests decoding together)")
+    ax.set_ylabel("decode throughput (tokens/s, all requests)")
+    ax.set_title(f"Decode speed vs batch (roofline): {_header(req)}\n"
+                 f"vLLM, context {_fmt_tokens(req.context)} tokens per request, "
+                 + ("eager" if req.enforce_eager else "CUDA graphs"), fontsize=10)
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0, frameon=False)
+
+
+SEGMENT_COLORS = {
+    "weights": "#4c72b0", "KV cache": "#55a868", "activation peak": "#c44e52",
+    "activation / transient peak": "#c44e52", "non-torch": "#8172b2", "CUDA context": "#8172b2",
+    "CUDA graphs": "#ccb974", "unused (1 - util)": "#dddddd", "free": "#f2f2f2",
+}
+
+
+def draw_memory(ax, req: PlanRequest, rows: list[Row]) -> None:
+    bars = memory_segments(req, rows)
+    total = req.gpu.memory_total_bytes / GiB
+    if not bars:
+        _note(ax, "no rows to draw")
+        return
+    seen = set()
+    labels = []
+    for y, bar in enumerate(bars):
+        left = 0.0
+        for name, size in bar.segments:
+            width = size / GiB
+            if width <= 0:
+                continue
+            hatch = "//" if name in ("unused (1 - util)", "free") else None
+            ax.barh(y, width, left=left, height=0.7, color=SEGMENT_COLORS[name], edgecolor="white",
+                    linewidth=0.6, hatch=hatch, label=name if name not in seen else None)
+            seen.add(name)
+            if width >= total * 0.07 and name not in ("unused (1 - util)", "free"):
+                ax.text(left + width / 2, y, f"{width:.1f}", ha="center", va="center", fontsize=7,
+                        color="white" if name != "CUDA graphs" else "black")
+            left += width
+        if left > total * 1.001:
+            ax.text(left, y, f" needs {left:.1f}", ha="left", va="center", fontsize=7, color="#b00000")
+        labels.append(bar.label + ("" if bar.fits else "  (does not fit)"))
+    ax.axvline(total, color="black", linewidth=1.5)
+    ax.text(total, 1.0, f"GPU total {total:.1f} GiB", transform=ax.get_xaxis_transform(), ha="right",
+            va="bottom", fontsize=8)
+    ax.set_yticks(range(len(bars)))
+    ax.set_yticklabels(labels, fontsize=8)
+    for tick, bar in zip(ax.get_yticklabels(), bars):
+        if not bar.fits:
+            tick.set_color("#b00000")
+    ax.invert_yaxis()
+    widest = max(b.total for b in bars) / GiB
+    ax.set_xlim(0, max(total, widest) * 1.08)
+    ax.set_xlabel("GPU memory (GiB = 2^30 bytes; numbers in bars are GiB)")
+    ax.set_title(f"Where the memory goes: {_header(req)}\n"
+                 f"context {_fmt_tokens(req.context)} tokens, batch {req.batch}; vLLM fills its KV cache up to "
+                 f"util {req.util:g}, HF holds the cache at the context", fontsize=10)
+    ax.grid(True, axis="x", alpha=0.3)
+    ax.set_axisbelow(True)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0, frameon=False)
+
+
+def _plan_rows(req: PlanRequest) -> list[Row]:
+    from .plan import plan
+
+    return plan(req, [])
+
+
+def plot_capacity_vs_context(req: PlanRequest, path, rows: list[Row] | None = None) -> Path:
+    """vLLM max concurrency vs context per configuration (HF's longest context at --batch as markers)."""
+    fig = _figure(11, 5.2)
+    draw_capacity(fig.add_subplot(), req, rows if rows is not None else _plan_rows(req))
+    return _save(fig, path)
+
+
+def plot_decode_vs_batch(req: PlanRequest, path) -> Path:
+    """Predicted vLLM decode tokens/s vs batch (BF16 KV and FP8 KV) and, on the H200, the measured points."""
+    fig = _figure(11, 5.2)
+    draw_speed(fig.add_subplot(), req)
+    return _save(fig, path)
+
+
+def plot_memory_breakdown(req: PlanRequest, rows: list[Row], path) -> Path:
+    """Stacked bars per configuration and engine: weights, activations, overheads, KV cache, unused/free."""
+    fig = _figure(11, 1.6 + 0.42 * max(len(rows), 1))
+    draw_memory(fig.add_subplot(), req, rows)
+    return _save(fig, path)
+
+
+def plot_all(req: PlanRequest, rows: list[Row], path) -> Path:
+    """The three panels in one PNG (kvcalc plan --plot FILE.png)."""
+    memory_height = 1.6 + 0.42 * max(len(rows), 1)
+    fig = _figure(11, 5.2 + 5.2 + memory_height)
+    axes = fig.subplots(3, 1, height_ratios=[5.2, 5.2, memory_height])
+    draw_capacity(axes[0], req, rows)
+    draw_speed(axes[1], req)
+    draw_memory(axes[2], req, rows)
+    return _save(fig, path)
+
+
+KINDS = {"capacity": "plot_capacity_vs_context", "speed": "plot_decode_vs_batch", "memory": "plot_memory_breakdown"}
+
+
+def plot_kind(kind: str, req: PlanRequest, rows: list[Row], path) -> Path:
+    if kind == "capacity":
+        return plot_capacity_vs_context(req, path, rows)
+    if kind == "speed":
+        return plot_decode_vs_batch(req, path)
+    if kind == "memory":
+        return plot_memory_breakdown(req, rows, path)
+    if kind == "all":
+        return plot_all(req, rows, path)
+    raise UsageError(f"no plot {kind!r}; choose from capacity, speed, memory")
