@@ -71,7 +71,7 @@ def _plan_options(func):
         click.option("--batch", default=1, type=POSITIVE, show_default=True, help="concurrent requests."),
         click.option("--engine", type=click.Choice(["hf", "vllm", "both"]), default="both", show_default=True),
         click.option("--weights", default=None, help="weight format: bf16, fp8, int8, nf4, nf4-dq, awq, gptq, hqq4."),
-        click.option("--kv", default=None, help="KV format: auto, fp8, fp8-e5m2, hqq-4, hqq-2, quanto-4, quanto-2."),
+        click.option("--kv", default=None, help="KV format: auto, fp8, fp8-e5m2, hqq-8 (int8), hqq-4, hqq-2, quanto-4, quanto-2."),
         click.option("--util", "--gpu-memory-utilization", "util", default=0.9, type=FRACTION, show_default=True,
                      help="vLLM gpu_memory_utilization."),
         click.option("--max-model-len", type=TOKENS, default=None, help="vLLM max_model_len [default: --context]."),

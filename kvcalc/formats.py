@@ -180,6 +180,7 @@ KV_FORMATS: dict[str, KvFormat] = {
                  "fp8", 8.9, False, "low"),
         KvFormat("fp8-e5m2", "FP8 e5m2 KV", "fp8 e5m2 (vLLM kv_cache_dtype=fp8_e5m2)", 8, 0, 0, 0, None,
                  "fp8_e5m2", 8.9, False, "low"),
+        _quantized("hqq", 8, "none"),
         _quantized("hqq", 4, "low"),
         _quantized("hqq", 2, "moderate"),
         _quantized("quanto", 4, "low"),
@@ -192,7 +193,8 @@ def kv_format(name: str) -> KvFormat:
     key = name.strip().lower().replace("_", "-")
     aliases = {"bf16": "auto", "fp16": "auto", "default": "auto", "fp8-e4m3": "fp8", "e4m3": "fp8",
                "e5m2": "fp8-e5m2", "hqq4": "hqq-4", "hqq2": "hqq-2", "quanto4": "quanto-4", "quanto2": "quanto-2",
-               "int4": "hqq-4", "4bit": "hqq-4", "2bit": "hqq-2"}
+               "int4": "hqq-4", "4bit": "hqq-4", "2bit": "hqq-2",
+               "int8": "hqq-8", "hqq8": "hqq-8", "8bit": "hqq-8"}
     key = aliases.get(key, key)
     if key not in KV_FORMATS:
         raise UsageError(f"unknown KV cache format {name!r}; known: {', '.join(KV_FORMATS)}")

@@ -34,6 +34,9 @@ def test_hqq_4bit_kv_is_4_5_bits_with_bf16_scales():
     assert fmt.bits_per_element(2) == 4.5
     assert fmt.quantized_bytes(64, 2) == 32 + 4  # 64 elements: 32 packed bytes, one bf16 scale + one bf16 zero
     assert kv_format("hqq-2").bits_per_element(2) == 2.5
+    # int8 KV in transformers is hqq's 8-bit backend: one byte + a bf16 scale and zero per 64 elements
+    assert kv_format("int8").name == "hqq-8" and kv_format("int8").bits_per_element(2) == 8.5
+    assert kv_format("int8").quantized_bytes(128, 2) == 128 + 2 * 4
     assert fmt.residual_length == 128
 
 
