@@ -1,4 +1,4 @@
-"""The `kvcalc` command: plan, explain, gpus, models, validate.
+"""The `kvcalc` command: plan, explain, plot, gpus, models, validate.
 
 Usage errors print one line and exit with code 2; no traceback reaches the user for bad input.
 """
@@ -123,7 +123,10 @@ def cli():
 @click.option("--explain", "explain_config", default=None, metavar="CONFIG",
               help="after the table, the full breakdown of one configuration (e.g. baseline, fp8-kv).")
 @click.option("--tp-sweep", is_flag=True, help="also show vLLM at TP 1, 2, 4, 8 (automatic when TP 1 does not fit).")
-def plan(as_json, as_csv, explain_config, tp_sweep, **kwargs):
+@click.option("--plot", "plot_path", default=None, metavar="FILE.png",
+              help="also write capacity vs context, speed vs batch and the memory breakdown to one PNG "
+                   "(needs matplotlib: pip install 'kvcalc[plot]').")
+def plan(as_json, as_csv, explain_config, tp_sweep, plot_path, **kwargs):
     """The decision table: configurations x engines, with memory, capacity, speed, risk and verdicts.
 
     Example: kvcalc plan --gpu t4 --context 32k
@@ -131,6 +134,10 @@ def plan(as_json, as_csv, explain_config, tp_sweep, **kwargs):
     from .plan import plan as make_plan
     from .plan import custom_key, plan_json, tp_sweep as make_sweep
 
+    if plot_path:
+        from .plots import check_output
+
+        check_output(plot_path)
     req, warnings = _request(**kwargs)
     rows = make_plan(req, warnings)
     sweep = None
@@ -140,9 +147,11 @@ def plan(as_json, as_csv, explain_config, tp_sweep, **kwargs):
         sweep = make_sweep(req)
     if as_json:
         click.echo(json.dumps(plan_json(req, rows, warnings, sweep), indent=1))
+        _write_plot("all", req, rows, plot_path)
         return
     if as_csv:
         click.echo(_csv(rows), nl=False)
+        _write_plot("all", req, rows, plot_path)
         return
     from .render import explain_text, render_sweep, render_table
 
@@ -158,6 +167,38 @@ def plan(as_json, as_csv, explain_config, tp_sweep, **kwargs):
                              f"choose from {', '.join(sorted({r.config for r in rows}))}")
         for row in chosen:
             click.echo(explain_text(req, row))
+    _write_plot("all", req, rows, plot_path)
+
+
+def _write_plot(kind, req, rows, path) -> None:
+    """Draw one plot (or all three) to `path`; matplotlib is imported only here, only when a plot is asked for."""
+    if not path:
+        return
+    from .plots import plot_kind
+
+    written = plot_kind(kind, req, rows, path)
+    click.echo(f"wrote {written}", err=True)
+
+
+@cli.command(name="plot")
+@click.argument("kind", type=click.Choice(["capacity", "speed", "memory"]))
+@click.option("--out", "out_path", required=True, metavar="FILE.png", help="where to write the PNG.")
+@_plan_options
+def plot_command(kind, out_path, **kwargs):
+    """One picture of the plan: capacity (vLLM requests at once vs context), speed (decode tokens/s vs batch,
+    with the H200 measurements) or memory (where the GPU's memory goes, per configuration and engine).
+
+    Example: kvcalc plot capacity --gpu l4 --model llama-3.1-8b --context 16k --out capacity.png
+    """
+    from .plan import plan as make_plan
+    from .plots import check_output
+
+    check_output(out_path)
+    req, warnings = _request(**kwargs)
+    rows = make_plan(req, warnings)
+    for warning in warnings:
+        click.echo(f"warning: {warning}", err=True)
+    _write_plot(kind, req, rows, out_path)
 
 
 @cli.command()

@@ -222,6 +222,14 @@ def _shipped() -> tuple[tuple[GpuProfile, ...], dict[str, str]]:
     return tuple(profiles), index
 
 
+@functools.lru_cache(maxsize=None)
+def _shipped_by_id(key: str) -> GpuProfile | None:
+    entry = resources.files("kvcalc") / "hardware_profiles" / f"{key}.yaml"
+    if not _ID_PATTERN.match(key) or not entry.is_file():
+        return None
+    return _shipped_profile(entry.read_text(encoding="utf-8"), f"hardware_profiles/{entry.name}")
+
+
 def list_gpus() -> list[GpuProfile]:
     """Every shipped GPU profile, sorted by id."""
     return list(_shipped()[0])
@@ -260,11 +268,10 @@ def get_gpu(name: str | Path | GpuProfile) -> GpuProfile:
         raise UsageError("no GPU given; try one of: " + ", ".join(g.id for g in list_gpus()))
     if text.lower().endswith((".yaml", ".yml")) or ("/" in text and Path(text).expanduser().is_file()):
         return load_gpu_file(text)
-    folder = resources.files("kvcalc") / "hardware_profiles"
     for key in _lookup_keys(text):  # the common case, an exact id: read that one file only (start-up time)
-        entry = folder / f"{key}.yaml"
-        if _ID_PATTERN.match(key) and entry.is_file():
-            return _shipped_profile(entry.read_text(encoding="utf-8"), f"hardware_profiles/{entry.name}")
+        profile = _shipped_by_id(key)
+        if profile is not None:
+            return profile
     profiles, index = _shipped()
     by_id = {g.id: g for g in profiles}
     for key in _lookup_keys(text):

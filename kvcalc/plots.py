@@ -25,6 +25,7 @@ MAX_CONTEXT = 128 * 1024
 MIN_CONTEXT = 1024
 BATCHES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)
 MISSING_MATPLOTLIB = "plots need matplotlib: pip install 'kvcalc[plot]'"
+OUTPUT_SUFFIXES = (".png", ".svg", ".pdf")
 
 # One colour per configuration key, the same in every panel.
 CONFIG_COLORS = {
@@ -32,6 +33,12 @@ CONFIG_COLORS = {
     "nf4+kv4": "#e377c2", "awq": "#9467bd",
 }
 EXTRA_COLORS = ("#17becf", "#bcbd22", "#7f7f7f")
+
+
+# and one line style and marker, so that curves lying on each other (NF4 and AWQ often do) stay visible.
+CONFIG_STYLES = {
+    "baseline": ("-", "o"), "fp8-kv": ("-", "s"), "nf4": ("--", "^"), "nf4+fp8-kv": ("-", "D"), "awq": (":", "v"),
+}
 
 
 def _color(key: str, index: int = 0) -> str:
@@ -208,7 +215,7 @@ def measured_speed_points(model: str, gpu_id: str, tp: int = 1, weights: str = "
 
 
 VLLM_SEGMENTS = ("weights", "activation peak", "non-torch", "CUDA graphs", "KV cache", "unused (1 - util)")
-HF_SEGMENTS = ("weights", "KV cache", "activation / transient peak", "CUDA context", "free")
+HF_SEGMENTS = ("weights", "KV cache", "transient", "CUDA context", "free")
 
 
 @dataclass(frozen=True)
@@ -218,6 +225,8 @@ class MemoryBar:
     engine: str
     fits: bool
     segments: list[tuple[str, int]]  # (name, bytes), in drawing order; negative KV (does not fit) is clipped to 0
+    kv_tokens: int = 0  # vLLM: the KV cache size it logs; HF: context x batch held at the end of generate
+    shortfall_bytes: int = 0  # the plan's: how much more memory the row needs (0 when it fits)
 
     @property
     def total(self) -> int:
@@ -238,16 +247,32 @@ def memory_segments(req: PlanRequest, rows: list[Row]) -> list[MemoryBar]:
                     ("non-torch", e.non_torch_bytes), ("CUDA graphs", e.cudagraph_bytes),
                     ("KV cache", max(e.available_kv_bytes, 0)),
                     ("unused (1 - util)", e.total_memory - e.requested_memory)]
-            bars.append(MemoryBar(f"vLLM  {r.config}", r.config, "vllm", r.fits, segs))
+            bars.append(MemoryBar(f"vLLM  {r.config}", r.config, "vllm", r.fits, segs, e.logged_kv_tokens,
+                                  r.shortfall_bytes))
         elif r.engine == "hf" and r.hf is not None:
             h = r.hf
             transient = h.peak_increment_bytes - h.cache_bytes
             used = h.static_bytes + h.peak_increment_bytes + h.cuda_context_bytes
             segs = [("weights", h.static_bytes), ("KV cache", h.cache_bytes),
-                    ("activation / transient peak", transient), ("CUDA context", h.cuda_context_bytes),
+                    ("transient", transient), ("CUDA context", h.cuda_context_bytes),
                     ("free", max(total - used, 0))]
-            bars.append(MemoryBar(f"HF  {r.config}", r.config, "hf", r.fits, segs))
+            bars.append(MemoryBar(f"HF  {r.config}", r.config, "hf", r.fits, segs, h.cache_tokens * req.batch,
+                                  r.shortfall_bytes))
     return bars
+
+
+def check_output(path) -> Path:
+    """Fail before any work when no plot can be written: matplotlib missing, an unknown image type, no folder."""
+    import importlib.util
+
+    if importlib.util.find_spec("matplotlib") is None:
+        raise UsageError(MISSING_MATPLOTLIB)
+    path = Path(path)
+    if path.suffix.lower() not in OUTPUT_SUFFIXES:
+        raise UsageError(f"cannot write a plot to {str(path)!r}: name it .png (or .svg, .pdf)")
+    if not path.parent.is_dir():
+        raise UsageError(f"cannot write a plot to {str(path)!r}: no folder {str(path.parent)!r}")
+    return path
 
 
 # -- drawing ----------------------------------------------------------------------------------------------------------
@@ -266,9 +291,26 @@ def _figure(width: float, height: float):
 
 
 def _save(fig, path) -> Path:
+    """Write the figure; a PNG goes through a 256-colour palette (a third of the size, no visible change)."""
+    import io
+
     path = Path(path)
     try:
-        fig.savefig(path, dpi=DPI)
+        if path.suffix.lower() != ".png":
+            fig.savefig(path, dpi=DPI)
+            return path
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", dpi=DPI)
+        buf.seek(0)
+        try:
+            from PIL import Image  # a dependency of matplotlib
+        except ImportError:
+            path.write_bytes(buf.getvalue())
+            return path
+        with Image.open(buf) as image:
+            palette = image.convert("RGB").quantize(colors=256, method=Image.Quantize.MEDIANCUT,
+                                                    dither=Image.Dither.NONE)
+            palette.save(path, format="PNG", optimize=True)
     except (OSError, ValueError) as exc:
         raise UsageError(f"cannot write the plot to {path}: {exc}") from None
     return path
@@ -330,14 +372,15 @@ def draw_capacity(ax, req: PlanRequest, rows: list[Row] | None = None) -> None:
             continue
         top = max(top, max(ys))
         last = "" if xs[-1] == grid[-1] else f" (to {_fmt_tokens(xs[-1])})"
-        ax.plot(xs, ys, marker="o", markersize=3.5, linewidth=1.8, color=_color(key, i),
-                label=f"vLLM {labels.get(key, key)}{last}")
+        style, marker = CONFIG_STYLES.get(key, ("-", "o"))
+        ax.plot(xs, ys, linestyle=style, marker=marker, markersize=4, linewidth=2 if style == "-" else 2.4,
+                color=_color(key, i), label=f"vLLM {labels.get(key, key)}{last}")
     if rows is not None and "hf" in req.engines:
         markers = iter(("s", "D", "^", "v", "P", "X", "*"))
         for i, (key, longest) in enumerate(hf_longest_contexts(req, rows).items()):
             x = min(max(longest, grid[0]), grid[-1])
-            ax.plot([x], [req.batch], linestyle="none", marker=next(markers, "o"), markersize=8,
-                    markerfacecolor="white", markeredgewidth=1.8, color=_color(key, i),
+            ax.plot([x], [req.batch], linestyle="none", marker=next(markers, "o"), markersize=9,
+                    markerfacecolor="none", markeredgewidth=2, color=_color(key, i), zorder=5,
                     label=f"HF {labels.get(key, key)}: batch {req.batch} up to {_fmt_tokens(longest)}")
     _log2_context_axis(ax, grid[0], grid[-1])
     ax.set_yscale("log", base=2)
@@ -345,7 +388,7 @@ def draw_capacity(ax, req: PlanRequest, rows: list[Row] | None = None) -> None:
     _int_log_axis(ax.yaxis)
     if grid[0] <= req.context <= grid[-1]:
         ax.axvline(req.context, color="#555555", linestyle=":", linewidth=1)
-        ax.text(req.context, 0.98, f" --context {_fmt_tokens(req.context)}", transform=ax.get_xaxis_transform(),
+        ax.text(req.context, 0.98, f" context asked: {_fmt_tokens(req.context)}", transform=ax.get_xaxis_transform(),
                 ha="left", va="top", fontsize=8, color="#555555")
     if req.batch > 1:
         ax.axhline(req.batch, color="#555555", linestyle="--", linewidth=0.8)
@@ -371,15 +414,19 @@ def draw_speed(ax, req: PlanRequest) -> None:
         label = _speed_label(weights, kv)
         compute = next((p.batch for p in points if p.bound == "compute"), None)
         extra = f", compute-bound from batch {compute}" if compute else ", memory-bound throughout"
+        if kv != "auto" and "auto" in series and all(
+                abs(p.tokens_per_s - q.tokens_per_s) <= 0.01 * q.tokens_per_s for p, q in zip(points, series["auto"])):
+            extra += " (the same as BF16 KV here)"
         fit = [p for p in points if p.fits]
         over = [p for p in points if not p.fits]
+        width = 3.6 if kv == "auto" else 1.8  # the baseline under, thicker: where they coincide both show
         if fit:
-            ax.plot([p.batch for p in fit], [p.tokens_per_s for p in fit], color=colors[kv], linewidth=2,
+            ax.plot([p.batch for p in fit], [p.tokens_per_s for p in fit], color=colors[kv], linewidth=width,
                     label=f"predicted, {label} @ {_fmt_tokens(req.context)}{extra}")
         if over:
             start = fit[-1:] + over  # join the dashed part to the solid one
-            ax.plot([p.batch for p in start], [p.tokens_per_s for p in start], color=colors[kv], linewidth=1.2,
-                    linestyle="--", alpha=0.7)
+            ax.plot([p.batch for p in start], [p.tokens_per_s for p in start], color=colors[kv],
+                    linewidth=width * 0.8, linestyle="--", alpha=0.8)
             dashed = True
         ymax = max(ymax, max(p.tokens_per_s for p in points))
         ymin = min(ymin, min(p.tokens_per_s for p in points))
@@ -393,10 +440,13 @@ def draw_speed(ax, req: PlanRequest) -> None:
             if ctx != req.context and kv in colors:
                 ref = speed_series(req, ctx)[kv]
                 ax.plot([p.batch for p in ref], [p.tokens_per_s for p in ref], color=colors.get(kv, "k"),
-                        linewidth=1, linestyle=":", label=f"predicted, {kv_format(kv).label} @ {ctx} "
-                                                           "(the measured runs' context)")
-            ax.plot([m.batch for m in ms], [m.tokens_per_s for m in ms], linestyle="none", marker="o",
-                    markersize=8, markerfacecolor=colors.get(kv, "k"), markeredgecolor="black",
+                        linewidth=1.2, linestyle=":", label=f"predicted, {kv_format(kv).label} @ {ctx} "
+                                                             "(the measured runs' context)")
+                ymax = max(ymax, max(p.tokens_per_s for p in ref))
+            first = kv == "auto"
+            ax.plot([m.batch for m in ms], [m.tokens_per_s for m in ms], linestyle="none",
+                    marker="o" if first else "D", markersize=10 if first else 6, zorder=5 if first else 6,
+                    markerfacecolor=colors.get(kv, "k"), markeredgecolor="black",
                     label=f"measured ({gpu}, vLLM {version}, CUDA graphs), {kv_format(kv).label}, "
                           f"prompt {ms[0].prompt_len} + {ms[0].new_tokens} new" if kv not in shown else None)
             shown.add(kv)
@@ -415,7 +465,8 @@ def draw_speed(ax, req: PlanRequest) -> None:
         ax.set_ylim(ymin / 1.5, ymax * 1.5)
     from matplotlib.ticker import FuncFormatter, LogLocator
 
-    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    narrow = ymax > 0 and ymax / ymin < 20  # less than about a decade shown: label 20, 30, 40 ... too
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=tuple(range(1, 10)) if narrow else (1.0, 2.0, 5.0)))
     ax.yaxis.set_minor_locator(NullLocator())
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
     ax.set_xlabel("batch (concurrent requests decoding together)")
@@ -428,9 +479,18 @@ def draw_speed(ax, req: PlanRequest) -> None:
 
 
 SEGMENT_COLORS = {
-    "weights": "#4c72b0", "KV cache": "#55a868", "activation peak": "#c44e52",
-    "activation / transient peak": "#c44e52", "non-torch": "#8172b2", "CUDA context": "#8172b2",
-    "CUDA graphs": "#ccb974", "unused (1 - util)": "#dddddd", "free": "#f2f2f2",
+    "weights": "#4c72b0", "KV cache": "#55a868", "activation peak": "#c44e52", "transient": "#c44e52",
+    "non-torch": "#8172b2", "CUDA context": "#8172b2", "CUDA graphs": "#ccb974", "unused (1 - util)": "#d0d0d0",
+    "free": "#f0f0f0",
+}
+# vLLM's and HF's names for the same kind of memory share a colour and a legend entry
+SEGMENT_LEGEND = {
+    "weights": "weights", "KV cache": "KV cache (vLLM: all it allocates; HF: at context x batch)",
+    "activation peak": "activations (vLLM: profile-run peak; HF: prefill or decode transient peak)",
+    "transient": "activations (vLLM: profile-run peak; HF: prefill or decode transient peak)",
+    "non-torch": "CUDA context / non-torch memory", "CUDA context": "CUDA context / non-torch memory",
+    "CUDA graphs": "CUDA graphs (vLLM estimate)", "unused (1 - util)": "vLLM: left unused (1 - util)",
+    "free": "HF: free",
 }
 
 
@@ -442,26 +502,32 @@ def draw_memory(ax, req: PlanRequest, rows: list[Row]) -> None:
         return
     seen = set()
     labels = []
+    order = list(dict.fromkeys(SEGMENT_LEGEND[n] for n in VLLM_SEGMENTS[:-1] + HF_SEGMENTS + VLLM_SEGMENTS[-1:]))
     for y, bar in enumerate(bars):
         left = 0.0
         for name, size in bar.segments:
             width = size / GiB
             if width <= 0:
                 continue
+            legend = SEGMENT_LEGEND[name]
             hatch = "//" if name in ("unused (1 - util)", "free") else None
             ax.barh(y, width, left=left, height=0.7, color=SEGMENT_COLORS[name], edgecolor="white",
-                    linewidth=0.6, hatch=hatch, label=name if name not in seen else None)
-            seen.add(name)
-            if width >= total * 0.07 and name not in ("unused (1 - util)", "free"):
-                ax.text(left + width / 2, y, f"{width:.1f}", ha="center", va="center", fontsize=7,
+                    linewidth=0.6, hatch=hatch, label=legend if legend not in seen else None)
+            seen.add(legend)
+            text = ""
+            if name == "KV cache" and bar.kv_tokens and width >= total * 0.2:
+                text = f"{width:.1f} GiB = {_fmt_tokens(bar.kv_tokens)} tokens"
+            elif width >= total * 0.06 and name not in ("unused (1 - util)", "free"):
+                text = f"{width:.1f}"
+            if text:
+                ax.text(left + width / 2, y, text, ha="center", va="center", fontsize=7,
                         color="white" if name != "CUDA graphs" else "black")
             left += width
-        if left > total * 1.001:
-            ax.text(left, y, f" needs {left:.1f}", ha="left", va="center", fontsize=7, color="#b00000")
+        if not bar.fits and bar.shortfall_bytes > 0:
+            ax.text(max(left, total), y, f" short by {bar.shortfall_bytes / GiB:.2f} GiB", ha="left", va="center",
+                    fontsize=7, color="#b00000")
         labels.append(bar.label + ("" if bar.fits else "  (does not fit)"))
-    ax.axvline(total, color="black", linewidth=1.5)
-    ax.text(total, 1.0, f"GPU total {total:.1f} GiB", transform=ax.get_xaxis_transform(), ha="right",
-            va="bottom", fontsize=8)
+    ax.axvline(total, color="black", linewidth=1.5, label=f"GPU total ({total:.1f} GiB usable)")
     ax.set_yticks(range(len(bars)))
     ax.set_yticklabels(labels, fontsize=8)
     for tick, bar in zip(ax.get_yticklabels(), bars):
@@ -469,14 +535,18 @@ def draw_memory(ax, req: PlanRequest, rows: list[Row]) -> None:
             tick.set_color("#b00000")
     ax.invert_yaxis()
     widest = max(b.total for b in bars) / GiB
-    ax.set_xlim(0, max(total, widest) * 1.08)
+    short = any(not b.fits and b.shortfall_bytes > 0 for b in bars)
+    ax.set_xlim(0, max(total, widest) * (1.22 if short else 1.02))
     ax.set_xlabel("GPU memory (GiB = 2^30 bytes; numbers in bars are GiB)")
     ax.set_title(f"Where the memory goes: {_header(req)}\n"
                  f"context {_fmt_tokens(req.context)} tokens, batch {req.batch}; vLLM fills its KV cache up to "
                  f"util {req.util:g}, HF holds the cache at the context", fontsize=10)
     ax.grid(True, axis="x", alpha=0.3)
     ax.set_axisbelow(True)
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0, frameon=False)
+    handles, names = ax.get_legend_handles_labels()
+    ranked = sorted(zip(handles, names), key=lambda hn: order.index(hn[1]) if hn[1] in order else len(order))
+    ax.legend([h for h, _ in ranked], [n for _, n in ranked], fontsize=8, loc="upper left",
+              bbox_to_anchor=(1.01, 1.0), borderaxespad=0, frameon=False)
 
 
 def _plan_rows(req: PlanRequest) -> list[Row]:
@@ -516,8 +586,6 @@ def plot_all(req: PlanRequest, rows: list[Row], path) -> Path:
     draw_memory(axes[2], req, rows)
     return _save(fig, path)
 
-
-KINDS = {"capacity": "plot_capacity_vs_context", "speed": "plot_decode_vs_batch", "memory": "plot_memory_breakdown"}
 
 
 def plot_kind(kind: str, req: PlanRequest, rows: list[Row], path) -> Path:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from importlib import resources
 from pathlib import Path
 
@@ -254,18 +253,6 @@ def test_unreadable_or_non_mapping_yaml(tmp_path):
 def test_profiles_are_immutable():
     with pytest.raises(Exception):
         get_gpu("t4").memory_total_bytes = 1  # type: ignore[misc]
-
-
-def test_loading_all_profiles_is_fast():
-    _shipped.cache_clear()
-    start = time.perf_counter()
-    list_gpus()
-    elapsed = time.perf_counter() - start
-    assert elapsed < 0.2  # ~15 ms here; the generous bound keeps slow CI machines green
-    start = time.perf_counter()
-    for _ in range(100):
-        get_gpu("H100 SXM")
-    assert time.perf_counter() - start < 0.05
 
 
 def test_every_shipped_file_passes_the_schema_and_matches_the_fast_loader():
