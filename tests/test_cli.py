@@ -3,23 +3,8 @@
 import json
 
 import pytest
+from cli_helper import invoke
 
-from kvcalc.cli import main
-
-
-def _invoke(args):
-    """Run as the console script does (main), capturing exit code and output."""
-    import contextlib
-    import io
-
-    out, err = io.StringIO(), io.StringIO()
-    code = 0
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            main(args)
-        except SystemExit as exc:
-            code = exc.code or 0
-    return code, out.getvalue(), err.getvalue()
 
 
 @pytest.mark.parametrize("args,needle", [
@@ -37,7 +22,7 @@ def _invoke(args):
     (["plan", "--vllm-version", "0.4.0"], "0.9.1"),
 ])
 def test_bad_input_is_one_line_exit_2(args, needle):
-    code, out, err = _invoke(args)
+    code, out, err = invoke(args)
     assert code == 2, (out, err)
     assert needle in err
     assert "Traceback" not in err
@@ -45,13 +30,13 @@ def test_bad_input_is_one_line_exit_2(args, needle):
 
 
 def test_context_past_max_positions_is_a_warning(tmp_path):
-    code, out, err = _invoke(["plan", "--context", "200k", "--gpu", "h200", "--engine", "vllm"])
+    code, out, err = invoke(["plan", "--context", "200k", "--gpu", "h200", "--engine", "vllm"])
     assert code == 0
     assert "exceeds" in err and "max_position_embeddings" in err
 
 
 def test_plan_json_schema():
-    code, out, err = _invoke(["plan", "--gpu", "t4", "--context", "32k", "--json"])
+    code, out, err = invoke(["plan", "--gpu", "t4", "--context", "32k", "--json"])
     assert code == 0, err
     doc = json.loads(out)
     assert doc["schema"] == "kvcalc.plan/1"
@@ -65,25 +50,25 @@ def test_plan_json_schema():
 
 
 def test_plan_csv_and_table_and_explain():
-    code, out, _ = _invoke(["plan", "--gpu", "l4", "--context", "16k", "--csv"])
+    code, out, _ = invoke(["plan", "--gpu", "l4", "--context", "16k", "--csv"])
     assert code == 0 and out.splitlines()[0].startswith("config,engine,")
-    code, out, _ = _invoke(["plan", "--gpu", "l4", "--context", "16k"])
+    code, out, _ = invoke(["plan", "--gpu", "l4", "--context", "16k"])
     assert code == 0 and "baseline" in out
-    code, out, _ = _invoke(["explain", "--gpu", "t4", "--context", "32k", "--kv", "fp8"])
+    code, out, _ = invoke(["explain", "--gpu", "t4", "--context", "32k", "--kv", "fp8"])
     assert code == 0 and "num_gpu_blocks" in out and "available KV memory" in out
 
 
 def test_model_larger_than_gpu_says_by_how_much():
-    code, out, _ = _invoke(["plan", "--gpu", "t4", "--model", "llama-3.1-8b", "--context", "8k", "--json"])
+    code, out, _ = invoke(["plan", "--gpu", "t4", "--model", "llama-3.1-8b", "--context", "8k", "--json"])
     doc = json.loads(out)
     base = [r for r in doc["rows"] if r["config"] == "baseline" and r["engine"] == "vllm"][0]
     assert base["fits"] is False and base["shortfall_bytes"] > 0
 
 
 def test_gpus_and_models_list():
-    code, out, _ = _invoke(["gpus", "--json"])
+    code, out, _ = invoke(["gpus", "--json"])
     assert code == 0 and any(g["id"] == "t4" for g in json.loads(out))
-    code, out, _ = _invoke(["models", "--json"])
+    code, out, _ = invoke(["models", "--json"])
     assert code == 0 and any(m["name"] == "llama-3.2-3b" for m in json.loads(out))
 
 

@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+from cli_helper import invoke
 
 from kvcalc import plots
 from kvcalc.catalog import load_model
@@ -190,26 +191,11 @@ def test_missing_matplotlib_says_how_to_install(monkeypatch, tmp_path):
 # -- CLI -------------------------------------------------------------------------------------------------------------
 
 
-def _invoke(args):
-    """Run as the console script does (main), capturing exit code and output."""
-    import contextlib
-    import io
-
-    from kvcalc.cli import main
-
-    out, err = io.StringIO(), io.StringIO()
-    code = 0
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            main(args)
-        except SystemExit as exc:
-            code = exc.code or 0
-    return code, out.getvalue(), err.getvalue()
 
 
 def test_plan_plot_writes_the_combined_png(mpl, tmp_path):
     out = tmp_path / "plan.png"
-    code, stdout, err = _invoke(["plan", "--gpu", "t4", "--context", "32k", "--plot", str(out)])
+    code, stdout, err = invoke(["plan", "--gpu", "t4", "--context", "32k", "--plot", str(out)])
     assert code == 0, err
     assert "baseline" in stdout  # the table still prints
     _assert_png(out, min_bytes=30_000)
@@ -218,7 +204,7 @@ def test_plan_plot_writes_the_combined_png(mpl, tmp_path):
 
 def test_plan_plot_with_json_keeps_stdout_json(mpl, tmp_path):
     out = tmp_path / "plan.png"
-    code, stdout, err = _invoke(["plan", "--gpu", "l4", "--model", "llama-3.1-8b", "--json", "--plot", str(out)])
+    code, stdout, err = invoke(["plan", "--gpu", "l4", "--model", "llama-3.1-8b", "--json", "--plot", str(out)])
     assert code == 0, err
     assert json.loads(stdout)["schema"] == "kvcalc.plan/1"
     _assert_png(out, min_bytes=30_000)
@@ -227,7 +213,7 @@ def test_plan_plot_with_json_keeps_stdout_json(mpl, tmp_path):
 @pytest.mark.parametrize("kind", ["capacity", "speed", "memory"])
 def test_plot_command_writes_one_png(mpl, tmp_path, kind):
     out = tmp_path / f"{kind}.png"
-    code, _, err = _invoke(["plot", kind, "--gpu", "h200", "--model", "llama-3.1-8b", "--context", "8k",
+    code, _, err = invoke(["plot", kind, "--gpu", "h200", "--model", "llama-3.1-8b", "--context", "8k",
                             "--out", str(out)])
     assert code == 0, err
     _assert_png(out)
@@ -241,7 +227,7 @@ def test_plot_command_writes_one_png(mpl, tmp_path, kind):
     (["plan", "--plot", "/no/such/folder/x.png"], "no folder"),
 ])
 def test_bad_plot_input_is_exit_2(args, needle):
-    code, out, err = _invoke(args)
+    code, out, err = invoke(args)
     assert code == 2, (out, err)
     assert needle in err
     assert "Traceback" not in err
