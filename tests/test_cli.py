@@ -81,3 +81,17 @@ def test_cli_does_not_import_heavy_engines():
             "print(','.join(heavy))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == ""
+
+
+def test_json_schema_fields_match_the_readme():
+    """The README documents the JSON schema; every documented row field is present."""
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    section = readme[readme.index("**JSON**"):readme.index("**Validation.**")]
+    documented = set(re.findall(r"`([a-z_]+)`", section.split("Each row has")[1]))
+    code, out, _ = invoke(["plan", "--gpu", "l4", "--context", "8k", "--json"])
+    row_keys = set(json.loads(out)["rows"][0])
+    missing = documented - row_keys - {"vllm", "hf", "vllm_breakdown", "hf_breakdown"}
+    assert not missing, missing
