@@ -163,3 +163,18 @@ def test_gemma3_sliding_layers_cost_less_than_full_in_vllm():
     naive_per_token = sum(2 * layer.num_kv_heads * layer.head_dim * 2 for layer in spec.layers)
     naive_tokens = est.available_kv_bytes // naive_per_token
     assert est.logged_kv_tokens > 2.5 * naive_tokens
+
+
+def test_fp8_kv_costs_speed_on_turing_and_nothing_on_ada():
+    """FP8 is upcast on every read without FP8 units (T4, compute capability 7.5) and native on an L4 (8.9)."""
+    from kvcalc.throughput import decode_speed
+
+    spec = load_model("llama-3.2-3b")
+
+    def ratio(gpu):
+        args = (spec, get_gpu(gpu), "vllm", weight_format("bf16"))
+        return (decode_speed(*args, kv_format("fp8"), 1, 32768).tokens_per_s
+                / decode_speed(*args, kv_format("auto"), 1, 32768).tokens_per_s)
+
+    assert 0.75 < ratio("t4") < 0.95
+    assert ratio("l4") >= 1.0
