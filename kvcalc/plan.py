@@ -105,6 +105,16 @@ def _risk(spec: ModelSpec, w: WeightFormat, k: KvFormat) -> str:
     return max(w.risk_for(spec.params.total), k.quality_risk, key=RISK_LEVELS.index)
 
 
+def _fits_batch(req: PlanRequest, est: vllm_engine.VllmEstimate, concurrency: int) -> tuple[bool, int]:
+    """vLLM 'fits' when it starts and holds --batch requests of --context tokens at once; the shortfall is what is
+    missing for either (memory to start, or the KV blocks of the missing requests)."""
+    fits = est.fits and concurrency >= req.batch
+    if fits or not est.fits:
+        return fits, est.shortfall_bytes
+    blocks_needed = req.batch * est.layout.blocks_per_request(req.context) + 1  # + the null block
+    return False, (blocks_needed - est.num_gpu_blocks) * est.layout.bytes_per_block
+
+
 def _vllm_row(req: PlanRequest, cfg: Config) -> Row | None:
     if cfg.kv_vllm is None:
         return None
@@ -119,11 +129,7 @@ def _vllm_row(req: PlanRequest, cfg: Config) -> Row | None:
     )
     est = vllm_engine.estimate(req.spec, req.gpu, settings)
     concurrency = est.concurrency_at(req.context)
-    fits = est.fits and concurrency >= req.batch
-    shortfall = est.shortfall_bytes
-    if est.fits and not fits:
-        blocks_needed = req.batch * est.layout.blocks_per_request(req.context) + 1
-        shortfall = (blocks_needed - est.num_gpu_blocks) * est.layout.bytes_per_block
+    fits, shortfall = _fits_batch(req, est, concurrency)
     speed = decode_speed(req.spec, req.gpu, "vllm", w, k, req.batch, req.context, req.enforce_eager, req.tp)
     # capacity as vLLM logs it ("GPU KV cache size"): group-aware, so hybrid models count tokens, not pool blocks
     return Row(cfg.key, cfg.label, "vllm", w.name, k.name, est.weights_bytes * req.tp * req.pp,
@@ -219,6 +225,8 @@ class TpOption:
 
 def custom_key(req: PlanRequest) -> str:
     """The config key of the configuration --weights/--kv asked for ('baseline' when neither)."""
+    if req.weights is None and req.kv is None:
+        return "baseline"
     return configs_for(req)[-1].key
 
 
@@ -234,6 +242,8 @@ def tp_sweep(req: PlanRequest, sizes: tuple[int, ...] = (1, 2, 4, 8)) -> list[Tp
             enforce_eager=req.enforce_eager, version=req.vllm_version, tensor_parallel=tp)
         est = vllm_engine.estimate(req.spec, req.gpu, settings)
         speed = decode_speed(req.spec, req.gpu, "vllm", w, k, req.batch, req.context, req.enforce_eager, tp)
-        out.append(TpOption(tp, est.fits, est.shortfall_bytes, est.weights_bytes, est.logged_kv_tokens,
-                            est.concurrency_at(req.context), speed.tokens_per_s))
+        concurrency = est.concurrency_at(req.context)
+        fits, shortfall = _fits_batch(req, est, concurrency)
+        out.append(TpOption(tp, fits, shortfall, est.weights_bytes, est.logged_kv_tokens, concurrency,
+                            speed.tokens_per_s))
     return out

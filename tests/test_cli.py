@@ -95,3 +95,19 @@ def test_json_schema_fields_match_the_readme():
     row_keys = set(json.loads(out)["rows"][0])
     missing = documented - row_keys - {"vllm", "hf", "vllm_breakdown", "hf_breakdown"}
     assert not missing, missing
+
+
+def test_explain_without_formats_explains_the_baseline():
+    code, out, _ = invoke(["explain", "--gpu", "h200", "--model", "llama-3.1-8b", "--context", "8k"])
+    assert code == 0
+    assert "baseline" in out.splitlines()[0] and "AWQ" not in out
+
+
+def test_tp_sweep_follows_the_asked_configuration():
+    # 70B in bf16 does not fit one H100: the sweep appears; in AWQ int4 it fits: no sweep unless asked
+    code, out, _ = invoke(["plan", "--gpu", "h100-sxm", "--model", "llama-3.1-70b", "--context", "8k",
+                           "--engine", "vllm", "--json"])
+    assert json.loads(out)["tp_sweep"] is not None
+    code, out, _ = invoke(["plan", "--gpu", "h100-sxm", "--model", "llama-3.1-70b", "--context", "8k",
+                           "--engine", "vllm", "--weights", "awq", "--json"])
+    assert json.loads(out)["tp_sweep"] is None

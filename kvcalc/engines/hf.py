@@ -101,7 +101,8 @@ def estimate(spec: ModelSpec, s: HfSettings, gpu: GpuProfile | None = None) -> H
                      "needs generate(cache_implementation='quantized', cache_config=...)")
     if s.weights.name.startswith("nf4") or s.weights.name == "int8":
         notes.append("bitsandbytes quantizes every nn.Linear but lm_head; embeddings and norms stay 16-bit")
-    notes.append(f"CUDA context and activation factors: {c['source']}")
+    notes.append(f"prefill activation factors: {c['source']}")
+    notes.append(f"CUDA context {context / 2**30:.2f} GiB: an assumption (the runs measured torch's allocations only)")
     return HfEstimate(
         static_bytes=static, cache_bytes=cache, cache_tokens=cache_tokens, transient_bytes=transient,
         prefill_activation_bytes=prefill, peak_increment_bytes=peak, cuda_context_bytes=context,
