@@ -131,9 +131,10 @@ def _vllm_row(req: PlanRequest, cfg: Config) -> Row | None:
     concurrency = est.concurrency_at(req.context)
     fits, shortfall = _fits_batch(req, est, concurrency)
     speed = decode_speed(req.spec, req.gpu, "vllm", w, k, req.batch, req.context, req.enforce_eager, req.tp)
-    # capacity as vLLM logs it ("GPU KV cache size"): group-aware, so hybrid models count tokens, not pool blocks
+    # capacity as vLLM logs it ("GPU KV cache size"): group-aware, so hybrid models count tokens, not pool blocks.
+    # Weights and KV bytes per token are the deployment's: each of tp x pp GPUs holds its share.
     return Row(cfg.key, cfg.label, "vllm", w.name, k.name, est.weights_bytes * req.tp * req.pp,
-               est.kv_bytes_per_token * req.tp, est.logged_kv_tokens, concurrency, None, speed.tokens_per_s,
+               est.kv_bytes_per_token * req.tp * req.pp, est.logged_kv_tokens, concurrency, None, speed.tokens_per_s,
                fits, shortfall, _risk(req.spec, w, k), notes=est.notes + speed.notes, vllm=est)
 
 

@@ -178,3 +178,15 @@ def test_fp8_kv_costs_speed_on_turing_and_nothing_on_ada():
 
     assert 0.75 < ratio("t4") < 0.95
     assert ratio("l4") >= 1.0
+
+
+def test_deployment_kv_bytes_per_token_do_not_depend_on_the_split():
+    """TP shards heads and PP shards layers; the deployment still stores the same KV per token (heads >= tp)."""
+    from kvcalc.plan import PlanRequest, plan
+
+    spec, gpu = load_model("llama-3.1-405b"), get_gpu("h200")
+    per_token = set()
+    for tp, pp in ((8, 1), (4, 2), (8, 2)):
+        rows = plan(PlanRequest(spec, gpu, 32768, engines=("vllm",), weights="fp8", tp=tp, pp=pp))
+        per_token.add(rows[0].kv_bytes_per_token)
+    assert per_token == {2 * 8 * 128 * 126 * 2}
