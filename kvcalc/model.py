@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import UnsupportedModelError, UsageError
-from .layers import FullAttention, LayerCache, MambaState, MultiLatentAttention, NoCache, SlidingWindow
+from .layers import FullAttention, LayerCache, MambaState, MultiLatentAttention, SlidingWindow
 
 
 @dataclass(frozen=True)

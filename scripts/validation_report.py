@@ -8,7 +8,6 @@ A case that fitted a constant (scripts/fit_constants.py FIT_CASES) is marked 'fi
 
 from __future__ import annotations
 
-import io
 import json
 import re
 import sys

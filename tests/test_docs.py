@@ -33,7 +33,6 @@ def _shown_commands():
 
 
 def test_every_usage_example_runs():
-    import shlex
 
     from kvcalc.docs_sync import run_kvcalc
 

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from kvcalc.errors import UsageError
-from kvcalc.hardware import GpuProfile, _shipped, get_gpu, list_gpus, load_gpu_file
+from kvcalc.hardware import GpuProfile, get_gpu, list_gpus, load_gpu_file
 
 REQUIRED_IDS = {
     "t4", "l4", "a10g", "a100-40gb", "a100-80gb", "l40s", "h100-pcie", "h100-sxm", "h200",

@@ -168,7 +168,6 @@ def parse_vllm_log(text: str) -> dict[str, Any]:
     _parse_version(text, out)
     _parse_config_dump(text, out)
     _parse_non_default_args(text, out)
-    v = out["values"]
 
     def first(pattern: str, flags: int = 0):
         return re.search(pattern, text, flags)
