@@ -23,6 +23,7 @@ sys.path.insert(0, str(ROOT))
 from kvcalc.catalog import load_model  # noqa: E402
 from kvcalc.engines.weights import weight_bytes_read_per_token  # noqa: E402
 from kvcalc.formats import weight_format  # noqa: E402
+from kvcalc.validate.results import iter_jsonl  # noqa: E402
 
 FIT_CASES = {
     "vllm_forward": ["v-3b-auto-eager-u90", "v-8b-auto-eager-u90"],  # mnbt 16384: the forward is the peak
@@ -38,12 +39,7 @@ FIT_CASES = {
 
 
 def rows(name: str) -> dict[str, dict]:
-    out = {}
-    for line in (DATA / name).read_text().splitlines():
-        r = json.loads(line)
-        if r.get("status") == "ok":
-            out[r["case_id"]] = r
-    return out
+    return {r["case_id"]: r for r in iter_jsonl(DATA / name) if r.get("status") == "ok"}
 
 
 def fit() -> dict:

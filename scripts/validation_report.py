@@ -26,6 +26,7 @@ from kvcalc.engines import hf as hf_engine  # noqa: E402
 from kvcalc.formats import kv_format, weight_format  # noqa: E402
 from kvcalc.hardware import get_gpu  # noqa: E402
 from kvcalc.throughput import decode_speed  # noqa: E402
+from kvcalc.validate.results import iter_jsonl  # noqa: E402
 from kvcalc.validate.vllm_runner import normalize_case, predict  # noqa: E402
 
 GiB = 2**30
@@ -35,7 +36,7 @@ SUMMARY = re.compile(r"Actual usage is ([\d.]+) GiB for weight, ([\d.]+) GiB for
 
 
 def load(name: str) -> list[dict]:
-    return [json.loads(line) for line in (DATA / name).read_text().splitlines() if line.strip()]
+    return list(iter_jsonl(DATA / name))
 
 
 def err(pred, obs):
