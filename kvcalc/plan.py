@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from .engines import hf as hf_engine
 from .engines import vllm as vllm_engine
@@ -11,40 +11,52 @@ from .formats import KvFormat, WeightFormat, kv_format, weight_format
 from .hardware import GpuProfile
 from .kvcache import hf_cache_bytes
 from .model import ModelSpec
+from .quality import quality_cell
 from .throughput import decode_speed
 
 SCHEMA = "kvcalc.plan/1"
 
 
 @dataclass(frozen=True)
-class Config:
+class FormatChoice:
+    """One configuration of the table: a weight format and, per engine, the KV format it runs with (None: that
+    engine has no such configuration). Formats are resolved objects, never names; `key` is the JSON's `config`."""
+
     key: str
     label: str
-    weights: str
-    kv_vllm: str | None  # None: this engine has no such configuration
-    kv_hf: str | None
+    weights: WeightFormat
+    kv_vllm: KvFormat | None
+    kv_hf: KvFormat | None
+
+    @classmethod
+    def of(cls, key: str, label: str, weights: str, kv_vllm: str | None, kv_hf: str | None) -> FormatChoice:
+        return cls(key, label, weight_format(weights), kv_vllm and kv_format(kv_vllm), kv_hf and kv_format(kv_hf))
 
 
 STANDARD_CONFIGS = (
-    Config("baseline", "baseline (BF16 weights, BF16 KV)", "bf16", "auto", "auto"),
-    Config("fp8-kv", "FP8 KV", "bf16", "fp8", None),
-    Config("kv4", "4-bit KV (HQQ)", "bf16", None, "hqq-4"),
-    Config("nf4", "NF4 weights", "nf4", "auto", "auto"),
-    Config("nf4+fp8-kv", "NF4 weights + FP8 KV", "nf4", "fp8", None),
-    Config("nf4+kv4", "NF4 weights + 4-bit KV", "nf4", None, "hqq-4"),
-    Config("awq", "AWQ int4 weights", "awq", "auto", "auto"),
+    FormatChoice.of("baseline", "baseline (BF16 weights, BF16 KV)", "bf16", "auto", "auto"),
+    FormatChoice.of("fp8-kv", "FP8 KV", "bf16", "fp8", None),
+    FormatChoice.of("kv4", "4-bit KV (HQQ)", "bf16", None, "hqq-4"),
+    FormatChoice.of("nf4", "NF4 weights", "nf4", "auto", "auto"),
+    FormatChoice.of("nf4+fp8-kv", "NF4 weights + FP8 KV", "nf4", "fp8", None),
+    FormatChoice.of("nf4+kv4", "NF4 weights + 4-bit KV", "nf4", None, "hqq-4"),
+    FormatChoice.of("awq", "AWQ int4 weights", "awq", "auto", "auto"),
 )
+BASELINE = STANDARD_CONFIGS[0]
 
 
 @dataclass
 class PlanRequest:
+    """What the user asked. `weights`/`kv` may be given as names; they are resolved to formats once, here
+    (None: not asked, so the table shows the standard configurations)."""
+
     spec: ModelSpec
     gpu: GpuProfile
     context: int
     batch: int = 1
     engines: tuple[str, ...] = ("vllm", "hf")
-    weights: str | None = None
-    kv: str | None = None
+    weights: WeightFormat | None = None
+    kv: KvFormat | None = None
     util: float = 0.9
     max_model_len: int | None = None
     max_num_batched_tokens: int | None = None
@@ -53,6 +65,46 @@ class PlanRequest:
     vllm_version: str = vllm_engine.DEFAULT_VERSION
     tp: int = 1
     pp: int = 1
+
+    def __post_init__(self) -> None:
+        if isinstance(self.weights, str):
+            self.weights = weight_format(self.weights)
+        if isinstance(self.kv, str):
+            self.kv = kv_format(self.kv)
+
+    @property
+    def asked(self) -> bool:
+        """True when --weights or --kv chose a configuration (the table then shows it beside the baseline)."""
+        return self.weights is not None or self.kv is not None
+
+    @property
+    def weights_or_default(self) -> WeightFormat:
+        return self.weights or BASELINE.weights
+
+    @property
+    def kv_or_default(self) -> KvFormat:
+        return self.kv or BASELINE.kv_vllm
+
+    # -- the one translation from a request to each engine's settings ------------------------------------------------
+
+    def vllm_settings(self, choice: FormatChoice, *, max_model_len: int | None = None,
+                      tp: int | None = None) -> vllm_engine.VllmSettings:
+        """vLLM's settings for `choice`: max_model_len defaults to --max-model-len, else --context (what you
+        would start vLLM with to serve this context); tp defaults to --tp."""
+        return vllm_engine.VllmSettings(
+            weights=choice.weights, kv=choice.kv_vllm, gpu_memory_utilization=self.util,
+            max_model_len=max_model_len or self.max_model_len or self.context,
+            max_num_batched_tokens=self.max_num_batched_tokens, max_num_seqs=self.max_num_seqs,
+            enforce_eager=self.enforce_eager, version=self.vllm_version,
+            tensor_parallel=tp or self.tp, pipeline_parallel=self.pp)
+
+    def hf_settings(self, choice: FormatChoice) -> hf_engine.HfSettings:
+        """transformers' settings for `choice`: a prompt and a generation that end at --context. The generation is
+        min(256, context / 2) tokens, as a chat turn generates a few hundred tokens and the prefill peak comes from
+        the prompt; the cache at the end holds the whole context either way."""
+        new_tokens = max(1, min(256, self.context // 2))
+        return hf_engine.HfSettings(weights=choice.weights, kv=choice.kv_hf, batch=self.batch,
+                                    prompt_len=self.context - new_tokens + 1, new_tokens=new_tokens)
 
 
 @dataclass
@@ -86,15 +138,17 @@ class Row:
         return out
 
 
-def configs_for(req: PlanRequest) -> list[Config]:
-    if req.weights is None and req.kv is None:
+def configs_for(req: PlanRequest) -> list[FormatChoice]:
+    """The standard table, or the baseline and the configuration --weights/--kv asked for."""
+    if not req.asked:
         return list(STANDARD_CONFIGS)
-    w = weight_format(req.weights or "bf16")
-    k = kv_format(req.kv or "auto")
+    w, k = req.weights_or_default, req.kv_or_default
+    if w.name == "bf16" and k.name == "auto":
+        return [BASELINE]
     parts = ([w.name] if w.name != "bf16" else []) + ([f"{k.name}-kv"] if k.name != "auto" else [])
-    custom = Config("+".join(parts) or "baseline", f"{w.label} weights + {k.label}", w.name,
-                    k.name if k.vllm_name else None, k.name if (k.hf_quantized or k.name == "auto") else None)
-    return [STANDARD_CONFIGS[0], custom] if custom.weights != "bf16" or k.name != "auto" else [STANDARD_CONFIGS[0]]
+    custom = FormatChoice("+".join(parts), f"{w.label} weights + {k.label}", w,
+                          k if k.vllm_name else None, k if (k.hf_quantized or k.name == "auto") else None)
+    return [BASELINE, custom]
 
 
 RISK_LEVELS = ("none", "low", "moderate", "high")
@@ -115,60 +169,60 @@ def _fits_batch(req: PlanRequest, est: vllm_engine.VllmEstimate, concurrency: in
     return False, (blocks_needed - est.num_gpu_blocks) * est.layout.bytes_per_block
 
 
-def _vllm_row(req: PlanRequest, cfg: Config) -> Row | None:
-    if cfg.kv_vllm is None:
+def _vllm_row(req: PlanRequest, choice: FormatChoice) -> Row | None:
+    w, k = choice.weights, choice.kv_vllm
+    if k is None or "vllm" not in w.engines:
         return None
-    w, k = weight_format(cfg.weights), kv_format(cfg.kv_vllm)
-    if "vllm" not in w.engines:
-        return None
-    settings = vllm_engine.VllmSettings(
-        weights=w, kv=k, gpu_memory_utilization=req.util,
-        max_model_len=req.max_model_len or req.context, max_num_batched_tokens=req.max_num_batched_tokens,
-        max_num_seqs=req.max_num_seqs, enforce_eager=req.enforce_eager, version=req.vllm_version,
-        tensor_parallel=req.tp, pipeline_parallel=req.pp,
-    )
-    est = vllm_engine.estimate(req.spec, req.gpu, settings)
+    est = vllm_engine.estimate(req.spec, req.gpu, req.vllm_settings(choice))
     concurrency = est.concurrency_at(req.context)
     fits, shortfall = _fits_batch(req, est, concurrency)
     speed = decode_speed(req.spec, req.gpu, "vllm", w, k, req.batch, req.context, req.enforce_eager, req.tp)
     # capacity as vLLM logs it ("GPU KV cache size"): group-aware, so hybrid models count tokens, not pool blocks.
     # Weights and KV bytes per token are the deployment's: each of tp x pp GPUs holds its share.
-    return Row(cfg.key, cfg.label, "vllm", w.name, k.name, est.weights_bytes * req.tp * req.pp,
-               est.kv_bytes_per_token * req.tp * req.pp, est.logged_kv_tokens, concurrency, None, speed.tokens_per_s,
-               fits, shortfall, _risk(req.spec, w, k), notes=est.notes + speed.notes, vllm=est)
+    return Row(config=choice.key, label=choice.label, engine="vllm", weights_format=w.name, kv_format=k.name,
+               weights_bytes=est.weights_bytes * req.tp * req.pp,
+               kv_bytes_per_token=est.kv_bytes_per_token * req.tp * req.pp,
+               kv_capacity_tokens=est.logged_kv_tokens, max_concurrency=concurrency, hf_memory_bytes=None,
+               decode_tokens_per_s=speed.tokens_per_s, fits=fits, shortfall_bytes=shortfall,
+               quality_risk=_risk(req.spec, w, k), notes=est.notes + speed.notes,
+               quality_evidence=quality_cell(w.name, k.name), vllm=est)
 
 
-def _hf_row(req: PlanRequest, cfg: Config) -> Row | None:
-    if cfg.kv_hf is None or req.tp > 1 or req.pp > 1:
+def _hf_row(req: PlanRequest, choice: FormatChoice) -> Row | None:
+    w, k = choice.weights, choice.kv_hf
+    if k is None or req.tp > 1 or req.pp > 1 or "hf" not in w.engines:
         return None
-    w, k = weight_format(cfg.weights), kv_format(cfg.kv_hf)
-    if "hf" not in w.engines:
-        return None
-    new_tokens = max(1, min(256, req.context // 2))
-    settings = hf_engine.HfSettings(w, k, req.batch, req.context - new_tokens + 1, new_tokens)
+    settings = req.hf_settings(choice)
     est = hf_engine.estimate(req.spec, settings, req.gpu)
     longest = hf_engine.max_context(req.spec, settings, req.gpu)
     speed = decode_speed(req.spec, req.gpu, "hf", w, k, req.batch, req.context)
     # per token of context at --context: sliding-window layers stop growing past their window
     per_token = hf_cache_bytes(req.spec.layers, 1, req.context, req.context, k, 2) / req.context
-    return Row(cfg.key, cfg.label, "hf", w.name, k.name, est.static_bytes, per_token, longest, None, est.total_bytes, speed.tokens_per_s, est.fits, est.shortfall_bytes, _risk(req.spec, w, k),
-               notes=est.notes + speed.notes, hf=est)
+    return Row(config=choice.key, label=choice.label, engine="hf", weights_format=w.name, kv_format=k.name,
+               weights_bytes=est.static_bytes, kv_bytes_per_token=per_token, kv_capacity_tokens=longest,
+               max_concurrency=None, hf_memory_bytes=est.total_bytes, decode_tokens_per_s=speed.tokens_per_s,
+               fits=est.fits, shortfall_bytes=est.shortfall_bytes, quality_risk=_risk(req.spec, w, k),
+               notes=est.notes + speed.notes, quality_evidence=quality_cell(w.name, k.name), hf=est)
 
 
-def _mark_verdicts(rows: list[Row]) -> None:
+def verdicts(rows: list[Row]) -> list[list[str]]:
+    """The verdicts of each row, per engine among the rows that fit: the most context (KV capacity, then speed),
+    the fastest decode, and the most context among low-risk rows when that is another row."""
+    out: list[list[str]] = [[] for _ in rows]
     for engine in ("vllm", "hf"):
-        fitting = [r for r in rows if r.engine == engine and r.fits]
+        fitting = [i for i, r in enumerate(rows) if r.engine == engine and r.fits]
         if not fitting:
             continue
-        most = max(fitting, key=lambda r: (r.kv_capacity_tokens or 0, r.decode_tokens_per_s))
-        most.verdicts.append("most context")
-        fastest = max(fitting, key=lambda r: r.decode_tokens_per_s)
-        fastest.verdicts.append("fastest decode")
-        safest = [r for r in fitting if r.quality_risk in ("none", "low")]
+        most = max(fitting, key=lambda i: (rows[i].kv_capacity_tokens or 0, rows[i].decode_tokens_per_s))
+        out[most].append("most context")
+        fastest = max(fitting, key=lambda i: rows[i].decode_tokens_per_s)
+        out[fastest].append("fastest decode")
+        safest = [i for i in fitting if rows[i].quality_risk in ("none", "low")]
         if safest:
-            best = max(safest, key=lambda r: (r.kv_capacity_tokens or 0))
-            if "most context" not in best.verdicts:
-                best.verdicts.append("most context at low risk")
+            best = max(safest, key=lambda i: (rows[i].kv_capacity_tokens or 0))
+            if "most context" not in out[best]:
+                out[best].append("most context at low risk")
+    return out
 
 
 def plan(req: PlanRequest, warnings: list[str] | None = None) -> list[Row]:
@@ -179,20 +233,15 @@ def plan(req: PlanRequest, warnings: list[str] | None = None) -> list[Row]:
     rows: list[Row] = []
     for engine in req.engines:
         try:
-            for cfg in configs_for(req):
-                row = _vllm_row(req, cfg) if engine == "vllm" else _hf_row(req, cfg)
+            for choice in configs_for(req):
+                row = _vllm_row(req, choice) if engine == "vllm" else _hf_row(req, choice)
                 if row is not None:
                     rows.append(row)
         except UnsupportedModelError as exc:
             if len(req.engines) == 1 or warnings is None:
                 raise
             warnings.append(f"{engine}: {exc}")
-    _mark_verdicts(rows)
-    from .quality import quality_cell
-
-    for row in rows:
-        row.quality_evidence = quality_cell(row.weights_format, row.kv_format)
-    return rows
+    return [replace(row, verdicts=marks) for row, marks in zip(rows, verdicts(rows))]
 
 
 def plan_json(req: PlanRequest, rows: list[Row], warnings: list[str], sweep: list | None = None) -> dict:
@@ -226,22 +275,23 @@ class TpOption:
 
 def custom_key(req: PlanRequest) -> str:
     """The config key of the configuration --weights/--kv asked for ('baseline' when neither)."""
-    if req.weights is None and req.kv is None:
-        return "baseline"
-    return configs_for(req)[-1].key
+    return configs_for(req)[-1].key if req.asked else BASELINE.key
+
+
+def sweep_choice(req: PlanRequest) -> FormatChoice:
+    """The configuration the TP sweep runs: --weights, with --kv when vLLM runs it (else BF16 KV)."""
+    k = req.kv if req.kv is not None and req.kv.vllm_name else BASELINE.kv_vllm
+    return FormatChoice("sweep", "sweep", req.weights_or_default, k, None)
 
 
 def tp_sweep(req: PlanRequest, sizes: tuple[int, ...] = (1, 2, 4, 8)) -> list[TpOption]:
-    """The baseline vLLM configuration at each tensor-parallel size: what the smallest fitting TP gives and what
+    """The asked vLLM configuration at each tensor-parallel size: what the smallest fitting TP gives and what
     each larger one buys (per-GPU weights shrink; KV capacity and speed grow)."""
     out = []
-    w, k = weight_format(req.weights or "bf16"), kv_format(req.kv if req.kv and kv_format(req.kv).vllm_name else "auto")
+    choice = sweep_choice(req)
+    w, k = choice.weights, choice.kv_vllm
     for tp in sizes:
-        settings = vllm_engine.VllmSettings(
-            weights=w, kv=k, gpu_memory_utilization=req.util, max_model_len=req.max_model_len or req.context,
-            max_num_batched_tokens=req.max_num_batched_tokens, max_num_seqs=req.max_num_seqs,
-            enforce_eager=req.enforce_eager, version=req.vllm_version, tensor_parallel=tp)
-        est = vllm_engine.estimate(req.spec, req.gpu, settings)
+        est = vllm_engine.estimate(req.spec, req.gpu, req.vllm_settings(choice, tp=tp))
         speed = decode_speed(req.spec, req.gpu, "vllm", w, k, req.batch, req.context, req.enforce_eager, tp)
         concurrency = est.concurrency_at(req.context)
         fits, shortfall = _fits_batch(req, est, concurrency)
