@@ -5,18 +5,14 @@ Usage errors print one line and exit with code 2; no traceback reaches the user 
 
 from __future__ import annotations
 
-import csv
 import dataclasses
-import io
 import json
 
 import click
 
-from .cli_errors import run_command
+from .cli_errors import CONTEXT_SETTINGS, run_command
 from .errors import UsageError
 from .units import parse_tokens
-
-CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 110}
 
 
 class _Tokens(click.ParamType):
@@ -91,26 +87,36 @@ def _plan_options(func):
 def _request(gpu, model, context, batch, engine, weights, kv, util, max_model_len, max_num_batched_tokens,
              max_num_seqs, enforce_eager, vllm_version, tp, pp):
     from .catalog import DEFAULT_MODEL, load_model
-    from .engines.vllm import DEFAULT_VERSION, parse_version
     from .hardware import get_gpu
     from .plan import PlanRequest
 
     spec = load_model(model or DEFAULT_MODEL)
     profile = get_gpu(gpu)
-    version = vllm_version or DEFAULT_VERSION
-    parse_version(version)
-    warnings = []
-    if spec.max_position_embeddings and context > spec.max_position_embeddings:
-        warnings.append(f"context {context:,} exceeds {spec.name}'s max_position_embeddings "
-                        f"{spec.max_position_embeddings:,}: quality past it is not what the model was trained for")
     engines = ("vllm", "hf") if engine == "both" else (engine,)
-    req = PlanRequest(spec=spec, gpu=profile, context=context, batch=batch, engines=engines, weights=weights, kv=kv,
-                      util=util, max_model_len=max_model_len, max_num_batched_tokens=max_num_batched_tokens,
-                      max_num_seqs=max_num_seqs, enforce_eager=enforce_eager, vllm_version=version, tp=tp, pp=pp)
-    return req, warnings
+    return PlanRequest(spec=spec, gpu=profile, context=context, batch=batch, engines=engines, weights=weights, kv=kv,
+                       util=util, max_model_len=max_model_len, max_num_batched_tokens=max_num_batched_tokens,
+                       max_num_seqs=max_num_seqs, enforce_eager=enforce_eager, vllm_version=vllm_version, tp=tp,
+                       pp=pp)
 
 
-@click.group(context_settings=CONTEXT_SETTINGS)
+class _Commands(click.Group):
+    """kvcalc's commands. `validate` (the measuring wing, kvcalc/validate/) is imported only when it is run or
+    listed, so `kvcalc plan` never loads it."""
+
+    LAZY = ("validate",)
+
+    def list_commands(self, ctx):
+        return sorted([*super().list_commands(ctx), *self.LAZY])
+
+    def get_command(self, ctx, name):
+        if name == "validate":
+            from .validate.cli import validate
+
+            return validate
+        return super().get_command(ctx, name)
+
+
+@click.group(cls=_Commands, context_settings=CONTEXT_SETTINGS)
 @click.version_option(package_name="kvcalc")
 def cli():
     """Will this model fit on this GPU under this engine, and how fast will it decode?"""
@@ -132,25 +138,24 @@ def plan(as_json, as_csv, explain_config, tp_sweep, plot_path, **kwargs):
     Example: kvcalc plan --gpu t4 --context 32k
     """
     from .plan import plan as make_plan
-    from .plan import custom_key, plan_json, tp_sweep as make_sweep
+    from .plan import plan_json, should_sweep
+    from .plan import tp_sweep as make_sweep
 
     if plot_path:
         from .plots import check_output
 
         check_output(plot_path)
-    req, warnings = _request(**kwargs)
+    req, warnings = _request(**kwargs), []
     rows = make_plan(req, warnings)
-    sweep = None
-    # the configuration asked for (or the baseline): when it does not fit on one GPU, show the TP sizes that do
-    target = [r for r in rows if r.engine == "vllm" and r.config == custom_key(req)]
-    if "vllm" in req.engines and req.tp == 1 and req.pp == 1 and (tp_sweep or (target and not target[0].fits)):
-        sweep = make_sweep(req)
+    sweep = make_sweep(req) if should_sweep(req, rows, tp_sweep) else None
     if as_json:
         click.echo(json.dumps(plan_json(req, rows, warnings, sweep), indent=1))
         _write_plot("all", req, rows, plot_path)
         return
     if as_csv:
-        click.echo(_csv(rows), nl=False)
+        from .render import csv_text
+
+        click.echo(csv_text(rows), nl=False)
         _write_plot("all", req, rows, plot_path)
         return
     from .render import explain_text, render_sweep, render_table
@@ -194,7 +199,7 @@ def plot_command(kind, out_path, **kwargs):
     from .plots import check_output
 
     check_output(out_path)
-    req, warnings = _request(**kwargs)
+    req, warnings = _request(**kwargs), []
     rows = make_plan(req, warnings)
     for warning in warnings:
         click.echo(f"warning: {warning}", err=True)
@@ -208,7 +213,7 @@ def explain(**kwargs):
     from .plan import plan as make_plan
     from .render import explain_text
 
-    req, warnings = _request(**kwargs)
+    req, warnings = _request(**kwargs), []
     rows = make_plan(req, warnings)
     for warning in warnings:
         click.echo(f"warning: {warning}", err=True)
@@ -217,21 +222,6 @@ def explain(**kwargs):
     wanted = [r for r in rows if r.config == custom_key(req)]
     for row in wanted or rows[:1]:
         click.echo(explain_text(req, row))
-
-
-def _csv(rows) -> str:
-    buf = io.StringIO()
-    fields = ["config", "engine", "weights_format", "kv_format", "weights_bytes", "kv_bytes_per_token",
-              "kv_capacity_tokens", "max_concurrency", "hf_memory_bytes", "decode_tokens_per_s", "fits",
-              "shortfall_bytes", "quality_risk", "verdicts"]
-    writer = csv.DictWriter(buf, fieldnames=fields)
-    writer.writeheader()
-    for row in rows:
-        data = row.to_json()
-        data["verdicts"] = "; ".join(row.verdicts)
-        data["decode_tokens_per_s"] = round(row.decode_tokens_per_s, 2)
-        writer.writerow({k: data[k] for k in fields})
-    return buf.getvalue()
 
 
 @cli.command()
@@ -266,17 +256,6 @@ def models(as_json):
                                 "model_type": s.model_type, "layers": s.num_layers} for s, e in specs], indent=1))
     else:
         render_models(specs)
-
-
-def _add_validate() -> None:
-    try:
-        from .validate.cli import validate
-    except ImportError:  # the validation package is optional while it is being built
-        return
-    cli.add_command(validate)
-
-
-_add_validate()
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -8,6 +8,9 @@ import click
 
 from .errors import UsageError
 
+# The click settings every kvcalc command group shares (kvcalc, and kvcalc validate run on its own).
+CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 110}
+
 
 def run_command(command: click.Command, argv: list[str] | None, prog_name: str) -> None:
     try:

@@ -67,6 +67,8 @@ class PlanRequest:
     pp: int = 1
 
     def __post_init__(self) -> None:
+        self.vllm_version = self.vllm_version or vllm_engine.DEFAULT_VERSION
+        vllm_engine.parse_version(self.vllm_version)  # refuses versions kvcalc has no rules for
         if isinstance(self.weights, str):
             self.weights = weight_format(self.weights)
         if isinstance(self.kv, str):
@@ -225,11 +227,22 @@ def verdicts(rows: list[Row]) -> list[list[str]]:
     return out
 
 
+def request_warnings(req: PlanRequest) -> list[str]:
+    """What is legal but unwise in the request itself, before any engine is asked."""
+    spec = req.spec
+    if spec.max_position_embeddings and req.context > spec.max_position_embeddings:
+        return [f"context {req.context:,} exceeds {spec.name}'s max_position_embeddings "
+                f"{spec.max_position_embeddings:,}: quality past it is not what the model was trained for"]
+    return []
+
+
 def plan(req: PlanRequest, warnings: list[str] | None = None) -> list[Row]:
     """Rows for every configuration and engine. An engine that cannot account for this model is left out, with
     the reason appended to `warnings` (the other engine's rows still come); with one engine asked, it raises."""
     if req.batch < 1:
         raise UsageError("--batch must be at least 1")
+    if warnings is not None:
+        warnings.extend(request_warnings(req))
     rows: list[Row] = []
     for engine in req.engines:
         try:
@@ -298,3 +311,12 @@ def tp_sweep(req: PlanRequest, sizes: tuple[int, ...] = (1, 2, 4, 8)) -> list[Tp
         out.append(TpOption(tp, fits, shortfall, est.weights_bytes, est.logged_kv_tokens, concurrency,
                             speed.tokens_per_s))
     return out
+
+
+def should_sweep(req: PlanRequest, rows: list[Row], asked: bool = False) -> bool:
+    """Show the TP sweep when asked (--tp-sweep), or when the asked configuration (else the baseline) does not fit
+    vLLM on one GPU; never when the user already chose a TP or PP size."""
+    if "vllm" not in req.engines or req.tp != 1 or req.pp != 1:
+        return False
+    target = [r for r in rows if r.engine == "vllm" and r.config == custom_key(req)]
+    return asked or bool(target and not target[0].fits)
