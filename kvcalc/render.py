@@ -18,7 +18,7 @@ CSV_FIELDS = ["config", "engine", "weights_format", "kv_format", "weights_bytes"
 
 def _console() -> Console:
     # Wide enough for the decision table even when piped (rich falls back to 80 columns without a terminal);
-    # made per call so COLUMNS set at run time (docs_sync) is honoured.
+    # made per call so a COLUMNS set at run time (tests/docs_sync.py, the golden test) is honoured.
     return Console(highlight=False, width=max(shutil.get_terminal_size((160, 24)).columns, 150))
 
 
