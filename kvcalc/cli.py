@@ -10,74 +10,110 @@ import json
 
 import click
 
+from . import limits
 from .cli_errors import CONTEXT_SETTINGS, run_command
-from .errors import UsageError
+from .errors import UsageError, shown
 from .units import parse_tokens
 
 
+def _option(param) -> str:
+    return "--" + param.name.replace("_", "-") if param else "value"
+
+
 class _Tokens(click.ParamType):
+    """A token count such as 32k, within limits.BOUNDS of its option."""
+
     name = "tokens"
 
     def convert(self, value, param, ctx):
-        if isinstance(value, int):
-            return value
-        try:
-            return parse_tokens(value, what=f"--{param.name.replace('_', '-')}" if param else "size")
-        except UsageError as exc:
-            self.fail(str(exc), param, ctx)
+        number = parse_tokens(value, what=_option(param))
+        if param is not None:
+            limits.check(param.name, number)
+        return number
 
 
 class _Fraction(click.ParamType):
     name = "fraction"
 
     def convert(self, value, param, ctx):
+        if isinstance(value, float):
+            return value
         try:
             number = float(value)
         except (TypeError, ValueError):
-            self.fail(f"{value!r} is not a number", param, ctx)
-        if not 0 < number <= 1:
-            self.fail(f"gpu_memory_utilization must be in (0, 1], got {value}: it is the share of the GPU's "
-                      "memory vLLM may use", param, ctx)
+            raise UsageError(f"{_option(param)} {shown(value)} is not a number") from None
+        if not 0 < number <= 1:  # NaN fails this too
+            raise UsageError(f"{_option(param)} must be in (0, 1], got {shown(value)}: it is the share of the GPU's "
+                             "memory vLLM may use (gpu_memory_utilization)")
         return number
 
 
 class _Positive(click.ParamType):
+    """A whole number from 1 to limits.BOUNDS of its option; ASCII digits only."""
+
     name = "n"
 
     def convert(self, value, param, ctx):
-        try:
-            number = int(value)
-        except (TypeError, ValueError):
-            self.fail(f"{value!r} is not a whole number", param, ctx)
-        if number < 1:
-            self.fail(f"must be at least 1, got {value}", param, ctx)
+        if isinstance(value, int):
+            number = value
+        else:
+            text = str(value).strip()
+            if not (text.isascii() and text.isdigit()):
+                raise UsageError(f"{_option(param)} {shown(value)} is not a whole number")
+            if len(text.lstrip("0")) > 12:
+                raise UsageError(f"{_option(param)} {shown(value)} is too large")
+            number = int(text)
+        if param is not None:
+            limits.check(param.name, number)
+        elif number < 1:
+            raise UsageError(f"must be at least 1, got {shown(value)}")
         return number
 
 
-TOKENS, FRACTION, POSITIVE = _Tokens(), _Fraction(), _Positive()
+class _Name(click.ParamType):
+    """A catalog name, GPU id, hub id or file path: printable text of at most MAX_NAME characters (a NUL or a
+    newline cannot name anything, and a path longer than the OS allows is refused before the OS is asked)."""
+
+    name = "text"
+    MAX_NAME = 4096  # PATH_MAX on Linux
+
+    def convert(self, value, param, ctx):
+        text = str(value)
+        if len(text) > self.MAX_NAME:
+            raise UsageError(f"{_option(param)} {shown(value)} is too long")
+        if not text.isprintable():
+            raise UsageError(f"{_option(param)} {shown(value)} holds a control character")
+        return text
+
+
+TOKENS, FRACTION, POSITIVE, NAME = _Tokens(), _Fraction(), _Positive(), _Name()
 
 
 def _plan_options(func):
     options = [
-        click.option("--gpu", default="t4", show_default=True, help="GPU id or alias (kvcalc gpus), or a YAML file."),
-        click.option("--model", default=None, help="catalog name (kvcalc models), config.json path, or hub id. "
+        click.option("--gpu", default="t4", type=NAME, show_default=True, help="GPU id or alias (kvcalc gpus), or a YAML file."),
+        click.option("--model", default=None, type=NAME, help="catalog name (kvcalc models), config.json path, or hub id. "
                      "[default: llama-3.2-3b]"),
         click.option("--context", default="8k", type=TOKENS, show_default=True,
-                     help="tokens per request (prompt + generation), e.g. 32k."),
-        click.option("--batch", default=1, type=POSITIVE, show_default=True, help="concurrent requests."),
+                     help=f"tokens per request (prompt + generation), e.g. 32k; at most {limits.MAX_CONTEXT:,}."),
+        click.option("--batch", default=1, type=POSITIVE, show_default=True,
+                     help=f"concurrent requests (at most {limits.MAX_BATCH:,})."),
         click.option("--engine", type=click.Choice(["hf", "vllm", "both"]), default="both", show_default=True),
-        click.option("--weights", default=None, help="weight format: bf16, fp8, int8, nf4, nf4-dq, awq, gptq, hqq4."),
-        click.option("--kv", default=None, help="KV format: auto, fp8, fp8-e5m2, hqq-8 (int8), hqq-4, hqq-2, quanto-4, quanto-2."),
+        click.option("--weights", default=None, type=NAME, help="weight format: bf16, fp8, int8, nf4, nf4-dq, awq, gptq, hqq4."),
+        click.option("--kv", default=None, type=NAME, help="KV format: auto, fp8, fp8-e5m2, hqq-8 (int8), hqq-4, hqq-2, quanto-4, quanto-2."),
         click.option("--util", "--gpu-memory-utilization", "util", default=0.9, type=FRACTION, show_default=True,
                      help="vLLM gpu_memory_utilization."),
-        click.option("--max-model-len", type=TOKENS, default=None, help="vLLM max_model_len [default: --context]."),
+        click.option("--max-model-len", type=TOKENS, default=None, help=f"vLLM max_model_len, at most {limits.MAX_CONTEXT:,} [default: --context]."),
         click.option("--max-num-batched-tokens", type=TOKENS, default=None,
-                     help="vLLM max_num_batched_tokens [default: vLLM's for this GPU]."),
-        click.option("--max-num-seqs", type=POSITIVE, default=None, help="vLLM max_num_seqs."),
+                     help=f"vLLM max_num_batched_tokens, at most {limits.MAX_BATCHED_TOKENS:,} [default: vLLM's for this GPU]."),
+        click.option("--max-num-seqs", type=POSITIVE, default=None,
+                     help=f"vLLM max_num_seqs (at most {limits.MAX_BATCH:,})."),
         click.option("--enforce-eager", is_flag=True, help="vLLM without CUDA graphs."),
-        click.option("--vllm-version", default=None, help="vLLM version whose rules apply [default: 0.26.0]."),
-        click.option("--tp", default=1, type=POSITIVE, show_default=True, help="tensor-parallel GPUs."),
-        click.option("--pp", default=1, type=POSITIVE, show_default=True, help="pipeline-parallel stages."),
+        click.option("--vllm-version", default=None, type=NAME, help="vLLM version whose rules apply [default: 0.26.0]."),
+        click.option("--tp", default=1, type=POSITIVE, show_default=True,
+                     help=f"tensor-parallel GPUs (at most {limits.MAX_PARALLEL}; must divide the attention heads)."),
+        click.option("--pp", default=1, type=POSITIVE, show_default=True,
+                     help=f"pipeline-parallel stages (at most {limits.MAX_PARALLEL} and the model's layers)."),
     ]
     for option in reversed(options):
         func = option(func)
@@ -210,17 +246,19 @@ def plot_command(kind, out_path, **kwargs):
 @_plan_options
 def explain(**kwargs):
     """Full breakdown of one configuration (--weights/--kv choose it; default: the baseline)."""
+    from .plan import custom_key
     from .plan import plan as make_plan
     from .render import explain_text
 
     req, warnings = _request(**kwargs), []
     rows = make_plan(req, warnings)
+    wanted = [r for r in rows if r.config == custom_key(req)]
+    if not wanted:  # the asked configuration runs on no asked engine: say why rather than explain another one
+        why = [w for w in warnings if w.startswith(("vllm:", "hf:"))]
+        raise UsageError("nothing to explain: " + "; ".join(why or ["no row for the asked configuration"]))
     for warning in warnings:
         click.echo(f"warning: {warning}", err=True)
-    from .plan import custom_key
-
-    wanted = [r for r in rows if r.config == custom_key(req)]
-    for row in wanted or rows[:1]:
+    for row in wanted:
         click.echo(explain_text(req, row))
 
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
 
+from . import limits
 from .engines import hf as hf_engine
 from .engines import vllm as vllm_engine
-from .errors import UnsupportedModelError, UsageError
+from .errors import UnsupportedModelError, UsageError, shown
 from .formats import KvFormat, WeightFormat, kv_format, weight_format
 from .hardware import GpuProfile
 from .kvcache import hf_cache_bytes
@@ -15,6 +16,46 @@ from .quality import quality_cell
 from .throughput import decode_speed
 
 SCHEMA = "kvcalc.plan/1"
+
+
+def resolve_vllm_version(text: str | None) -> str:
+    """--vllm-version as packaging reads version numbers (PEP 440): '' or None is the default, 'v0.24' is 0.24,
+    '0.26.0rc1' follows the 0.26.0 rules; anything else ('abc', '-1', '32k') is refused. The rules go by release
+    number, and versions before 0.9.1 (no V1 engine accounting) are refused by the engine."""
+    from packaging.version import InvalidVersion, Version
+
+    if text is None or not str(text).strip():
+        return vllm_engine.DEFAULT_VERSION
+    try:
+        version = Version(str(text).strip())
+    except InvalidVersion:
+        raise UsageError(f"--vllm-version {shown(text)} is not a version number like "
+                         f"{vllm_engine.DEFAULT_VERSION}") from None
+    release = version.base_version
+    vllm_engine.parse_version(release)  # refuses versions kvcalc has no rules for
+    return release
+
+
+def parallel_refusal(spec: ModelSpec, tp: int, pp: int = 1) -> str | None:
+    """Why vLLM refuses this TP x PP size for this model, or None. vLLM checks, at start-up:
+    - the attention heads split evenly over TP ranks (vllm/config/model.py, ModelConfig.verify_with_parallel_config:
+      "Total number of attention heads must be divisible by tensor parallel size");
+    - the KV heads split evenly, or each rank holds one replicated KV head when TP exceeds them
+      (vllm/model_executor/layers/linear.py, QKVParallelLinear: num_kv_heads % tp == 0 or tp % num_kv_heads == 0);
+    - every pipeline stage holds at least one layer (vllm/distributed/utils.py, get_pp_indices splits
+      num_hidden_layers // pp layers per stage)."""
+    if tp > 1 and spec.num_heads % tp:
+        sizes = ", ".join(str(n) for n in range(1, min(spec.num_heads, 64) + 1) if spec.num_heads % n == 0)
+        return (f"--tp {tp} does not divide {spec.name}'s {spec.num_heads} attention heads, and vLLM requires it; "
+                f"TP sizes that do: {sizes}")
+    kv = spec.num_kv_heads
+    if tp > 1 and kv and (kv % tp if tp <= kv else tp % kv):
+        return (f"--tp {tp} neither divides {spec.name}'s {kv} KV heads nor is a multiple of them, and vLLM "
+                "requires one or the other")
+    if pp > spec.num_layers:
+        return (f"--pp {pp} is more pipeline stages than {spec.name}'s {spec.num_layers} layers: each stage needs "
+                "at least one layer")
+    return None
 
 
 @dataclass(frozen=True)
@@ -67,8 +108,9 @@ class PlanRequest:
     pp: int = 1
 
     def __post_init__(self) -> None:
-        self.vllm_version = self.vllm_version or vllm_engine.DEFAULT_VERSION
-        vllm_engine.parse_version(self.vllm_version)  # refuses versions kvcalc has no rules for
+        for name in limits.BOUNDS:
+            limits.check(name, getattr(self, name))
+        self.vllm_version = resolve_vllm_version(self.vllm_version)
         if isinstance(self.weights, str):
             self.weights = weight_format(self.weights)
         if isinstance(self.kv, str):
@@ -229,31 +271,60 @@ def verdicts(rows: list[Row]) -> list[list[str]]:
 
 def request_warnings(req: PlanRequest) -> list[str]:
     """What is legal but unwise in the request itself, before any engine is asked."""
-    spec = req.spec
+    spec, out = req.spec, []
     if spec.max_position_embeddings and req.context > spec.max_position_embeddings:
-        return [f"context {req.context:,} exceeds {spec.name}'s max_position_embeddings "
-                f"{spec.max_position_embeddings:,}: quality past it is not what the model was trained for"]
-    return []
+        out.append(f"context {req.context:,} exceeds {spec.name}'s max_position_embeddings "
+                   f"{spec.max_position_embeddings:,}: quality past it is not what the model was trained for")
+    newest = vllm_engine.DEFAULT_VERSION
+    if vllm_engine.parse_version(req.vllm_version) > vllm_engine.parse_version(newest):
+        out.append(f"vLLM {req.vllm_version} is newer than the newest release kvcalc has rules for ({newest}); "
+                   f"the {newest} rules apply")
+    return out
+
+
+def _left_out(req: PlanRequest, engine: str, choice: FormatChoice) -> str | None:
+    """Why `engine` has no row for the configuration the user asked for (None when it has one)."""
+    w, k = choice.weights, choice.kv_vllm if engine == "vllm" else choice.kv_hf
+    if engine not in w.engines:
+        return f"{engine}: {choice.label} left out: {engine} does not run {w.label} weights"
+    if k is None:
+        return f"{engine}: {choice.label} left out: {engine} has no {req.kv_or_default.label} cache"
+    return None
 
 
 def plan(req: PlanRequest, warnings: list[str] | None = None) -> list[Row]:
     """Rows for every configuration and engine. An engine that cannot account for this model is left out, with
-    the reason appended to `warnings` (the other engine's rows still come); with one engine asked, it raises."""
+    the reason appended to `warnings` (the other engine's rows still come); with one engine asked, it raises.
+    A configuration the user asked for that an engine does not run is left out with a warning saying why; a
+    request that leaves no row at all is refused (never an empty table)."""
     if req.batch < 1:
         raise UsageError("--batch must be at least 1")
-    if warnings is not None:
-        warnings.extend(request_warnings(req))
+    refusal = parallel_refusal(req.spec, req.tp, req.pp)
+    if refusal:
+        raise UsageError(refusal)
+    notes = request_warnings(req)
     rows: list[Row] = []
     for engine in req.engines:
+        if engine == "hf" and (req.tp > 1 or req.pp > 1):
+            notes.append(f"hf: left out: transformers runs on one GPU here; --tp {req.tp} / --pp {req.pp} apply "
+                         "to vLLM")
+            continue
         try:
             for choice in configs_for(req):
                 row = _vllm_row(req, choice) if engine == "vllm" else _hf_row(req, choice)
                 if row is not None:
                     rows.append(row)
+                elif req.asked and choice is not BASELINE and _left_out(req, engine, choice):
+                    notes.append(_left_out(req, engine, choice))
         except UnsupportedModelError as exc:
             if len(req.engines) == 1 or warnings is None:
                 raise
-            warnings.append(f"{engine}: {exc}")
+            notes.append(f"{engine}: {exc}")
+    if not rows:
+        why = [n for n in notes if n.startswith(("vllm:", "hf:"))]
+        raise UsageError("nothing to show: " + "; ".join(why or ["no engine runs this request"]))
+    if warnings is not None:
+        warnings.extend(notes)
     return [replace(row, verdicts=marks) for row, marks in zip(rows, verdicts(rows))]
 
 
@@ -297,13 +368,20 @@ def sweep_choice(req: PlanRequest) -> FormatChoice:
     return FormatChoice("sweep", "sweep", req.weights_or_default, k, None)
 
 
-def tp_sweep(req: PlanRequest, sizes: tuple[int, ...] = (1, 2, 4, 8)) -> list[TpOption]:
-    """The asked vLLM configuration at each tensor-parallel size: what the smallest fitting TP gives and what
+SWEEP_MAX_TP = 8  # GPUs in one server
+
+
+def tp_sweep(req: PlanRequest, sizes: tuple[int, ...] | None = None) -> list[TpOption]:
+    """The asked vLLM configuration at each tensor-parallel size from 1 to 8 that vLLM accepts for this model
+    (parallel_refusal: 1, 2, 4, 8 for most models; 1, 3 for 9 heads): what the smallest fitting TP gives and what
     each larger one buys (per-GPU weights shrink; KV capacity and speed grow)."""
+    sizes = sizes or tuple(range(1, SWEEP_MAX_TP + 1))
     out = []
     choice = sweep_choice(req)
     w, k = choice.weights, choice.kv_vllm
     for tp in sizes:
+        if parallel_refusal(req.spec, tp, req.pp):
+            continue
         est = vllm_engine.estimate(req.spec, req.gpu, req.vllm_settings(choice, tp=tp))
         speed = decode_speed(req.spec, req.gpu, "vllm", w, k, req.batch, req.context, req.enforce_eager, tp)
         concurrency = est.concurrency_at(req.context)
