@@ -75,6 +75,8 @@ def check_output(path) -> Path:
         raise UsageError(f"cannot write a plot to {str(path)!r}: name it .png (or .svg, .pdf)")
     if not path.parent.is_dir():
         raise UsageError(f"cannot write a plot to {str(path)!r}: no folder {str(path.parent)!r}")
+    if path.is_dir():
+        raise UsageError(f"cannot write a plot to {str(path)!r}: it is a folder")
     return path
 
 

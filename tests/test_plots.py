@@ -172,6 +172,9 @@ def test_bad_output_path_is_a_usage_error(mpl, tmp_path):
     with pytest.raises(UsageError, match="no folder"):
         plots.check_output(tmp_path / "missing" / "plot.png")
     assert plots.check_output(tmp_path / "plot.png") == tmp_path / "plot.png"
+    (tmp_path / "folder.png").mkdir()
+    with pytest.raises(UsageError, match="it is a folder"):  # refused before any work (fuzz review, 1d)
+        plots.check_output(tmp_path / "folder.png")
 
 
 def test_missing_matplotlib_says_how_to_install(monkeypatch, tmp_path):
