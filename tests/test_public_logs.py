@@ -8,6 +8,7 @@ lines, newest wordings) are listed per log in index.json "known_parser_gaps" and
 the day the parser learns them.
 """
 
+import functools
 import json
 from pathlib import Path
 
@@ -37,7 +38,12 @@ V0_SKIP = "V0 log: parser support is issue 10"
 
 
 def _parsed(entry):
-    return parse_vllm_log((PUBLIC / entry["file"]).read_text(encoding="utf-8"))
+    return _parse_file(entry["file"])
+
+
+@functools.lru_cache(maxsize=None)
+def _parse_file(name):
+    return parse_vllm_log((PUBLIC / name).read_text(encoding="utf-8"))
 
 
 def _cases(known_gap: bool):
