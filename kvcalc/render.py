@@ -5,11 +5,15 @@ from __future__ import annotations
 import csv
 import io
 import shutil
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.table import Table
 
 from .units import GiB, fmt_bytes, fmt_gib, fmt_tokens
+
+if TYPE_CHECKING:  # annotations only: render sits above plan and never runs it
+    from .plan import PlanRequest, Row, TpOption
 
 CSV_FIELDS = ["config", "engine", "weights_format", "kv_format", "weights_bytes", "kv_bytes_per_token",
               "kv_capacity_tokens", "max_concurrency", "hf_memory_bytes", "decode_tokens_per_s", "fits",
@@ -26,7 +30,7 @@ def _gib(n: int | None) -> str:
     return "-" if n is None else f"{n / GiB:.2f}"
 
 
-def render_table(req, rows) -> None:
+def render_table(req: PlanRequest, rows: list[Row]) -> None:
     spec, gpu = req.spec, req.gpu
     title = (f"{spec.name} ({spec.params.total / 1e9:.2f} B params) on {gpu.name} "
              f"({gpu.memory_total_bytes / GiB:.2f} GiB usable), context {fmt_tokens(req.context)} tokens, "
@@ -65,7 +69,7 @@ def render_table(req, rows) -> None:
         style="dim")
 
 
-def csv_text(rows) -> str:
+def csv_text(rows: list[Row]) -> str:
     """The plan table as CSV: the row fields of the JSON, verdicts joined with '; ', speed to 0.01 tok/s."""
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=CSV_FIELDS)
@@ -78,7 +82,7 @@ def csv_text(rows) -> str:
     return buf.getvalue()
 
 
-def render_sweep(req, sweep) -> None:
+def render_sweep(req: PlanRequest, sweep: list[TpOption]) -> None:
     fitting = [o for o in sweep if o.fits]
     head = (f"smallest tensor-parallel size that fits: TP {fitting[0].tp}" if fitting
             else f"does not fit on up to {sweep[-1].tp} x {req.gpu.name}")
@@ -94,7 +98,7 @@ def render_sweep(req, sweep) -> None:
     _console().print(table)
 
 
-def explain_text(req, row) -> str:
+def explain_text(req: PlanRequest, row: Row) -> str:
     spec, gpu = req.spec, req.gpu
     lines = [f"== {row.label} on {row.engine} ==",
              f"model {spec.name}: {spec.params.total:,} params ({spec.source}); "
