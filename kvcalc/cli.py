@@ -124,15 +124,16 @@ def _request(gpu, model, context, batch, engine, weights, kv, util, max_model_le
              max_num_seqs, enforce_eager, vllm_version, tp, pp):
     from .catalog import DEFAULT_MODEL, load_model
     from .hardware import get_gpu
-    from .plan import PlanRequest
+    from .plan import PlanRequest, request_warnings
 
     spec = load_model(model or DEFAULT_MODEL)
     profile = get_gpu(gpu)
     engines = ("vllm", "hf") if engine == "both" else (engine,)
-    return PlanRequest(spec=spec, gpu=profile, context=context, batch=batch, engines=engines, weights=weights, kv=kv,
-                       util=util, max_model_len=max_model_len, max_num_batched_tokens=max_num_batched_tokens,
-                       max_num_seqs=max_num_seqs, enforce_eager=enforce_eager, vllm_version=vllm_version, tp=tp,
-                       pp=pp)
+    req = PlanRequest(spec=spec, gpu=profile, context=context, batch=batch, engines=engines, weights=weights, kv=kv,
+                      util=util, max_model_len=max_model_len, max_num_batched_tokens=max_num_batched_tokens,
+                      max_num_seqs=max_num_seqs, enforce_eager=enforce_eager, vllm_version=vllm_version, tp=tp,
+                      pp=pp)
+    return req, request_warnings(req)
 
 
 class _Commands(click.Group):
@@ -181,7 +182,7 @@ def plan(as_json, as_csv, explain_config, tp_sweep, plot_path, **kwargs):
         from .plots import check_output
 
         check_output(plot_path)
-    req, warnings = _request(**kwargs), []
+    req, warnings = _request(**kwargs)
     rows = make_plan(req, warnings)
     sweep = make_sweep(req) if should_sweep(req, rows, tp_sweep) else None
     if as_json:
@@ -235,7 +236,7 @@ def plot_command(kind, out_path, **kwargs):
     from .plots import check_output
 
     check_output(out_path)
-    req, warnings = _request(**kwargs), []
+    req, warnings = _request(**kwargs)
     rows = make_plan(req, warnings)
     for warning in warnings:
         click.echo(f"warning: {warning}", err=True)
@@ -250,7 +251,7 @@ def explain(**kwargs):
     from .plan import plan as make_plan
     from .render import explain_text
 
-    req, warnings = _request(**kwargs), []
+    req, warnings = _request(**kwargs)
     rows = make_plan(req, warnings)
     wanted = [r for r in rows if r.config == custom_key(req)]
     if not wanted:  # the asked configuration runs on no asked engine: say why rather than explain another one

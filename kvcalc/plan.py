@@ -96,8 +96,8 @@ class PlanRequest:
     context: int
     batch: int = 1
     engines: tuple[str, ...] = ("vllm", "hf")
-    weights: WeightFormat | None = None
-    kv: KvFormat | None = None
+    weights: str | None = None  # the asked weight format's name (canonical after __post_init__); None: not asked
+    kv: str | None = None  # the asked KV format's name, likewise
     util: float = 0.9
     max_model_len: int | None = None
     max_num_batched_tokens: int | None = None
@@ -106,28 +106,33 @@ class PlanRequest:
     vllm_version: str = vllm_engine.DEFAULT_VERSION
     tp: int = 1
     pp: int = 1
+    # --weights/--kv resolved once, here; everything below uses these objects, never the names
+    asked_weights: WeightFormat | None = field(init=False, default=None, repr=False, compare=False)
+    asked_kv: KvFormat | None = field(init=False, default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         for name in limits.BOUNDS:
             limits.check(name, getattr(self, name))
         self.vllm_version = resolve_vllm_version(self.vllm_version)
-        if isinstance(self.weights, str):
-            self.weights = weight_format(self.weights)
-        if isinstance(self.kv, str):
-            self.kv = kv_format(self.kv)
+        if self.weights is not None:
+            self.asked_weights = self.weights if isinstance(self.weights, WeightFormat) else weight_format(self.weights)
+            self.weights = self.asked_weights.name
+        if self.kv is not None:
+            self.asked_kv = self.kv if isinstance(self.kv, KvFormat) else kv_format(self.kv)
+            self.kv = self.asked_kv.name
 
     @property
     def asked(self) -> bool:
         """True when --weights or --kv chose a configuration (the table then shows it beside the baseline)."""
-        return self.weights is not None or self.kv is not None
+        return self.asked_weights is not None or self.asked_kv is not None
 
     @property
     def weights_or_default(self) -> WeightFormat:
-        return self.weights or BASELINE.weights
+        return self.asked_weights or BASELINE.weights
 
     @property
     def kv_or_default(self) -> KvFormat:
-        return self.kv or BASELINE.kv_vllm
+        return self.asked_kv or BASELINE.kv_vllm
 
     # -- the one translation from a request to each engine's settings ------------------------------------------------
 
@@ -302,7 +307,7 @@ def plan(req: PlanRequest, warnings: list[str] | None = None) -> list[Row]:
     refusal = parallel_refusal(req.spec, req.tp, req.pp)
     if refusal:
         raise UsageError(refusal)
-    notes = request_warnings(req)
+    notes: list[str] = []
     rows: list[Row] = []
     for engine in req.engines:
         if engine == "hf" and (req.tp > 1 or req.pp > 1):
@@ -364,7 +369,7 @@ def custom_key(req: PlanRequest) -> str:
 
 def sweep_choice(req: PlanRequest) -> FormatChoice:
     """The configuration the TP sweep runs: --weights, with --kv when vLLM runs it (else BF16 KV)."""
-    k = req.kv if req.kv is not None and req.kv.vllm_name else BASELINE.kv_vllm
+    k = req.asked_kv if req.asked_kv is not None and req.asked_kv.vllm_name else BASELINE.kv_vllm
     return FormatChoice("sweep", "sweep", req.weights_or_default, k, None)
 
 

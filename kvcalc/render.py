@@ -86,7 +86,7 @@ def render_sweep(req: PlanRequest, sweep: list[TpOption]) -> None:
     fitting = [o for o in sweep if o.fits]
     head = (f"smallest tensor-parallel size that fits: TP {fitting[0].tp}" if fitting
             else f"does not fit on up to {sweep[-1].tp} x {req.gpu.name}")
-    what = f"{req.weights_or_default.name} weights, {req.kv.name if req.kv else 'auto'} KV"
+    what = f"{req.weights_or_default.name} weights, {req.kv or 'auto'} KV"
     table = Table(title=f"vLLM ({what}) by tensor-parallel size: {head}", title_justify="left")
     for col in ("TP", "weights GiB/GPU", "KV capacity tokens", f"max conc. @{fmt_tokens(req.context)}",
                 "decode tok/s", "fits"):
