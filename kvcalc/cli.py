@@ -21,13 +21,13 @@ def _option(param) -> str:
 
 
 class _Tokens(click.ParamType):
-    """A token count such as 32k, within limits.BOUNDS of its option."""
+    """A token count such as 32k; within limits.BOUNDS when the option has a bound there."""
 
     name = "tokens"
 
     def convert(self, value, param, ctx):
         number = parse_tokens(value, what=_option(param))
-        if param is not None:
+        if param is not None and param.name in limits.BOUNDS:
             limits.check(param.name, number)
         return number
 
@@ -49,7 +49,7 @@ class _Fraction(click.ParamType):
 
 
 class _Positive(click.ParamType):
-    """A whole number from 1 to limits.BOUNDS of its option; ASCII digits only."""
+    """A whole number from 1 (to limits.BOUNDS when the option has a bound there); ASCII digits only."""
 
     name = "n"
 
@@ -63,10 +63,10 @@ class _Positive(click.ParamType):
             if len(text.lstrip("0")) > 12:
                 raise UsageError(f"{_option(param)} {shown(value)} is too large")
             number = int(text)
-        if param is not None:
+        if param is not None and param.name in limits.BOUNDS:
             limits.check(param.name, number)
         elif number < 1:
-            raise UsageError(f"must be at least 1, got {shown(value)}")
+            raise UsageError(f"{_option(param)} must be at least 1, got {shown(value)}")
         return number
 
 
