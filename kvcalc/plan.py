@@ -130,11 +130,12 @@ def _vllm_row(req: PlanRequest, cfg: Config) -> Row | None:
     est = vllm_engine.estimate(req.spec, req.gpu, settings)
     concurrency = est.concurrency_at(req.context)
     fits, shortfall = _fits_batch(req, est, concurrency)
-    speed = decode_speed(req.spec, req.gpu, "vllm", w, k, req.batch, req.context, req.enforce_eager, req.tp)
+    speed = decode_speed(req.spec, req.gpu, "vllm", w, k, req.batch, req.context, req.enforce_eager, req.tp,
+                         pp=req.pp)
     # capacity as vLLM logs it ("GPU KV cache size"): group-aware, so hybrid models count tokens, not pool blocks.
     # Weights and KV bytes per token are the deployment's: each of tp x pp GPUs holds its share.
-    return Row(cfg.key, cfg.label, "vllm", w.name, k.name, est.weights_bytes * req.tp * req.pp,
-               est.kv_bytes_per_token * req.tp * req.pp, est.logged_kv_tokens, concurrency, None, speed.tokens_per_s,
+    return Row(cfg.key, cfg.label, "vllm", w.name, k.name, est.deployment_weights_bytes,
+               est.deployment_kv_bytes_per_token, est.logged_kv_tokens, concurrency, None, speed.tokens_per_s,
                fits, shortfall, _risk(req.spec, w, k), notes=est.notes + speed.notes, vllm=est)
 
 
@@ -176,6 +177,9 @@ def plan(req: PlanRequest, warnings: list[str] | None = None) -> list[Row]:
     the reason appended to `warnings` (the other engine's rows still come); with one engine asked, it raises."""
     if req.batch < 1:
         raise UsageError("--batch must be at least 1")
+    if "vllm" in req.engines and req.max_model_len is not None and req.context > req.max_model_len:
+        raise UsageError(f"--context {req.context:,} exceeds --max-model-len {req.max_model_len:,}: vLLM rejects "
+                         "requests longer than max_model_len (raise --max-model-len, or leave it out to use --context)")
     rows: list[Row] = []
     for engine in req.engines:
         try:
@@ -187,6 +191,9 @@ def plan(req: PlanRequest, warnings: list[str] | None = None) -> list[Row]:
             if len(req.engines) == 1 or warnings is None:
                 raise
             warnings.append(f"{engine}: {exc}")
+    overflow = next((r.vllm for r in rows if r.vllm is not None and r.vllm.cudagraph_overflow_bytes), None)
+    if overflow is not None and warnings is not None:
+        warnings.append(next(n for n in overflow.notes if n.startswith("util ")))
     _mark_verdicts(rows)
     from .quality import quality_cell
 

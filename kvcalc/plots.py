@@ -149,7 +149,7 @@ def speed_series(req: PlanRequest, context: int | None = None) -> dict[str, list
         capacity = vllm_concurrency(req, cfg, context)
         points = []
         for batch in BATCHES:
-            d = decode_speed(req.spec, req.gpu, "vllm", w, k, batch, context, req.enforce_eager, req.tp)
+            d = decode_speed(req.spec, req.gpu, "vllm", w, k, batch, context, req.enforce_eager, req.tp, pp=req.pp)
             points.append(SpeedPoint(batch, d.tokens_per_s, batch <= capacity, d.bound))
         out[kv] = points
     return out
