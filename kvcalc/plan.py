@@ -9,7 +9,7 @@ from .engines import vllm as vllm_engine
 from .errors import UnsupportedModelError, UsageError
 from .formats import KvFormat, WeightFormat, kv_format, weight_format
 from .hardware import GpuProfile
-from .kvcache import hf_cache_bytes
+from .engines.hf import hf_cache_bytes
 from .model import ModelSpec
 from .throughput import decode_speed
 

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from .constants import load
 from .formats import KvFormat, WeightFormat
 from .hardware import GpuProfile
-from .kvcache import hf_bytes_per_token, vllm_bytes_per_token
+from .engines.hf import hf_bytes_per_token
+from .engines.vllm_specs import vllm_bytes_per_token
 from .layers import FullAttention, MultiLatentAttention
 from .model import ModelSpec
 from .engines.weights import weight_bytes_read_per_token
