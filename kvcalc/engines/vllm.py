@@ -261,49 +261,65 @@ def estimate(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings) -> VllmEstimate:
                      "stage's blocks serve the deployment")
     notes.append(f"activation, non-torch and CUDA-graph memory: {c['source']}")
 
-    layers_per_stage = pp_layer_partition(spec.num_layers, pp)
-    best: VllmEstimate | None = None
-    deployment_weights = 0
-    deployment_kv_per_token = 0
+    stages = stage_budgets(spec, gpu, s, requested - non_torch - cudagraph, max_model_len, mnbt, seqs, v2)
+    # kv_cache_utils.py:get_kv_cache_configs: "change the num_blocks of each rank to the smallest among all ranks"
+    low = stages[0]
+    for stage in stages[1:]:
+        if stage.num_blocks < low.num_blocks or (not stage.kv_fits and low.kv_fits):
+            low = stage
+    layout, blocks, available = low.layout, low.num_blocks, low.available_kv_bytes
+    concurrency = layout.max_concurrency(blocks) if blocks else 0.0
+    if version >= (0, 24, 0):
+        logged = layout.logged_tokens(blocks) if blocks else 0
+    else:
+        logged = blocks * layout.block_size
+    shortfall = (0 if low.kv_fits else layout.min_kv_bytes - available) + graph_overflow
+    return VllmEstimate(
+        total_memory=total, requested_memory=requested, weights_bytes=low.weights_bytes,
+        activation_bytes=low.activation_bytes, non_torch_bytes=non_torch, cudagraph_bytes=cudagraph,
+        available_kv_bytes=available, block_size=layout.block_size, page_bytes_all_layers=layout.bytes_per_block,
+        num_gpu_blocks=blocks, max_model_len=max_model_len, max_num_batched_tokens=mnbt, max_num_seqs=seqs,
+        logged_kv_tokens=logged, logged_concurrency=round(concurrency, 2),
+        kv_bytes_per_token=low.kv_bytes_per_token, fits=low.kv_fits and not graph_overflow, shortfall_bytes=shortfall,
+        deployment_weights_bytes=sum(b.weights_bytes for b in stages) * s.tensor_parallel,
+        deployment_kv_bytes_per_token=sum(b.kv_bytes_per_token for b in stages) * s.tensor_parallel,
+        cudagraph_overflow_bytes=graph_overflow, notes=layout.notes + notes, layout=layout,
+    )
+
+
+@dataclass(frozen=True)
+class StageBudget:
+    """One pipeline stage's rank (gpu_worker.py:determine_available_memory, then its own KV-cache config)."""
+
+    weights_bytes: int
+    activation_bytes: int
+    available_kv_bytes: int
+    layout: KvLayout
+    num_blocks: int
+    kv_fits: bool  # the budget holds one max_model_len request (_check_enough_kv_cache_memory)
+    kv_bytes_per_token: int
+
+
+def stage_budgets(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings, budget: int, max_model_len: int, mnbt: int,
+                  seqs: int, v2: bool) -> list[StageBudget]:
+    """Each stage's KV budget: `budget` (requested less the stage-invariant non-torch and CUDA-graph terms) less its
+    own weights and activation peak, laid out over its own layers."""
+    pp = s.pipeline_parallel
+    out = []
     start = 0
-    for stage, n_layers in enumerate(layers_per_stage):
+    for stage, n_layers in enumerate(pp_layer_partition(spec.num_layers, pp)):
         first, last = stage == 0, stage == pp - 1
         w = vllm_weight_bytes(spec, s, n_layers, has_embedding=first, has_lm_head=last)
         act = activation_bytes(spec, s, mnbt, seqs, v2, last_stage=last)
-        available = requested - w - act - non_torch - cudagraph
-        stage_layers = spec.layers[start: start + n_layers]
-        start += n_layers
+        available = budget - w - act
         try:
-            layout = vllm_kv_layout(stage_layers, s.kv, s.dtype_bytes, s.block_size, s.tensor_parallel,
-                                    max_model_len, spec.model_type, max_num_batched_tokens=mnbt,
+            layout = vllm_kv_layout(spec.layers[start: start + n_layers], s.kv, s.dtype_bytes, s.block_size,
+                                    s.tensor_parallel, max_model_len, spec.model_type, max_num_batched_tokens=mnbt,
                                     max_concurrent_batches=2 if pp == 1 else pp,
                                     compute_capability=gpu.compute_capability or 9.0)
         except (NotImplementedError, ValueError) as exc:
             raise UnsupportedModelError(f"vLLM cannot serve {spec.name} this way: {exc}") from None
-        blocks = layout.num_blocks(max(available, 0))
-        kv_fits = available >= layout.min_kv_bytes
-        fits = kv_fits and not graph_overflow
-        shortfall = (0 if kv_fits else layout.min_kv_bytes - available) + graph_overflow
-        concurrency = layout.max_concurrency(blocks) if blocks else 0.0
-        if version >= (0, 24, 0):
-            logged = layout.logged_tokens(blocks) if blocks else 0
-        else:
-            logged = blocks * layout.block_size
-        per_token = int(round(layout.kv_bytes_per_token))
-        deployment_weights += w * s.tensor_parallel
-        deployment_kv_per_token += per_token * s.tensor_parallel
-        est = VllmEstimate(
-            total_memory=total, requested_memory=requested, weights_bytes=w, activation_bytes=act,
-            non_torch_bytes=non_torch, cudagraph_bytes=cudagraph, available_kv_bytes=available,
-            block_size=layout.block_size, page_bytes_all_layers=layout.bytes_per_block, num_gpu_blocks=blocks,
-            max_model_len=max_model_len, max_num_batched_tokens=mnbt, max_num_seqs=seqs,
-            logged_kv_tokens=logged, logged_concurrency=round(concurrency, 2),
-            kv_bytes_per_token=per_token, fits=fits, shortfall_bytes=shortfall, cudagraph_overflow_bytes=graph_overflow,
-            notes=layout.notes + notes, layout=layout,
-        )
-        if best is None or est.num_gpu_blocks < best.num_gpu_blocks or (not est.fits and best.fits):
-            best = est
-    assert best is not None
-    best.deployment_weights_bytes = deployment_weights
-    best.deployment_kv_bytes_per_token = deployment_kv_per_token
-    return best
+        start += n_layers
+        out.append(StageBudget(w, act, available, layout, layout.num_blocks(max(available, 0)),
+                               available >= layout.min_kv_bytes, int(round(layout.kv_bytes_per_token))))
+    return out
