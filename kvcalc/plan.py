@@ -131,7 +131,7 @@ def _vllm_row(req: PlanRequest, cfg: Config) -> Row | None:
     concurrency = est.concurrency_at(req.context)
     fits, shortfall = _fits_batch(req, est, concurrency)
     speed = decode_speed(req.spec, req.gpu, "vllm", w, k, req.batch, req.context, req.enforce_eager, req.tp,
-                         pp=req.pp)
+                         pp=req.pp, kv_bytes_per_token=est.deployment_kv_bytes_per_token)
     # capacity as vLLM logs it ("GPU KV cache size"): group-aware, so hybrid models count tokens, not pool blocks.
     # Weights and KV bytes per token are the deployment's: each of tp x pp GPUs holds its share.
     return Row(cfg.key, cfg.label, "vllm", w.name, k.name, est.deployment_weights_bytes,
@@ -249,7 +249,8 @@ def tp_sweep(req: PlanRequest, sizes: tuple[int, ...] = (1, 2, 4, 8)) -> list[Tp
             max_num_batched_tokens=req.max_num_batched_tokens, max_num_seqs=req.max_num_seqs,
             enforce_eager=req.enforce_eager, version=req.vllm_version, tensor_parallel=tp)
         est = vllm_engine.estimate(req.spec, req.gpu, settings)
-        speed = decode_speed(req.spec, req.gpu, "vllm", w, k, req.batch, req.context, req.enforce_eager, tp)
+        speed = decode_speed(req.spec, req.gpu, "vllm", w, k, req.batch, req.context, req.enforce_eager, tp,
+                             kv_bytes_per_token=est.deployment_kv_bytes_per_token)
         concurrency = est.concurrency_at(req.context)
         fits, shortfall = _fits_batch(req, est, concurrency)
         out.append(TpOption(tp, fits, shortfall, est.weights_bytes, est.logged_kv_tokens, concurrency,

@@ -146,10 +146,16 @@ def speed_series(req: PlanRequest, context: int | None = None) -> dict[str, list
     for kv in speed_kvs(req):
         k = kv_format(kv)
         cfg = Config(kv, kv, w.name, kv, None)
-        capacity = vllm_concurrency(req, cfg, context)
+        try:
+            est = vllm_engine.estimate(req.spec, req.gpu, _vllm_settings(req, cfg, req.max_model_len or context))
+        except UnsupportedModelError:
+            est = None
+        capacity = est.concurrency_at(context) if est else 0
+        per_token = est.deployment_kv_bytes_per_token if est else None  # the table's figure
         points = []
         for batch in BATCHES:
-            d = decode_speed(req.spec, req.gpu, "vllm", w, k, batch, context, req.enforce_eager, req.tp, pp=req.pp)
+            d = decode_speed(req.spec, req.gpu, "vllm", w, k, batch, context, req.enforce_eager, req.tp, pp=req.pp,
+                             kv_bytes_per_token=per_token)
             points.append(SpeedPoint(batch, d.tokens_per_s, batch <= capacity, d.bound))
         out[kv] = points
     return out

@@ -39,8 +39,12 @@ def _emulated(min_cc: float | None, gpu: GpuProfile) -> bool:
 
 def decode_speed(spec: ModelSpec, gpu: GpuProfile, engine: str, weights: WeightFormat, kv: KvFormat, batch: int,
                  context: int, enforce_eager: bool = False, tp: int = 1, dtype_bytes: int = 2,
-                 pp: int = 1) -> DecodeEstimate:
+                 pp: int = 1, kv_bytes_per_token: float | None = None) -> DecodeEstimate:
     """Decode tokens/s of `batch` requests at `context` tokens.
+
+    kv_bytes_per_token: the deployment's KV bytes per token of context, as the plan row shows it (vLLM: the
+    VllmEstimate's deployment_kv_bytes_per_token, so Mamba state and capped sliding windows count as they are
+    stored). None: every attention layer counted in full per token (vllm_specs.vllm_bytes_per_token x tp).
 
     Pipeline parallel (pp > 1): vLLM keeps pp batches in flight (config/vllm.py:max_concurrent_batches), so the batch
     runs as m = min(pp, batch) micro-batches; each stage holds 1/pp of the layers and a token passes the pp stages in
@@ -58,7 +62,8 @@ def decode_speed(spec: ModelSpec, gpu: GpuProfile, engine: str, weights: WeightF
             else e["fixed_step_s"]
         if tp > 1:
             fixed += e["tp_comm_per_layer_s"] * layers  # an all-reduce after attention and after the MLP
-        kv_per_token = vllm_bytes_per_token(spec.layers, kv, dtype_bytes, tp) * tp
+        kv_per_token = kv_bytes_per_token if kv_bytes_per_token is not None \
+            else vllm_bytes_per_token(spec.layers, kv, dtype_bytes, tp) * tp
     else:
         fixed = e["fixed_step_s"] + e["per_layer_s"] * layers
         if kv.hf_quantized:

@@ -118,3 +118,15 @@ def test_pp_speed_round_is_pp_stage_steps_of_one_micro_batch():
     assert two.tokens_per_s > one.tokens_per_s
     assert decode_speed(spec, gpu, "vllm", w, k, 1, 32768, pp=2).tokens_per_s < \
         decode_speed(spec, gpu, "vllm", w, k, 1, 32768).tokens_per_s
+
+
+def test_speed_reads_the_rows_kv_bytes_per_token():
+    """One source: decode speed uses the row's deployment KV B/token (Jamba: Mamba state amortized, 16,680 B at
+    32k on an H200), not a second per-layer sum (16,384 B)."""
+    spec, gpu = load_model("jamba-1.5-mini"), get_gpu("h200")
+    row = plan(PlanRequest(spec, gpu, 32768, engines=("vllm",)))[0]
+    assert row.kv_bytes_per_token == 16680
+    w, k = weight_format("bf16"), kv_format("auto")
+    same = decode_speed(spec, gpu, "vllm", w, k, 1, 32768, kv_bytes_per_token=16680)
+    assert row.decode_tokens_per_s == same.tokens_per_s
+    assert same.kv_bytes_read == 16680 * 32768
