@@ -80,9 +80,9 @@ class Row:
     def to_json(self) -> dict:
         out = {k: v for k, v in asdict(self).items() if k not in ("vllm", "hf")}
         if self.vllm is not None:
-            out["vllm_breakdown"] = asdict(self.vllm)
+            out["vllm_breakdown"] = self.vllm.to_json()
         if self.hf is not None:
-            out["hf_breakdown"] = asdict(self.hf)
+            out["hf_breakdown"] = self.hf.to_json()
         return out
 
 
@@ -216,7 +216,7 @@ def plan_json(req: PlanRequest, rows: list[Row], warnings: list[str], sweep: lis
                      "pp": req.pp},
         "warnings": warnings,
         "rows": [r.to_json() for r in rows],
-        "tp_sweep": [asdict(o) for o in sweep] if sweep else None,
+        "tp_sweep": [o.to_json() for o in sweep] if sweep else None,
     }
 
 
@@ -229,6 +229,11 @@ class TpOption:
     kv_capacity_tokens: int
     max_concurrency: int
     decode_tokens_per_s: float
+
+    def to_json(self) -> dict:
+        return {"tp": self.tp, "fits": self.fits, "shortfall_bytes": self.shortfall_bytes,
+                "weights_per_gpu_bytes": self.weights_per_gpu_bytes, "kv_capacity_tokens": self.kv_capacity_tokens,
+                "max_concurrency": self.max_concurrency, "decode_tokens_per_s": self.decode_tokens_per_s}
 
 
 def custom_key(req: PlanRequest) -> str:

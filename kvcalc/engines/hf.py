@@ -111,6 +111,16 @@ class HfEstimate:
     shortfall_bytes: int
     notes: list[str] = field(default_factory=list)
 
+    def to_json(self) -> dict:
+        """The plan JSON's hf_breakdown (kvcalc.plan/1): these keys, in this order."""
+        return {
+            "static_bytes": self.static_bytes, "cache_bytes": self.cache_bytes, "cache_tokens": self.cache_tokens,
+            "transient_bytes": self.transient_bytes, "prefill_activation_bytes": self.prefill_activation_bytes,
+            "peak_increment_bytes": self.peak_increment_bytes, "cuda_context_bytes": self.cuda_context_bytes,
+            "total_bytes": self.total_bytes, "gpu_total_bytes": self.gpu_total_bytes, "fits": self.fits,
+            "shortfall_bytes": self.shortfall_bytes, "notes": list(self.notes),
+        }
+
 
 def _check(spec: ModelSpec, s: HfSettings) -> None:
     if "hf" not in s.weights.engines:

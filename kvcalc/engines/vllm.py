@@ -91,6 +91,25 @@ class VllmEstimate:
     def kv_capacity_tokens(self) -> int:
         return self.num_gpu_blocks * self.block_size
 
+    def to_json(self) -> dict:
+        """The plan JSON's vllm_breakdown (kvcalc.plan/1): these keys, in this order, whatever the fields are named."""
+        return {
+            "total_memory": self.total_memory, "requested_memory": self.requested_memory,
+            "weights_bytes": self.weights_bytes, "activation_bytes": self.activation_bytes,
+            "non_torch_bytes": self.non_torch_bytes, "cudagraph_bytes": self.cudagraph_bytes,
+            "available_kv_bytes": self.available_kv_bytes, "block_size": self.block_size,
+            "page_bytes_all_layers": self.page_bytes_all_layers, "num_gpu_blocks": self.num_gpu_blocks,
+            "max_model_len": self.max_model_len, "max_num_batched_tokens": self.max_num_batched_tokens,
+            "max_num_seqs": self.max_num_seqs, "logged_kv_tokens": self.logged_kv_tokens,
+            "logged_concurrency": self.logged_concurrency, "kv_bytes_per_token": self.kv_bytes_per_token,
+            "fits": self.fits, "shortfall_bytes": self.shortfall_bytes,
+            "deployment_weights_bytes": self.deployment_weights_bytes,
+            "deployment_kv_bytes_per_token": self.deployment_kv_bytes_per_token,
+            "cudagraph_overflow_bytes": self.cudagraph_overflow_bytes,
+            "notes": list(self.notes),
+            "layout": self.layout.to_json() if self.layout is not None else None,
+        }
+
     def concurrency_at(self, context: int) -> int:
         """Requests of `context` tokens that fit at once: whole blocks each (sliding groups capped at their
         window), one null block reserved."""

@@ -119,6 +119,20 @@ class KvLayout:
     mamba_page_padded: int | None = None  # mamba_page_size_padded, when the state page was padded
     notes: list[str] = field(default_factory=list)
 
+    def to_json(self) -> dict:
+        """vllm_breakdown.layout in the plan JSON (kvcalc.plan/1): these keys, in this order."""
+        return {
+            "block_size": self.block_size,
+            "groups": [[g.kind, g.n_layers, g.page_bytes] for g in self.groups],
+            "group_size": self.group_size, "bytes_per_block": self.bytes_per_block,
+            "max_model_len": self.max_model_len, "layout": self.layout,
+            "rules": [{"kind": r.kind, "block_size": r.block_size, "window": r.window, "cap_blocks": r.cap_blocks,
+                       "fixed_blocks": r.fixed_blocks} for r in self.rules],
+            "hybrid_allocator": self.hybrid_allocator, "in_flight_tokens": self.in_flight_tokens,
+            "cache_block_size": self.cache_block_size, "mamba_page_padded": self.mamba_page_padded,
+            "notes": list(self.notes),
+        }
+
     @property
     def max_blocks_per_request(self) -> int:
         """num_block_per_request of get_max_concurrency_for_kv_cache_config."""
