@@ -16,6 +16,7 @@ from .engines.hf import hf_bytes_per_token
 from .engines.vllm_specs import vllm_bytes_per_token
 from .layers import FullAttention, MultiLatentAttention
 from .model import ModelSpec
+from .units import ceil_div
 from .engines.weights import weight_bytes_read_per_token
 
 
@@ -74,7 +75,7 @@ def decode_speed(spec: ModelSpec, gpu: GpuProfile, engine: str, weights: WeightF
 
     micro_batches = min(pp, batch)
     micro = batch / micro_batches  # requests per micro-batch (pp = 1: the whole batch)
-    w_bytes = weight_bytes_read_per_token(spec, weights, -(-batch // micro_batches), dtype_bytes)
+    w_bytes = weight_bytes_read_per_token(spec, weights, ceil_div(batch, micro_batches), dtype_bytes)
     kv_bytes = kv_per_token * context * micro
     w_cost = 1.0
     if weights.needs_unpack and not (engine == "hf" and weights.name.startswith("nf4")):

@@ -16,6 +16,7 @@ from ..formats import KvFormat, WeightFormat
 from ..hardware import GpuProfile
 from ..layers import FullAttention, LayerCache, MambaState, MultiLatentAttention, NoCache, SlidingWindow
 from ..model import ModelSpec
+from ..units import GiB
 from .weights import weight_bytes
 
 
@@ -179,7 +180,7 @@ def estimate(spec: ModelSpec, s: HfSettings, gpu: GpuProfile | None = None) -> H
     if s.weights.name.startswith("nf4") or s.weights.name == "int8":
         notes.append("bitsandbytes quantizes every nn.Linear but lm_head; embeddings and norms stay 16-bit")
     notes.append(f"prefill activation factors: {c['source']}")
-    notes.append(f"CUDA context {context / 2**30:.2f} GiB: an assumption (the runs measured torch's allocations only)")
+    notes.append(f"CUDA context {context / GiB:.2f} GiB: an assumption (the runs measured torch's allocations only)")
     return HfEstimate(
         static_bytes=static, cache_bytes=cache, cache_tokens=cache_tokens, transient_bytes=transient,
         prefill_activation_bytes=prefill, peak_increment_bytes=peak, cuda_context_bytes=context,

@@ -22,7 +22,7 @@ from ..errors import UnsupportedModelError, UsageError
 from ..formats import KvFormat, WeightFormat
 from ..hardware import GpuProfile
 from ..model import ModelSpec
-from ..units import GiB
+from ..units import GiB, ceil_div
 from .vllm_groups import KvLayout, vllm_kv_layout
 from .weights import weight_bytes
 
@@ -139,7 +139,7 @@ def resolve_batching(gpu: GpuProfile, s: VllmSettings, max_model_len: int) -> tu
 
 
 def _padded_vocab(vocab: int, tp: int) -> int:
-    padded = -(-vocab // VOCAB_PADDING) * VOCAB_PADDING
+    padded = ceil_div(vocab, VOCAB_PADDING) * VOCAB_PADDING
     return padded // tp if tp > 1 else padded
 
 
@@ -268,11 +268,11 @@ def estimate(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings) -> VllmEstimate:
         notes.append(f"FP8 weights on {gpu.name} (compute capability {cc}) run as a weight-only kernel (Marlin)")
     if capture:
         notes.append("V2 model runner: CUDA graphs are captured after the KV cache is allocated, using about "
-                     f"{capture / 2**30:.2f} GiB beyond gpu_memory_utilization (not subtracted from KV)")
+                     f"{capture / GiB:.2f} GiB beyond gpu_memory_utilization (not subtracted from KV)")
     if graph_overflow:
         highest = math.floor(100 * (total - capture) / total) / 100
-        notes.append(f"util {s.gpu_memory_utilization} leaves {(total - requested) / 2**30:.2f} GiB outside vLLM's "
-                     f"budget, less than the ~{capture / 2**30:.2f} GiB the CUDA graphs take after the KV cache: "
+        notes.append(f"util {s.gpu_memory_utilization} leaves {(total - requested) / GiB:.2f} GiB outside vLLM's "
+                     f"budget, less than the ~{capture / GiB:.2f} GiB the CUDA graphs take after the KV cache: "
                      f"capture would run out of memory (use --util {highest} or lower, or --enforce-eager)")
     if pp > 1:
         notes.append(f"pipeline stages of {pp_layer_partition(spec.num_layers, pp)} layers "

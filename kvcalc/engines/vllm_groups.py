@@ -58,8 +58,9 @@ from typing import NamedTuple
 
 from ..formats import KvFormat
 from ..layers import LayerCache, MultiLatentAttention, NoCache
+from ..units import ceil_div
 from .vllm_specs import (  # noqa: F401  (re-exported: the page arithmetic's old home)
-    DEFAULT_BLOCK_SIZE, SMALLEST_KERNEL_BLOCK, PageSpec, _cdiv, choose_block_size, layer_specs,
+    DEFAULT_BLOCK_SIZE, SMALLEST_KERNEL_BLOCK, PageSpec, choose_block_size, layer_specs,
 )
 
 DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192  # LLM class on GPUs < 70 GiB (engine/arg_utils.py:get_batch_defaults)
@@ -92,13 +93,13 @@ class GroupRule:
             return self.fixed_blocks
         if self.cap_blocks is not None:
             return self.cap_blocks
-        return _cdiv(max_model_len, self.block_size)
+        return ceil_div(max_model_len, self.block_size)
 
     def blocks_for(self, context: int) -> int:
         """Blocks the admission gate reserves for a request of `context` tokens (apply_admission_cap=True)."""
         if self.fixed_blocks is not None:
             return self.fixed_blocks
-        blocks = _cdiv(max(context, 0), self.block_size)
+        blocks = ceil_div(max(context, 0), self.block_size)
         if self.cap_blocks is not None:
             blocks = min(blocks, self.cap_blocks)
         return blocks
@@ -252,7 +253,7 @@ def group_uniform_page_size(specs: list[PageSpec], in_flight: int, max_model_len
         group_size = max(counts)
     groups, rules = [], []
     for s, n in by_spec.items():
-        n_groups = _cdiv(n, group_size)
+        n_groups = ceil_div(n, group_size)
         for i in range(n_groups):
             groups.append(KvGroup(s.kind, len(range(i, n, n_groups)), page))
             rules.append(_rule_for(s, in_flight, max_model_len))

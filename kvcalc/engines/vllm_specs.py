@@ -12,13 +12,10 @@ from dataclasses import dataclass
 
 from ..formats import KvFormat
 from ..layers import FullAttention, LayerCache, MambaState, MultiLatentAttention, SlidingWindow
+from ..units import ceil_div
 
 DEFAULT_BLOCK_SIZE = 16  # config/cache.py CacheConfig.DEFAULT_BLOCK_SIZE
 SMALLEST_KERNEL_BLOCK = 16  # FLASH_ATTN / TRITON_ATTN MultipleOf(16), FLASHINFER [16, 32, 64]
-
-
-def _cdiv(a: int, b: int) -> int:
-    return -(-a // b)
 
 
 def vllm_kv_heads_per_rank(num_kv_heads: int, tp: int) -> int:
@@ -78,8 +75,8 @@ class PageSpec:
         if self.kind == "mamba":
             return 1
         if self.kind == "sliding":
-            return _cdiv(min(self.window - 1 + in_flight_tokens, max_model_len), self.block_size) + 1
-        return _cdiv(max_model_len, self.block_size)
+            return ceil_div(min(self.window - 1 + in_flight_tokens, max_model_len), self.block_size) + 1
+        return ceil_div(max_model_len, self.block_size)
 
 
 def mla_backend_block(compute_capability: float, fp8: bool, qk_nope_head_dim: int) -> tuple[str, int]:
@@ -143,7 +140,7 @@ def choose_block_size(cached: list[LayerCache], kv: KvFormat, dtype_bytes: int, 
         state_page = mamba_page(mamba_layers[0], tp, conv_bytes, ssm_bytes)
         if state_page > 0:
             align = max(kernel_min, bs)
-            attn_block = align * _cdiv(state_page, align * attn_1tok)
+            attn_block = align * ceil_div(state_page, align * attn_1tok)
             if bs < attn_block:
                 notes.append(f"block size raised {bs} -> {attn_block} so the attention page ({attn_1tok} B/token) "
                              f"covers the Mamba state page ({state_page} B) (interface.py:_align_hybrid_block_size)")
