@@ -77,34 +77,6 @@ class KvGroup(NamedTuple):
     page_bytes: int
 
 
-@dataclass(frozen=True)
-class GroupRule:
-    """How many blocks one request holds in a group."""
-
-    kind: str
-    block_size: int  # tokens per block in this group (a Mamba group: its mamba_block_size, i.e. max_model_len)
-    window: int = 0  # sliding groups
-    cap_blocks: int | None = None  # sliding: max_admission_blocks_per_request
-    fixed_blocks: int | None = None  # mamba: state blocks per request
-
-    def max_blocks(self, max_model_len: int) -> int:
-        """max_memory_usage_bytes // page_size_bytes (kv_cache_interface.py)."""
-        if self.fixed_blocks is not None:
-            return self.fixed_blocks
-        if self.cap_blocks is not None:
-            return self.cap_blocks
-        return ceil_div(max_model_len, self.block_size)
-
-    def blocks_for(self, context: int) -> int:
-        """Blocks the admission gate reserves for a request of `context` tokens (apply_admission_cap=True)."""
-        if self.fixed_blocks is not None:
-            return self.fixed_blocks
-        blocks = ceil_div(max(context, 0), self.block_size)
-        if self.cap_blocks is not None:
-            blocks = min(blocks, self.cap_blocks)
-        return blocks
-
-
 @dataclass
 class KvLayout:
     block_size: int  # tokens per block of the full-attention (or MLA) group; the sliding block when all are sliding
@@ -113,7 +85,7 @@ class KvLayout:
     bytes_per_block: int  # what get_num_blocks divides the KV budget by
     max_model_len: int
     layout: str  # "uniform", "uniform_type" or "hybrid"
-    rules: list[GroupRule] = field(default_factory=list)  # one per group, same order
+    rules: list[PageSpec] = field(default_factory=list)  # each group's spec, same order
     hybrid_allocator: bool = True
     in_flight_tokens: int = 0
     cache_block_size: int = 0  # cache_config.block_size after the backend / Mamba adjustments
@@ -127,17 +99,23 @@ class KvLayout:
             "groups": [[g.kind, g.n_layers, g.page_bytes] for g in self.groups],
             "group_size": self.group_size, "bytes_per_block": self.bytes_per_block,
             "max_model_len": self.max_model_len, "layout": self.layout,
-            "rules": [{"kind": r.kind, "block_size": r.block_size, "window": r.window, "cap_blocks": r.cap_blocks,
-                       "fixed_blocks": r.fixed_blocks} for r in self.rules],
+            "rules": [self._rule_json(spec) for spec in self.rules],
             "hybrid_allocator": self.hybrid_allocator, "in_flight_tokens": self.in_flight_tokens,
             "cache_block_size": self.cache_block_size, "mamba_page_padded": self.mamba_page_padded,
             "notes": list(self.notes),
         }
 
+    def _rule_json(self, spec: PageSpec) -> dict:
+        """A group's admission rule as kvcalc.plan/1 has written it (it was a GroupRule dataclass)."""
+        return {"kind": spec.kind, "block_size": spec.block_size, "window": spec.window,
+                "cap_blocks": spec.max_blocks(self.max_model_len, self.in_flight_tokens)
+                if spec.kind == "sliding" else None,
+                "fixed_blocks": 1 if spec.kind == "mamba" else None}
+
     @property
     def max_blocks_per_request(self) -> int:
         """num_block_per_request of get_max_concurrency_for_kv_cache_config."""
-        return sum(rule.max_blocks(self.max_model_len) for rule in self.rules)
+        return sum(spec.max_blocks(self.max_model_len, self.in_flight_tokens) for spec in self.rules)
 
     def num_blocks(self, available_bytes: int) -> int:
         """get_num_blocks / get_kv_cache_config_from_groups: floor(available / bytes per block), at least 0."""
@@ -161,7 +139,7 @@ class KvLayout:
 
     def blocks_per_request(self, context: int) -> int:
         """Blocks the scheduler must find free to admit a request of `context` tokens (all groups)."""
-        return sum(rule.blocks_for(context) for rule in self.rules)
+        return sum(spec.blocks_for(context, self.max_model_len, self.in_flight_tokens) for spec in self.rules)
 
     def concurrency_at(self, num_blocks: int, context: int) -> int:
         """Requests of `context` tokens that fit at once: whole blocks each, the null block reserved."""
@@ -204,28 +182,19 @@ def unify_hybrid_specs(specs: list[PageSpec], notes: list[str]) -> list[PageSpec
     return specs
 
 
-def _rule_for(spec: PageSpec, in_flight: int, max_model_len: int) -> GroupRule:
-    if spec.kind == "mamba":
-        return GroupRule("mamba", spec.block_size, fixed_blocks=1)  # MambaSpec: page * (1 + spec blocks)
-    if spec.kind == "sliding":
-        cap = spec.max_blocks(max_model_len, in_flight)  # SlidingWindowSpec.max_admission_blocks_per_request
-        return GroupRule("sliding", spec.block_size, window=spec.window, cap_blocks=cap)
-    return GroupRule(spec.kind, spec.block_size)
-
-
 class _Grouping(NamedTuple):
     groups: list[KvGroup]
-    rules: list[GroupRule]
+    rules: list[PageSpec]
     group_size: int
     bytes_per_block: int
     layout: str
 
 
-def group_uniform(specs: list[PageSpec], in_flight: int, max_model_len: int) -> _Grouping:
+def group_uniform(specs: list[PageSpec]) -> _Grouping:
     """_get_kv_cache_groups_uniform_spec: all specs equal -> one group of L layers; blocks = avail // page // L."""
     spec = specs[0]
-    return _Grouping([KvGroup(spec.kind, len(specs), spec.page_bytes)], [_rule_for(spec, in_flight, max_model_len)],
-                     len(specs), spec.page_bytes * len(specs), "uniform")
+    return _Grouping([KvGroup(spec.kind, len(specs), spec.page_bytes)], [spec], len(specs),
+                     spec.page_bytes * len(specs), "uniform")
 
 
 def group_uniform_type(specs: list[PageSpec], in_flight: int, max_model_len: int) -> _Grouping:
@@ -233,12 +202,11 @@ def group_uniform_type(specs: list[PageSpec], in_flight: int, max_model_len: int
     total = sum(s.page_bytes for s in specs)
     kind = "full" if specs[0].type_key == ("full",) else specs[0].kind
     # max_memory_usage_bytes: max over layers of their page counts (equal within one type and block size).
-    rule = max((_rule_for(s, in_flight, max_model_len) for s in specs), key=lambda r: r.max_blocks(max_model_len))
+    rule = max(specs, key=lambda s: s.max_blocks(max_model_len, in_flight))
     return _Grouping([KvGroup(kind, len(specs), total)], [rule], len(specs), total, "uniform_type")
 
 
-def group_uniform_page_size(specs: list[PageSpec], in_flight: int, max_model_len: int,
-                            notes: list[str]) -> _Grouping:
+def group_uniform_page_size(specs: list[PageSpec], notes: list[str]) -> _Grouping:
     """_get_kv_cache_groups_uniform_page_size, after unify_kv_cache_spec_page_size: each type is split into groups of
     group_size layers (the smallest type's count, or the largest's when max < 1.5 * min; short groups padded);
     blocks = avail // page // group_size."""
@@ -256,7 +224,7 @@ def group_uniform_page_size(specs: list[PageSpec], in_flight: int, max_model_len
         n_groups = ceil_div(n, group_size)
         for i in range(n_groups):
             groups.append(KvGroup(s.kind, len(range(i, n, n_groups)), page))
-            rules.append(_rule_for(s, in_flight, max_model_len))
+            rules.append(s)
         if n % group_size:
             notes.append(f"{group_size - n % group_size} padding layer(s) added to the {s.kind} groups "
                          "(_get_kv_cache_groups_uniform_page_size)")
@@ -356,11 +324,11 @@ def vllm_kv_layout(
     in_flight = max_concurrent_batches * max_num_batched_tokens
 
     if len(set(specs)) == 1:
-        grouping = group_uniform(specs, in_flight, max_model_len)
+        grouping = group_uniform(specs)
     elif _uniform_type(specs):
         grouping = group_uniform_type(specs, in_flight, max_model_len)
     else:
-        grouping = group_uniform_page_size(specs, in_flight, max_model_len, notes)
+        grouping = group_uniform_page_size(specs, notes)
     rules = grouping.rules
 
     # The block size users see: the full-attention one; with only sliding layers, theirs.

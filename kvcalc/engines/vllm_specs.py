@@ -78,6 +78,16 @@ class PageSpec:
             return ceil_div(min(self.window - 1 + in_flight_tokens, max_model_len), self.block_size) + 1
         return ceil_div(max_model_len, self.block_size)
 
+    def blocks_for(self, context: int, max_model_len: int, in_flight_tokens: int) -> int:
+        """Blocks the admission gate reserves for a request of `context` tokens (kv_cache_manager.py:allocate_slots,
+        single_type_kv_cache_manager.py:get_num_blocks_to_allocate with apply_admission_cap=True)."""
+        if self.kind == "mamba":
+            return 1
+        blocks = ceil_div(max(context, 0), self.block_size)
+        if self.kind == "sliding":
+            blocks = min(blocks, self.max_blocks(max_model_len, in_flight_tokens))
+        return blocks
+
 
 def mla_backend_block(compute_capability: float, fp8: bool, qk_nope_head_dim: int) -> tuple[str, int]:
     """(backend, default block size) for MLA when --block-size is not given (platforms/cuda.py priorities)."""
