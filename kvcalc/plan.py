@@ -10,7 +10,7 @@ from .engines import vllm as vllm_engine
 from .errors import UnsupportedModelError, UsageError, shown
 from .formats import KvFormat, WeightFormat, kv_format, weight_format
 from .hardware import GpuProfile
-from .kvcache import hf_cache_bytes
+from .engines.hf import hf_cache_bytes
 from .model import ModelSpec
 from .quality import quality_cell
 from .throughput import decode_speed
@@ -181,9 +181,9 @@ class Row:
     def to_json(self) -> dict:
         out = {k: v for k, v in asdict(self).items() if k not in ("vllm", "hf")}
         if self.vllm is not None:
-            out["vllm_breakdown"] = asdict(self.vllm)
+            out["vllm_breakdown"] = self.vllm.to_json()
         if self.hf is not None:
-            out["hf_breakdown"] = asdict(self.hf)
+            out["hf_breakdown"] = self.hf.to_json()
         return out
 
 
@@ -225,12 +225,12 @@ def _vllm_row(req: PlanRequest, choice: FormatChoice) -> Row | None:
     est = vllm_engine.estimate(req.spec, req.gpu, req.vllm_settings(choice))
     concurrency = est.concurrency_at(req.context)
     fits, shortfall = _fits_batch(req, est, concurrency)
-    speed = decode_speed(req.spec, req.gpu, "vllm", w, k, req.batch, req.context, req.enforce_eager, req.tp)
+    speed = decode_speed(req.spec, req.gpu, "vllm", w, k, req.batch, req.context, req.enforce_eager, req.tp,
+                         pp=req.pp, kv_bytes_per_token=est.deployment_kv_bytes_per_token)
     # capacity as vLLM logs it ("GPU KV cache size"): group-aware, so hybrid models count tokens, not pool blocks.
     # Weights and KV bytes per token are the deployment's: each of tp x pp GPUs holds its share.
     return Row(config=choice.key, label=choice.label, engine="vllm", weights_format=w.name, kv_format=k.name,
-               weights_bytes=est.weights_bytes * req.tp * req.pp,
-               kv_bytes_per_token=est.kv_bytes_per_token * req.tp * req.pp,
+               weights_bytes=est.deployment_weights_bytes, kv_bytes_per_token=est.deployment_kv_bytes_per_token,
                kv_capacity_tokens=est.logged_kv_tokens, max_concurrency=concurrency, hf_memory_bytes=None,
                decode_tokens_per_s=speed.tokens_per_s, fits=fits, shortfall_bytes=shortfall,
                quality_risk=_risk(req.spec, w, k), notes=est.notes + speed.notes,
@@ -307,6 +307,9 @@ def plan(req: PlanRequest, warnings: list[str] | None = None) -> list[Row]:
     refusal = parallel_refusal(req.spec, req.tp, req.pp)
     if refusal:
         raise UsageError(refusal)
+    if "vllm" in req.engines and req.max_model_len is not None and req.context > req.max_model_len:
+        raise UsageError(f"--context {req.context:,} exceeds --max-model-len {req.max_model_len:,}: vLLM rejects "
+                         "requests longer than max_model_len (raise --max-model-len, or leave it out to use --context)")
     notes: list[str] = []
     rows: list[Row] = []
     for engine in req.engines:
@@ -328,6 +331,9 @@ def plan(req: PlanRequest, warnings: list[str] | None = None) -> list[Row]:
     if not rows:
         why = [n for n in notes if n.startswith(("vllm:", "hf:"))]
         raise UsageError("nothing to show: " + "; ".join(why or ["no engine runs this request"]))
+    overflow = next((r.vllm for r in rows if r.vllm is not None and r.vllm.cudagraph_overflow_bytes), None)
+    if overflow is not None:
+        notes.append(next(n for n in overflow.notes if n.startswith("util ")))
     if warnings is not None:
         warnings.extend(notes)
     return [replace(row, verdicts=marks) for row, marks in zip(rows, verdicts(rows))]
@@ -347,7 +353,7 @@ def plan_json(req: PlanRequest, rows: list[Row], warnings: list[str], sweep: lis
                      "pp": req.pp},
         "warnings": warnings,
         "rows": [r.to_json() for r in rows],
-        "tp_sweep": [asdict(o) for o in sweep] if sweep else None,
+        "tp_sweep": [o.to_json() for o in sweep] if sweep else None,
     }
 
 
@@ -360,6 +366,11 @@ class TpOption:
     kv_capacity_tokens: int
     max_concurrency: int
     decode_tokens_per_s: float
+
+    def to_json(self) -> dict:
+        return {"tp": self.tp, "fits": self.fits, "shortfall_bytes": self.shortfall_bytes,
+                "weights_per_gpu_bytes": self.weights_per_gpu_bytes, "kv_capacity_tokens": self.kv_capacity_tokens,
+                "max_concurrency": self.max_concurrency, "decode_tokens_per_s": self.decode_tokens_per_s}
 
 
 def custom_key(req: PlanRequest) -> str:
@@ -388,7 +399,8 @@ def tp_sweep(req: PlanRequest, sizes: tuple[int, ...] | None = None) -> list[TpO
         if parallel_refusal(req.spec, tp, req.pp):
             continue
         est = vllm_engine.estimate(req.spec, req.gpu, req.vllm_settings(choice, tp=tp))
-        speed = decode_speed(req.spec, req.gpu, "vllm", w, k, req.batch, req.context, req.enforce_eager, tp)
+        speed = decode_speed(req.spec, req.gpu, "vllm", w, k, req.batch, req.context, req.enforce_eager, tp,
+                             kv_bytes_per_token=est.deployment_kv_bytes_per_token)
         concurrency = est.concurrency_at(req.context)
         fits, shortfall = _fits_batch(req, est, concurrency)
         out.append(TpOption(tp, fits, shortfall, est.weights_bytes, est.logged_kv_tokens, concurrency,

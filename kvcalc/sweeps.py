@@ -91,14 +91,20 @@ def speed_label(req: PlanRequest, kv: str) -> str:
     return f"{req.weights_or_default.label} weights, {kv_label(kv)}"
 
 
+def vllm_estimate(req: PlanRequest, choice: FormatChoice, context: int) -> vllm_engine.VllmEstimate | None:
+    """vLLM started to serve `context` tokens (max_model_len = --max-model-len, else `context`) in this
+    configuration; None when vLLM cannot account for this model."""
+    try:
+        return vllm_engine.estimate(req.spec, req.gpu,
+                                    req.vllm_settings(choice, max_model_len=req.max_model_len or context))
+    except UnsupportedModelError:
+        return None
+
+
 def vllm_concurrency(req: PlanRequest, choice: FormatChoice, context: int) -> int:
     """Requests of `context` tokens vLLM holds at once in this configuration (0: it does not start)."""
-    try:
-        est = vllm_engine.estimate(req.spec, req.gpu,
-                                   req.vllm_settings(choice, max_model_len=req.max_model_len or context))
-    except UnsupportedModelError:
-        return 0
-    return est.concurrency_at(context)
+    est = vllm_estimate(req, choice, context)
+    return est.concurrency_at(context) if est else 0
 
 
 def speed_series(req: PlanRequest, context: int | None = None) -> dict[str, list[SpeedPoint]]:
@@ -109,10 +115,13 @@ def speed_series(req: PlanRequest, context: int | None = None) -> dict[str, list
     out: dict[str, list[SpeedPoint]] = {}
     for kv in SPEED_KV_FORMATS:
         k = kv_format(kv)
-        capacity = vllm_concurrency(req, FormatChoice(kv, kv, w, k, None), context)
+        est = vllm_estimate(req, FormatChoice(kv, kv, w, k, None), context)
+        capacity = est.concurrency_at(context) if est else 0
+        per_token = est.deployment_kv_bytes_per_token if est else None  # the table's figure
         points = []
         for batch in BATCHES:
-            d = decode_speed(req.spec, req.gpu, "vllm", w, k, batch, context, req.enforce_eager, req.tp)
+            d = decode_speed(req.spec, req.gpu, "vllm", w, k, batch, context, req.enforce_eager, req.tp, pp=req.pp,
+                             kv_bytes_per_token=per_token)
             points.append(SpeedPoint(batch, d.tokens_per_s, batch <= capacity, d.bound))
         out[kv] = points
     return out

@@ -11,6 +11,11 @@ from .errors import UsageError, shown
 KiB, MiB, GiB, TiB = 2**10, 2**20, 2**30, 2**40
 KB, MB, GB, TB = 10**3, 10**6, 10**9, 10**12
 
+
+def ceil_div(a: int, b: int) -> int:
+    """Integer ceiling of a / b (vLLM's vllm.utils.math_utils.cdiv)."""
+    return -(-a // b)
+
 _TOKEN_SUFFIX = {"": 1, "k": 1024, "m": 1024**2}
 _BYTE_SUFFIX = {
     "": 1, "b": 1,
