@@ -191,3 +191,12 @@ def test_one_line_and_shown():
     assert shown("abc") == "'abc'"
     assert shown("a\nb") == "'a\\nb'"
     assert shown("q" * 1000).endswith("' (1,000 characters)") and len(shown("q" * 1000)) < 90
+
+
+def test_help_and_version_are_not_errors():
+    code, out, err = invoke([])  # a bare `kvcalc` asks for nothing wrong: its help, exit 0
+    assert code == 0 and "Commands:" in out and "validate" in out and err == ""
+    code, out, _ = invoke(["--version"])
+    assert code == 0 and "kvcalc" in out
+    code, out, _ = invoke(["plan", "--help"])
+    assert code == 0 and f"at most {MAX_CONTEXT:,}" in out
