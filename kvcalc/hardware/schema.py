@@ -1,7 +1,8 @@
 """The pydantic schema of a GPU profile: every rule a profile must satisfy.
 
-Used for users' own profile files and by the tests on every shipped file. `kvcalc plan` does not import it: the
-shipped files are validated in CI, and building pydantic models costs more start-up time than the whole plan.
+Used for users' own profile files and by the tests on every shipped file. Imports only profile.py; registry.py
+imports it lazily, so `kvcalc plan` on a shipped GPU never builds these pydantic models (they cost more start-up
+time than the whole plan), and the shipped files are validated by the test suite instead.
 """
 
 from __future__ import annotations
@@ -10,15 +11,12 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from .hardware import FLOPS_KEYS, GpuProfile, _canonical_dtype, _normalize_name
-from .errors import UsageError
-import re
-
-_ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9.\-]*$")
+from ..errors import UsageError
+from .profile import FLOPS_KEYS, ID_PATTERN, GpuProfile, canonical_dtype, normalize_name
 
 
 class GpuProfileSchema(BaseModel):
-    """One GPU, as the planner needs it. Field meanings are in the module docstring and in each YAML file."""
+    """One GPU, as the planner needs it. Field meanings: profile.GpuProfile and each YAML file."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -48,7 +46,7 @@ class GpuProfileSchema(BaseModel):
     @field_validator("id")
     @classmethod
     def _check_id(cls, value: str) -> str:
-        if not _ID_PATTERN.match(value):
+        if not ID_PATTERN.match(value):
             raise ValueError(f"id {value!r} must be lowercase letters, digits, '.' and '-' (e.g. h100-sxm)")
         return value
 
@@ -73,7 +71,7 @@ class GpuProfileSchema(BaseModel):
         if isinstance(value, str):
             value = [value]
         if isinstance(value, (list, tuple)):
-            return tuple(_normalize_name(str(v)) for v in value)
+            return tuple(normalize_name(str(v)) for v in value)
         return value
 
     @field_validator("flops")
@@ -81,7 +79,7 @@ class GpuProfileSchema(BaseModel):
     def _check_flops(cls, value: dict[str, float | None]) -> dict[str, float | None]:
         out: dict[str, float | None] = {}
         for key, number in value.items():
-            canonical = _canonical_dtype(key)
+            canonical = canonical_dtype(key)
             if canonical not in FLOPS_KEYS:
                 raise ValueError(f"unknown datatype {key!r} in flops; use one of {', '.join(FLOPS_KEYS)}")
             if number is not None and number <= 0:

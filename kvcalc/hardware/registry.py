@@ -1,126 +1,26 @@
-"""GPU profiles: what a GPU offers to an inference engine, read from one YAML file per GPU.
+"""The shipped GPU profiles and name lookup: by id, alias or driver-reported name, or a user's own YAML file.
 
-The shipped profiles live in ``kvcalc/hardware_profiles/<id>.yaml``; users can point ``--gpu`` at their own file.
-Every number carries its origin in the profile's ``sources`` mapping (datasheet, observed, estimate or assumption).
-
-Two memory sizes are kept apart on purpose:
-
-* ``memory_marketing_bytes``: the advertised size ("80 GB"), as exact bytes of the DRAM the datasheet means.
-* ``memory_total_bytes``: the total the driver reports to a process (``cudaMemGetInfo`` / ``torch.cuda.mem_get_info``),
-  which is what vLLM multiplies by ``gpu_memory_utilization``. It is always a little less than the marketing size.
+The shipped profiles live in ``kvcalc/hardware_profiles/<id>.yaml`` and are validated by the test suite; here they are
+only read (fast start-up). A user's file is checked against every rule of schema.py, which is imported only then:
+building pydantic models costs more start-up time than a whole `kvcalc plan`.
 """
 
 from __future__ import annotations
 
 import functools
-import re
 from importlib import resources
 from pathlib import Path
 
-from dataclasses import dataclass, field
-
-from .errors import UsageError
-
-GiB = 2**30
-
-# Datatypes a profile may quote dense tensor-core (or matrix-core) throughput for, in FLOP/s (OP/s for integers).
-FLOPS_KEYS = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8", "fp4", "int4")
-
-# Spellings users and libraries use for those datatypes.
-_DTYPE_ALIASES = {
-    "float64": "fp64", "double": "fp64",
-    "float32": "fp32", "float": "fp32",
-    "float16": "fp16", "half": "fp16",
-    "bfloat16": "bf16",
-    "float8": "fp8", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8", "fp8-e4m3": "fp8", "fp8-e5m2": "fp8",
-    "float8_e4m3fn": "fp8", "float8_e5m2": "fp8", "float8_e4m3fnuz": "fp8", "float8_e5m2fnuz": "fp8",
-    "e4m3": "fp8", "e5m2": "fp8",
-    "nvfp4": "fp4", "mxfp4": "fp4",
-}
-
-_ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9.\-]*$")
+from ..errors import UsageError
+from .profile import ID_PATTERN, GpuProfile, canonical_dtype, normalize_name
 
 # Leading words dropped when matching a typed or driver-reported name ("NVIDIA GeForce RTX 4090" -> "rtx-4090").
 _VENDOR_WORDS = ("nvidia", "amd", "geforce", "tesla", "instinct", "radeon", "quadro")
 
 
-def _canonical_dtype(dtype: str) -> str:
-    key = str(dtype).strip().lower().replace(" ", "")
-    return _DTYPE_ALIASES.get(key, key)
-
-
-@dataclass(frozen=True)
-class GpuProfile:
-    """One GPU, as the planner needs it. Rules a profile must satisfy live in hardware_schema.py (pydantic)."""
-
-    id: str
-    name: str
-    vendor: str  # nvidia | amd
-    architecture: str
-    memory_marketing_bytes: int  # advertised size, exact bytes
-    memory_total_bytes: int  # what the driver reports (cudaMemGetInfo): what vLLM multiplies by its utilization
-    memory_bandwidth_bytes_per_s: int  # datasheet peak
-    memory_type: str
-    native_bf16: bool
-    native_fp8: bool
-    achievable_bandwidth_fraction: float  # share of the datasheet bandwidth a large device copy reaches
-    compute_capability: float | None = None
-    gfx: str | None = None
-    aliases: tuple[str, ...] = ()
-    flops: dict[str, float | None] = field(default_factory=dict)  # dense FLOP/s per datatype
-    tdp_watts: int | None = None
-    form_factor: str | None = None
-    sources: dict[str, str] = field(default_factory=dict)
-
-    # -- handy views ----------------------------------------------------------------------------------------------
-
-    @property
-    def memory_total_gib(self) -> float:
-        """Driver-reported total, in GiB (2**30 bytes)."""
-        return self.memory_total_bytes / GiB
-
-    @property
-    def memory_marketing_gib(self) -> float:
-        return self.memory_marketing_bytes / GiB
-
-    @property
-    def achievable_bandwidth_bytes_per_s(self) -> float:
-        """Bandwidth a large device-to-device copy reaches: datasheet peak x achievable_bandwidth_fraction."""
-        return self.memory_bandwidth_bytes_per_s * self.achievable_bandwidth_fraction
-
-    def flops_for(self, dtype: str) -> float | None:
-        """Dense peak FLOP/s for a datatype ('bf16', 'float16', 'fp8', ...); None where the GPU has no native math."""
-        return self.flops.get(_canonical_dtype(dtype))
-
-    def supports_native(self, fmt: str) -> bool:
-        """True when the GPU computes in this format directly (no upcast on every read).
-
-        bf16 and fp8 follow the native_* flags; other formats are native when the profile quotes a throughput for
-        them. Weight-only formats (nf4, awq, gptq, hqq ...) are never native: kernels dequantize them.
-        """
-        key = _canonical_dtype(fmt)
-        if key == "bf16":
-            return self.native_bf16
-        if key == "fp8":
-            return self.native_fp8
-        return self.flops.get(key) is not None
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# Loading
-# ----------------------------------------------------------------------------------------------------------------
-
-def _normalize_name(name: str) -> str:
-    """'NVIDIA H100_SXM ' -> 'nvidia-h100-sxm'."""
-    text = str(name).strip().lower()
-    text = re.sub(r"[\s_/]+", "-", text)
-    text = re.sub(r"-+", "-", text).strip("-")
-    return text
-
-
 def _lookup_keys(name: str) -> list[str]:
     """Keys to try for a typed name, most specific first: as typed, without vendor words, without dashes."""
-    key = _normalize_name(name)
+    key = normalize_name(name)
     keys = [key]
     stripped = key
     changed = True
@@ -154,20 +54,20 @@ def _read_yaml(text: str, origin: str) -> dict:
 
 
 def _parse_profile(text: str, origin: str, default_id: str | None = None) -> GpuProfile:
-    """A user's file: every rule of hardware_schema.GpuProfileSchema is checked."""
-    from .hardware_schema import validate_profile
+    """A user's file: every rule of schema.GpuProfileSchema is checked."""
+    from .schema import validate_profile
 
     data = _read_yaml(text, origin)
     if default_id is not None and "id" not in data:
-        data["id"] = _normalize_name(default_id)
+        data["id"] = normalize_name(default_id)
     return validate_profile(data, origin)
 
 
 def _shipped_profile(text: str, origin: str) -> GpuProfile:
     """A shipped file, validated by the test suite; only normalized here, to keep start-up fast."""
     data = _read_yaml(text, origin)
-    data["aliases"] = tuple(_normalize_name(a) for a in data.get("aliases") or ())
-    data["flops"] = {_canonical_dtype(k): v for k, v in (data.get("flops") or {}).items()}
+    data["aliases"] = tuple(normalize_name(a) for a in data.get("aliases") or ())
+    data["flops"] = {canonical_dtype(k): v for k, v in (data.get("flops") or {}).items()}
     return GpuProfile(**data)
 
 
@@ -225,7 +125,7 @@ def _shipped() -> tuple[tuple[GpuProfile, ...], dict[str, str]]:
 @functools.lru_cache(maxsize=None)
 def _shipped_by_id(key: str) -> GpuProfile | None:
     entry = resources.files("kvcalc") / "hardware_profiles" / f"{key}.yaml"
-    if not _ID_PATTERN.match(key) or not entry.is_file():
+    if not ID_PATTERN.match(key) or not entry.is_file():
         return None
     return _shipped_profile(entry.read_text(encoding="utf-8"), f"hardware_profiles/{entry.name}")
 
@@ -238,7 +138,7 @@ def list_gpus() -> list[GpuProfile]:
 def _suggest(name: str, index: dict[str, str], limit: int = 3) -> list[str]:
     import difflib
 
-    key = _normalize_name(name)
+    key = normalize_name(name)
     candidates = sorted(index)
     found: list[str] = []
     # names that start with what was typed ("h10" -> h100-*) first: difflib ranks short prefixes low
