@@ -24,13 +24,13 @@ expert width).
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from .errors import UnsupportedModelError, UsageError
+from .errors import UnsupportedModelError, UsageError, shown
+from .input_files import MAX_CONFIG_BYTES, is_dir, load_json
 from .layers import FullAttention, LayerCache, MambaState, MultiLatentAttention, SlidingWindow
 
 
@@ -153,7 +153,7 @@ SUPPORTED = DENSE_LLAMA_LIKE | MOE | MLA | HYBRID
 def _text_config(cfg: dict[str, Any]) -> dict[str, Any]:
     """Multimodal configs (Gemma 3, Llama 4...) keep the decoder under text_config."""
     if "text_config" in cfg and "num_hidden_layers" not in cfg:
-        merged = dict(cfg["text_config"] or {})
+        merged = dict(cfg["text_config"] or {})  # an object or null: spec_from_config checked it
         merged.setdefault("architectures", cfg.get("architectures"))
         for key in ("torch_dtype", "dtype"):
             if cfg.get(key) is not None:
@@ -164,35 +164,55 @@ def _text_config(cfg: dict[str, Any]) -> dict[str, Any]:
     return cfg
 
 
-def spec_from_config(cfg: dict[str, Any], name: str = "model", source: str = "") -> ModelSpec:
-    """Build a ModelSpec from a config.json dict. Refuses (UnsupportedModelError) what it cannot account for."""
+def spec_from_config(cfg: dict[str, Any], name: str = "model", source: str = "", *, trusted: bool = False) -> ModelSpec:
+    """Build a ModelSpec from a config.json dict. Refuses (UnsupportedModelError) what it cannot account for.
+
+    A config from a user (trusted=False) is first held to its family's rules in config_schema.py: every field read
+    below, range-checked, the first bad one named in a one-line UsageError. Catalog configs pass trusted=True and skip
+    that (start-up time; tests/test_catalog.py checks them against the same rules).
+    """
+    label = shown(name, 60, quote=False)
     if not isinstance(cfg, dict):
-        raise UsageError(f"config of {name} is not a JSON object")
+        raise UsageError(f"config of {label} is not a JSON object")
+    for key in ("text_config", "vision_config", "quantization_config"):
+        if cfg.get(key) is not None and not isinstance(cfg[key], dict):
+            raise UsageError(f"config of {label}: {key} must be an object (got {shown(cfg[key], 30)})")
     outer_type = str(cfg.get("model_type", "")).lower()
     wrapped = "text_config" in cfg and "num_hidden_layers" not in cfg
     if wrapped and cfg.get("vision_config") is not None and outer_type not in MULTIMODAL_WRAPPERS:
         raise UnsupportedModelError(
-            f"{name} is a multimodal model ({outer_type or 'unknown type'}) whose vision tower kvcalc cannot count "
-            "yet; kvcalc refuses rather than guess (multimodal wrappers supported: "
+            f"{label} is a multimodal model ({shown(outer_type or 'unknown type', 40, quote=False)}) whose vision "
+            "tower kvcalc cannot count yet; kvcalc refuses rather than guess (multimodal wrappers supported: "
             f"{', '.join(sorted(MULTIMODAL_WRAPPERS))})"
         )
     text = _text_config(cfg)
     model_type = str(text.get("model_type", "")).lower()
     if model_type not in SUPPORTED:
         raise UnsupportedModelError(
-            f"model type {model_type or '(none)'!r} of {name} is not supported yet; kvcalc refuses rather than guess "
-            f"(supported: {', '.join(sorted(SUPPORTED | MULTIMODAL_WRAPPERS))})"
+            f"model type {shown(model_type, 40) if model_type else '(none)'} of {label} is not supported yet; "
+            f"kvcalc refuses rather than guess (supported: {', '.join(sorted(SUPPORTED | MULTIMODAL_WRAPPERS))})"
         )
     merged = dict(_DEFAULTS.get(model_type, {}))
     merged.update(text)  # a key present with null stays null (Mistral v0.3's "sliding_window": null)
+    vision = cfg.get("vision_config") if wrapped else None
+    if not trusted:
+        from .config_schema import check_config, check_vision_config  # pydantic: only for configs users supply
+
+        check_config(merged, model_type, label, prefix="text_config." if wrapped else "")
+        if vision is not None:
+            check_vision_config(vision, outer_type, label)
     try:
         spec = _BUILDERS[model_type](merged, name, model_type, source)
-    except (KeyError, TypeError, ValueError, ZeroDivisionError) as exc:
-        if isinstance(exc, UsageError):
-            raise
-        raise UsageError(f"config of {name} ({model_type}) is missing or has a bad field: {exc!r}") from None
-    if wrapped and cfg.get("vision_config") is not None:
-        spec = replace(spec, vision_params=_gemma3_vision_params(cfg["vision_config"], spec.hidden_size))
+        if vision is not None:
+            spec = replace(spec, vision_params=_gemma3_vision_params(vision, spec.hidden_size))
+    except UsageError:
+        raise
+    except KeyError as exc:
+        raise UsageError(f"config of {label} ({model_type}) is missing the field {shown(exc.args[0], 40)}") from None
+    except (TypeError, ValueError, ArithmeticError, AttributeError, IndexError, RecursionError, MemoryError) as exc:
+        # a trusted config, or a field the schema does not know a builder reads: still one line, never a traceback
+        raise UsageError(f"config of {label} ({model_type}) has a field kvcalc cannot use "
+                         f"({type(exc).__name__}: {shown(str(exc), 80, quote=False)})") from None
     return spec
 
 
@@ -541,12 +561,9 @@ _BUILDERS = {
 
 
 def load_config_file(path: str | Path) -> dict[str, Any]:
+    """A config.json (or a folder holding one), read as data: at most 8 MiB of UTF-8 JSON, finite numbers, bounded
+    nesting (input_files.py); anything else is a one-line UsageError."""
     p = Path(path)
-    if p.is_dir():
+    if is_dir(p):
         p = p / "config.json"
-    try:
-        return json.loads(p.read_text())
-    except FileNotFoundError:
-        raise UsageError(f"cannot read model config {str(path)!r}: no such file") from None
-    except (OSError, json.JSONDecodeError) as exc:
-        raise UsageError(f"cannot read model config {str(path)!r}: {exc}") from None
+    return load_json(p, "model config", MAX_CONFIG_BYTES)
