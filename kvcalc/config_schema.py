@@ -37,6 +37,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 from .errors import UsageError, shown
+from .schema_errors import summarize
 
 MAX_LAYERS = 2_048
 MAX_HIDDEN = 1_000_000
@@ -252,58 +253,9 @@ SCHEMAS: dict[str, type[DecoderConfig]] = {
 }
 VISION_SCHEMAS: dict[str, type[BaseModel]] = {"gemma3": SiglipVisionConfig}
 
-_BOUNDS = {MAX_LAYERS, MAX_HIDDEN, MAX_INTERMEDIATE, MAX_VOCAB, MAX_HEADS, MAX_HEAD_DIM, MAX_EXPERTS, MAX_TOKENS}
-
-# pydantic error types -> the words kvcalc prints after the field name
-_PLAIN = {
-    "missing": "is missing",
-    "int_type": "must be a whole number",
-    "int_from_float": "must be a whole number",
-    "int_parsing": "must be a whole number",
-    "bool_type": "must be true or false",
-    "string_type": "must be a string",
-    "float_type": "must be a number",
-    "float_parsing": "must be a number",
-    "finite_number": "must be a finite number",
-    "dict_type": "must be an object",
-    "model_type": "must be an object",
-    "list_type": "must be a list",
-}
-
-
-def describe(err: dict[str, Any], prefix: str = "") -> str:
-    """One pydantic error as '<field> <what is wrong> (got <value>)'."""
-    parts = [str(p) for p in err.get("loc", ())]
-    loc = prefix + ".".join(parts)
-    kind, ctx = err.get("type", ""), err.get("ctx") or {}
-    if kind.endswith("_type") and err.get("input", "") is None:
-        text = "must be set (it is null)"
-    elif kind in _PLAIN:
-        text = _PLAIN[kind]
-    elif kind in ("greater_than_equal", "greater_than", "less_than_equal", "less_than"):
-        op, key = {"greater_than_equal": (">=", "ge"), "greater_than": (">", "gt"),
-                   "less_than_equal": ("<=", "le"), "less_than": ("<", "lt")}[kind]
-        bound = ctx.get(key)
-        text = f"must be {op} {bound:,}" if isinstance(bound, int) else f"must be {op} {bound}"
-        if bound in _BOUNDS:
-            text += " (kvcalc's bound, far above any released model; see kvcalc/config_schema.py)"
-    elif kind == "string_too_long":
-        text = f"must be at most {ctx.get('max_length')} characters"
-    else:
-        text = str(err.get("msg", "is invalid")).removeprefix("Value error, ")
-        text = text[:1].lower() + text[1:] if parts else text
-    if not parts:  # a rule across fields: its message names them
-        return text
-    if kind == "missing" or "input" not in err or err["input"] is None:
-        return f"{loc} {text}"
-    return f"{loc} {text} (got {shown(err['input'], 30)})"
-
-
-def summarize(exc: ValidationError, prefix: str = "") -> str:
-    """The first error, and how many more: one line, whatever pydantic found."""
-    errors = exc.errors(include_url=False)
-    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-    return describe(errors[0], prefix) + more
+_NOTE = "kvcalc's bound, far above any released model; see kvcalc/config_schema.py"
+_BOUNDS = {bound: _NOTE for bound in (MAX_LAYERS, MAX_HIDDEN, MAX_INTERMEDIATE, MAX_VOCAB, MAX_HEADS, MAX_HEAD_DIM,
+                                      MAX_EXPERTS, MAX_TOKENS)}
 
 
 def check_config(cfg: dict[str, Any], model_type: str, name: str, prefix: str = "") -> None:
@@ -314,7 +266,7 @@ def check_config(cfg: dict[str, Any], model_type: str, name: str, prefix: str = 
     try:
         schema.model_validate(cfg)
     except ValidationError as exc:
-        raise UsageError(f"config of {name} ({model_type}): {summarize(exc, prefix)}") from None
+        raise UsageError(f"config of {name} ({model_type}): {summarize(exc, prefix, _BOUNDS)}") from None
 
 
 def check_vision_config(vc: dict[str, Any], wrapper_type: str, name: str) -> None:
@@ -324,4 +276,4 @@ def check_vision_config(vc: dict[str, Any], wrapper_type: str, name: str) -> Non
     try:
         schema.model_validate(vc)
     except ValidationError as exc:
-        raise UsageError(f"config of {name} ({wrapper_type}): {summarize(exc, 'vision_config.')}") from None
+        raise UsageError(f"config of {name} ({wrapper_type}): {summarize(exc, 'vision_config.', _BOUNDS)}") from None

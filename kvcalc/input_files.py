@@ -46,6 +46,13 @@ def is_file(path: str | Path) -> bool:
         return False
 
 
+def exists(path: str | Path) -> bool:
+    try:
+        return os.path.exists(os.path.expanduser(os.fspath(path)))
+    except (OSError, ValueError):
+        return False
+
+
 def is_dir(path: str | Path) -> bool:
     try:
         return os.path.isdir(os.path.expanduser(os.fspath(path)))
@@ -174,6 +181,10 @@ def parse_yaml(text: str, label: str, *, trusted: bool = False) -> Any:
                 if tag is not None and tag not in _YAML_PLAIN_TAGS:
                     raise UsageError(f"{label} uses the YAML tag {shown(tag, 40)} (line {event.start_mark.line + 1}); "
                                      "kvcalc reads profiles as plain data")
+                if isinstance(event, yaml.ScalarEvent) and len(event.value) > MAX_INT_DIGITS and not event.style \
+                        and event.value.lstrip("+-").replace("_", "").isdigit():
+                    raise UsageError(f"{label} holds an integer of {len(event.value):,} characters "
+                                     f"(line {event.start_mark.line + 1}; at most {MAX_INT_DIGITS} digits)")
                 if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
                     depth += 1
                     if depth > MAX_DEPTH:
@@ -181,8 +192,12 @@ def parse_yaml(text: str, label: str, *, trusted: bool = False) -> Any:
                 elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
                     depth -= 1
         return yaml.load(text, Loader=loader)  # noqa: S506 - a safe loader
+    except UsageError:
+        raise
     except yaml.YAMLError as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else "syntax error"
-        raise UsageError(f"{label} is not valid YAML: {shown(first, 120, quote=False)}") from None
+        problem = getattr(exc, "problem", None) or (str(exc).strip().splitlines() or ["syntax error"])[0]
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+        raise UsageError(f"{label} is not valid YAML: {shown(problem, 100, quote=False)}{where}") from None
     except (ValueError, OverflowError, RecursionError) as exc:  # e.g. a timestamp out of range, a 5000-digit int
         raise UsageError(f"{label} holds a value YAML cannot read: {shown(str(exc), 80, quote=False)}") from None

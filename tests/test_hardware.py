@@ -295,7 +295,8 @@ def test_hardware_package_imports_one_way():
     """profile is the leaf; schema imports only profile; registry imports profile (and the schema lazily)."""
     folder = Path(__file__).parents[1] / "kvcalc" / "hardware"
     assert _kvcalc_imports(folder / "profile.py") == {"kvcalc.units"}
-    assert _kvcalc_imports(folder / "schema.py") == {"kvcalc.errors", "kvcalc.hardware.profile"}
+    assert _kvcalc_imports(folder / "schema.py") == {"kvcalc.errors", "kvcalc.schema_errors", "kvcalc.units",
+                                                     "kvcalc.hardware.profile"}
     assert "kvcalc.hardware.registry" not in _kvcalc_imports(folder / "schema.py")
 
 

@@ -216,3 +216,115 @@ def test_plan_on_a_catalog_model_never_imports_the_config_schema():
             "    pass\nprint('kvcalc.config_schema' in sys.modules, 'pydantic' in sys.modules, file=sys.stderr)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert result.stderr.split()[-2:] == ["False", "False"]
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# GPU profile YAML (T12, T13, T14, H5, H8, §1d smaller items)
+
+
+def gpu_profile_text(**overrides) -> str:
+    import yaml
+
+    data = yaml.safe_load((resources.files("kvcalc") / "hardware_profiles" / "l4.yaml").read_text())
+    data["id"] = "my-l4"
+    data.update(overrides)
+    return yaml.safe_dump(data)
+
+
+def plan_gpu(tmp_path: Path, text: str | bytes, *needles: str) -> str:
+    path = tmp_path / "g.yaml"
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    else:
+        path.write_text(text)
+    return one_line_error(["plan", "--gpu", str(path)], *needles)
+
+
+def test_a_user_profile_still_loads(tmp_path):
+    path = tmp_path / "g.yaml"
+    path.write_text(gpu_profile_text())
+    code, out, err = invoke(["plan", "--gpu", str(path)])
+    assert code == 0, err
+
+
+LAUGHS = 'a: &a ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]\n' + "".join(
+    f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 9)}]\n" for i in range(8))
+
+
+@pytest.mark.parametrize("text, needle", [
+    (LAUGHS, "uses a YAML anchor or alias (line 1)"),  # H5: billion laughs at the top
+    (gpu_profile_text(aliases=None).replace("aliases: null\n", "")
+     + "aliases: &x [a, b]\nform_factor: *x\n", "uses a YAML anchor or alias"),  # H5: inside a field
+    (gpu_profile_text() + "gfx: !!python/object/apply:os.system ['echo hi']\n", "uses the YAML tag"),
+    (gpu_profile_text().replace("name:", "name: !custom", 1), "uses the YAML tag '!custom'"),
+    ("a: " + "[" * 100_000 + "]" * 100_000 + "\n", "deeper than 64 levels"),
+    (gpu_profile_text().replace("memory_total_bytes: 23661969408", "memory_total_bytes: " + "9" * 5000),
+     "holds an integer of 5,000 characters"),
+    ("id:\tx\n\tname: y\n", "is not valid YAML: found a tab character"),
+    ("id: [unclosed\n", "is not valid YAML"),
+    ("", "must be a YAML mapping"),
+    ("42\n", "must be a YAML mapping"),
+    ("- 1\n- 2\n", "must be a YAML mapping"),
+])
+def test_yaml_that_is_not_plain_data(tmp_path, text, needle):
+    plan_gpu(tmp_path, text, needle)
+
+
+@pytest.mark.parametrize("overrides, needle", [
+    ({"compute_capability": float("-inf")}, "compute_capability must be a finite number (got -inf)"),  # §1d
+    ({"compute_capability": float("nan")}, "compute_capability must be a finite number"),
+    ({"memory_total_bytes": 1, "memory_marketing_bytes": 1}, "must be >= 1,073,741,824 (1 GiB) (got 1) (and 1 more)"),
+    ({"memory_bandwidth_bytes_per_s": 1}, "memory_bandwidth_bytes_per_s must be >= 1,000,000,000 (1 GB/s)"),
+    ({"flops": {"fp16": float("inf")}}, "flops"),
+    ({"native_bf16": "true"}, "native_bf16 must be true or false (got 'true')"),
+    ({"name": "n" * 5000}, "name is too long (at most 200 characters)"),
+    ({"aliases": [f"a{i}" for i in range(100)]}, "aliases has 100 entries; at most 32"),
+    ({"sources": {f"k{i}": "v" for i in range(1000)}}, "sources is too long (at most 64 items)"),
+    ({"vendor": "intel", "memory_total_bytes": -1, "native_fp8": "yes"}, "vendor must be 'nvidia' or 'amd' (got 'intel') (and 2 more)"),
+    ({"extra_field": 1}, "extra_field is not a known field (a typo?)"),
+])
+def test_profile_fields_out_of_range(tmp_path, overrides, needle):
+    plan_gpu(tmp_path, gpu_profile_text(**overrides), needle)
+
+
+@pytest.mark.parametrize("raw, needle", [
+    (b"\xff\xfe\x00\x01binary", "is not UTF-8 text (byte 0 is 0xff)"),  # T12
+    (gpu_profile_text().encode("utf-16"), "is not UTF-8 text"),  # T12
+])
+def test_binary_and_utf16_profiles(tmp_path, raw, needle):
+    plan_gpu(tmp_path, raw, needle)
+
+
+def test_oversized_profile_is_refused_before_it_is_read(tmp_path):  # H8: 20 MB, 2M sources entries
+    path = tmp_path / "huge.yaml"
+    with open(path, "wb") as f:
+        f.truncate(20 * 10**6)
+    one_line_error(["plan", "--gpu", str(path)], "larger than 1 MiB")
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+def test_profile_devices_fifos_and_folders(tmp_path):
+    fifo = tmp_path / "fifo.yaml"
+    os.mkfifo(fifo)
+    one_line_error(["plan", "--gpu", str(fifo)], "is not a regular file")
+    (tmp_path / "dir.yaml").mkdir()
+    one_line_error(["plan", "--gpu", str(tmp_path / "dir.yaml")], "is a folder")
+    if os.path.exists("/dev/zero"):
+        one_line_error(["plan", "--gpu", "/dev/zero"], "is not a regular file")
+
+
+def test_long_and_nul_gpu_names():  # T13, T14
+    one_line_error(["plan", "--gpu", "a" * 300], "unknown GPU", "(300 characters)")
+    one_line_error(["plan", "--gpu", "a" * 300 + ".yaml"], "(305 characters)")
+    one_line_error(["plan", "--gpu", "h100\x00sxm"], "unknown GPU")
+    one_line_error(["plan", "--gpu", "x\0y.yaml"], "NUL byte")
+    one_line_error(["plan", "--gpu", "zz\nqq"], "unknown GPU")  # echoed as a repr: still one line
+
+
+def test_shown_keeps_echoes_short_and_on_one_line():
+    from kvcalc.errors import shown
+
+    assert shown("h100") == "'h100'"
+    assert shown("a\nb") == "'a\\nb'"
+    long = shown("x" * 10_000 + ".json")
+    assert long.endswith(".json' (10,005 characters)") and len(long) < 100

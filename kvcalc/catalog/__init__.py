@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import difflib
 import json
-import os
 import re
 from functools import lru_cache
 from importlib import resources
@@ -13,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError, shown
-from ..input_files import is_dir
+from ..input_files import exists, is_dir
 from ..model import ModelSpec, load_config_file, spec_from_config
 
 DEFAULT_MODEL = "llama-3.2-3b"
@@ -54,7 +53,7 @@ def load_model(name_or_path: str) -> ModelSpec:
         # shipped configs skip the schema at run time (start-up); tests/test_catalog.py holds them to it
         return spec_from_config(entry["config"], name=short, source=f"catalog ({entry.get('hf_id', short)})",
                                 trusted=True)
-    if _exists(key) or key.endswith(".json"):
+    if exists(key) or key.endswith(".json"):
         return spec_from_config(load_config_file(key), name=Path(key).stem if key.endswith(".json") else Path(key).name,
                                 source=f"file {key}")
     if _HUB_ID.match(key):
@@ -71,12 +70,6 @@ def load_model(name_or_path: str) -> ModelSpec:
 # A hub repository id: owner/name, each part letters, digits, '-', '_', '.' (huggingface_hub's validate_repo_id).
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]{0,95}/[\w.-]{1,96}$")
 
-
-def _exists(path: str) -> bool:
-    try:
-        return os.path.exists(path)
-    except (OSError, ValueError):  # too long for the OS, or a NUL byte
-        return False
 
 
 def _hub_config(hub_id: str) -> dict[str, Any]:

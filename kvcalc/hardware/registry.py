@@ -8,10 +8,12 @@ building pydantic models costs more start-up time than a whole `kvcalc plan`.
 from __future__ import annotations
 
 import functools
+import os
 from importlib import resources
 from pathlib import Path
 
-from ..errors import UsageError
+from ..errors import UsageError, shown
+from ..input_files import MAX_PROFILE_BYTES, exists, parse_yaml, read_text
 from .profile import ID_PATTERN, GpuProfile, canonical_dtype, normalize_name
 
 # Leading words dropped when matching a typed or driver-reported name ("NVIDIA GeForce RTX 4090" -> "rtx-4090").
@@ -39,15 +41,10 @@ def _lookup_keys(name: str) -> list[str]:
     return keys
 
 
-def _read_yaml(text: str, origin: str) -> dict:
-    import yaml  # deferred: only loading profiles needs it
-
-    safe_loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # yaml.safe_load, C-accelerated when available
-    try:
-        data = yaml.load(text, Loader=safe_loader)  # noqa: S506 - a safe loader
-    except yaml.YAMLError as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else "syntax error"
-        raise UsageError(f"GPU profile {origin} is not valid YAML: {first}") from None
+def _read_yaml(text: str, origin: str, *, trusted: bool = False) -> dict:
+    """A profile's mapping. A user's file is read as plain data (input_files.parse_yaml: no anchors, aliases or tags,
+    bounded nesting); shipped files are trusted and go straight to the C loader."""
+    data = parse_yaml(text, f"GPU profile {origin}", trusted=trusted)
     if not isinstance(data, dict):
         raise UsageError(f"GPU profile {origin} must be a YAML mapping of fields (id, name, memory_total_bytes, ...)")
     return data
@@ -59,13 +56,13 @@ def _parse_profile(text: str, origin: str, default_id: str | None = None) -> Gpu
 
     data = _read_yaml(text, origin)
     if default_id is not None and "id" not in data:
-        data["id"] = normalize_name(default_id)
+        data["id"] = normalize_name(default_id)[:64]
     return validate_profile(data, origin)
 
 
 def _shipped_profile(text: str, origin: str) -> GpuProfile:
     """A shipped file, validated by the test suite; only normalized here, to keep start-up fast."""
-    data = _read_yaml(text, origin)
+    data = _read_yaml(text, origin, trusted=True)
     data["aliases"] = tuple(normalize_name(a) for a in data.get("aliases") or ())
     data["flops"] = {canonical_dtype(k): v for k, v in (data.get("flops") or {}).items()}
     return GpuProfile(**data)
@@ -74,16 +71,11 @@ def _shipped_profile(text: str, origin: str) -> GpuProfile:
 def load_gpu_file(path: str | Path) -> GpuProfile:
     """Read a user's own GPU profile YAML (same fields as the shipped ones; id defaults to the file stem).
 
-    Any problem (missing file, bad YAML, failed validation) is raised as a one-line UsageError.
+    Any problem (missing file, not a regular file, over 1 MiB, not UTF-8, bad YAML, failed validation) is raised as a
+    one-line UsageError.
     """
-    p = Path(path).expanduser()
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UsageError(f"GPU profile file {str(path)!r} not found") from None
-    except OSError as exc:
-        raise UsageError(f"cannot read GPU profile file {str(path)!r}: {exc.strerror or exc}") from None
-    return _parse_profile(text, str(path), default_id=p.stem)
+    text = read_text(path, "GPU profile", MAX_PROFILE_BYTES)
+    return _parse_profile(text, shown(os.fspath(path), 120, quote=False), default_id=Path(os.fspath(path)).stem)
 
 
 @functools.lru_cache(maxsize=1)
@@ -124,8 +116,10 @@ def _shipped() -> tuple[tuple[GpuProfile, ...], dict[str, str]]:
 
 @functools.lru_cache(maxsize=None)
 def _shipped_by_id(key: str) -> GpuProfile | None:
+    if len(key) > 64 or not ID_PATTERN.match(key):  # also keeps over-long names away from the file system
+        return None
     entry = resources.files("kvcalc") / "hardware_profiles" / f"{key}.yaml"
-    if not ID_PATTERN.match(key) or not entry.is_file():
+    if not entry.is_file():
         return None
     return _shipped_profile(entry.read_text(encoding="utf-8"), f"hardware_profiles/{entry.name}")
 
@@ -166,8 +160,10 @@ def get_gpu(name: str | Path | GpuProfile) -> GpuProfile:
     text = str(name).strip()
     if not text:
         raise UsageError("no GPU given; try one of: " + ", ".join(g.id for g in list_gpus()))
-    if text.lower().endswith((".yaml", ".yml")) or ("/" in text and Path(text).expanduser().is_file()):
+    if text.lower().endswith((".yaml", ".yml")) or ("/" in text and exists(text)):
         return load_gpu_file(text)
+    if len(text) > 200 or "\0" in text:
+        raise UsageError(f"unknown GPU {shown(text)}: not a GPU name (`kvcalc gpus` lists them) nor a .yaml file")
     for key in _lookup_keys(text):  # the common case, an exact id: read that one file only (start-up time)
         profile = _shipped_by_id(key)
         if profile is not None:
@@ -179,7 +175,7 @@ def get_gpu(name: str | Path | GpuProfile) -> GpuProfile:
             return by_id[index[key]]
     suggestions = _suggest(text, index)
     if suggestions:
-        raise UsageError(f"unknown GPU {text!r}; did you mean {', '.join(suggestions)}? (`kvcalc gpus` lists all)")
+        raise UsageError(f"unknown GPU {shown(text)}; did you mean {', '.join(suggestions)}? (`kvcalc gpus` lists all)")
     raise UsageError(
-        f"unknown GPU {text!r}; known GPUs: {', '.join(by_id)} (or pass the path of your own profile .yaml)"
+        f"unknown GPU {shown(text)}; known GPUs: {', '.join(by_id)} (or pass the path of your own profile .yaml)"
     )
