@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .errors import UsageError
+from .errors import UsageError, shown
 
 
 def _ceil_div(a: int, b: int) -> int:
@@ -110,7 +110,7 @@ def weight_format(name: str) -> WeightFormat:
                "bnb-int8": "int8", "w8": "fp8"}
     key = aliases.get(key, key)
     if key not in WEIGHT_FORMATS:
-        raise UsageError(f"unknown weight format {name!r}; known: {', '.join(WEIGHT_FORMATS)}")
+        raise UsageError(f"unknown weight format {shown(name)}; known: {', '.join(WEIGHT_FORMATS)}")
     return WEIGHT_FORMATS[key]
 
 
@@ -197,5 +197,5 @@ def kv_format(name: str) -> KvFormat:
                "int8": "hqq-8", "hqq8": "hqq-8", "8bit": "hqq-8"}
     key = aliases.get(key, key)
     if key not in KV_FORMATS:
-        raise UsageError(f"unknown KV cache format {name!r}; known: {', '.join(KV_FORMATS)}")
+        raise UsageError(f"unknown KV cache format {shown(name)}; known: {', '.join(KV_FORMATS)}")
     return KV_FORMATS[key]
