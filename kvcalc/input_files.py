@@ -5,8 +5,11 @@ Why each edge exists (fuzz review 2026-11, T6, T7, T12-T14, H5, H7, H8):
 - ``/dev/zero``, ``/dev/urandom``, FIFOs and ``/dev/stdin`` never end or block: only regular files are read, opened
   non-blocking so a FIFO without a writer cannot hang the open itself, and never more than the cap.
 - Binary and UTF-16 files are refused by a strict UTF-8 decode, not by a UnicodeDecodeError traceback.
-- ``[[[[...`` 200,000 deep overflows the parser's recursion; a 5,000-digit integer trips Python's digit limit;
-  ``NaN``, ``Infinity`` and ``1e400`` become floats no byte count can use. All are refused with a line saying so.
+- ``[[[[...`` 200,000 deep overflows the parser's recursion and a 5,000-digit integer trips Python's digit limit:
+  both are refused with a line saying so.
+- ``NaN``, ``Infinity`` and ``1e400`` are read (as transformers' json.load reads them: real Mamba2 configs carry
+  ``"time_step_limit": [0.0, Infinity]``, Nemotron-H for one), and refused where it matters: config_schema.py and
+  hardware/schema.py take only finite numbers in every field kvcalc reads.
 - YAML anchors and aliases make "billion laughs" files that expand exponentially; a profile never needs them.
 - A name with a NUL byte or longer than the OS allows raises ValueError/OSError from ``os.stat``.
 
@@ -16,7 +19,6 @@ Leaf module: imports only errors and units (yaml lazily, inside the YAML reader)
 from __future__ import annotations
 
 import json
-import math
 import os
 import stat
 from pathlib import Path
@@ -111,17 +113,6 @@ def _bounded_int(text: str) -> int:
     return int(text)
 
 
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise _BadNumber(f"{shown(text, 20)}, which is not a finite number")
-    return value
-
-
-def _no_constant(text: str) -> None:
-    raise _BadNumber(f"{text}, which is not a number in JSON (only finite numbers are accepted)")
-
-
 def _depth_ok(value: Any, limit: int) -> bool:
     """True when objects/arrays nest at most `limit` deep (iterative: deep input cannot overflow this check)."""
     stack = [(value, 1)]
@@ -135,9 +126,10 @@ def _depth_ok(value: Any, limit: int) -> bool:
 
 
 def parse_json(text: str, label: str) -> Any:
-    """json.loads with finite numbers, bounded integers and bounded nesting; errors are one line naming label."""
+    """json.loads with bounded integers and bounded nesting; errors are one line naming label. NaN and Infinity are
+    read as Python's json reads them; the schemas refuse them in the fields kvcalc uses."""
     try:
-        value = json.loads(text, parse_int=_bounded_int, parse_float=_finite_float, parse_constant=_no_constant)
+        value = json.loads(text, parse_int=_bounded_int)
     except _BadNumber as exc:
         raise UsageError(f"{label} holds {exc}") from None
     except RecursionError:
