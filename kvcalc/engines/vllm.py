@@ -134,7 +134,10 @@ class VllmEstimate:
 
 
 def batch_defaults(gpu: GpuProfile, entrypoint: str, world_size: int = 1) -> tuple[int, int]:
-    """(max_num_batched_tokens, max_num_seqs) vLLM picks when the user sets neither (arg_utils.get_batch_defaults)."""
+    """(max_num_batched_tokens, max_num_seqs) vLLM picks when the user sets neither (arg_utils.get_batch_defaults).
+
+    world_size is accepted for the call's shape but unused: the defaults depend on the GPU's memory and name and on
+    the entrypoint, not on the number of ranks (the same table applies to every rank)."""
     large = gpu.memory_total_bytes >= 70 * GiB and "a100" not in gpu.name.lower()
     if large:
         return (16384 if entrypoint == "llm" else 8192), 1024
