@@ -75,7 +75,9 @@ def test_pp_split_follows_get_pp_indices():
 
 
 def test_pp_beyond_layers_is_a_usage_error_without_a_long_loop():
-    code, out, err = invoke(["plan", "--pp", "1000000000"])
+    code, out, err = invoke(["plan", "--pp", "1000000000"])  # refused by the CLI's bound (limits.MAX_PARALLEL)
+    assert code == 2 and "--pp" in err and len(err.strip().splitlines()) == 1
+    code, out, err = invoke(["plan", "--pp", "29"])
     assert code == 2 and "28 layers" in err and len(err.strip().splitlines()) == 1
     code, _, err = invoke(["explain", "--pp", "64"])
     assert code == 2 and "--pp 64" in err
