@@ -132,3 +132,12 @@ def test_speed_reads_the_rows_kv_bytes_per_token():
     same = decode_speed(spec, gpu, "vllm", w, k, 1, 32768, kv_bytes_per_token=16680)
     assert row.decode_tokens_per_s == same.tokens_per_s
     assert same.kv_bytes_read == 16680 * 32768
+
+
+def test_estimate_keeps_every_stage_and_reports_the_smallest():
+    spec, gpu = load_model("llama-3.2-3b"), get_gpu("l4")
+    est = vllm.estimate(spec, gpu, settings(pipeline_parallel=3))
+    assert [st.layout.group_size for st in est.stages] == [9, 10, 9]
+    assert est.num_gpu_blocks == min(st.num_blocks for st in est.stages)
+    assert est.deployment_weights_bytes == sum(st.weights_bytes for st in est.stages)
+    assert "stages" not in est.to_json()

@@ -61,6 +61,19 @@ class VllmSettings:
     dtype_bytes: int = 2
 
 
+@dataclass(frozen=True)
+class StageBudget:
+    """One pipeline stage's rank (gpu_worker.py:determine_available_memory, then its own KV-cache config)."""
+
+    weights_bytes: int
+    activation_bytes: int
+    available_kv_bytes: int
+    layout: KvLayout
+    num_blocks: int
+    kv_fits: bool  # the budget holds one max_model_len request (_check_enough_kv_cache_memory)
+    kv_bytes_per_token: int
+
+
 @dataclass
 class VllmEstimate:
     total_memory: int
@@ -86,6 +99,8 @@ class VllmEstimate:
     cudagraph_overflow_bytes: int = 0  # V2 runner: graph capture after the KV cache needs this beyond the GPU
     notes: list[str] = field(default_factory=list)
     layout: KvLayout | None = field(default=None, repr=False)
+    # every pipeline stage's own budget (this estimate is the smallest one's); not in the plan JSON
+    stages: tuple[StageBudget, ...] = field(default=(), repr=False)
 
     @property
     def kv_capacity_tokens(self) -> int:
@@ -119,7 +134,10 @@ class VllmEstimate:
 
 
 def batch_defaults(gpu: GpuProfile, entrypoint: str, world_size: int = 1) -> tuple[int, int]:
-    """(max_num_batched_tokens, max_num_seqs) vLLM picks when the user sets neither (arg_utils.get_batch_defaults)."""
+    """(max_num_batched_tokens, max_num_seqs) vLLM picks when the user sets neither (arg_utils.get_batch_defaults).
+
+    world_size is accepted for the call's shape but unused: the defaults depend on the GPU's memory and name and on
+    the entrypoint, not on the number of ranks (the same table applies to every rank)."""
     large = gpu.memory_total_bytes >= 70 * GiB and "a100" not in gpu.name.lower()
     if large:
         return (16384 if entrypoint == "llm" else 8192), 1024
@@ -302,21 +320,8 @@ def estimate(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings) -> VllmEstimate:
         kv_bytes_per_token=low.kv_bytes_per_token, fits=low.kv_fits and not graph_overflow, shortfall_bytes=shortfall,
         deployment_weights_bytes=sum(b.weights_bytes for b in stages) * s.tensor_parallel,
         deployment_kv_bytes_per_token=sum(b.kv_bytes_per_token for b in stages) * s.tensor_parallel,
-        cudagraph_overflow_bytes=graph_overflow, notes=layout.notes + notes, layout=layout,
+        cudagraph_overflow_bytes=graph_overflow, notes=layout.notes + notes, layout=layout, stages=tuple(stages),
     )
-
-
-@dataclass(frozen=True)
-class StageBudget:
-    """One pipeline stage's rank (gpu_worker.py:determine_available_memory, then its own KV-cache config)."""
-
-    weights_bytes: int
-    activation_bytes: int
-    available_kv_bytes: int
-    layout: KvLayout
-    num_blocks: int
-    kv_fits: bool  # the budget holds one max_model_len request (_check_enough_kv_cache_memory)
-    kv_bytes_per_token: int
 
 
 def stage_budgets(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings, budget: int, max_model_len: int, mnbt: int,
