@@ -3,7 +3,7 @@
     PYTHONPATH=. python3 tests/public_logs_table.py            # markdown table on stdout
 
 Not a test: it records where today's rules miss, for issue 10 (README.md in that folder holds its output). Settings come
-from index.json (what the post states); versions kvcalc refuses (< 0.9.1) are run with the 0.9.1 rules and marked so.
+from index.json (what the post states); a log that states no version runs on the 0.9.1 rules and is marked so.
 """
 
 from __future__ import annotations
@@ -30,11 +30,7 @@ WEIGHTS = {None: "bf16", "awq": "awq", "fp8": "fp8", "bitsandbytes": "nf4"}
 def _version(v: str | None) -> tuple[str, str]:
     if not v:
         return "0.9.1", "not stated; 0.9.1 rules"
-    try:
-        vllm_engine.parse_version(v)
-        return v, v
-    except Exception:  # kvcalc refuses < 0.9.1: run the oldest rules it has, and say so
-        return "0.9.1", f"{v} (run with 0.9.1 rules)"
+    return v, v  # every release from 0.4 has rules (kvcalc/engines/vllm_versions.py)
 
 
 def observed_tokens(obs: dict) -> tuple[int | None, str]:
@@ -59,7 +55,7 @@ def predict(e: dict):
     settings = vllm_engine.VllmSettings(
         weights=weight_format(WEIGHTS.get(quant, quant or "bf16")),
         kv=kv_format(e["kv_cache_dtype"] or "auto"),
-        gpu_memory_utilization=e["gpu_memory_utilization"] or 0.9,
+        gpu_memory_utilization=e["gpu_memory_utilization"],  # None: the version's default
         max_model_len=e["max_model_len"],
         max_num_batched_tokens=e["max_num_batched_tokens"],
         max_num_seqs=e["max_num_seqs"],

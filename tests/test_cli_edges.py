@@ -105,7 +105,7 @@ def test_vllm_versions_are_read_with_packaging():
     assert resolve_vllm_version("0.26.0rc1") == "0.26.0"  # a release candidate follows its release's rules
     assert resolve_vllm_version("0.24") == "0.24"
     with pytest.raises(UsageError, match="predates"):
-        resolve_vllm_version("0.4.0")
+        resolve_vllm_version("0.3.3")
     code, out, err = invoke(["plan", "--vllm-version", "", "--json"])
     assert code == 0 and json.loads(out)["settings"]["vllm_version"] == "0.26.0"
     code, out, err = invoke(["plan", "--vllm-version", "2.0.0", "--engine", "vllm"])

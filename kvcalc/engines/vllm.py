@@ -1,4 +1,5 @@
-"""vLLM (V1 engine) memory accounting, version-aware.
+"""vLLM memory accounting, version-aware (V0 from 0.4, V1, the V2 model runner): what changes between releases is
+data in engines/vllm_versions.py (VERSION_RULES); this file applies a version's row.
 
 Sources, vLLM 0.26.0:
 - vllm/v1/worker/gpu_worker.py `determine_available_memory`: KV = total*util - (weights + torch activation peak of the
@@ -24,6 +25,8 @@ from ..hardware import GpuProfile
 from ..model import ModelSpec
 from ..units import GiB, ceil_div
 from .vllm_groups import KvLayout, vllm_kv_layout
+from .vllm_versions import (VersionRules, batch_defaults_for, chunked_prefill_on, release_of, rules_for,
+                            version_key)
 from .weights import weight_bytes
 
 DEFAULT_VERSION = "0.26.0"
@@ -31,24 +34,21 @@ VOCAB_PADDING = 64  # vocab_parallel_embedding.py DEFAULT_VOCAB_PADDING_SIZE
 
 
 def parse_version(text: str) -> tuple[int, int, int]:
-    parts = text.strip().lstrip("v").split(".")
-    try:
-        nums = [int("".join(ch for ch in p if ch.isdigit()) or 0) for p in parts[:3]]
-    except ValueError:
-        raise UsageError(f"vLLM version {text!r} is not like 0.26.0") from None
+    """The release as (major, minor, micro), read with packaging (rc, post, dev and local parts ignored).
+    Versions kvcalc has no rules for (before 0.4.0) are refused."""
+    release = release_of(text)
+    rules_for(release)  # refuses < 0.4.0
+    nums = list(version_key(release)[:3])
     while len(nums) < 3:
         nums.append(0)
-    version = (nums[0], nums[1], nums[2])
-    if version < (0, 9, 1):
-        raise UsageError(f"vLLM {text} predates the V1 engine accounting kvcalc models (0.9.1 and later)")
-    return version
+    return nums[0], nums[1], nums[2]
 
 
 @dataclass(frozen=True)
 class VllmSettings:
     weights: WeightFormat
     kv: KvFormat
-    gpu_memory_utilization: float = 0.9
+    gpu_memory_utilization: float | None = None  # None: the version's default (0.9; 0.92 from 0.21)
     max_model_len: int | None = None  # None: the model's max_position_embeddings
     max_num_batched_tokens: int | None = None  # None: vLLM's default for this GPU and entrypoint
     max_num_seqs: int | None = None
@@ -59,6 +59,16 @@ class VllmSettings:
     tensor_parallel: int = 1
     pipeline_parallel: int = 1
     dtype_bytes: int = 2
+    nccl_nvls: bool | None = None  # None: NCCL's own choice (on for TP on SXM Hopper/Blackwell with NVSwitch)
+
+    @property
+    def rules(self) -> VersionRules:
+        return rules_for(self.version)
+
+    @property
+    def util(self) -> float:
+        """gpu_memory_utilization as vLLM runs it: the user's, else the version's default."""
+        return self.gpu_memory_utilization if self.gpu_memory_utilization is not None else self.rules.default_util
 
 
 @dataclass(frozen=True)
@@ -133,19 +143,27 @@ class VllmEstimate:
         return self.layout.concurrency_at(self.num_gpu_blocks, context)
 
 
-def batch_defaults(gpu: GpuProfile, entrypoint: str, world_size: int = 1) -> tuple[int, int]:
-    """(max_num_batched_tokens, max_num_seqs) vLLM picks when the user sets neither (arg_utils.get_batch_defaults).
+def batch_defaults(gpu: GpuProfile, entrypoint: str, world_size: int = 1, version: str = DEFAULT_VERSION,
+                   max_model_len: int = 8192) -> tuple[int, int]:
+    """(max_num_batched_tokens, max_num_seqs) vLLM picks when the user sets neither (vllm_versions.BATCH rules:
+    V0 SchedulerConfig; V1 arg_utils.get_batch_defaults by usage context and GPU memory).
 
     world_size is accepted for the call's shape but unused: the defaults depend on the GPU's memory and name and on
     the entrypoint, not on the number of ranks (the same table applies to every rank)."""
-    large = gpu.memory_total_bytes >= 70 * GiB and "a100" not in gpu.name.lower()
-    if large:
-        return (16384 if entrypoint == "llm" else 8192), 1024
-    return (8192 if entrypoint == "llm" else 2048), 256
+    rules = rules_for(version)
+    return batch_defaults_for(rules, gpu.memory_total_bytes, gpu.name, entrypoint, max_model_len)
 
 
 def resolve_batching(gpu: GpuProfile, s: VllmSettings, max_model_len: int) -> tuple[int, int]:
-    default_mnbt, default_seqs = batch_defaults(gpu, s.entrypoint, s.tensor_parallel * s.pipeline_parallel)
+    rules = s.rules
+    if rules.engine == "v0":
+        seqs = s.max_num_seqs or 256
+        if s.max_num_batched_tokens:
+            return s.max_num_batched_tokens, seqs
+        # config.py SchedulerConfig: chunked prefill -> 2048, else max(max_model_len, 2048) (a whole prompt)
+        return (2048 if chunked_prefill_on(rules, max_model_len) else max(max_model_len, 2048)), seqs
+    default_mnbt, default_seqs = batch_defaults(gpu, s.entrypoint, s.tensor_parallel * s.pipeline_parallel,
+                                                s.version, max_model_len)
     seqs = s.max_num_seqs or default_seqs
     if s.max_num_batched_tokens:
         mnbt = s.max_num_batched_tokens
@@ -187,18 +205,49 @@ def vllm_weight_bytes(spec: ModelSpec, s: VllmSettings, rank_layers: int | None 
     return per_rank + rotary
 
 
-def uses_v2_model_runner(spec: ModelSpec, version: tuple[int, int, int]) -> bool:
+def _rules(version) -> VersionRules:
+    return rules_for(".".join(str(n) for n in version) if isinstance(version, tuple) else version)
+
+
+def uses_v2_model_runner(spec: ModelSpec, version) -> bool:
     """0.26 runs dense, non-hybrid decoders on the V2 model runner (config/vllm.py: use_v2_model_runner,
     _is_default_v2_model_runner_model); MoE and hybrid (Mamba) models stay on the V1 runner."""
     hybrid = "mamba" in spec.layer_kinds
-    return version >= (0, 26, 0) and spec.moe is None and not hybrid
+    return _rules(version).v2_runner and spec.moe is None and not hybrid
 
 
-def subtracts_cudagraph_estimate(spec: ModelSpec, version: tuple[int, int, int]) -> bool:
-    """0.20+ subtracts a profiled CUDA-graph estimate from the KV budget (gpu_worker.py, with
-    VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1), but the V2 runner's profile_cudagraph_memory returns 0
-    (v1/worker/gpu/model_runner.py): there, graphs are captured after the KV cache, on top of the budget."""
-    return version >= (0, 20, 0) and not uses_v2_model_runner(spec, version)
+def subtracts_cudagraph_estimate(spec: ModelSpec, version) -> bool:
+    """0.21+ subtracts a profiled CUDA-graph estimate from the KV budget (gpu_worker.py,
+    VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1 by default since 0.21.0, vllm#38284), but the V2 runner's
+    profile_cudagraph_memory returns 0 (v1/worker/gpu/model_runner.py): there, graphs are captured after the KV
+    cache, on top of the budget."""
+    return _rules(version).cudagraph_estimate and not uses_v2_model_runner(spec, version)
+
+
+def uses_nccl_nvls(gpu: GpuProfile, s: VllmSettings) -> bool:
+    """NCCL's NVLink SHARP (NVLS) all-reduce, which allocates its own buffers on every rank at start-up: on by
+    default (NCCL_NVLS_ENABLE unset) where GPUs sit on a third-generation NVSwitch, i.e. SXM Hopper/Blackwell
+    boards; used when tensor parallelism all-reduces. PCIe cards, NVLink-bridge pairs (H100 NVL) and A100 have
+    none. s.nccl_nvls overrides (False: NCCL_NVLS_ENABLE=0, as on the project's H200 host)."""
+    if s.tensor_parallel < 2:
+        return False
+    if s.nccl_nvls is not None:
+        return s.nccl_nvls
+    return (gpu.vendor == "nvidia" and (gpu.compute_capability or 0) >= 9.0
+            and (gpu.form_factor or "").upper().startswith("SXM"))
+
+
+def moe_workspace_bytes(spec: ModelSpec, s: VllmSettings, mnbt: int) -> int:
+    """The fused-MoE kernel's intermediate caches for the profile batch (model_executor/layers/fused_moe/
+    fused_moe.py:fused_experts_impl: intermediate_cache13 of M x top_k x max(2I, H) and intermediate_cache2 of
+    M x top_k x I, activation dtype, I = expert width / tp, M = min(mnbt, VLLM_FUSED_MOE_CHUNK_SIZE 32768)). Before
+    0.26 the public 0.19 logs show them on top of the sampler's peak (kept as the modular kernel's workspace)."""
+    moe = spec.moe
+    if moe is None or not moe.moe_layers or not moe.expert_intermediate_size:
+        return 0
+    m = min(mnbt, 32768)
+    inter = moe.expert_intermediate_size // s.tensor_parallel
+    return m * moe.experts_per_token * (max(2 * inter, spec.hidden_size) + inter) * s.dtype_bytes
 
 
 def forward_bytes(spec: ModelSpec, s: VllmSettings, mnbt: int) -> int:
@@ -216,22 +265,30 @@ def forward_bytes(spec: ModelSpec, s: VllmSettings, mnbt: int) -> int:
 
 def sampler_bytes(spec: ModelSpec, s: VllmSettings, mnbt: int, seqs: int, v2_runner: bool = True) -> int:
     """Torch peak of the dummy sampler over min(max_num_seqs, mnbt) rows of logits; only the last pipeline stage
-    holds the lm_head and samples (gpu_model_runner.py profile_run: `if get_pp_group().is_last_rank`)."""
+    holds the lm_head and samples (gpu_model_runner.py profile_run: `if get_pp_group().is_last_rank`). The logits
+    are gathered across TP ranks before sampling (logits_processor.py: tensor_model_parallel_gather / all_gather),
+    so every sampling rank holds the whole padded vocabulary."""
     c = engine_constants("vllm")
     rows = min(seqs, mnbt)
-    per_logit = c["sampler_bytes_per_logit"] if v2_runner else c["sampler_bytes_per_logit_v1"]
-    return int(per_logit * rows * _padded_vocab(spec.vocab_size, s.tensor_parallel))
+    if v2_runner:
+        per_logit = c["sampler_bytes_per_logit"]
+    else:
+        per_logit = s.rules.sampler_bytes_per_logit or c["sampler_bytes_per_logit_v1"]
+    return int(per_logit * rows * _padded_vocab(spec.vocab_size, 1))
 
 
 def activation_bytes(spec: ModelSpec, s: VllmSettings, mnbt: int, seqs: int, v2_runner: bool = True,
                      last_stage: bool = True) -> int:
     """Torch peak of the profile run: the larger of the dummy forward over mnbt tokens and, on the last pipeline
-    stage, the dummy sampler over min(max_num_seqs, mnbt) rows of logits. Both factors are fitted
-    (kvcalc/data/constants.yaml)."""
+    stage, the dummy sampler over min(max_num_seqs, mnbt) rows of logits (before 0.26, plus the fused-MoE
+    workspace the forward left allocated). The forward factor is fitted (kvcalc/data/constants.yaml)."""
     forward = forward_bytes(spec, s, mnbt)
     if not last_stage:
         return forward
-    return max(forward, sampler_bytes(spec, s, mnbt, seqs, v2_runner))
+    sampler = sampler_bytes(spec, s, mnbt, seqs, v2_runner)
+    if s.rules.engine == "v1" and not s.rules.v2_runner:
+        sampler += moe_workspace_bytes(spec, s, mnbt)
+    return max(forward, sampler)
 
 
 def pp_layer_partition(num_layers: int, pp: int) -> list[int]:
@@ -250,8 +307,10 @@ def estimate(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings) -> VllmEstimate:
     stage's (kv_cache_utils.py:get_kv_cache_configs, "change the num_blocks of each rank to the smallest"). The
     returned estimate is that stage's, with the deployment's totals beside it."""
     version = parse_version(s.version)
-    if not 0 < s.gpu_memory_utilization <= 1:
-        raise UsageError(f"gpu_memory_utilization must be in (0, 1], got {s.gpu_memory_utilization}")
+    rules = s.rules
+    util = s.util
+    if not 0 < util <= 1:
+        raise UsageError(f"gpu_memory_utilization must be in (0, 1], got {util}")
     if s.kv.vllm_name is None:
         raise UsageError(f"vLLM has no {s.kv.label} cache (kv_cache_dtype is auto, fp8 or fp8_e5m2)")
     if "vllm" not in s.weights.engines:
@@ -269,15 +328,29 @@ def estimate(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings) -> VllmEstimate:
     max_model_len = s.max_model_len or spec.max_position_embeddings
     mnbt, seqs = resolve_batching(gpu, s, max_model_len)
     total = gpu.memory_total_bytes
-    requested = math.ceil(total * s.gpu_memory_utilization)  # v1/worker/utils.py rounds up
+    requested = math.ceil(total * util)  # v1/worker/utils.py rounds up
     world = s.tensor_parallel * pp
     non_torch = int(c["non_torch_bytes_tp"] if world > 1 else c["non_torch_bytes"])
+    nvls = uses_nccl_nvls(gpu, s)
+    if nvls:
+        non_torch += int(c["nccl_nvls_bytes"])
     cudagraph = 0 if (s.enforce_eager or not subtracts_cudagraph_estimate(spec, version)) else int(c["cudagraph_bytes"])
     # V2 runner: graphs are captured after the KV cache is allocated, on top of gpu_memory_utilization.
     capture = int(c["cudagraph_capture_bytes"]) if (v2 and not s.enforce_eager) else 0
     graph_overflow = max(requested + capture - total, 0)
 
     notes: list[str] = []
+    if s.gpu_memory_utilization is None:
+        notes.append(f"gpu_memory_utilization {util}: vLLM {release_of(s.version)}'s default (config/cache.py)")
+    if rules.engine == "v0":
+        notes.append(f"vLLM {release_of(s.version)} runs the V0 engine: the profile covers {mnbt:,} batched tokens"
+                     + ("" if chunked_prefill_on(rules, max_model_len) else " (a whole max_model_len prompt: "
+                        "chunked prefill is off)") + ", every layer keeps max_model_len of KV, and it logs "
+                     "'# GPU blocks' (worker/worker.py:determine_num_available_blocks)")
+    if nvls:
+        notes.append(f"tensor parallel on {gpu.name}: NCCL's NVLink SHARP buffers take "
+                     f"~{c['nccl_nvls_bytes'] / GiB:.2f} GiB per rank outside torch (set NCCL_NVLS_ENABLE=0 "
+                     "to save it: --nccl-nvls off)")
     if s.tensor_parallel > spec.num_kv_heads:
         notes.append(f"tp {s.tensor_parallel} > {spec.num_kv_heads} KV heads: each rank holds a replicated KV head")
     if s.weights.name == "bf16" and gpu.vendor == "nvidia" and cc < 8.0:
@@ -306,8 +379,12 @@ def estimate(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings) -> VllmEstimate:
             low = stage
     layout, blocks, available = low.layout, low.num_blocks, low.available_kv_bytes
     concurrency = layout.max_concurrency(blocks) if blocks else 0.0
-    if version >= (0, 24, 0):
+    if rules.logged_tokens == "concurrency":
         logged = layout.logged_tokens(blocks) if blocks else 0
+    elif rules.logged_tokens == "per_group":
+        # kv_cache_utils.py (0.8-0.23): num_blocks // len(kv_cache_groups) * min block size
+        logged = blocks // max(len(layout.groups), 1) * min(r.block_size for r in layout.rules) if layout.rules \
+            else blocks * layout.block_size
     else:
         logged = blocks * layout.block_size
     shortfall = (0 if low.kv_fits else layout.min_kv_bytes - available) + graph_overflow
@@ -339,7 +416,8 @@ def stage_budgets(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings, budget: int
         try:
             layout = vllm_kv_layout(spec.layers[start: start + n_layers], s.kv, s.dtype_bytes, s.block_size,
                                     s.tensor_parallel, max_model_len, spec.model_type, max_num_batched_tokens=mnbt,
-                                    max_concurrent_batches=2 if pp == 1 else pp,
+                                    max_concurrent_batches=(2 if pp == 1 else pp) if s.rules.engine == "v1" else 1,
+                                    hybrid_allocator=s.rules.hybrid_allocator,
                                     compute_capability=gpu.compute_capability or 9.0)
         except (NotImplementedError, ValueError) as exc:
             raise UnsupportedModelError(f"vLLM cannot serve {spec.name} this way: {exc}") from None
