@@ -229,6 +229,7 @@ def predict(c: dict[str, Any], internals: dict[str, Any], total_bytes: int, vers
         enforce_eager=bool(c["enforce_eager"]),
         block_size=_int_or_none(internals.get("block_size") or c.get("block_size")),
         version=version, entrypoint="llm", tensor_parallel=int(c.get("tensor_parallel_size") or 1),
+        nccl_nvls=False,  # the project's H200 host runs with NCCL_NVLS_ENABLE=0 (device KINDS.md)
     )
     gpu = gpu_with_total(c.get("gpu", "h200"), total_bytes)
     return vllm_engine.estimate(spec, gpu, s)
