@@ -63,7 +63,7 @@ def render_table(req: PlanRequest, rows: list[Row]) -> None:
             _console().print(f"  {config}: {text}")
     _console().print(
         "GiB = 2^30 bytes. vLLM: KV capacity = the 'GPU KV cache size' vLLM logs at --util "
-        f"{req.util}; max conc. = requests of --context tokens that fit at once. HF: memory the process holds at "
+        f"{req.vllm_util}; max conc. = requests of --context tokens that fit at once. HF: memory the process holds at "
         "--context x --batch; KV capacity = longest context that fits. Memory and speed constants are fitted on "
         "H200 runs (docs/validation/); other GPUs scale by their bandwidth (kvcalc explain shows every source).",
         style="dim")
@@ -108,7 +108,7 @@ def explain_text(req: PlanRequest, row: Row) -> str:
     if row.vllm is not None:
         v = row.vllm
         lines += [
-            f"requested = total x util        = {v.total_memory:,} x {req.util} = {v.requested_memory:,} B "
+            f"requested = total x util        = {v.total_memory:,} x {req.vllm_util} = {v.requested_memory:,} B "
             f"({fmt_gib(v.requested_memory)})",
             f"- weights (per rank)             = {v.weights_bytes:,} B ({fmt_gib(v.weights_bytes)})",
             f"- activation peak (profile run)  = {v.activation_bytes:,} B ({fmt_gib(v.activation_bytes)}); "

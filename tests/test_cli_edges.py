@@ -64,7 +64,7 @@ def test_usage_errors_are_one_line(args, needle):
     (["plan", "--batch", str(MAX_BATCH + 1)], f"at most {MAX_BATCH:,}"),
     (["plan", "--max-num-seqs", str(MAX_BATCH + 1)], f"at most {MAX_BATCH:,}"),
     (["plan", "--context", str(MAX_CONTEXT + 1)], f"at most {MAX_CONTEXT:,}"),
-    (["plan", "--max-model-len", "1e30"], "not a size"),
+    (["plan", "--max-model-len", "1e30"], "not a whole number"),
     (["plan", "--context", "1e300"], "not a size"),
     (["plan", "--context", "1e400"], "not a size"),
     (["plan", "--context", "nan"], "not a size"),

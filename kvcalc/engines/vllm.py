@@ -59,6 +59,7 @@ class VllmSettings:
     tensor_parallel: int = 1
     pipeline_parallel: int = 1
     dtype_bytes: int = 2
+    kv_cache_memory_bytes: int | None = None  # --kv-cache-memory-bytes: the KV budget per GPU, util ignored
     nccl_nvls: bool | None = None  # None: NCCL's own choice (on for TP on SXM Hopper/Blackwell with NVSwitch)
 
     @property
@@ -388,13 +389,23 @@ def estimate(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings) -> VllmEstimate:
     else:
         logged = blocks * layout.block_size
     shortfall = (0 if low.kv_fits else layout.min_kv_bytes - available) + graph_overflow
+    if s.kv_cache_memory_bytes:
+        # the fixed KV budget ignores gpu_memory_utilization; weights, activations and KV must still fit the GPU
+        used = low.weights_bytes + low.activation_bytes + non_torch + cudagraph + s.kv_cache_memory_bytes
+        notes.append(f"--kv-cache-memory-bytes {s.kv_cache_memory_bytes:,}: the KV budget per GPU as given "
+                     "(gpu_memory_utilization ignored, no memory profile; gpu_worker.py)")
+        if used > total:
+            shortfall += used - total
+            notes.append(f"weights + activations + non-torch + KV = {used / GiB:.2f} GiB exceed the GPU's "
+                         f"{total / GiB:.2f} GiB by {(used - total) / GiB:.2f} GiB")
     return VllmEstimate(
         total_memory=total, requested_memory=requested, weights_bytes=low.weights_bytes,
         activation_bytes=low.activation_bytes, non_torch_bytes=non_torch, cudagraph_bytes=cudagraph,
         available_kv_bytes=available, block_size=layout.block_size, page_bytes_all_layers=layout.bytes_per_block,
         num_gpu_blocks=blocks, max_model_len=max_model_len, max_num_batched_tokens=mnbt, max_num_seqs=seqs,
         logged_kv_tokens=logged, logged_concurrency=round(concurrency, 2),
-        kv_bytes_per_token=low.kv_bytes_per_token, fits=low.kv_fits and not graph_overflow, shortfall_bytes=shortfall,
+        kv_bytes_per_token=low.kv_bytes_per_token, fits=low.kv_fits and not graph_overflow and not shortfall,
+        shortfall_bytes=shortfall,
         deployment_weights_bytes=sum(b.weights_bytes for b in stages) * s.tensor_parallel,
         deployment_kv_bytes_per_token=sum(b.kv_bytes_per_token for b in stages) * s.tensor_parallel,
         cudagraph_overflow_bytes=graph_overflow, notes=layout.notes + notes, layout=layout, stages=tuple(stages),
@@ -413,6 +424,9 @@ def stage_budgets(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings, budget: int
         w = vllm_weight_bytes(spec, s, n_layers, has_embedding=first, has_lm_head=last)
         act = activation_bytes(spec, s, mnbt, seqs, v2, last_stage=last)
         available = budget - w - act
+        if s.kv_cache_memory_bytes:
+            # gpu_worker.py:determine_available_memory: kv_cache_memory_bytes set -> no profile, that budget as is
+            available = s.kv_cache_memory_bytes
         try:
             layout = vllm_kv_layout(spec.layers[start: start + n_layers], s.kv, s.dtype_bytes, s.block_size,
                                     s.tensor_parallel, max_model_len, spec.model_type, max_num_batched_tokens=mnbt,
