@@ -26,8 +26,9 @@ CAP = {"gpu_memory_utilization": 0.9, "max_model_len": 8192, "enforce_eager": Tr
 def speed_case(cid, config, kv="auto", grid=None, ttft=None, extra=None, expected=300, needs=None):
     llm = dict(SERVE, kv_cache_dtype=kv)
     llm.update(extra or {})
-    c = {"id": cid, "config": f"{config}.json", "llm": llm, "speed": dict(grid or GRID), "ttft": dict(ttft or TTFT),
-         "expected_s": expected}
+    c = {"id": cid, "config": f"{config}.json", "llm": llm, "speed": dict(grid or GRID), "expected_s": expected}
+    if ttft is not False:
+        c["ttft"] = dict(ttft or TTFT)
     if needs:
         c["needs"] = needs
     return c
@@ -105,11 +106,43 @@ def build():
     return gpu0, gpu1
 
 
+def build_c4():
+    """Call 4 (a fresh host, dense kernels only): larger KV volumes per decode step (about 0.6-1.1M tokens of
+    context in flight) at the same (batch, context) for bf16 and fp8 KV, and CUDA-graph capacity starts at other
+    max_num_seqs (graph capture sizes follow max_num_seqs)."""
+    def big(points, cap):
+        bs = sorted({b for b, _ in points})
+        cs = sorted({c for _, c in points})
+        return {"batches": bs, "contexts": cs, "decode_tokens": 64, "max_prompt_tokens": cap, "kv_fill_limit": 0.95,
+                "only_points": [list(p) for p in points]}
+    p3 = [(128, 6144), (24, 32768)]
+    p8 = [(96, 6144), (20, 32768)]
+    fp8_more = [(256, 4096), (32, 32768)]
+    gpu0 = [
+        speed_case("s4-3b-auto-big", "llama-3.2-3b", "auto", grid=big(p3, 1100000), ttft=False, expected=130),
+        speed_case("s4-3b-fp8-big", "llama-3.2-3b", "fp8", grid=big(p3 + fp8_more, 1100000), ttft=False,
+                   expected=140),
+        {"id": "c4-3b-graphs-seqs16", "config": "llama-3.2-3b.json", "expected_s": 70,
+         "llm": dict(SERVE, max_model_len=8192, max_num_seqs=16), "generate_check": True},
+        {"id": "c4-3b-graphs-seqs1024", "config": "llama-3.2-3b.json", "expected_s": 70,
+         "llm": dict(SERVE, max_model_len=8192, max_num_seqs=1024), "generate_check": True},
+    ]
+    gpu1 = [
+        speed_case("s4-8b-auto-big", "llama-3.1-8b", "auto", grid=big(p8, 1100000), ttft=False, expected=140),
+        speed_case("s4-8b-fp8-big", "llama-3.1-8b", "fp8", grid=big(p8 + fp8_more, 1100000), ttft=False,
+                   expected=160),
+    ]
+    return gpu0, gpu1
+
+
 def main() -> None:
     gpu0, gpu1 = build()
     (HERE / "cases_gpu0.json").write_text(json.dumps(gpu0, indent=1) + "\n")
     (HERE / "cases_gpu1.json").write_text(json.dumps(gpu1, indent=1) + "\n")
-    print(len(gpu0), len(gpu1))
+    g0, g1 = build_c4()
+    (HERE / "cases_gpu0_c4.json").write_text(json.dumps(g0, indent=1) + "\n")
+    (HERE / "cases_gpu1_c4.json").write_text(json.dumps(g1, indent=1) + "\n")
+    print(len(gpu0), len(gpu1), len(g0), len(g1))
 
 
 if __name__ == "__main__":

@@ -102,9 +102,12 @@ def plan_points(speed: dict[str, Any], kv_tokens: int | None, block_size: int, m
     n = int(speed.get("decode_tokens", 64))
     cap = int(speed.get("max_prompt_tokens", 10**6))
     fill = float(speed.get("kv_fill_limit", 0.9))
+    only = {tuple(p) for p in speed.get("only_points", [])}
     pts = []
     for ctx in speed["contexts"]:
         for b in speed["batches"]:
+            if only and (b, ctx) not in only:
+                continue
             prefill_steps = math.ceil(b * ctx / mnbt)
             max_tokens = n + prefill_steps + 2
             per_req_blocks = math.ceil((ctx + max_tokens) / block_size)
@@ -605,6 +608,21 @@ def moe_kernels_present() -> bool:
     return Path(site, "vllm", "_moe_C_stable_libtorch.abi3.so").exists()
 
 
+def rows_since(out: str, offset: int) -> list[dict[str, Any]]:
+    if not Path(out).exists():
+        return []
+    with open(out, "rb") as fh:
+        fh.seek(offset)
+        text = fh.read().decode("utf-8", errors="replace")
+    rows = []
+    for line in text.splitlines():
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            pass
+    return rows
+
+
 def parent_main(args) -> int:
     cases = load_cases(args.cases)
     if args.only:
@@ -656,13 +674,14 @@ def parent_main(args) -> int:
                "--out", args.out, "--log-dir", args.log_dir, "--tag", args.tag, "--deadline", str(deadline)]
         print(f"[parent] {now_iso()} launch {launch}: {[c['id'] for c in group]}", flush=True)
         t0 = time.time()
+        offset = Path(args.out).stat().st_size if Path(args.out).exists() else 0
         with open(console, "w", encoding="utf-8") as fh:
             try:
                 rc: Any = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT,
                                          timeout=max(30.0, deadline - time.time() + args.grace_s)).returncode
             except subprocess.TimeoutExpired:
                 rc = "timeout"
-        have = done_ids(args.out)
+        have = {r.get("case_id") for r in rows_since(args.out, offset)}  # any row of this launch, skipped too
         left = [c for c in group if c["id"] not in have]
         print(f"[parent] launch {launch} exit {rc} after {time.time() - t0:.0f} s; without a row: "
               f"{[c['id'] for c in left]}", flush=True)
