@@ -20,7 +20,7 @@ from ..errors import UsageError
 
 def _from_log(path: str, model: str | None, gpu: str | None, as_json: bool, overrides: dict) -> None:
     from .compare import render_table
-    from .vllm_log import compare_log, parse_vllm_log
+    from .vllm_log import compare_log, parse_vllm_log, read_log
 
     if not model:
         raise UsageError("--from-log needs --model (the catalog name or config.json the log's engine served)")
@@ -30,7 +30,9 @@ def _from_log(path: str, model: str | None, gpu: str | None, as_json: bool, over
     p = Path(path)
     if not p.is_file():
         raise UsageError(f"cannot read log {path!r}: no such file")
-    parsed = parse_vllm_log(p.read_text(encoding="utf-8", errors="replace"))
+    parsed = parse_vllm_log(read_log(p))
+    for warning in parsed["warnings"]:
+        click.echo(f"warning: {warning}", err=True)
     if not parsed["values"]:
         raise UsageError(f"{path}: no vLLM memory lines found (is this a vLLM start-up log?)")
     rows = compare_log(parsed, model, gpu, **overrides)

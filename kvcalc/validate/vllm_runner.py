@@ -267,7 +267,7 @@ def run_vllm_case(case: dict[str, Any], log_path: str | os.PathLike) -> tuple[di
         import vllm
         from vllm import LLM
 
-        from .vllm_log import parse_vllm_log
+        from .vllm_log import LogError, parse_vllm_log
 
         result["versions"] = package_versions()
         result["environment"] = torch_device_facts("cuda")
@@ -303,7 +303,11 @@ def run_vllm_case(case: dict[str, Any], log_path: str | os.PathLike) -> tuple[di
         handler.flush()
         with open(log_path, "rb") as fh:  # this attempt's lines only (a retried case appends to the same file)
             fh.seek(log_offset)
-            parsed = parse_vllm_log(fh.read().decode("utf-8", errors="replace"))
+            try:
+                parsed = parse_vllm_log(fh.read().decode("utf-8", errors="replace"))
+            except LogError as exc:  # the engine's own figures (internals) still stand
+                parsed = {"values": {}, "settings": {}, "version": None}
+                observed["log_error"] = str(exc)
         observed["log"] = {"values": parsed["values"], "settings": parsed["settings"], "version": parsed["version"]}
         result["observed"] = observed
         result["status"] = "ok"  # the measurement stands even if kvcalc cannot predict it
