@@ -18,9 +18,12 @@ import click
 from ..errors import UsageError
 
 
-def _from_log(path: str, model: str | None, gpu: str | None, as_json: bool, overrides: dict) -> None:
+def _from_log(path: str, model: str | None, gpu: str | None, as_json: bool, overrides: dict, *, strict: bool = False,
+              vllm_version: str | None = None, run: int | None = None) -> None:
+    """Compare a start-up log with kvcalc: a verdict per row against compare.TOLERANCES, the reasons the log may be
+    another run than the one asked for (MISMATCH), and what was assumed. --strict: exit 1 on any MISS or MISMATCH."""
     from .compare import render_table
-    from .vllm_log import compare_log, parse_vllm_log, read_log
+    from .vllm_log import check_log, parse_vllm_log, read_log
 
     if not model:
         raise UsageError("--from-log needs --model (the catalog name or config.json the log's engine served)")
@@ -30,30 +33,51 @@ def _from_log(path: str, model: str | None, gpu: str | None, as_json: bool, over
     p = Path(path)
     if not p.is_file():
         raise UsageError(f"cannot read log {path!r}: no such file")
-    parsed = parse_vllm_log(read_log(p))
+    parsed = parse_vllm_log(read_log(p), run=run)
     for warning in parsed["warnings"]:
         click.echo(f"warning: {warning}", err=True)
     if not parsed["values"]:
         raise UsageError(f"{path}: no vLLM memory lines found (is this a vLLM start-up log?)")
-    rows = compare_log(parsed, model, gpu, **overrides)
+    report = check_log(parsed, model, gpu, vllm_version=vllm_version, run_given=run is not None, **overrides)
+    rows, mismatches = report["rows"], report["mismatches"]
+    misses = [r["quantity"] for r in rows if r.get("verdict") == "MISS"]
+    passes = sum(1 for r in rows if r.get("verdict") == "PASS")
     if as_json:
-        click.echo(json.dumps({"parsed": {k: parsed[k] for k in ("version", "settings", "values", "errors")},
-                               "comparison": rows}, indent=1))
-        return
-    version = parsed.get("version") or "unknown version"
-    click.echo(render_table(rows, title=f"vLLM {version} log {p.name} vs kvcalc ({model} on {gpu})"))
-    for err in parsed.get("errors", []):
-        click.echo(f"log reports a start-up failure: {err}")
+        click.echo(json.dumps({"parsed": {k: parsed[k] for k in ("version", "settings", "values", "errors",
+                                                                  "warnings", "runs", "run")},
+                               "comparison": rows, "mismatches": mismatches, "notes": report["notes"],
+                               "assumed": report["assumed"],
+                               "verdict": {"pass": passes, "miss": len(misses), "mismatch": len(mismatches)}},
+                              indent=1))
+    else:
+        version = parsed.get("version") or "unknown version"
+        click.echo(render_table(rows, title=f"vLLM {version} log {p.name} vs kvcalc ({model} on {gpu})"))
+        for err in parsed.get("errors", []):
+            click.echo(f"log reports a start-up failure: {err}")
+        for line in mismatches:
+            click.echo(f"MISMATCH {line}")
+        for line in report["notes"]:
+            click.echo(f"note: {line}")
+        shown = ", ".join(f"{k} {v['value']} ({v['from']})" for k, v in report["assumed"].items()
+                          if v["value"] is not None)
+        click.echo(f"settings: {shown}")
+        click.echo(f"verdict: {passes} PASS, {len(misses)} MISS" + (f" ({', '.join(misses)})" if misses else "")
+                   + (f", {len(mismatches)} MISMATCH" if mismatches else ""))
+    if strict and (misses or mismatches):
+        click.echo(f"error: --strict: {len(misses)} MISS, {len(mismatches)} MISMATCH", err=True)
+        raise SystemExit(1)
 
 
 def _report(path: str, as_json: bool) -> None:
     from .compare import render_report, summarize
-    from .results import read_jsonl
+    from .results import read_results
 
     p = Path(path)
     if not p.is_file():
         raise UsageError(f"cannot read results {path!r}: no such file")
-    rows = read_jsonl(p)
+    rows, warnings = read_results(p)
+    for warning in warnings:
+        click.echo(f"warning: {warning}", err=True)
     if as_json:
         click.echo(json.dumps(summarize(rows), indent=1))
     else:
@@ -108,9 +132,14 @@ def _run(hf: bool, vllm: bool, quick: bool, out: str | None, device: str, model:
 @click.option("--per-process", type=int, default=0, show_default=True,
               help="vLLM cases per child process (1 isolates every case)")
 @click.option("--budget-s", type=float, default=510.0, show_default=True, help="wall-clock budget of a matrix run")
+@click.option("--strict", is_flag=True, help="--from-log: exit 1 on any MISS or MISMATCH")
+@click.option("--vllm-version", "vllm_version", metavar="VERSION",
+              help="--from-log: the vLLM version the log should be from (a different one is a MISMATCH)")
+@click.option("--run", "run", type=click.IntRange(min=-1000, max=100000), default=None,
+              help="--from-log: which engine start of a log holding several (0-based; default the last)")
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
 def validate(from_log, report, model, gpu, kv, util, max_num_batched_tokens, entrypoint, hf, vllm, quick, out, device,
-             per_process, budget_s, as_json):
+             per_process, budget_s, strict, vllm_version, run, as_json):
     """Compare kvcalc's predictions with real engines: a vLLM start-up log (--from-log), earlier results
     (--report), or new runs of transformers (--hf) and vLLM (--vllm)."""
     modes = [bool(from_log), bool(report), bool(hf or vllm)]
@@ -122,7 +151,8 @@ def validate(from_log, report, model, gpu, kv, util, max_num_batched_tokens, ent
     if from_log:
         overrides = {"kv": kv, "gpu_memory_utilization": util, "max_num_batched_tokens": max_num_batched_tokens,
                      "entrypoint": entrypoint}
-        _from_log(from_log, model, gpu, as_json, {k: v for k, v in overrides.items() if v is not None})
+        _from_log(from_log, model, gpu, as_json, {k: v for k, v in overrides.items() if v is not None},
+                  strict=strict, vllm_version=vllm_version, run=run)
     elif report:
         _report(report, as_json)
     else:

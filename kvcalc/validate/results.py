@@ -18,6 +18,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+from ..errors import UsageError
+
 # Packages whose versions decide what the engines do (reported when installed).
 VERSION_PACKAGES = ("torch", "transformers", "vllm", "hqq", "optimum-quanto", "bitsandbytes", "gguf", "accelerate",
                     "flashinfer-python", "triton")
@@ -86,6 +88,85 @@ def iter_jsonl(path: str | os.PathLike) -> Iterator[dict[str, Any]]:
                 yield json.loads(line)
             except json.JSONDecodeError:
                 continue
+
+
+MAX_RESULTS_BYTES = 256 * 2**20
+
+
+class ResultsError(UsageError):
+    """A results file kvcalc cannot read as rows: not UTF-8, a line that is not a JSON object, a row of the wrong
+    shape. One line naming the line number."""
+
+
+def _check_row(row: Any, lineno: int) -> None:
+    if not isinstance(row, dict):
+        raise ResultsError(f"line {lineno}: not a JSON object but {type(row).__name__}")
+    for key in ("status", "engine", "case_id"):
+        if key in row and row[key] is not None and not isinstance(row[key], str):
+            raise ResultsError(f"line {lineno}: {key!r} is not text")
+    for key in ("settings", "observed"):
+        if key in row and row[key] is not None and not isinstance(row[key], dict):
+            raise ResultsError(f"line {lineno}: {key!r} is not an object")
+    comparison = row.get("comparison")
+    if comparison is None:
+        return
+    if not isinstance(comparison, list):
+        raise ResultsError(f"line {lineno}: 'comparison' is not a list")
+    for item in comparison:
+        if not isinstance(item, dict) or not isinstance(item.get("quantity"), str):
+            raise ResultsError(f"line {lineno}: a comparison entry has no 'quantity'")
+        if not isinstance(item.get("unit", ""), str):
+            raise ResultsError(f"line {lineno}: {item['quantity']!r} has a unit that is not text")
+        for key in ("predicted", "observed", "error"):
+            value = item.get(key)
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise ResultsError(f"line {lineno}: {item['quantity']!r} {key} is not a finite number")
+
+
+def read_results(path: str | os.PathLike, max_bytes: int = MAX_RESULTS_BYTES) -> tuple[list[dict[str, Any]], list[str]]:
+    """(rows, warnings) of a results JSONL file, checked: a truncated last line (a run killed mid-write) is skipped
+    with a warning; anything else that is not a row is a ResultsError naming the line."""
+    try:
+        size = os.stat(path).st_size
+        if size > max_bytes:
+            raise ResultsError(f"{path}: larger than {max_bytes // 2**20} MiB")
+        with open(path, "rb") as fh:
+            data = fh.read(max_bytes + 1)
+    except OSError as exc:
+        raise ResultsError(f"cannot read results {str(path)!r}: {exc.strerror or exc}") from None
+    if len(data) > max_bytes:
+        raise ResultsError(f"{path}: larger than {max_bytes // 2**20} MiB")
+    nul = data.find(b"\x00")
+    if nul >= 0:
+        raise ResultsError(f"{path}: binary data (a NUL byte at offset {nul}), not JSON Lines")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ResultsError(f"{path}: not UTF-8 text (invalid byte at offset {exc.start})") from None
+    lines = text.split("\n")
+    rows, warnings = [], []
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        lineno = i + 1
+        try:
+            row = json.loads(line)
+        except (ValueError, RecursionError) as exc:
+            if i == len(lines) - 1:  # no newline after it: the writer was killed mid-line
+                warnings.append(f"{path}: line {lineno} is a truncated last row (a run stopped mid-write); skipped")
+                continue
+            message = exc.msg if isinstance(exc, json.JSONDecodeError) else type(exc).__name__
+            raise ResultsError(f"{path}: line {lineno} is not JSON ({message})") from None
+        try:
+            _check_row(row, lineno)
+        except ResultsError as exc:
+            raise ResultsError(f"{path}: {exc}") from None
+        rows.append(row)
+    if not rows:
+        raise ResultsError(f"{path}: no result rows (a JSON object per line)")
+    return rows, warnings
 
 
 def package_versions(names: Iterable[str] = VERSION_PACKAGES) -> dict[str, str]:

@@ -26,6 +26,7 @@ import math
 import os
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
@@ -555,45 +556,151 @@ def parse_vllm_log(text: str, run: int | None = None) -> dict[str, Any]:
 
 
 def compare_log(parsed: dict[str, Any], model: Any, gpu: Any, **overrides: Any) -> list[dict[str, Any]]:
-    """Rows of quantity | predicted | observed | signed error for every quantity the log states.
+    """Rows of quantity | predicted | observed | signed error | tolerance | verdict for every quantity the log states.
 
     model: a catalog name, config path or ModelSpec; gpu: a GPU id/alias/profile. The GPU's total memory is replaced by
     the log's (from the "Free memory on device" summary or the old profiling line) when the log states it, so the
     comparison tests the accounting, not the profile's memory size. overrides (weights, kv, gpu_memory_utilization,
     max_model_len, max_num_batched_tokens, max_num_seqs, enforce_eager, block_size, version, entrypoint,
-    memory_total_bytes) win over what the log says.
+    memory_total_bytes) win over what the log says. Tolerances: compare.TOLERANCES.
     """
+    return check_log(parsed, model, gpu, **overrides)["rows"]
+
+
+# What a V1 start-up log normally states, and what is lost without it (a dropped row is said, never silent).
+_EXPECTED = (
+    ("kv_cache_tokens", "'GPU KV cache size' line: the logged KV capacity is not compared"),
+    ("available_kv_bytes", "'Available KV cache memory' line: the KV memory is not compared"),
+    ("weights_bytes", "'Model loading took' line: the weights are not compared"),
+)
+
+
+def _hub_stem(name: str) -> str:
+    """'meta-llama/Llama-3.1-8B-Instruct' -> 'llama-3.1-8b' (org dropped; chat/instruct suffixes kept apart)."""
+    stem = name.strip().rstrip("/").split("/")[-1].lower()
+    return re.sub(r"-(instruct|chat|it|base|hf)$", "", stem)
+
+
+def log_mismatches(parsed: dict[str, Any], spec: Any, model: Any, vllm_version: str | None = None,
+                   run_given: bool = False) -> list[str]:
+    """Why this log may not be the run that was asked for: another model, another vLLM version, several runs."""
+    from packaging.version import InvalidVersion, Version
+
+    out: list[str] = []
+    settings = parsed.get("settings", {})
+    config = getattr(spec, "config", None) or {}
+    arch = settings.get("architecture")
+    archs = config.get("architectures") or [] if isinstance(config, dict) else []
+    if arch and archs and arch not in archs:
+        out.append(f"model: the log's engine resolved {arch}; --model {model} is {', '.join(map(str, archs))}")
+    served = settings.get("model")
+    if isinstance(served, str) and "/" in served and not served.startswith(("/", ".", "~")):
+        asked = None
+        try:
+            from ..catalog import catalog_entry, catalog_names
+
+            if str(model).lower() in catalog_names():
+                asked = catalog_entry(str(model).lower()).get("hf_id")
+        except Exception:  # noqa: BLE001 - a model given as a path or a spec: nothing to compare by name
+            asked = None
+        if asked is None and isinstance(model, str) and "/" in model and not Path(model).exists():
+            asked = model
+        if asked and _hub_stem(asked) != _hub_stem(served):
+            out.append(f"model: the log served {served!r}; --model {model} is {asked!r}")
+    logged = parsed.get("version")
+    if vllm_version and logged:
+        try:
+            same = Version(str(vllm_version)) == Version(str(logged))
+        except InvalidVersion:
+            same = str(vllm_version) == str(logged)
+        if not same:
+            out.append(f"vLLM version: the log is {logged}; asked for {vllm_version}")
+    runs = parsed.get("runs") or []
+    if len(runs) > 1 and not run_given:
+        out.append(f"run: the log holds {len(runs)} engine starts; compared the one from line "
+                   f"{runs[parsed.get('run', -1)]['first_line']} (--run N picks one, 0-based)")
+    return out
+
+
+def _version_notes(parsed: dict[str, Any]) -> list[str]:
+    from packaging.version import InvalidVersion, Version
+
+    from ..engines.vllm import DEFAULT_VERSION
+
+    logged = parsed.get("version")
+    if not logged:
+        return [f"the log states no vLLM version: kvcalc used the rules of {DEFAULT_VERSION}"]
+    try:
+        if Version(str(logged)) > Version(DEFAULT_VERSION):
+            return [f"vLLM {logged} is newer than kvcalc's newest rules ({DEFAULT_VERSION}): those were used"]
+    except InvalidVersion:
+        return [f"the log's vLLM version {logged!r} is not a version number"]
+    return []
+
+
+def check_log(parsed: dict[str, Any], model: Any, gpu: Any, *, vllm_version: str | None = None,
+              run_given: bool = False, **overrides: Any) -> dict[str, Any]:
+    """{"rows": judged comparison rows, "mismatches": [...], "notes": [...], "assumed": {setting: source}}.
+    mismatches: reasons the log may be another run than the one asked for (model, version, several runs); notes:
+    what kvcalc assumed or could not compare."""
     from ..catalog import load_model
     from ..engines import vllm as vllm_engine
     from ..model import ModelSpec
-    from .compare import row
-    from .predict import gpu_with_total, log_settings
+    from .compare import row, with_verdict
+    from .predict import gpu_with_total, settings_with_sources
 
     spec = model if isinstance(model, ModelSpec) else load_model(str(model))
     values = parsed.get("values", {})
-    total = overrides.pop("memory_total_bytes", None) or values.get("total_memory_bytes")
+    notes: list[str] = []
+    total = overrides.pop("memory_total_bytes", None)
+    if total is None:
+        total = values.get("total_memory_bytes")
     profile = gpu_with_total(gpu, total)
-    settings = log_settings(parsed, overrides)
+    if total is None:
+        notes.append(f"the log states no total GPU memory: kvcalc used the {profile.name} profile's "
+                     f"{profile.memory_total_bytes / GiB:.2f} GiB")
+    settings, sources = settings_with_sources(parsed, overrides)
+    notes += _version_notes(parsed)
+    for key, what in _EXPECTED:
+        if key not in values:
+            notes.append(f"no {what}")
     est = vllm_engine.estimate(spec, profile, settings)
     note_gib = "log rounds to 0.01 GiB"
     rows = []
 
     def add(quantity: str, predicted: Any, key: str, unit: str = "bytes", note: str = "") -> None:
         if key in values:
-            rows.append(row(quantity, predicted, values[key], unit, note))
+            rows.append(with_verdict(row(quantity, predicted, values[key], unit, note)))
 
     add("requested memory (total x util)", est.requested_memory, "requested_memory_bytes", note=note_gib)
     add("weights", est.weights_bytes, "weights_bytes", note=note_gib)
     add("activation peak", est.activation_bytes, "activation_bytes", note=note_gib)
     add("non-torch memory", est.non_torch_bytes, "non_torch_bytes", note=note_gib)
     if "non_kv_bytes" in values:
-        rows.append(row("non-KV (weights+activation+non-torch)",
-                        est.weights_bytes + est.activation_bytes + est.non_torch_bytes, values["non_kv_bytes"],
-                        note=note_gib))
+        rows.append(with_verdict(row("non-KV (weights+activation+non-torch)",
+                                     est.weights_bytes + est.activation_bytes + est.non_torch_bytes,
+                                     values["non_kv_bytes"], note=note_gib)))
     add("CUDA-graph estimate", est.cudagraph_bytes, "cudagraph_estimate_bytes", note=note_gib)
     add("available KV memory", est.available_kv_bytes, "available_kv_bytes", note=note_gib)
     add("GPU blocks", est.num_gpu_blocks, "num_gpu_blocks", unit="blocks")
     add("logged KV cache tokens", est.logged_kv_tokens, "kv_cache_tokens", unit="tokens")
     add("max concurrency", est.logged_concurrency, "max_concurrency", unit="x")
     add("max_num_batched_tokens", est.max_num_batched_tokens, "max_num_batched_tokens", unit="tokens")
-    return rows
+    assumed = {k: {"value": _setting_value(settings, k), "from": v} for k, v in sources.items()}
+    return {"rows": rows, "mismatches": log_mismatches(parsed, spec, model, vllm_version, run_given),
+            "notes": notes, "assumed": assumed}
+
+
+_SETTING_ATTR = {"kv_cache_dtype": ("kv", "name"), "weights": ("weights", "name"),
+                 "gpu_memory_utilization": ("gpu_memory_utilization",), "max_model_len": ("max_model_len",),
+                 "max_num_batched_tokens": ("max_num_batched_tokens",), "max_num_seqs": ("max_num_seqs",),
+                 "block_size": ("block_size",), "version": ("version",), "entrypoint": ("entrypoint",),
+                 "enforce_eager": ("enforce_eager",), "tensor_parallel_size": ("tensor_parallel",),
+                 "pipeline_parallel_size": ("pipeline_parallel",)}
+
+
+def _setting_value(settings: Any, key: str) -> Any:
+    obj = settings
+    for attr in _SETTING_ATTR.get(key, (key,)):
+        obj = getattr(obj, attr, None)
+    return obj
