@@ -85,7 +85,7 @@ def _report(path: str, as_json: bool) -> None:
 
 
 def _run(hf: bool, vllm: bool, quick: bool, out: str | None, device: str, model: str | None,
-         per_process: int, budget_s: float) -> None:
+         per_process: int, budget_s: float, resume: bool = False) -> None:
     if not out:
         raise UsageError("--hf / --vllm need --out DIR for the JSONL results and logs")
     if vllm and device != "cuda":
@@ -103,7 +103,7 @@ def _run(hf: bool, vllm: bool, quick: bool, out: str | None, device: str, model:
                   "new_tokens": 16 if quick else 64, "device": device}
                  for kv in ("auto", "hqq-4", "quanto-4")]
         Path(out).mkdir(parents=True, exist_ok=True)
-        run_hf_cases(cases, Path(out) / "hf.jsonl")
+        run_hf_cases(cases, Path(out) / "hf.jsonl", resume=resume)
         return
     argv = ["--out", out, "--budget-s", str(budget_s), "--per-process", str(per_process), "--device", device]
     if hf:
@@ -112,6 +112,8 @@ def _run(hf: bool, vllm: bool, quick: bool, out: str | None, device: str, model:
         argv.append("--vllm")
     if quick:
         argv.append("--quick")
+    if resume:
+        argv.append("--resume")
     matrix.main(argv)
 
 
@@ -132,6 +134,7 @@ def _run(hf: bool, vllm: bool, quick: bool, out: str | None, device: str, model:
 @click.option("--per-process", type=int, default=0, show_default=True,
               help="vLLM cases per child process (1 isolates every case)")
 @click.option("--budget-s", type=float, default=510.0, show_default=True, help="wall-clock budget of a matrix run")
+@click.option("--resume", is_flag=True, help="--hf/--vllm: skip cases that already have a row in --out")
 @click.option("--strict", is_flag=True, help="--from-log: exit 1 on any MISS or MISMATCH")
 @click.option("--vllm-version", "vllm_version", metavar="VERSION",
               help="--from-log: the vLLM version the log should be from (a different one is a MISMATCH)")
@@ -139,7 +142,7 @@ def _run(hf: bool, vllm: bool, quick: bool, out: str | None, device: str, model:
               help="--from-log: which engine start of a log holding several (0-based; default the last)")
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
 def validate(from_log, report, model, gpu, kv, util, max_num_batched_tokens, entrypoint, hf, vllm, quick, out, device,
-             per_process, budget_s, strict, vllm_version, run, as_json):
+             per_process, budget_s, resume, strict, vllm_version, run, as_json):
     """Compare kvcalc's predictions with real engines: a vLLM start-up log (--from-log), earlier results
     (--report), or new runs of transformers (--hf) and vLLM (--vllm)."""
     modes = [bool(from_log), bool(report), bool(hf or vllm)]
@@ -156,7 +159,7 @@ def validate(from_log, report, model, gpu, kv, util, max_num_batched_tokens, ent
     elif report:
         _report(report, as_json)
     else:
-        _run(hf, vllm, quick, out, device, model, per_process, budget_s)
+        _run(hf, vllm, quick, out, device, model, per_process, budget_s, resume)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -46,8 +46,8 @@ from typing import Any
 
 from .compare import row as cmp_row
 from .predict import predict_hf_case
-from .results import (JsonlWriter, classify_failure, error_message, now_iso, package_versions, pct, release_gpu,
-                      torch_device_facts)
+from .results import (CaseWatchdog, JsonlWriter, classify_failure, done_case_ids, error_message, load_case_runner,
+                      now_iso, package_versions, pct, release_gpu, torch_device_facts)
 
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 # short name -> (package, file inside it, catalog spec name, pip requirement)
@@ -609,11 +609,30 @@ def _measure(loaded: LoadedModel, c: dict[str, Any], kv, on_gpu: bool) -> dict[s
 
 
 def run_hf_cases(cases: list[dict[str, Any]], out_path: str | os.PathLike, deadline: float | None = None,
-                 echo: bool = True) -> list[dict[str, Any]]:
+                 echo: bool = True, case_timeout_s: float | None = None, resume: bool = False,
+                 case_runner: str | None = None) -> list[dict[str, Any]]:
     """Run cases in order, reusing a loaded model while consecutive cases share (model, weights, dtype, device).
     Each row is appended to out_path as it arrives. Past `deadline` (time.time()), cases are recorded as
-    'skipped'."""
+    'skipped'. case_timeout_s: a watchdog writes a 'timeout' row for a case that runs longer (model load included)
+    and ends this process with EXIT_CASE_TIMEOUT (run it as a child: kvcalc.validate.matrix does). resume: cases that
+    already have a row in out_path are not run. case_runner: 'module:function' standing in for run_hf_case (tests)."""
     writer = JsonlWriter(out_path)
+    watchdog = CaseWatchdog(writer, case_timeout_s)
+    if resume:
+        done = done_case_ids(out_path, [normalize_case(c).get("id") for c in cases])
+        cases = [c for c in cases if normalize_case(c).get("id") not in done]
+    if case_runner:
+        run_one = load_case_runner(case_runner)
+        rows = []
+        for case in cases:
+            c = normalize_case(case)
+            watchdog.arm(_base_row(c))
+            row = run_one(c)
+            watchdog.finish(row)
+            rows.append(row)
+            if echo:
+                _echo(row)
+        return rows
     rows = []
     loaded: LoadedModel | None = None
     failed_loads: dict[tuple, BaseException] = {}
@@ -625,6 +644,7 @@ def run_hf_cases(cases: list[dict[str, Any]], out_path: str | os.PathLike, deadl
             writer.write(row)
             rows.append(row)
             continue
+        watchdog.arm(_base_row(c))
         key = (c["model"], c["weights"], c["dtype"], c["device"],
                json.dumps(c.get("config_overrides") or {}, sort_keys=True))
         if loaded is not None and loaded.key != key:
@@ -641,7 +661,7 @@ def run_hf_cases(cases: list[dict[str, Any]], out_path: str | os.PathLike, deadl
             row.update(status=classify_failure(load_error), message="load failed: " + error_message(load_error))
         else:
             row = run_hf_case(c, loaded)
-        writer.write(row)
+        watchdog.finish(row)
         rows.append(row)
         if echo:
             _echo(row)
@@ -677,13 +697,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cases-file", help="a JSON list of cases")
     p.add_argument("--out", required=True, help="JSONL file to append to")
     p.add_argument("--budget-s", type=float, default=None, help="stop starting new cases after this many seconds")
+    p.add_argument("--case-timeout-s", type=float, default=None, help="end a case that runs longer (a 'timeout' row)")
+    p.add_argument("--resume", action="store_true", help="skip cases that already have a row in --out")
+    p.add_argument("--case-runner", default=None, help="(tests) MODULE:FUNCTION standing in for the engine")
     args = p.parse_args(argv)
     cases = [json.loads(c) for c in args.case]
     if args.cases_file:
         cases += json.loads(Path(args.cases_file).read_text())
     deadline = time.time() + args.budget_s if args.budget_s else None
-    rows = run_hf_cases(cases, args.out, deadline=deadline)
-    return 0 if rows else 1
+    rows = run_hf_cases(cases, args.out, deadline=deadline, case_timeout_s=args.case_timeout_s, resume=args.resume,
+                        case_runner=args.case_runner)
+    return 0 if rows or args.resume else 1
 
 
 if __name__ == "__main__":
