@@ -75,6 +75,10 @@ def test_version_mismatch_and_newer_version_note(tmp_path):
     path.write_text(REAL.read_text().replace("(v0.26.0)", "(v99.0.0)"))
     doc = json.loads(_validate(path, "llama-3.2-3b", "--json")[1])
     assert any("newer than kvcalc's newest rules" in n for n in doc["notes"])
+    path.write_text(REAL.read_text().replace("(v0.26.0)", "(vx.y.z)"))
+    code, out, err = _validate(path, "llama-3.2-3b", "--json")
+    assert code == 0, err
+    assert any("'x.y.z' is not a version number" in n for n in json.loads(out)["notes"])
 
 
 def test_merged_runs_are_flagged_unless_one_is_picked(tmp_path):

@@ -634,8 +634,19 @@ def _version_notes(parsed: dict[str, Any]) -> list[str]:
         if Version(str(logged)) > Version(DEFAULT_VERSION):
             return [f"vLLM {logged} is newer than kvcalc's newest rules ({DEFAULT_VERSION}): those were used"]
     except InvalidVersion:
-        return [f"the log's vLLM version {logged!r} is not a version number"]
+        return [f"the log's vLLM version {logged!r} is not a version number: kvcalc used the rules of "
+                f"{DEFAULT_VERSION}"]
     return []
+
+
+def _valid_version(text: Any) -> bool:
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        Version(str(text))
+    except InvalidVersion:
+        return False
+    return True
 
 
 def check_log(parsed: dict[str, Any], model: Any, gpu: Any, *, vllm_version: str | None = None,
@@ -659,8 +670,10 @@ def check_log(parsed: dict[str, Any], model: Any, gpu: Any, *, vllm_version: str
     if total is None:
         notes.append(f"the log states no total GPU memory: kvcalc used the {profile.name} profile's "
                      f"{profile.memory_total_bytes / GiB:.2f} GiB")
-    settings, sources = settings_with_sources(parsed, overrides)
     notes += _version_notes(parsed)
+    if parsed.get("version") and not _valid_version(parsed["version"]):
+        parsed = dict(parsed, version=None)  # said in the note above; the default rules apply
+    settings, sources = settings_with_sources(parsed, overrides)
     for key, what in _EXPECTED:
         if key not in values:
             notes.append(f"no {what}")
