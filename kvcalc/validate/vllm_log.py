@@ -224,6 +224,10 @@ PATTERNS: tuple[Pattern, ...] = (
             "kv_cache_utils.py:2177 (thousands separators)"),
     Pattern(" blocks: ", rf"# (?:GPU|cuda|CUDA|gpu) blocks: {_V}(?:,|$)", (("values", "num_gpu_blocks", "int"),),
             "V0 (0.4-0.10) executor '# GPU blocks: %d, # CPU blocks: %d'"),
+    Pattern("cache_config_info with initialization after num_gpu_blocks is",
+            rf"cache_config_info with initialization after num_gpu_blocks is:? {_W}",
+            (("values", "num_gpu_blocks", "int"),),
+            "v1/metrics/loggers.py (API server, V1): '... after num_gpu_blocks is: %d' (a wrapped line is not read)"),
     Pattern("Maximum concurrency for ", rf"Maximum concurrency for {_V} tokens per request: {_V}x",
             (("values", "concurrency_max_model_len", "int"), ("values", "max_concurrency", "float")),
             "kv_cache_utils.py:2179"),
@@ -250,6 +254,12 @@ PATTERNS: tuple[Pattern, ...] = (
             rf"and {_V} ?GiB for CUDAGraph memory",
             (("values", "weights_bytes", "gib"), ("values", "activation_bytes", "gib"),
              ("values", "non_torch_bytes", "gib"), ("values", "graph_capture_bytes", "gib")), "the same summary"),
+    Pattern("for consumed memory (weights + non-torch)",
+            rf"Actual usage is {_V} ?GiB for consumed memory \(weights \+ non-torch\), {_V} ?GiB for peak "
+            rf"activation, and {_V} ?GiB for CUDAGraph memory",
+            (("values", "consumed_bytes", "gib"), ("values", "activation_bytes", "gib"),
+             ("values", "graph_capture_bytes", "gib")),
+            "the same summary, newest wording (gpu_worker.py:876 in the 48 GB sm89 log of the public corpus)"),
     Pattern(" to fit into requested memory",
             r"--kv-cache-memory=(\S*?)`?(?: \([^()]{0,40}\))? to fit into requested memory",
             (("values", "kv_cache_memory_to_requested_bytes", "int"),), "the same summary"),
@@ -375,7 +385,7 @@ def _config_dump(line: str, lineno: int, settings: dict, warnings: list) -> None
              "load_format": "load_format", "dtype": "dtype", "enable_prefix_caching": "enable_prefix_caching",
              "enable_chunked_prefill": "enable_chunked_prefill", "seed": "seed"}
     body = line[line.index("with config: ") + len("with config: "):]
-    keys = list(re.finditer(r"(?:^|, )(\w{1,64})=", body))
+    keys = list(re.finditer(r"(?:^|,\s{1,4})(\w{1,64})=", body))
     for i, m in enumerate(keys):
         end = keys[i + 1].start() if i + 1 < len(keys) else len(body)
         raw = body[m.end():end].strip()
@@ -436,21 +446,34 @@ def _non_default_args(line: str, lineno: int, out: dict) -> None:
 # --------------------------------------------------------------------------------------------------------------------
 
 
+_FIGURE_NEEDLES = ("Model loading took ", "Loading model weights took ", "Available KV cache memory: ",
+                   "GPU KV cache size: ", " blocks: ", "model weights take ", "Free memory on device (")
+
+
 def _split_runs(lines: list[str]) -> list[tuple[int, int]]:
-    """[(first line index, end index)] of each engine start. A start marker opens a new run once the current run has
-    logged a memory figure; DP ranks' repeated start lines before any figure stay in one run."""
-    runs: list[tuple[int, int]] = []
-    start, has_figures = 0, False
-    figure_needles = ("Model loading took ", "Loading model weights took ", "Available KV cache memory: ",
-                      "GPU KV cache size: ", " blocks: ", "model weights take ", "Free memory on device (")
+    """[(first line index, end index)] of each engine start. A start marker (non-default args, the engine-config
+    line, the API server version) opens a candidate run once the current run has logged a memory figure; the
+    candidate stands only if it logs again a figure the run before it already logged (a second engine start repeats
+    them). So DP ranks' repeated start lines, and excerpts posted out of order (the args line pasted after the
+    figures), stay one run."""
+    segments: list[tuple[int, int, set[int]]] = []
+    start, kinds = 0, set()
     for i, line in enumerate(lines):
-        if has_figures and any(n in line for n in _STARTS):
-            runs.append((start, i))
-            start, has_figures = i, False
-        if not has_figures and any(n in line for n in figure_needles):
-            has_figures = True
-    runs.append((start, len(lines)))
-    return runs
+        if kinds and any(n in line for n in _STARTS):
+            segments.append((start, i, kinds))
+            start, kinds = i, set()
+        for k, needle in enumerate(_FIGURE_NEEDLES):
+            if needle in line:
+                kinds.add(k)
+    segments.append((start, len(lines), kinds))
+    runs = [segments[0]]
+    for a, b, seg_kinds in segments[1:]:
+        if seg_kinds & runs[-1][2]:
+            runs.append((a, b, seg_kinds))
+        else:  # no repeated figure: the same engine start
+            first, _, prev = runs[-1]
+            runs[-1] = (first, b, prev | seg_kinds)
+    return [(a, b) for a, b, _ in runs]
 
 
 def parse_vllm_log(text: str, run: int | None = None) -> dict[str, Any]:
