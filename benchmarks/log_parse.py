@@ -7,6 +7,7 @@ Inputs (built in memory, nothing written):
 - one-line: a single 1 MiB line with no newline (quadratic scans of "[^\\n]*X[^\\n]*" took minutes here);
 - needles: 2 MiB of lines that repeat every pattern's needle with no number after it (each row's regex runs);
 - digits: 2 MiB of "Available KV cache memory: 9999...": must fail fast with one error line, not hang;
+- needle+run: one line with every needle followed by a 40,000-character run (each lazy capture scans it once);
 - ordinary: a real 0.26 start-up log repeated to 8 MiB.
 Before the table-driven parser, redos took > 20 s for one 61-character line and an 80 kB line 17.5 s
 (shared/reviews/fuzz-2026-11.md H2-H4).
@@ -36,6 +37,7 @@ def inputs() -> dict[str, str]:
         "one-line": "A" * MiB,
         "needles": needles * (2 * MiB // len(needles)),
         "digits": ("Available KV cache memory: " + "9" * 4000 + " GiB\n") * (2 * MiB // 4032),
+        "needle+run": "".join(p.needle + "9" * 40000 + " " for p in PATTERNS) * 1,
         "ordinary": REAL.read_text() * (8 * MiB // REAL.stat().st_size),
     }
 

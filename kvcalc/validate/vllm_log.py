@@ -162,7 +162,7 @@ def _cast(kind: str, value: str, lineno: int, line: str, what: str) -> Any:
 # --------------------------------------------------------------------------------------------------------------------
 
 _V = r"(\S*?)"  # a number, checked by _cast (lazy, up to the literal that follows)
-_W = r"(\S+)"  # a number at the end of a phrase (trailing '.' allowed)
+_W = r"([-+.,0-9]\S*)"  # a number ending a phrase (trailing '.' allowed); a word there is another message
 
 
 @dataclass(frozen=True)
