@@ -37,7 +37,7 @@ def inputs() -> dict[str, str]:
         "one-line": "A" * MiB,
         "needles": needles * (2 * MiB // len(needles)),
         "digits": ("Available KV cache memory: " + "9" * 4000 + " GiB\n") * (2 * MiB // 4032),
-        "needle+run": "".join(p.needle + "9" * 40000 + " " for p in PATTERNS) * 1,
+        "needle+run": "".join(p.needle + "x" * 40000 + " " for p in PATTERNS) * 1,
         "ordinary": REAL.read_text() * (8 * MiB // REAL.stat().st_size),
     }
 
