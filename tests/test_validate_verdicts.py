@@ -68,7 +68,10 @@ def test_architecture_mismatch(tmp_path):
 def test_version_mismatch_and_newer_version_note(tmp_path):
     code, out, _ = _validate(REAL, "llama-3.2-3b", "--vllm-version", "0.11.0", "--json")
     doc = json.loads(out)
-    assert doc["mismatches"] == ["vLLM version: the log is 0.26.0; asked for 0.11.0"]
+    assert doc["mismatches"] == ["vLLM version: the log is 0.26.0; asked for 0.11.0 (kvcalc used its rules)"]
+    assert doc["assumed"]["version"] == {"value": "0.11.0", "from": "override"}
+    code, _, err = _validate(REAL, "llama-3.2-3b", "--vllm-version", "abc")
+    assert code == 2 and "'abc' is not a version number" in err
     code, out, _ = _validate(REAL, "llama-3.2-3b", "--vllm-version", "0.26", "--json")
     assert json.loads(out)["mismatches"] == []  # packaging: 0.26 == 0.26.0
     path = tmp_path / "new.log"

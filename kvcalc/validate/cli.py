@@ -137,7 +137,8 @@ def _run(hf: bool, vllm: bool, quick: bool, out: str | None, device: str, model:
 @click.option("--resume", is_flag=True, help="--hf/--vllm: skip cases that already have a row in --out")
 @click.option("--strict", is_flag=True, help="--from-log: exit 1 on any MISS or MISMATCH")
 @click.option("--vllm-version", "vllm_version", metavar="VERSION",
-              help="--from-log: the vLLM version the log should be from (a different one is a MISMATCH)")
+              help="--from-log: predict with this version's rules (default: the log's); a log of another version "
+                   "is a MISMATCH")
 @click.option("--run", "run", type=click.IntRange(min=-1000, max=100000), default=None,
               help="--from-log: which engine start of a log holding several (0-based; default the last)")
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output")

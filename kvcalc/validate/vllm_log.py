@@ -637,7 +637,7 @@ def log_mismatches(parsed: dict[str, Any], spec: Any, model: Any, vllm_version: 
         except InvalidVersion:
             same = str(vllm_version) == str(logged)
         if not same:
-            out.append(f"vLLM version: the log is {logged}; asked for {vllm_version}")
+            out.append(f"vLLM version: the log is {logged}; asked for {vllm_version} (kvcalc used its rules)")
     runs = parsed.get("runs") or []
     if len(runs) > 1 and not run_given:
         out.append(f"run: the log holds {len(runs)} engine starts; compared the one from line "
@@ -686,6 +686,10 @@ def check_log(parsed: dict[str, Any], model: Any, gpu: Any, *, vllm_version: str
     spec = model if isinstance(model, ModelSpec) else load_model(str(model))
     values = parsed.get("values", {})
     notes: list[str] = []
+    if vllm_version is not None:  # as on `kvcalc plan`: the rules of this version (a log of another is a MISMATCH)
+        if not _valid_version(vllm_version):
+            raise UsageError(f"--vllm-version {str(vllm_version)[:40]!r} is not a version number (e.g. 0.26.0)")
+        overrides.setdefault("version", str(vllm_version))
     total = overrides.pop("memory_total_bytes", None)
     if total is None:
         total = values.get("total_memory_bytes")
