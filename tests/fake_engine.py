@@ -17,6 +17,14 @@ def _act(case: dict[str, Any]) -> None:
     if kind == "segv":
         os.kill(os.getpid(), signal.SIGSEGV)
         time.sleep(5)
+    if kind == "spawn-hang":  # a worker of its own (as vLLM's TP workers), then a hang
+        import subprocess
+        import sys
+
+        worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+        with open(case["pidfile"], "w") as fh:
+            fh.write(str(worker.pid))
+        time.sleep(3600)
     if kind == "hang":
         time.sleep(3600)  # a deadlocked kernel: only the watchdog (or the parent's timeout) ends it
     if kind == "oom":

@@ -51,6 +51,28 @@ def test_vllm_runner_records_crash_hang_and_oom_and_goes_on(tmp_path, monkeypatc
     assert warnings == [] and sorted(r["case_id"] for r in on_disk) == sorted(c["id"] for c in cases)
 
 
+def test_a_hung_case_leaves_no_worker_behind(tmp_path, monkeypatch):
+    """The child's own worker process (as vLLM's TP workers) dies with it: the parent ends the child's session."""
+    from kvcalc.validate.vllm_runner import run_vllm_cases
+
+    _env_with_repo(monkeypatch)
+    case = dict(_cases("spawn-hang")[0], pidfile=str(tmp_path / "worker.pid"))
+    rows = run_vllm_cases([case], tmp_path / "v.jsonl", tmp_path / "logs", case_timeout_s=2,
+                          case_runner=f"{FAKE}:vllm_case")
+    assert [r["status"] for r in rows] == ["timeout"]
+    pid = int((tmp_path / "worker.pid").read_text())
+    for _ in range(50):  # the kill is immediate; reaping by init may take a moment
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        if Path(f"/proc/{pid}/stat").exists() and Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z":
+            break  # a zombie: dead, waiting for init to reap it
+        time.sleep(0.1)
+    else:
+        raise AssertionError(f"worker {pid} outlived its runner child")
+
+
 def test_vllm_resume_skips_cases_with_rows(tmp_path, monkeypatch):
     from kvcalc.validate.vllm_runner import run_vllm_cases
 
@@ -99,13 +121,13 @@ def test_a_torn_last_line_is_cut_before_the_next_row(tmp_path):
 
 _WRITER = """
 import sys
-sys.path.insert(0, %r)
+sys.path.insert(0, sys.argv[2])
 from kvcalc.validate.results import JsonlWriter
 w = JsonlWriter(sys.argv[1])
-i = 0
-while True:
-    w.write({"case_id": f"r{i}", "status": "ok", "pad": "x" * 200000})
-    i += 1
+for i in range(3000):  # rows of 1-9 kB, each one os.write + fsync; at most ~15 MB per attempt
+    w.write({"case_id": f"r{i}", "status": "ok", "pad": "x" * (1000 + (i * 7919) % 8000)})
+import time
+time.sleep(600)
 """
 
 
@@ -113,13 +135,13 @@ def test_jsonl_stays_valid_after_a_kill_at_any_moment(tmp_path):
     path = tmp_path / "killed.jsonl"
     rng = random.Random(0)
     for attempt in range(6):
-        proc = subprocess.Popen([sys.executable, "-c", _WRITER % ROOT, str(path)])
+        proc = subprocess.Popen([sys.executable, "-c", _WRITER, str(path), ROOT])
         time.sleep(0.3 + rng.random() * 0.4)
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-        rows, _ = read_results(path)  # readable whatever the moment of the kill
+        rows, _ = read_results(path, max_bytes=2**32)  # readable whatever the moment of the kill
         JsonlWriter(path).write({"case_id": f"after-{attempt}", "status": "ok"})
-        rows, warnings = read_results(path)
+        rows, warnings = read_results(path, max_bytes=2**32)
         assert warnings == [] and rows[-1]["case_id"] == f"after-{attempt}"
     with open(path, encoding="utf-8") as fh:
         assert all(json.loads(line) for line in fh)

@@ -22,8 +22,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .results import (EXIT_CASE_TIMEOUT, JsonlWriter, classify_failure, done_case_ids, iter_jsonl, nvidia_smi,
-                      now_iso, package_versions)
+from .results import (EXIT_CASE_TIMEOUT, JsonlWriter, classify_failure, done_case_ids, end_process_group,
+                      iter_jsonl, nvidia_smi, now_iso, package_versions)
 
 HF_MODELS = ("llama-3.2-3b", "llama-3.1-8b")
 VLLM_MODELS = ("llama-3.2-3b", "llama-3.1-8b")
@@ -129,7 +129,8 @@ def run_hf_matrix(cases: list[dict[str, Any]], out: Path, deadline: float, pytho
         writer.repair()  # a torn line from a killed child must not glue onto the next row
         rc: int | str
         with open(console, "a", encoding="utf-8") as log:
-            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                    start_new_session=True)
 
             def pump() -> None:  # echo progress lines, keep everything in the console file
                 assert proc.stdout is not None
@@ -145,9 +146,9 @@ def run_hf_matrix(cases: list[dict[str, Any]], out: Path, deadline: float, pytho
             try:
                 rc = proc.wait(timeout=backstop)
             except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
                 rc = "timeout"
+            finally:
+                end_process_group(proc)  # the child after a timeout, and anything it spawned
             reader.join(timeout=10)
         os.unlink(cases_file)
         if rc == 0:

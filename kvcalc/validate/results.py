@@ -401,3 +401,19 @@ def load_case_runner(spec: str):
     else:
         module = importlib.import_module(target)
     return getattr(module, name)
+
+
+def end_process_group(proc: subprocess.Popen) -> None:
+    """Kill what is left of a runner child's session (started with start_new_session=True): the child itself after
+    a timeout, and any worker it spawned (vLLM's tensor-parallel workers) that would otherwise keep GPU memory from
+    the next case. Safe after the child has exited."""
+    import signal
+
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError, OSError):
+        pass
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        pass

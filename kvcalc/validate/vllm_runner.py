@@ -39,8 +39,9 @@ from typing import Any
 
 from .compare import row as cmp_row
 from .predict import model_config, normalize_vllm_case, predict_vllm_case
-from .results import (EXIT_CASE_TIMEOUT, CaseWatchdog, JsonlWriter, classify_failure, done_case_ids, error_message,
-                      load_case_runner, now_iso, package_versions, pct, release_gpu, torch_device_facts)
+from .results import (EXIT_CASE_TIMEOUT, CaseWatchdog, JsonlWriter, classify_failure, done_case_ids,
+                      end_process_group, error_message, load_case_runner, now_iso, package_versions, pct, release_gpu,
+                      torch_device_facts)
 
 EXIT_RESTART = 75  # the child wants a fresh process for the remaining cases (memory did not come back)
 EXIT_RETRY = 76  # a case failed in a reused process: run it again in a fresh one before believing the failure
@@ -498,10 +499,13 @@ def run_vllm_cases(cases: list[dict[str, Any]], out_path: str | os.PathLike, log
         offset = _size(out_path)
         rc: int | str
         with open(console, "w", encoding="utf-8") as fh:
+            proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, start_new_session=True)
             try:
-                rc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, timeout=timeout).returncode
+                rc = proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
                 rc = "timeout"
+            finally:
+                end_process_group(proc)  # the child after a timeout, and any worker it left behind
         cases_file.unlink(missing_ok=True)
         done = {r.get("case_id") for r in _rows_since(out_path, offset)}
         batch_left = [c for c in batch if c["id"] not in done]
