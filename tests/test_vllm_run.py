@@ -217,3 +217,8 @@ def test_nccl_nvls_only_on_sxm_hopper_tensor_parallel():
     code, out, err = invoke(["plan", "--model", "llama-3.1-8b", "--gpu", "h100", "--engine", "vllm", "--tp", "2",
                              "--nccl-nvls", "off", "--json"])
     assert json.loads(out)["rows"][0]["vllm_breakdown"]["non_torch_bytes"] == off.non_torch_bytes
+
+
+def test_method_doc_shows_the_version_rules_as_they_are():
+    method = (Path(__file__).parent.parent / "docs" / "method.md").read_text()
+    assert table_markdown() in method, "docs/method.md: paste kvcalc.engines.vllm_versions.table_markdown()"
