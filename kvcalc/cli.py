@@ -156,6 +156,12 @@ def _plan_options(func):
         click.option("--nccl-nvls", type=click.Choice(["auto", "on", "off"]), default="auto", show_default=True,
                      help="NCCL NVLink SHARP buffers at TP > 1 (auto: on for SXM Hopper/Blackwell; off: "
                           "NCCL_NVLS_ENABLE=0)."),
+        click.option("--enable-lora", is_flag=True, help="vLLM --enable-lora: adapter slots preallocated."),
+        click.option("--max-loras", type=POSITIVE, default=1, show_default=True, help="vLLM --max-loras."),
+        click.option("--max-lora-rank", type=POSITIVE, default=16, show_default=True, help="vLLM --max-lora-rank."),
+        click.option("--speculative-config", default=None, type=NAME, metavar="JSON",
+                     help='vLLM --speculative-config, e.g. \'{"method": "ngram", "num_speculative_tokens": 4}\' '
+                          "(ngram, eagle, eagle3, mtp)."),
         click.option("--vllm-command", default=None, type=NAME, metavar="'vllm serve MODEL ...'",
                      help="a vLLM command line as you would run it: its model and flags set the options above "
                           "(options given here as well win); unknown flags are warned about."),
@@ -167,7 +173,8 @@ def _plan_options(func):
 
 def _request(gpu, model, context, batch, engine, weights, kv, util, max_model_len, max_num_batched_tokens,
              max_num_seqs, enforce_eager, vllm_version, tp, pp, quantization=None, entrypoint="serve", dtype=None,
-             block_size=None, kv_cache_memory_bytes=None, nccl_nvls="auto", vllm_command=None):
+             block_size=None, kv_cache_memory_bytes=None, nccl_nvls="auto", vllm_command=None, enable_lora=False,
+             max_loras=1, max_lora_rank=16, speculative_config=None):
     from .catalog import DEFAULT_MODEL, load_model
     from .hardware import get_gpu
     from .plan import PlanRequest, request_warnings, weights_for_quantization
@@ -200,7 +207,8 @@ def _request(gpu, model, context, batch, engine, weights, kv, util, max_model_le
                       enforce_eager=given["enforce_eager"], vllm_version=given["vllm_version"], tp=given["tp"],
                       pp=given["pp"], entrypoint=given["entrypoint"], dtype=given["dtype"],
                       block_size=given["block_size"], kv_cache_memory_bytes=given["kv_cache_memory_bytes"],
-                      nccl_nvls=nvls)
+                      nccl_nvls=nvls, enable_lora=given["enable_lora"], max_loras=given["max_loras"],
+                      max_lora_rank=given["max_lora_rank"], speculative_config=given["speculative_config"])
     return req, notes + request_warnings(req)
 
 

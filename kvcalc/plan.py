@@ -56,6 +56,33 @@ def weights_for_quantization(name: str) -> str:
     return VLLM_QUANTIZATION[key]
 
 
+def speculative_settings(config: str | dict | None) -> dict | None:
+    """vLLM's --speculative-config (a JSON object): its method (ngram, eagle, eagle3, mtp; vLLM's 'deepseek_mtp' and
+    the other *_mtp names are mtp) and num_speculative_tokens. One clear line for anything else."""
+    if config is None or config == "":
+        return None
+    if isinstance(config, str):
+        import json
+
+        try:
+            config = json.loads(config)
+        except ValueError:
+            raise UsageError(f"--speculative-config {shown(config)} is not JSON, e.g. "
+                             '\'{"method": "ngram", "num_speculative_tokens": 4}\'') from None
+    if not isinstance(config, dict):
+        raise UsageError("--speculative-config must be a JSON object")
+    method = str(config.get("method") or "").lower()
+    if method.endswith("_mtp"):
+        method = "mtp"
+    if method not in vllm_engine.SPECULATIVE_METHODS:
+        raise UsageError(f"--speculative-config method {shown(config.get('method'))}: kvcalc models "
+                         f"{', '.join(vllm_engine.SPECULATIVE_METHODS)}")
+    k = config.get("num_speculative_tokens", 1)
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 64:
+        raise UsageError(f"--speculative-config num_speculative_tokens must be 1-64, got {shown(k)}")
+    return {"method": method, "num_speculative_tokens": k}
+
+
 def dtype_bytes_for(name: str | None) -> int:
     if name is None:
         return 2
@@ -140,6 +167,10 @@ class PlanRequest:
     block_size: int | None = None
     kv_cache_memory_bytes: int | None = None  # vLLM --kv-cache-memory-bytes: the KV budget, util ignored
     nccl_nvls: bool | None = None  # None: NCCL's default for the GPU
+    enable_lora: bool = False
+    max_loras: int = 1
+    max_lora_rank: int = 16
+    speculative_config: str | dict | None = None  # vLLM --speculative-config: JSON with method, num_speculative_tokens
     # --weights/--kv resolved once, here; everything below uses these objects, never the names
     asked_weights: WeightFormat | None = field(init=False, default=None, repr=False, compare=False)
     asked_kv: KvFormat | None = field(init=False, default=None, repr=False, compare=False)
@@ -151,6 +182,7 @@ class PlanRequest:
         if self.entrypoint not in ENTRYPOINTS:
             raise UsageError(f"--entrypoint {shown(self.entrypoint)} is not serve or offline")
         dtype_bytes_for(self.dtype)
+        self.speculative_config = speculative_settings(self.speculative_config)
         if self.weights is not None:
             self.asked_weights = self.weights if isinstance(self.weights, WeightFormat) else weight_format(self.weights)
             self.weights = self.asked_weights.name
@@ -189,7 +221,10 @@ class PlanRequest:
             enforce_eager=self.enforce_eager, block_size=self.block_size, version=self.vllm_version,
             entrypoint=ENTRYPOINTS[self.entrypoint], tensor_parallel=tp or self.tp, pipeline_parallel=self.pp,
             dtype_bytes=dtype_bytes_for(self.dtype), kv_cache_memory_bytes=self.kv_cache_memory_bytes,
-            nccl_nvls=self.nccl_nvls)
+            nccl_nvls=self.nccl_nvls, enable_lora=self.enable_lora, max_loras=self.max_loras,
+            max_lora_rank=self.max_lora_rank,
+            speculative_method=(self.speculative_config or {}).get("method"),
+            num_speculative_tokens=int((self.speculative_config or {}).get("num_speculative_tokens") or 0))
 
     def hf_settings(self, choice: FormatChoice) -> hf_engine.HfSettings:
         """transformers' settings for `choice`: a prompt and a generation that end at --context. The generation is

@@ -34,6 +34,10 @@ FLAGS: dict[str, tuple[str, str]] = {
     "--max-num-batched-tokens": ("max_num_batched_tokens", "int"),
     "--max-num-seqs": ("max_num_seqs", "int"),
     "--enforce-eager": ("enforce_eager", "flag"),
+    "--enable-lora": ("enable_lora", "flag"),
+    "--max-loras": ("max_loras", "int"),
+    "--max-lora-rank": ("max_lora_rank", "int"),
+    "--speculative-config": ("speculative_config", "text"),
 }
 # Flags kvcalc knows and that move no memory figure it models (value-taking unless in SWITCHES).
 IGNORED = {"--port", "--host", "--served-model-name", "--api-key", "--tokenizer", "--revision", "--download-dir",
@@ -44,7 +48,7 @@ IGNORED = {"--port", "--host", "--served-model-name", "--api-key", "--tokenizer"
            "--disable-custom-all-reduce", "--swap-space", "--distributed-executor-backend"}
 SWITCHES = {"--trust-remote-code", "--disable-log-requests", "--disable-log-stats", "--enable-auto-tool-choice",
             "--enable-prefix-caching", "--no-enable-prefix-caching", "--enable-chunked-prefill",
-            "--no-enable-chunked-prefill", "--disable-custom-all-reduce", "--enforce-eager"}
+            "--no-enable-chunked-prefill", "--disable-custom-all-reduce", "--enforce-eager", "--enable-lora"}
 
 
 def _vllm_part(words: list[str]) -> tuple[list[str], str | None]:

@@ -222,3 +222,63 @@ def test_nccl_nvls_only_on_sxm_hopper_tensor_parallel():
 def test_method_doc_shows_the_version_rules_as_they_are():
     method = (Path(__file__).parent.parent / "docs" / "method.md").read_text()
     assert table_markdown() in method, "docs/method.md: paste kvcalc.engines.vllm_versions.table_markdown()"
+
+
+# ------------------------------------------------------------------------------------------ H200 v2 starts (0.26.0)
+
+V2 = Path(__file__).parent.parent / "docs" / "validation" / "data" / "v2"
+
+
+def _v2_rows() -> dict:
+    rows = {}
+    for f in sorted(V2.glob("vllm-*.jsonl")):
+        for line in f.read_text().splitlines():
+            r = json.loads(line)
+            if (r.get("observed") or {}).get("internals"):
+                rows[r["case_id"]] = r
+    return rows
+
+
+def _v2_estimate(row: dict, model: str):
+    import dataclasses
+
+    kw = row["llm_kwargs"]
+    spec = load_model(model)
+    gpu = dataclasses.replace(get_gpu("h200"), memory_total_bytes=row["observed"]["total_bytes"])
+    spec_cfg = kw.get("speculative_config") or {}
+    s = vllm.VllmSettings(
+        weights=weight_format("bf16"), kv=kv_format(kw.get("kv_cache_dtype", "auto")),
+        gpu_memory_utilization=kw["gpu_memory_utilization"], max_model_len=kw["max_model_len"],
+        max_num_batched_tokens=kw["max_num_batched_tokens"], max_num_seqs=kw["max_num_seqs"],
+        enforce_eager=bool(kw.get("enforce_eager")), version="0.26.0", entrypoint="llm",
+        enable_lora=bool(kw.get("enable_lora")), max_loras=kw.get("max_loras", 1),
+        max_lora_rank=kw.get("max_lora_rank", 16), speculative_method=spec_cfg.get("method"),
+        num_speculative_tokens=spec_cfg.get("num_speculative_tokens", 0))
+    return vllm.estimate(spec, gpu, s), row["observed"]["internals"]
+
+
+@pytest.mark.skipif(not V2.is_dir(), reason="v2 observations not committed")
+def test_v2_graph_floor_lora_and_ngram_against_h200_starts():
+    rows = _v2_rows()
+    # CUDA-graph activation floor: fitted on s-3b-auto; s-8b-auto held out
+    est, obs = _v2_estimate(rows["s-8b-auto"], "llama-3.1-8b")
+    assert abs(est.activation_bytes - obs["peak_activation_memory"]) / obs["peak_activation_memory"] < 0.005
+    assert abs(est.num_gpu_blocks - obs["num_gpu_blocks"]) / obs["num_gpu_blocks"] < 0.005
+    # LoRA slots (4 x rank 16) from the shapes: the weights grow as vLLM's did, within 1% of the growth
+    base, base_obs = _v2_estimate(rows["c-3b-serve-eager"], "llama-3.2-3b")
+    lora, lora_obs = _v2_estimate(rows["c-3b-lora4-r16"], "llama-3.2-3b")
+    grew = lora_obs["model_memory_usage"] - base_obs["model_memory_usage"]
+    assert abs((lora.weights_bytes - base.weights_bytes) - grew) / grew < 0.01
+    # n-gram speculative decoding: fp32 logits of every batched token in the profile
+    ngram, ngram_obs = _v2_estimate(rows["c-3b-ngram4"], "llama-3.2-3b")
+    assert abs(ngram.activation_bytes - ngram_obs["peak_activation_memory"]) / ngram_obs["peak_activation_memory"] < 0.03
+
+
+def test_drafter_adds_weights_and_kv_layers():
+    spec, gpu = load_model("llama-3.1-8b"), get_gpu("h100")
+    base = dict(weights=weight_format("bf16"), kv=kv_format("auto"), max_model_len=8192)
+    plain = vllm.estimate(spec, gpu, vllm.VllmSettings(**base))
+    eagle = vllm.estimate(spec, gpu, vllm.VllmSettings(**base, speculative_method="eagle", num_speculative_tokens=3))
+    per_layer_kv = 16 * 8 * 256 * 2  # one Llama-3.1-8B layer's block: 16 tokens x 8 KV heads x (128 + 128) x 2 B
+    assert eagle.page_bytes_all_layers - plain.page_bytes_all_layers == per_layer_kv
+    assert eagle.weights_bytes > plain.weights_bytes

@@ -59,6 +59,11 @@ class VllmSettings:
     tensor_parallel: int = 1
     pipeline_parallel: int = 1
     dtype_bytes: int = 2
+    enable_lora: bool = False  # --enable-lora: max_loras adapter slots of max_lora_rank preallocated
+    max_loras: int = 1  # config/lora.py LoRAConfig defaults
+    max_lora_rank: int = 16
+    speculative_method: str | None = None  # ngram, eagle, eagle3, mtp (--speculative-config {"method": ...})
+    num_speculative_tokens: int = 0
     kv_cache_memory_bytes: int | None = None  # --kv-cache-memory-bytes: the KV budget per GPU, util ignored
     nccl_nvls: bool | None = None  # None: NCCL's own choice (on for TP on SXM Hopper/Blackwell with NVSwitch)
 
@@ -217,6 +222,59 @@ def uses_v2_model_runner(spec: ModelSpec, version) -> bool:
     return _rules(version).v2_runner and spec.moe is None and not hybrid
 
 
+def uses_v2_runner(spec: ModelSpec, s: VllmSettings) -> bool:
+    """The V2 model runner for these settings: speculative decoding keeps the V1 runner in 0.26 (the H200 n-gram
+    start ran v1/worker/gpu_model_runner.py; LoRA starts ran the V2 runner)."""
+    return uses_v2_model_runner(spec, s.version) and not s.speculative_method
+
+
+SPECULATIVE_METHODS = ("ngram", "eagle", "eagle3", "mtp")
+
+
+def lora_slot_bytes(spec: ModelSpec, s: VllmSettings) -> int:
+    """The LoRA slots vLLM preallocates with --enable-lora (lora/layers/*.py, counted in the model's memory): per
+    slot and layer, A [rank, in] and B [out, rank] for the q/k/v, o, gate/up and down projections (column-parallel
+    layers keep A whole and shard B over TP, row-parallel ones shard A), plus the embedding ([vocab, rank] +
+    [hidden, rank]) and the lm_head ([rank, hidden] + [vocab, rank]); activation dtype. Dense MLPs only: MoE experts'
+    LoRA (FusedMoEWithLoRA) is not counted."""
+    if not s.enable_lora:
+        return 0
+    tp, h = s.tensor_parallel, spec.hidden_size
+    q, kv = spec.num_heads * spec.head_dim, spec.num_kv_heads * spec.head_dim
+    inter = spec.intermediate_size if spec.moe is None else 0
+    column_a = 3 * h + (2 * h if inter else 0)  # q, k, v slices; gate, up slices: A [rank, hidden] each
+    column_b = (q + 2 * kv + 2 * inter) // tp
+    row_a = (q + inter) // tp  # o_proj A [rank, q], down_proj A [rank, inter]
+    row_b = 2 * h if inter else h
+    per_layer = (column_a + column_b + row_a + row_b) * s.max_lora_rank
+    vocab = _padded_vocab(spec.vocab_size, tp)
+    ends = 2 * (vocab + h) * s.max_lora_rank
+    return (per_layer * spec.num_layers + ends) * s.max_loras * s.dtype_bytes
+
+
+def draft_layers(spec: ModelSpec, s: VllmSettings) -> int:
+    """Decoder layers the drafter adds: one for EAGLE / EAGLE-3 (a single-layer head), the checkpoint's
+    num_nextn_predict_layers for MTP (1 when not stated), none for n-gram (no model)."""
+    if s.speculative_method in ("eagle", "eagle3"):
+        return 1
+    if s.speculative_method == "mtp":
+        return int(spec.config.get("num_nextn_predict_layers") or spec.config.get("mtp_num_hidden_layers") or 1)
+    return 0
+
+
+def draft_weight_bytes(spec: ModelSpec, s: VllmSettings) -> int:
+    """A drafter's weights on each rank: its decoder layers at the target's per-layer size and format, and its input
+    projection (EAGLE fc 2h -> h, EAGLE-3 3h -> h, MTP eh_proj 2h -> h); it shares the target's embedding and
+    lm_head (not counted again). Not measured on the H200 host (no EAGLE/MTP run): an estimate from the shapes."""
+    n = draft_layers(spec, s)
+    if not n:
+        return 0
+    total = weight_bytes(spec, s.weights, s.dtype_bytes)
+    ends = (spec.params.embedding + spec.params.lm_head) * s.dtype_bytes
+    per_layer = (total - ends) // spec.num_layers
+    proj = (3 if s.speculative_method == "eagle3" else 2) * spec.hidden_size * spec.hidden_size * s.dtype_bytes
+    return (n * per_layer + proj) // s.tensor_parallel
+
 def subtracts_cudagraph_estimate(spec: ModelSpec, version) -> bool:
     """0.21+ subtracts a profiled CUDA-graph estimate from the KV budget (gpu_worker.py,
     VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1 by default since 0.21.0, vllm#38284), but the V2 runner's
@@ -289,7 +347,18 @@ def activation_bytes(spec: ModelSpec, s: VllmSettings, mnbt: int, seqs: int, v2_
     sampler = sampler_bytes(spec, s, mnbt, seqs, v2_runner)
     if s.rules.engine == "v1" and not s.rules.v2_runner:
         sampler += moe_workspace_bytes(spec, s, mnbt)
-    return max(forward, sampler)
+    if s.speculative_method:
+        # with a drafter the profile's dummy run computes fp32 logits at every batched position (rejection sampling
+        # reads them all): the H200 n-gram start (k=4, 2048 tokens) peaked at 1.07 GiB against 0.98 GiB of logits
+        sampler = max(sampler, mnbt * _padded_vocab(spec.vocab_size, 1) * 4)
+    peak = max(forward, sampler)
+    if v2_runner and not s.enforce_eager and uses_v2_runner(spec, s):
+        # V2 runner with torch.compile / CUDA graphs: a floor proportional to the hidden size, whatever the batch
+        # settings (H200, 0.26: 0.758 GiB for Llama-3.2-3B and 1.010 GiB for Llama-3.1-8B at 2048 tokens, with 16, 256
+        # or 1024 sequences; eager 0.16 / 0.24 GiB). Fitted on the 3B, the 8B held out (+0.09%); mechanism not
+        # identified (constants.yaml v2_graph_floor_tokens).
+        peak = max(peak, int(engine_constants("vllm")["v2_graph_floor_tokens"]) * spec.hidden_size * s.dtype_bytes)
+    return peak
 
 
 def pp_layer_partition(num_layers: int, pp: int) -> list[int]:
@@ -324,7 +393,9 @@ def estimate(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings) -> VllmEstimate:
                          "needs at least one layer")
     c = engine_constants("vllm")
     cc = gpu.compute_capability or 0.0
-    v2 = uses_v2_model_runner(spec, version)
+    v2 = uses_v2_runner(spec, s)
+    if s.speculative_method is not None and s.speculative_method not in SPECULATIVE_METHODS:
+        raise UsageError(f"speculative method {s.speculative_method!r}: kvcalc models {', '.join(SPECULATIVE_METHODS)}")
 
     max_model_len = s.max_model_len or spec.max_position_embeddings
     mnbt, seqs = resolve_batching(gpu, s, max_model_len)
@@ -335,7 +406,7 @@ def estimate(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings) -> VllmEstimate:
     nvls = uses_nccl_nvls(gpu, s)
     if nvls:
         non_torch += int(c["nccl_nvls_bytes"])
-    cudagraph = 0 if (s.enforce_eager or not subtracts_cudagraph_estimate(spec, version)) else int(c["cudagraph_bytes"])
+    cudagraph = 0 if (s.enforce_eager or v2 or not rules.cudagraph_estimate) else int(c["cudagraph_bytes"])
     # V2 runner: graphs are captured after the KV cache is allocated, on top of gpu_memory_utilization.
     capture = int(c["cudagraph_capture_bytes"]) if (v2 and not s.enforce_eager) else 0
     graph_overflow = max(requested + capture - total, 0)
@@ -352,6 +423,16 @@ def estimate(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings) -> VllmEstimate:
         notes.append(f"tensor parallel on {gpu.name}: NCCL's NVLink SHARP buffers take "
                      f"~{c['nccl_nvls_bytes'] / GiB:.2f} GiB per rank outside torch (set NCCL_NVLS_ENABLE=0 "
                      "to save it: --nccl-nvls off)")
+    if s.enable_lora:
+        notes.append(f"LoRA: {s.max_loras} slot(s) of rank {s.max_lora_rank} preallocated, "
+                     f"{lora_slot_bytes(spec, s) / GiB:.3f} GiB per rank in the weights (lora/layers/)")
+    if s.speculative_method:
+        extra = draft_layers(spec, s)
+        notes.append(f"speculative decoding ({s.speculative_method}, {s.num_speculative_tokens} tokens): the profile "
+                     "holds fp32 logits for every batched token"
+                     + (f"; the drafter adds {extra} layer(s) of weights ({draft_weight_bytes(spec, s) / GiB:.2f} GiB "
+                        "per rank, from the shapes: not measured) and of KV cache" if extra else "")
+                     + "; V1 model runner")
     if s.tensor_parallel > spec.num_kv_heads:
         notes.append(f"tp {s.tensor_parallel} > {spec.num_kv_heads} KV heads: each rank holds a replicated KV head")
     if s.weights.name == "bf16" and gpu.vendor == "nvidia" and cc < 8.0:
@@ -422,13 +503,19 @@ def stage_budgets(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings, budget: int
     for stage, n_layers in enumerate(pp_layer_partition(spec.num_layers, pp)):
         first, last = stage == 0, stage == pp - 1
         w = vllm_weight_bytes(spec, s, n_layers, has_embedding=first, has_lm_head=last)
+        w += lora_slot_bytes(spec, s) * n_layers // spec.num_layers
+        layers = spec.layers[start: start + n_layers]
+        if last and draft_layers(spec, s):
+            # the drafter runs on the last stage: its weights and its layers' KV (the same kind as the target's last)
+            w += draft_weight_bytes(spec, s)
+            layers = layers + (spec.layers[-1],) * draft_layers(spec, s)
         act = activation_bytes(spec, s, mnbt, seqs, v2, last_stage=last)
         available = budget - w - act
         if s.kv_cache_memory_bytes:
             # gpu_worker.py:determine_available_memory: kv_cache_memory_bytes set -> no profile, that budget as is
             available = s.kv_cache_memory_bytes
         try:
-            layout = vllm_kv_layout(spec.layers[start: start + n_layers], s.kv, s.dtype_bytes, s.block_size,
+            layout = vllm_kv_layout(layers, s.kv, s.dtype_bytes, s.block_size,
                                     s.tensor_parallel, max_model_len, spec.model_type, max_num_batched_tokens=mnbt,
                                     max_concurrent_batches=(2 if pp == 1 else pp) if s.rules.engine == "v1" else 1,
                                     hybrid_allocator=s.rules.hybrid_allocator,
