@@ -200,6 +200,7 @@ def estimate(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings) -> VllmEstimate:
     requested = math.ceil(total * s.gpu_memory_utilization)  # v1/worker/utils.py rounds up
     # Every rank gets its own budget; the deployment's blocks are the smallest rank's (kv_cache_utils.py).
     best: VllmEstimate | None = None
+    stages: list[VllmEstimate] = []  # every stage's own budget, kept for kvcalc.search_core (not in the JSON)
     for stage, n_layers in enumerate(layers_per_stage):
         first, last = stage == 0, stage == pp - 1
         w = vllm_weight_bytes(spec, s, n_layers, has_embedding=first, has_lm_head=last)
@@ -237,9 +238,11 @@ def estimate(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings) -> VllmEstimate:
             kv_bytes_per_token=int(round(layout.kv_bytes_per_token)), fits=fits, shortfall_bytes=shortfall,
             notes=notes + layout.notes, layout=layout,
         )
+        stages.append(est)
         if best is None or est.num_gpu_blocks < best.num_gpu_blocks or (not est.fits and best.fits):
             best = est
     assert best is not None
+    best.stage_estimates = stages
     if s.tensor_parallel > spec.num_kv_heads:
         notes.append(f"tp {s.tensor_parallel} > {spec.num_kv_heads} KV heads: each rank holds a replicated KV head")
     cc = gpu.compute_capability or 0.0
