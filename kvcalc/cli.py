@@ -279,6 +279,16 @@ def _add_validate() -> None:
 _add_validate()
 
 
+def _add_search() -> None:
+    """`kvcalc fit` and `kvcalc search` (kvcalc/search_cli.py; numpy and the search modules load only when run)."""
+    from .search_cli import register
+
+    register(cli, _plan_options, _request, TOKENS)
+
+
+_add_search()
+
+
 def main(argv: list[str] | None = None) -> None:
     run_command(cli, argv, "kvcalc")
 
