@@ -315,6 +315,14 @@ def run_search(req: SearchRequest) -> SearchResult:
         return empty
 
     cands, unsupported = _structures(req, max_model_len, warnings)
+    return evaluate(req, cands, unsupported, max_model_len, warnings)
+
+
+def evaluate(req: SearchRequest, cands: list[_Candidate], unsupported: list[Rejection], max_model_len: int,
+             warnings: list[str]) -> SearchResult:
+    """The numeric part of the search, over structures already built (benchmarks/search_bench.py times it)."""
+    spec, wl, tg, sp = req.spec, req.workload, req.targets, req.space
+    empty = SearchResult(req, [], [], 0, 0, 0, {}, [], None, None, None, warnings)
     if not cands:
         empty.message = "no GPU, format and parallelism in the search space can run this model under vLLM"
         empty.binding = "unsupported"
