@@ -5,8 +5,8 @@ Memory comes from the vectorized core (search_core.py, equal to `kvcalc plan` by
 TPOT from latency.py (stand-ins until issue 11); prices from prices.py. Constraints are checked in a fixed order, and
 the first one a deployment fails is the one that binds it:
 
-    quality risk -> memory (vLLM starts with one max_model_len request) -> KV concurrency (and max_num_seqs)
-    -> throughput (request-rate workloads) -> TTFT -> TPOT
+    quality risk -> memory (vLLM starts with one max_model_len request) -> throughput (request-rate workloads: some
+    concurrency reaches the rate) -> KV concurrency (and max_num_seqs) -> TTFT -> TPOT
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from .search_core import Structure, build_structure, evaluate_grid, valid_tp_siz
 
 SCHEMA = "kvcalc.search/1"
 RISK_LEVELS = ("none", "low", "moderate", "high")
-CONSTRAINTS = ("quality", "memory", "concurrency", "throughput", "ttft", "tpot")
+CONSTRAINTS = ("quality", "memory", "throughput", "concurrency", "ttft", "tpot")
 DEFAULT_WEIGHTS = ("bf16", "fp8", "awq")
 DEFAULT_KV = ("auto", "fp8")
 DEFAULT_TP = (1, 2, 4, 8)
@@ -324,7 +324,9 @@ def evaluate(req: SearchRequest, cands: list[_Candidate], unsupported: list[Reje
     spec, wl, tg, sp = req.spec, req.workload, req.targets, req.space
     empty = SearchResult(req, [], [], 0, 0, 0, {}, [], None, None, None, warnings)
     if not cands:
-        empty.message = "no GPU, format and parallelism in the search space can run this model under vLLM"
+        missing = [w for w in warnings if "no price" in w]
+        empty.message = ("no GPU in the search space has a price: " + "; ".join(missing) if missing and not unsupported
+                         else "no GPU, format and parallelism in the search space can run this model under vLLM")
         empty.binding = "unsupported"
         empty.rejected = unsupported[:20]
         return empty
@@ -343,11 +345,19 @@ def evaluate(req: SearchRequest, cands: list[_Candidate], unsupported: list[Reje
         e2e = ttft[:, None] + (wl.output_len - 1) * tpot
         tokens_per_s = wl.concurrency * wl.output_len / e2e
         rate_ok = np.ones((S, R), dtype=bool)
+        reach = None
     else:
         n, _ = _rate_concurrency(cands, wl, replicas, mnbt, int(seqs.max()))
-        rate_ok = n <= seqs.max()
-        n_eval = np.minimum(n, seqs.max())
-        ttft, tpot = _latencies(cands, wl, n_eval, mnbt)
+        # the most requests a replica can hold (KV at the grid's largest util, max_num_seqs): the rate is in reach
+        # only at a concurrency within it
+        cap = np.minimum(grid.concurrency.max(axis=(1, 2)), seqs.max())  # (S,)
+        cap_sr = np.broadcast_to(np.maximum(cap, 1)[:, None], (S, R)).copy()
+        t_cap, p_cap = _latencies(cands, wl, cap_sr, mnbt)
+        reach = cap_sr / (t_cap[:, None] + (wl.output_len - 1) * p_cap) * replicas[None, :]  # requests/s served
+        reach = np.where(cap[:, None] > 0, reach, 0.0)
+        rate_ok = n <= cap[:, None]
+        n = np.minimum(n, cap_sr)  # where the rate is out of reach, judge the rest at the most the replica holds
+        ttft, tpot = _latencies(cands, wl, n, mnbt)
         tokens_per_s = np.full((S, R), wl.request_rate * wl.output_len)
     evaluated = S * U * Q * R
 
@@ -365,8 +375,8 @@ def evaluate(req: SearchRequest, cands: list[_Candidate], unsupported: list[Reje
     any_start = starts.any(axis=(1, 2))  # (S,)
     any_fit = (starts[:, :, :, None] & fits_n).any(axis=(1, 2))  # (S, R)
     stage = np.full((S, R), len(CONSTRAINTS), dtype=np.int64)  # index of the binding constraint; len = feasible
-    checks = [np.broadcast_to(risk_ok[:, None], (S, R)), np.broadcast_to(any_start[:, None], (S, R)), any_fit,
-              rate_ok, np.broadcast_to(ttft_ok[:, None], (S, R)), tpot_ok]
+    checks = [np.broadcast_to(risk_ok[:, None], (S, R)), np.broadcast_to(any_start[:, None], (S, R)), rate_ok,
+              any_fit, np.broadcast_to(ttft_ok[:, None], (S, R)), tpot_ok]
     for i in reversed(range(len(CONSTRAINTS))):
         stage = np.where(~checks[i], i, stage)
     dep_ok = feasible.any(axis=(1, 2))
@@ -390,7 +400,7 @@ def evaluate(req: SearchRequest, cands: list[_Candidate], unsupported: list[Reje
 
     try:
         hf_id = catalog_entry(spec.name).get("hf_id")
-    except Exception:  # a config.json or hub model: no catalog entry
+    except KeyError:  # a config.json or hub model: no catalog entry
         hf_id = None
     for si, ri in zip(idx_s.tolist(), idx_r.tolist()):
         c, s = cands[si], structures[si]
@@ -421,7 +431,7 @@ def evaluate(req: SearchRequest, cands: list[_Candidate], unsupported: list[Reje
     result = SearchResult(req, rows[: req.top], front, len(rows), evaluated, S, rejected_by, rejected, None, None,
                           None, warnings)
     if not rows:
-        _explain_empty(result, cands, stage, replicas, n, grid, ttft, tpot, tg, wl, rate_ok)
+        _explain_empty(result, cands, stage, replicas, n, grid, ttft, tpot, tg, wl, reach)
     return result
 
 
@@ -467,7 +477,7 @@ def _furthest_rejections(cands, structures, stage, replicas, n, grid, ttft, tpot
     return out
 
 
-def _explain_empty(result: SearchResult, cands, stage, replicas, n, grid, ttft, tpot, tg, wl, rate_ok) -> None:
+def _explain_empty(result: SearchResult, cands, stage, replicas, n, grid, ttft, tpot, tg, wl, reach) -> None:
     """Name the constraint that empties the set (the furthest any deployment got) and the closest value to it."""
     structures = [c.structure for c in cands]
     furthest = int(stage.max())
@@ -490,16 +500,22 @@ def _explain_empty(result: SearchResult, cands, stage, replicas, n, grid, ttft, 
         text = (f"--max-ttft-ms {tg.max_ttft_ms:g} binds: the lowest TTFT among deployments that meet the memory and "
                 f"concurrency targets is {vals[j]:.1f} ms ({closest['deployment']})")
     elif name == "throughput":
-        closest = {"constraint": "throughput", "limit": wl.request_rate}
-        text = (f"--request-rate {wl.request_rate:g} binds: no deployment of up to {int(replicas.max())} replicas "
-                "reaches it with max_num_seqs up to the grid's largest (raise --max-replicas)")
+        vals = np.array([reach[si, ri] for si, ri in at])
+        j = int(vals.argmax())
+        si, ri = at[j]
+        closest = {"constraint": "throughput", "value": round(float(vals[j]), 3), "limit": wl.request_rate,
+                   "deployment": _label(structures[si], int(replicas[ri]))}
+        text = (f"--request-rate {wl.request_rate:g} binds: the most any deployment of up to {int(replicas.max())} "
+                f"replicas serves, with the requests its KV cache holds, is {vals[j]:.2f} requests/s "
+                f"({closest['deployment']}); raise --max-replicas")
     elif name == "concurrency":
         per = [(int(grid.concurrency[si].max()) * int(replicas[ri]), si, ri) for si, ri in at]
         best, si, ri = max(per)
         closest = {"constraint": "concurrency", "value": best, "limit": wl.concurrency,
                    "deployment": _label(structures[si], int(replicas[ri]))}
+        lower = "--concurrency" if wl.concurrency is not None else "--request-rate"
         text = (f"the concurrency binds: at most {best} requests of {wl.context:,} tokens fit at once "
-                f"({closest['deployment']}); raise --max-replicas or lower --concurrency")
+                f"({closest['deployment']}); raise --max-replicas or lower {lower}")
     elif name == "memory":
         need = []
         for si, ri in at:

@@ -211,3 +211,18 @@ def test_plan_does_not_import_the_search_modules():
             "print(','.join(m for m in mods if m in sys.modules), file=sys.stderr)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stderr.strip() == ""
+
+
+def test_unreachable_request_rate_binds_with_the_best_rate_reached():
+    res = _search(model="llama-3.1-70b", gpus=("l4",), concurrency=None, request_rate=200.0, max_replicas=2)
+    assert not res.results and res.binding == "throughput"
+    assert 0 < res.closest["value"] < 200 and "requests/s" in res.message
+    more = _search(model="llama-3.1-70b", gpus=("l4",), concurrency=None, request_rate=res.closest["value"] * 0.99,
+                   max_replicas=2)
+    assert more.results  # just under the closest value, a deployment exists
+
+
+def test_quality_target_binds_when_every_format_is_riskier():
+    res = _search(weights=("awq",), max_quality_risk="none")
+    assert not res.results and res.binding == "quality" and res.rejected_by == {"quality": res.structures * 8}
+    assert all(r.constraint == "quality" for r in res.rejected)
