@@ -119,3 +119,19 @@ def test_ttft_is_the_sum_over_prefill_chunks(input_len, chunk):
     line = decode_line(spec, gpu, weight_format("bf16"), kv_format("auto"), 1)
     for m0 in (line.mem0, line.mem0 * 40):  # the weight read binds for short chunks in the second case
         assert ttft_s(line, input_len, chunk, m0) == pytest.approx(_ttft_brute(line, input_len, chunk, m0), rel=1e-9)
+
+
+def test_search_tpot_for_moe_scales_the_weight_read_by_experts_touched():
+    """search.py evaluates TPOT at batch b from the batch-1 line, scaling the weight read by W(b)/W(1) (distinct
+    experts touched); that equals the mean of decode_speed's own steps at batch b."""
+    from kvcalc.search import _ratio, _weight_ratio_table
+
+    spec, gpu = load_model("qwen3-30b-a3b"), next(g for g in list_gpus() if g.id == "h100-sxm")
+    wf, kf = weight_format("bf16"), kv_format("fp8")
+    one = decode_line(spec, gpu, wf, kf, 1)
+    table = _weight_ratio_table(spec, wf, 1024)
+    assert table[1] == 1.0 and table[64] > 1.0  # more experts read at batch 64
+    for b in (1, 8, 64, 300):
+        scaled = tpot_s(one, 1000, 100, batch_scale=b, mem0=one.mem0 * _ratio(table, b))
+        brute = [decode_speed(spec, gpu, "vllm", wf, kf, b, c).step_s for c in range(1001, 1100)]
+        assert scaled == pytest.approx(sum(brute) / len(brute), rel=1e-9)
