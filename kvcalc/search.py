@@ -34,6 +34,7 @@ DEFAULT_KV = ("auto", "fp8")
 DEFAULT_TP = (1, 2, 4, 8)
 DEFAULT_UTILS = tuple(round(0.80 + 0.01 * i, 2) for i in range(16))  # 0.80 .. 0.95
 DEFAULT_SEQS = tuple(2 ** i for i in range(11))  # 1 .. 1024
+MAX_CONFIGURATIONS = 50_000_000  # a few bytes each in the boolean arrays: bounded memory
 PREFERRED_UTIL = 0.9  # vLLM's default gpu_memory_utilization: kept when it works
 
 
@@ -333,11 +334,14 @@ def evaluate(req: SearchRequest, cands: list[_Candidate], unsupported: list[Reje
     structures = [c.structure for c in cands]
     utils = np.array(sp.utils, dtype=float)
     seqs = np.array(sp.seqs, dtype=np.int64)
-    grid = evaluate_grid(structures, utils, list(sp.seqs))  # (S, U, Q)
-    S, U, Q = grid.blocks.shape
     max_r = sp.max_replicas if wl.concurrency is None else min(sp.max_replicas, wl.concurrency)
     replicas = np.arange(1, max_r + 1)
-    R = len(replicas)
+    R, S = len(replicas), len(structures)
+    if S * len(utils) * len(seqs) * R > MAX_CONFIGURATIONS:
+        raise UsageError(f"the search space has {S * len(utils) * len(seqs) * R:,} configurations, more than "
+                         f"{MAX_CONFIGURATIONS:,}: narrow --gpus, --utils, --max-num-seqs or --max-replicas")
+    grid = evaluate_grid(structures, utils, list(sp.seqs))  # (S, U, Q)
+    S, U, Q = grid.blocks.shape
     mnbt = np.array([s.max_num_batched_tokens for s in structures])
     if wl.concurrency is not None:
         n = np.broadcast_to(-(-wl.concurrency // replicas)[None, :], (S, R)).copy()  # ceil(N / r)

@@ -134,9 +134,11 @@ def test_search_json_fields_match_the_readme():
     (["--utils", "0:2"], "--utils"),
     (["--tp", "0"], "out of range"),
     (["--max-tpot-ms", "-5"], "positive"),
+    (["--max-replicas", "1024", "--utils", "0.5:0.99:0.001"], "narrow"),
 ])
 def test_search_bad_input_is_one_line_exit_2(args, needle):
-    code, out, err = invoke(["search", "--input-len", "1k", "--output-len", "128", "--concurrency", "4", *args])
+    load = "5000" if "--max-replicas" in args else "4"
+    code, out, err = invoke(["search", "--input-len", "1k", "--output-len", "128", "--concurrency", load, *args])
     assert code == 2, (out, err)
     assert "Traceback" not in err and needle in err.strip().splitlines()[-1]
 
