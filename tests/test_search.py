@@ -228,3 +228,37 @@ def test_quality_target_binds_when_every_format_is_riskier():
     res = _search(weights=("awq",), max_quality_risk="none")
     assert not res.results and res.binding == "quality" and res.rejected_by == {"quality": res.structures * 8}
     assert all(r.constraint == "quality" for r in res.rejected)
+
+
+def test_memory_rejections_do_not_start_on_the_scalar_path():
+    """Every deployment the search rejects on memory fails to start in `kvcalc plan` even at the grid's largest util;
+    every one rejected on concurrency starts there but holds fewer requests than it needs (max_num_seqs 32: the
+    smallest of the grid that holds 24, so the one that leaves the most KV memory)."""
+    res = _search(model="llama-3.1-70b", gpus=("l4", "a100-80gb"), tp=(1, 2, 4), kv=("auto",), weights=("bf16", "awq"),
+                  concurrency=24, max_replicas=2)
+    spec = load_model("llama-3.1-70b")
+    seen = set()
+    for tp in (1, 2, 4):
+        for gpu in ("l4", "a100-80gb"):
+            for w in ("bf16", "awq"):
+                req = PlanRequest(spec=spec, gpu=get_gpu(gpu), context=2048 + 256, batch=24, engines=("vllm",),
+                                  weights=w, kv="auto", util=0.95, max_num_batched_tokens=None, max_num_seqs=32,
+                                  tp=tp)
+                from kvcalc.engines.vllm import batch_defaults
+
+                req.max_num_batched_tokens = batch_defaults(get_gpu(gpu), "serve")[0]
+                row = row_for(req)
+                feasible = any(d.gpu == gpu and d.tp == tp and d.weights_format == w and d.replicas == 1
+                               for d in _search(model="llama-3.1-70b", gpus=(gpu,), tp=(tp,), kv=("auto",),
+                                                weights=(w,), concurrency=24, max_replicas=1).results)
+                if not row.vllm.fits:
+                    assert not feasible
+                    seen.add("memory")
+                elif row.max_concurrency < 24:
+                    assert not feasible
+                    seen.add("concurrency")
+                else:
+                    assert feasible
+                    seen.add("fits")
+    assert seen == {"memory", "concurrency", "fits"}
+    assert "memory" in res.rejected_by
