@@ -7,12 +7,14 @@ searched, so a binary search finds the boundary, and the answer comes with its p
 step (one more token, one more request, 0.01 less util, one GPU fewer) does not.
 
 `auto` follows vLLM's `--max-model-len -1` (auto-fit), vllm/v1/core/kv_cache_utils.py `get_kv_cache_configs` ->
-`_auto_fit_max_model_len` -> `_estimate_max_model_len_from_groups` (vLLM commit 001cabc, the rule since auto-fit was
-added): the profile run uses the model's derived max length (max_position_embeddings), then each worker binary-searches
-the largest max_model_len in [1, derived] whose one-request KV need (`_max_memory_usage_bytes_from_groups`) fits its
-available KV memory; the smallest over workers wins, and 0 (not even one token) is an error. Newer vLLM main
-subtracts one block (the null block) from the available memory before that search; kvcalc models 0.26.0, which
-does not (kvcalc's `min_kv_bytes` check is the same one).
+`_auto_fit_max_model_len` -> `_estimate_max_model_len_from_groups` (read at vLLM commit 001cabc): the profile run uses
+the model's derived max length (max_position_embeddings), then each worker binary-searches the largest max_model_len in
+[1, derived] whose one-request KV need (`_max_memory_usage_bytes_from_groups`) fits its available KV memory; the
+smallest over workers wins, and 0 (not even one token) is an error. vLLM PR #47272 (merge commit 76fb6d210a57,
+2026-08-20; first in v0.28.1rc0, not in v0.28.0) reserves the null block first: auto-fit and the start check then plan
+against the available memory minus one block. kvcalc applies that from --vllm-version 0.28.1 on, for `auto`
+(engines/vllm.py's start check, `min_kv_bytes`, does not yet: for 0.28.1+ it may call a configuration that is one block
+short a fit).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from .plan import PlanRequest, Row, custom_key, plan
 
 SCHEMA = "kvcalc.fit/1"
 QUESTIONS = ("max-context", "max-concurrency", "min-util", "min-gpus", "auto")
+NULL_BLOCK_RESERVED_FROM = (0, 28, 1)  # vLLM PR #47272: auto-fit plans against the memory minus the null block
 
 
 @dataclass
@@ -190,9 +193,12 @@ def auto_max_model_len(req: PlanRequest) -> Answer:
     pinned = replace(base, max_num_batched_tokens=profiled.max_num_batched_tokens,
                      max_num_seqs=profiled.max_num_seqs)
 
+    reserve_null_block = vllm_engine.parse_version(req.vllm_version) >= NULL_BLOCK_RESERVED_FROM
+
     def ok(length: int) -> bool:
         est = vllm_engine.estimate(req.spec, req.gpu, replace(pinned, max_model_len=length))
-        return all(st.fits for st in getattr(est, "stage_estimates", [est]))
+        return all(st.available_kv_bytes - (st.page_bytes_all_layers if reserve_null_block else 0)
+                   >= st.layout.min_kv_bytes for st in getattr(est, "stage_estimates", [est]))
 
     value = _largest(1, derived, ok)
     if value is None:
@@ -206,6 +212,8 @@ def auto_max_model_len(req: PlanRequest) -> Answer:
     else:
         detail = (f"vLLM reduces max_model_len from {derived:,} to {value:,} ({est.available_kv_bytes / 2**30:.2f} "
                   f"GiB available for KV cache; one request of {value + 1:,} tokens would not fit)")
+    if reserve_null_block:
+        detail += "; one block held back for the null block (vLLM 0.28.1+)"
     detail += (f"; profile run at max_num_batched_tokens {profiled.max_num_batched_tokens:,}, max_num_seqs "
                f"{profiled.max_num_seqs}")
     return Answer("auto", value, "tokens", True, beyond, "+1 token", detail, key, _settings(req))

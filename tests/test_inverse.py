@@ -131,3 +131,12 @@ def test_fit_bad_input_is_one_line_exit_2(args, needle):
     code, out, err = invoke(args)
     assert code == 2 and "Traceback" not in err
     assert needle in err.strip().splitlines()[-1]  # the error itself is one line (click may print usage above it)
+
+
+def test_auto_reserves_the_null_block_from_vllm_0_28_1():
+    """vLLM PR #47272 (first in v0.28.1rc0): auto-fit plans against the memory minus one block. On a uniform model
+    that is exactly one block (16 tokens) less when the budget sits on a block boundary, and never more."""
+    old = answer("auto", _req("llama-3.1-8b", "l4", None, None, 1, vllm_version="0.26.0"))
+    new = answer("auto", _req("llama-3.1-8b", "l4", None, None, 1, vllm_version="0.29.0"))
+    assert old.value - 16 <= new.value < old.value
+    assert new.fits_one_step_beyond is False and "null block" in new.detail
