@@ -25,6 +25,8 @@ ASSUMPTIONS = (
     "max_num_batched_tokens, each chunk at least one read of the weights plus the fixed step; no queueing",
     "TPOT = mean decode step of throughput.decode_speed at the per-replica concurrency while the context grows from "
     "input+1 to input+output-1 (lock-step batch, no prefill interleaved)",
+    "pipeline parallelism: stages run one after another, so a step costs what TP alone costs (no pipeline speed-up, "
+    "no inter-stage transfer modelled)",
     "both are stand-ins until the speed model v2 (issue 11) replaces kvcalc/latency.py",
 )
 
