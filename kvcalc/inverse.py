@@ -197,8 +197,9 @@ def auto_max_model_len(req: PlanRequest) -> Answer:
 
     def ok(length: int) -> bool:
         est = vllm_engine.estimate(req.spec, req.gpu, replace(pinned, max_model_len=length))
-        return all(st.available_kv_bytes - (st.page_bytes_all_layers if reserve_null_block else 0)
-                   >= st.layout.min_kv_bytes for st in getattr(est, "stage_estimates", [est]))
+        stages = getattr(est, "stages", None) or getattr(est, "stage_estimates", None) or [est]
+        return all(st.available_kv_bytes - (st.layout.bytes_per_block if reserve_null_block else 0)
+                   >= st.layout.min_kv_bytes for st in stages)
 
     value = _largest(1, derived, ok)
     if value is None:

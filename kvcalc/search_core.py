@@ -10,8 +10,9 @@ and plan._fits_batch apply to those quantities:
     requested = ceil(total * util)                       (v1/worker/utils.py rounds up)
     available = requested - weights - activation(seqs) - non_torch - cudagraph        (per stage)
     blocks    = available // page_bytes  if available > 0 else 0
-    starts    = available >= min_kv_bytes                 (one max_model_len request)
-    stage     = the one with the fewest blocks, or any that does not start (as estimate() picks it)
+    kv_fits   = available >= min_kv_bytes                 (one max_model_len request)
+    stage     = the one with the fewest blocks, or any whose KV does not fit (as estimate() picks it)
+    starts    = kv_fits and requested + graph_capture <= total   (V2 runner: graphs captured after the KV cache)
     requests  = (blocks - 1) // blocks_per_request(context)   if it starts else 0     (the null block held back)
 
 tests/test_search_core.py checks, over random configurations, that these arrays equal the scalar plan path exactly.
@@ -45,6 +46,7 @@ class Structure:
     page_bytes: list[int]  # per stage: bytes one block takes across the stage's layers
     min_kv_bytes: list[int]  # per stage: a max_model_len request's blocks (vLLM refuses to start below)
     blocks_per_request: list[int]  # per stage: blocks one request of `context` tokens holds
+    capture_bytes: int  # CUDA-graph capture after the KV cache, beyond gpu_memory_utilization (V2 runner)
     block_size: int
     max_num_batched_tokens: int
     weights_per_gpu_bytes: int
@@ -61,11 +63,14 @@ def build_structure(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv:
         max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=seqs_grid[0], enforce_eager=enforce_eager,
         version=vllm_version, tensor_parallel=tp, pipeline_parallel=pp)
     est = vllm_engine.estimate(spec, gpu, settings)
-    stages = getattr(est, "stage_estimates", None) or [est]
+    # every pipeline stage's own budget (engines/vllm.py keeps them beside the smallest one)
+    stages = getattr(est, "stages", None) or getattr(est, "stage_estimates", None) or [est]
+    # at util 1.0 the whole GPU is requested, so the overflow estimate() reports is the capture itself
+    capture = int(getattr(est, "cudagraph_overflow_bytes", 0))
     v2 = vllm_engine.uses_v2_model_runner(spec, vllm_engine.parse_version(vllm_version))
     base, act, page, min_kv, need = [], [], [], [], []
     for i, st in enumerate(stages):
-        base.append(st.weights_bytes + st.non_torch_bytes + st.cudagraph_bytes)
+        base.append(st.weights_bytes + est.non_torch_bytes + est.cudagraph_bytes)
         if i == len(stages) - 1:  # the last stage runs the sampler: its peak depends on max_num_seqs
             per_seqs = [vllm_engine.activation_bytes(spec, replace(settings, max_num_seqs=q), st.max_num_batched_tokens,
                                                      q, v2) for q in seqs_grid]
@@ -77,7 +82,8 @@ def build_structure(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv:
         page.append(st.layout.bytes_per_block)
         min_kv.append(st.layout.min_kv_bytes)
         need.append(st.layout.blocks_per_request(context))
-    return Structure(gpu, weights, kv, tp, pp, est.total_memory, base, act, page, min_kv, need, est.block_size,
+    return Structure(gpu, weights, kv, tp, pp, est.total_memory, base, act, page, min_kv, need, capture,
+                     est.block_size,
                      est.max_num_batched_tokens, max(s.weights_bytes for s in stages), list(est.notes))
 
 
@@ -86,7 +92,7 @@ class GridResult:
     """Arrays over (structure, util, max_num_seqs)."""
 
     blocks: np.ndarray  # int64: num_gpu_blocks as vLLM allocates them (the smallest stage's)
-    starts: np.ndarray  # bool: vLLM starts (one max_model_len request fits)
+    starts: np.ndarray  # bool: vLLM starts (one max_model_len request fits, and the CUDA graphs after it)
     concurrency: np.ndarray  # int64: requests of `context` tokens held at once
 
 
@@ -95,6 +101,7 @@ def evaluate_grid(structures: list[Structure], utils: np.ndarray, seqs_grid: lis
     n, k_max = len(structures), max((len(s.page_bytes) for s in structures), default=1)
     q = len(seqs_grid)
     total = np.array([s.total_bytes for s in structures], dtype=np.int64)
+    capture = np.array([s.capture_bytes for s in structures], dtype=np.int64)
     valid = np.zeros((n, k_max), dtype=bool)
     base = np.zeros((n, k_max), dtype=np.int64)
     act = np.zeros((n, k_max, q), dtype=np.int64)
@@ -127,8 +134,9 @@ def evaluate_grid(structures: list[Structure], utils: np.ndarray, seqs_grid: lis
         best_blocks = np.where(take, blocks, best_blocks)
         best_starts = np.where(take, starts, best_starts)
         best_need = np.where(take, stage_need, best_need)
-    concurrency = np.where(best_starts, np.maximum(best_blocks - 1, 0) // np.maximum(best_need, 1), 0)
-    return GridResult(best_blocks, best_starts, concurrency)
+    starts = best_starts & (requested + capture[:, None] <= total[:, None])[:, :, None]
+    concurrency = np.where(starts, np.maximum(best_blocks - 1, 0) // np.maximum(best_need, 1), 0)
+    return GridResult(best_blocks, starts, concurrency)
 
 
 def valid_tp_sizes(spec: ModelSpec, sizes=(1, 2, 4, 8)) -> list[int]:
