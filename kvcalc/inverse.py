@@ -125,22 +125,35 @@ def max_concurrency(req: PlanRequest) -> Answer:
 
 
 def min_util(req: PlanRequest) -> Answer:
-    """Smallest gpu_memory_utilization (in steps of 0.01) at which --batch requests of --context tokens fit."""
+    """Smallest gpu_memory_utilization (in steps of 0.01) at which --batch requests of --context tokens fit.
+
+    KV capacity grows with util, so "fits" is monotone up to the point where the V2 runner's CUDA graphs, captured
+    after the KV cache, no longer find room outside vLLM's share of the GPU: the answer is searched below that cap."""
     req = _vllm(req)
     key = custom_key(req)
-    # fits grows with util: the largest hundredths h with "fits at (101 - h)/100" gives the smallest util
-    ok = lambda h: fits(req, util=(101 - h) / 100)  # noqa: E731
-    h = _largest(1, 100, ok)
-    if h is None:
-        row = row_for(replace(req, util=1.0))
-        return Answer("min-util", None, "gpu_memory_utilization", False, None, "-0.01", (
-            f"does not fit even at util 1.00: short by {row.shortfall_bytes / 2**30:.2f} GiB"), key, _settings(req))
-    value = (101 - h) / 100
+
+    def overflows(h: int) -> bool:  # h hundredths of util
+        return getattr(row_for(replace(req, util=h / 100)).vllm, "cudagraph_overflow_bytes", 0) > 0
+
+    cap = 100 if not overflows(100) else (_largest(1, 100, lambda h: not overflows(h)) or 0)
+    # fits grows with util below the cap: the largest g with "fits at (cap + 1 - g)/100" gives the smallest util
+    ok = lambda g: fits(req, util=(cap + 1 - g) / 100)  # noqa: E731
+    g = _largest(1, cap, ok) if cap else None
+    if g is None:
+        top = max(cap, 1) / 100
+        row = row_for(replace(req, util=top))
+        why = (f"short by {row.shortfall_bytes / 2**30:.2f} GiB" if cap else
+               "the CUDA graphs captured after the KV cache find no room at any util")
+        return Answer("min-util", None, "gpu_memory_utilization", False, None, "-0.01",
+                      f"does not fit at any util up to {top:.2f}: {why}", key, _settings(req))
+    value = (cap + 1 - g) / 100
     below = fits(req, util=round(value - 0.01, 2)) if value > 0.01 else None
     row = row_for(replace(req, util=value))
     detail = (f"at util {value:.2f} vLLM may use {row.vllm.requested_memory / 2**30:.2f} GiB and holds "
               f"{row.max_concurrency} request(s) of {req.context:,} tokens (needs {req.batch}); at "
               f"{value - 0.01:.2f} it does not fit")
+    if cap < 100:
+        detail += f"; above util {cap / 100:.2f} the CUDA graphs captured after the KV cache would not fit"
     return Answer("min-util", value, "gpu_memory_utilization", True, below, "-0.01", detail, key, _settings(req))
 
 
