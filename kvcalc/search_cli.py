@@ -71,9 +71,16 @@ def _positive_float(name: str):
 
 
 def register(cli, plan_options, make_request, tokens) -> None:
-    """Add `fit` and `search` to the `kvcalc` group (cli.py calls this; the options are plan's own)."""
+    """Add `fit` and `search` to the `kvcalc` group."""
+    for command in commands(plan_options, make_request, tokens).values():
+        cli.add_command(command)
 
-    @cli.command(name="fit")
+
+def commands(plan_options, make_request, tokens) -> dict[str, click.Command]:
+    """The `fit` and `search` commands, built on plan's own options and request (cli.py passes them in, so this
+    module never imports cli.py)."""
+
+    @click.command(name="fit")
     @click.argument("question", type=click.Choice(["max-context", "max-concurrency", "min-util", "min-gpus",
                                                    "auto"]))
     @plan_options
@@ -105,7 +112,7 @@ def register(cli, plan_options, make_request, tokens) -> None:
             click.echo(f"warning: {warning}", err=True)
         _print_answer(req, result)
 
-    @cli.command(name="search")
+    @click.command(name="search")
     @click.option("--model", default=None, help="catalog name, config.json path or hub id [default: llama-3.2-3b].")
     @click.option("--input-len", required=True, type=tokens, help="prompt tokens per request, e.g. 2k.")
     @click.option("--output-len", required=True, type=tokens, help="generated tokens per request.")
@@ -146,6 +153,8 @@ def register(cli, plan_options, make_request, tokens) -> None:
         Example: kvcalc search --model llama-3.1-8b --input-len 2k --output-len 512 --concurrency 32 --max-tpot-ms 50
         """
         _run_search(kw)
+
+    return {"fit": fit, "search": search}
 
 
 def _print_answer(req, a) -> None:
