@@ -133,7 +133,7 @@ def min_util(req: PlanRequest) -> Answer:
     key = custom_key(req)
 
     def overflows(h: int) -> bool:  # h hundredths of util
-        return getattr(row_for(replace(req, util=h / 100)).vllm, "cudagraph_overflow_bytes", 0) > 0
+        return row_for(replace(req, util=h / 100)).vllm.cudagraph_overflow_bytes > 0
 
     cap = 100 if not overflows(100) else (_largest(1, 100, lambda h: not overflows(h)) or 0)
     # fits grows with util below the cap: the largest g with "fits at (cap + 1 - g)/100" gives the smallest util
@@ -210,7 +210,7 @@ def auto_max_model_len(req: PlanRequest) -> Answer:
 
     def ok(length: int) -> bool:
         est = vllm_engine.estimate(req.spec, req.gpu, replace(pinned, max_model_len=length))
-        stages = getattr(est, "stages", None) or getattr(est, "stage_estimates", None) or [est]
+        stages = est.stages or [est]
         return all(st.available_kv_bytes - (st.layout.bytes_per_block if reserve_null_block else 0)
                    >= st.layout.min_kv_bytes for st in stages)
 

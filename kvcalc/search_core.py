@@ -64,9 +64,9 @@ def build_structure(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv:
         version=vllm_version, tensor_parallel=tp, pipeline_parallel=pp)
     est = vllm_engine.estimate(spec, gpu, settings)
     # every pipeline stage's own budget (engines/vllm.py keeps them beside the smallest one)
-    stages = getattr(est, "stages", None) or getattr(est, "stage_estimates", None) or [est]
+    stages = est.stages or [est]
     # at util 1.0 the whole GPU is requested, so the overflow estimate() reports is the capture itself
-    capture = int(getattr(est, "cudagraph_overflow_bytes", 0))
+    capture = est.cudagraph_overflow_bytes
     v2 = vllm_engine.uses_v2_model_runner(spec, vllm_engine.parse_version(vllm_version))
     base, act, page, min_kv, need = [], [], [], [], []
     for i, st in enumerate(stages):

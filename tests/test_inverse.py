@@ -106,7 +106,7 @@ def test_auto_max_model_len_is_the_largest_that_starts(model, gpu, w, k, tp):
     pinned = replace(base, max_num_batched_tokens=prof.max_num_batched_tokens, max_num_seqs=prof.max_num_seqs)
     def kv_fits(length):  # vLLM's auto-fit asks only whether one request's KV fits each stage's budget
         est = vllm_engine.estimate(req.spec, req.gpu, replace(pinned, max_model_len=length))
-        stages = getattr(est, "stages", None) or getattr(est, "stage_estimates", None) or [est]
+        stages = est.stages or [est]
         return all(st.available_kv_bytes >= st.layout.min_kv_bytes for st in stages)
 
     if a.value is None:
