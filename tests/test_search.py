@@ -209,7 +209,7 @@ def test_plan_does_not_import_the_search_modules():
     code = ("import sys\nfrom kvcalc.cli import main\n"
             "try:\n    main(['plan', '--gpu', 't4', '--context', '32k', '--json'])\nexcept SystemExit:\n    pass\n"
             "mods = ('numpy', 'kvcalc.search', 'kvcalc.search_core', 'kvcalc.inverse', 'kvcalc.latency', "
-            "'kvcalc.prices', 'kvcalc.search_render')\n"
+            "'kvcalc.prices', 'kvcalc.search_render', 'kvcalc.search_cli')\n"
             "print(','.join(m for m in mods if m in sys.modules), file=sys.stderr)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stderr.strip() == ""
