@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field, replace
 from .engines import vllm as vllm_engine
 from .errors import UsageError
 from .formats import kv_format, weight_format
-from .plan import PlanRequest, Row, custom_key, plan
+from .plan import PlanRequest, Row, custom_key, plan, sweep_choice
 
 SCHEMA = "kvcalc.fit/1"
 QUESTIONS = ("max-context", "max-concurrency", "min-util", "min-gpus", "auto")
@@ -195,12 +195,7 @@ def auto_max_model_len(req: PlanRequest) -> Answer:
     req = _vllm(req)
     key = custom_key(req)
     derived = req.spec.max_position_embeddings
-    w = weight_format(req.weights or "bf16")
-    k = kv_format(req.kv if req.kv and kv_format(req.kv).vllm_name else "auto")
-    base = vllm_engine.VllmSettings(weights=w, kv=k, gpu_memory_utilization=req.util, max_model_len=derived,
-                                    max_num_batched_tokens=req.max_num_batched_tokens, max_num_seqs=req.max_num_seqs,
-                                    enforce_eager=req.enforce_eager, version=req.vllm_version,
-                                    tensor_parallel=req.tp, pipeline_parallel=req.pp)
+    base = req.vllm_settings(sweep_choice(req), max_model_len=derived)  # plan's one request -> settings translation
     profiled = vllm_engine.estimate(req.spec, req.gpu, base)
     # the profile run happened at the derived length: pin the batching it resolved, then vary max_model_len only
     pinned = replace(base, max_num_batched_tokens=profiled.max_num_batched_tokens,

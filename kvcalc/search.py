@@ -20,14 +20,15 @@ from . import latency
 from .engines import vllm as vllm_engine
 from .engines.weights import weight_bytes_read_per_token
 from .errors import UsageError
-from .formats import KvFormat, WeightFormat, kv_format, weight_format
+from .formats import WeightFormat, kv_format, weight_format
 from .hardware import GpuProfile
 from .model import ModelSpec
+from .plan import RISK_LEVELS
+from .plan import _risk  # the quality-risk rule of plan's rows, one source
 from .prices import Price
 from .search_core import Structure, build_structure, evaluate_grid, valid_tp_sizes
 
 SCHEMA = "kvcalc.search/1"
-RISK_LEVELS = ("none", "low", "moderate", "high")
 CONSTRAINTS = ("quality", "memory", "throughput", "concurrency", "ttft", "tpot")
 DEFAULT_WEIGHTS = ("bf16", "fp8", "awq")
 DEFAULT_KV = ("auto", "fp8")
@@ -152,11 +153,6 @@ class SearchResult:
 
 
 # ------------------------------------------------------------------------------------------------ helpers
-
-
-def _risk(spec: ModelSpec, w: WeightFormat, k: KvFormat) -> str:
-    """The worse of the two levers' risks, as plan.py rates a row (weights depend on model size)."""
-    return max(w.risk_for(spec.params.total), k.quality_risk, key=RISK_LEVELS.index)
 
 
 def _weight_ratio_table(spec: ModelSpec, w: WeightFormat, bmax: int) -> np.ndarray:

@@ -140,19 +140,11 @@ def evaluate_grid(structures: list[Structure], utils: np.ndarray, seqs_grid: lis
 
 
 def valid_tp_sizes(spec: ModelSpec, sizes=(1, 2, 4, 8)) -> list[int]:
-    """TP sizes vLLM accepts for this model: attention heads divide evenly; KV heads divide evenly, or the TP size is
-    a multiple of them (each rank then holds a replica; vllm/model_executor/models/llama.py LlamaAttention)."""
-    out = []
-    for tp in sizes:
-        if spec.num_heads % tp:
-            continue
-        kv = spec.num_kv_heads or spec.num_heads
-        if kv >= tp and kv % tp:
-            continue
-        if kv < tp and tp % kv:
-            continue
-        out.append(tp)
-    return out
+    """TP sizes vLLM accepts for this model (plan.parallel_refusal: heads and KV heads split evenly, or KV heads
+    replicated)."""
+    from .plan import parallel_refusal
+
+    return [tp for tp in sizes if parallel_refusal(spec, tp) is None]
 
 
 def check_pp(spec: ModelSpec, pp: int) -> None:
