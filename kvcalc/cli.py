@@ -13,7 +13,7 @@ import click
 from . import limits
 from .cli_errors import CONTEXT_SETTINGS, run_command
 from .errors import UsageError, shown
-from .units import parse_tokens, parse_vllm_int
+from .units import parse_bytes, parse_tokens, parse_vllm_int
 
 
 def _option(param) -> str:
@@ -156,6 +156,9 @@ def _plan_options(func):
         click.option("--nccl-nvls", type=click.Choice(["auto", "on", "off"]), default="auto", show_default=True,
                      help="NCCL NVLink SHARP buffers at TP > 1 (auto: on for SXM Hopper/Blackwell; off: "
                           "NCCL_NVLS_ENABLE=0)."),
+        click.option("--other-processes-memory", "other_processes_memory", default=None, type=NAME, metavar="SIZE",
+                     help="memory other processes hold on the fullest GPU, e.g. 1.5GiB (a desktop, another engine): "
+                          "vLLM before 0.6.4 takes it from the KV cache, later ones need total x util free."),
         click.option("--enable-lora", is_flag=True, help="vLLM --enable-lora: adapter slots preallocated."),
         click.option("--max-loras", type=POSITIVE, default=1, show_default=True, help="vLLM --max-loras."),
         click.option("--max-lora-rank", type=POSITIVE, default=16, show_default=True, help="vLLM --max-lora-rank."),
@@ -174,7 +177,7 @@ def _plan_options(func):
 def _request(gpu, model, context, batch, engine, weights, kv, util, max_model_len, max_num_batched_tokens,
              max_num_seqs, enforce_eager, vllm_version, tp, pp, quantization=None, entrypoint="serve", dtype=None,
              block_size=None, kv_cache_memory_bytes=None, nccl_nvls="auto", vllm_command=None, enable_lora=False,
-             max_loras=1, max_lora_rank=16, speculative_config=None):
+             max_loras=1, max_lora_rank=16, speculative_config=None, other_processes_memory=None):
     from .catalog import DEFAULT_MODEL, load_model
     from .hardware import get_gpu
     from .plan import PlanRequest, request_warnings, weights_for_quantization
@@ -208,7 +211,9 @@ def _request(gpu, model, context, batch, engine, weights, kv, util, max_model_le
                       pp=given["pp"], entrypoint=given["entrypoint"], dtype=given["dtype"],
                       block_size=given["block_size"], kv_cache_memory_bytes=given["kv_cache_memory_bytes"],
                       nccl_nvls=nvls, enable_lora=given["enable_lora"], max_loras=given["max_loras"],
-                      max_lora_rank=given["max_lora_rank"], speculative_config=given["speculative_config"])
+                      max_lora_rank=given["max_lora_rank"], speculative_config=given["speculative_config"],
+                      other_processes_bytes=parse_bytes(other_processes_memory, "--other-processes-memory")
+                      if other_processes_memory else 0)
     return req, notes + request_warnings(req)
 
 

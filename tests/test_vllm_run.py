@@ -83,7 +83,7 @@ def test_default_util_by_version():
 
 
 @pytest.mark.parametrize("version,since,engine", [
-    ("0.4.0", "0.4.0", "v0"), ("0.6.5", "0.5.3", "v0"), ("0.7.3", "0.5.3", "v0"),
+    ("0.4.0", "0.4.0", "v0"), ("0.6.3", "0.5.3", "v0"), ("0.6.5", "0.6.4", "v0"), ("0.7.3", "0.6.4", "v0"),
     ("0.8.5.dev169+gce17db808.d20250423", "0.8.5", "v1"), ("0.10.1.1", "0.8.5", "v1"),
     ("0.19.0", "0.8.5", "v1"), ("0.26.0rc1", "0.26.0", "v1"), ("1.2.0", "0.26.0", "v1")])
 def test_version_rows(version, since, engine):
@@ -282,3 +282,21 @@ def test_drafter_adds_weights_and_kv_layers():
     per_layer_kv = 16 * 8 * 256 * 2  # one Llama-3.1-8B layer's block: 16 tokens x 8 KV heads x (128 + 128) x 2 B
     assert eagle.page_bytes_all_layers - plain.page_bytes_all_layers == per_layer_kv
     assert eagle.weights_bytes > plain.weights_bytes
+
+
+def test_other_processes_memory_by_version():
+    spec, gpu = load_model("llama-3.1-8b"), get_gpu("rtx-4090")
+    base = dict(weights=weight_format("bf16"), kv=kv_format("auto"), max_model_len=8192)
+    for version in ("0.6.3", "0.19.0"):
+        alone = vllm.estimate(spec, gpu, vllm.VllmSettings(**base, version=version))
+        shared = vllm.estimate(spec, gpu, vllm.VllmSettings(**base, version=version, other_processes_bytes=GiB))
+        if version == "0.6.3":  # the old profile counted every used byte on the GPU
+            assert alone.available_kv_bytes - shared.available_kv_bytes == GiB and shared.fits
+        else:  # later: not from the KV cache, but total x util must be free at start
+            assert shared.available_kv_bytes == alone.available_kv_bytes and shared.fits
+    crowded = vllm.VllmSettings(**base, version="0.19.0", other_processes_bytes=3 * GiB, gpu_memory_utilization=0.95)
+    est = vllm.estimate(spec, gpu, crowded)
+    assert not est.fits and est.shortfall_bytes >= 3 * GiB - (gpu.memory_total_bytes - est.requested_memory)
+    code, out, err = invoke(["plan", "--model", "llama-3.1-8b", "--gpu", "4090", "--engine", "vllm",
+                             "--other-processes-memory", "lots"])
+    assert code == 2 and len(err.strip().splitlines()) == 1

@@ -64,6 +64,7 @@ class VllmSettings:
     max_lora_rank: int = 16
     speculative_method: str | None = None  # ngram, eagle, eagle3, mtp (--speculative-config {"method": ...})
     num_speculative_tokens: int = 0
+    other_processes_bytes: int = 0  # memory other processes hold on the fullest GPU (a desktop, another engine)
     kv_cache_memory_bytes: int | None = None  # --kv-cache-memory-bytes: the KV budget per GPU, util ignored
     nccl_nvls: bool | None = None  # None: NCCL's own choice (on for TP on SXM Hopper/Blackwell with NVSwitch)
 
@@ -453,7 +454,15 @@ def estimate(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings) -> VllmEstimate:
                      "stage's blocks serve the deployment")
     notes.append(f"activation, non-torch and CUDA-graph memory: {c['source']}")
 
-    stages = stage_budgets(spec, gpu, s, requested - non_torch - cudagraph, max_model_len, mnbt, seqs, v2)
+    others = s.other_processes_bytes
+    if others and rules.others_reduce_kv:
+        notes.append(f"{others / GiB:.2f} GiB held by other processes on the fullest GPU come out of its KV budget "
+                     "(this release's profile counts all used memory); that GPU sets every rank's blocks")
+    elif others:
+        notes.append(f"{others / GiB:.2f} GiB held by other processes: not taken from the KV budget, but vLLM needs "
+                     f"total x util free at start ({(total - others) / GiB:.2f} of {requested / GiB:.2f} GiB free)")
+    stages = stage_budgets(spec, gpu, s, requested - non_torch - cudagraph - (others if rules.others_reduce_kv else 0),
+                           max_model_len, mnbt, seqs, v2)
     # kv_cache_utils.py:get_kv_cache_configs: "change the num_blocks of each rank to the smallest among all ranks"
     low = stages[0]
     for stage in stages[1:]:
@@ -470,6 +479,12 @@ def estimate(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings) -> VllmEstimate:
     else:
         logged = blocks * layout.block_size
     shortfall = (0 if low.kv_fits else layout.min_kv_bytes - available) + graph_overflow
+    if others and not rules.others_reduce_kv and requested + others > total:
+        # v1/worker/gpu_worker.py: "Free memory on device ... is less than desired GPU memory utilization"
+        shortfall += requested + others - total
+        notes.append(f"vLLM refuses to start: {(total - others) / GiB:.2f} GiB free is less than the "
+                     f"{requested / GiB:.2f} GiB gpu_memory_utilization asks for (lower --util to "
+                     f"{math.floor(100 * (total - others) / total) / 100} or below)")
     if s.kv_cache_memory_bytes:
         # the fixed KV budget ignores gpu_memory_utilization; weights, activations and KV must still fit the GPU
         used = low.weights_bytes + low.activation_bytes + non_torch + cudagraph + s.kv_cache_memory_bytes

@@ -31,6 +31,7 @@ class VersionRules:
     cudagraph_estimate: bool  # a profiled CUDA-graph estimate is subtracted from the KV budget
     v2_runner: bool  # dense, non-hybrid decoders run on the V2 model runner (graphs captured after the KV cache)
     logged_tokens: str  # "blocks" (# GPU blocks x block_size), "per_group" (blocks // groups x block), "concurrency"
+    others_reduce_kv: bool  # memory other processes hold on the GPU comes out of the KV budget (else: must be free)
     sampler_bytes_per_logit: float | None  # None: fitted (constants.yaml); the dummy sampler's torch peak per logit on the V0 / V1 runner
     sources: str
 
@@ -42,30 +43,39 @@ class VersionRules:
 _SORT_SAMPLER = 16.0
 
 VERSION_RULES: tuple[VersionRules, ...] = (
-    VersionRules("0.4.0", "v0", 0.9, "v0", "off", False, False, False, False, "blocks", _SORT_SAMPLER,
+    VersionRules("0.4.0", "v0", 0.9, "v0", "off", False, False, False, False, "blocks", True, _SORT_SAMPLER,
                  "worker/worker.py:determine_num_available_blocks (profile over max_num_batched_tokens, "
-                 "default max(max_model_len, 2048) without chunked prefill: config.py SchedulerConfig); "
-                 "executor logs '# GPU blocks: N'; CUDA graphs captured after the cache, not subtracted"),
-    VersionRules("0.5.3", "v0", 0.9, "v0", "long_context", False, False, False, False, "blocks", _SORT_SAMPLER,
+                 "default max(max_model_len, 2048) without chunked prefill: config.py SchedulerConfig; the peak is "
+                 "the GPU's whole used memory, other processes included); executor logs '# GPU blocks: N'; CUDA "
+                 "graphs captured after the cache, not subtracted"),
+    VersionRules("0.5.3", "v0", 0.9, "v0", "long_context", False, False, False, False, "blocks", True,
+                 _SORT_SAMPLER,
                  "engine/arg_utils.py:create_engine_config: chunked prefill on by default when max_model_len > "
-                 "32K (then max_num_batched_tokens 2048: config.py SchedulerConfig)"),
-    VersionRules("0.8.0", "v1", 0.9, "v1_context", "always", True, True, False, False, "per_group",
+                 "32K (then max_num_batched_tokens 2048: config.py SchedulerConfig) (approximate release)"),
+    VersionRules("0.6.4", "v0", 0.9, "v0", "long_context", False, False, False, False, "blocks", False,
+                 _SORT_SAMPLER,
+                 "vllm#9352 (utils.py:memory_profiling): the profile measures this instance's growth from a baseline "
+                 "snapshot, so other processes' memory no longer comes out of the KV budget"),
+    VersionRules("0.8.0", "v1", 0.9, "v1_context", "always", True, True, False, False, "per_group", False,
                  _SORT_SAMPLER,
                  "V1 engine by default (envs.py VLLM_USE_V1); engine/arg_utils.py:_set_default_args_v1 usage-context "
                  "defaults (LLM class 8192, OpenAI server 2048 tokens; 256 seqs); prefix caching on; "
-                 "v1/core/kv_cache_utils.py logs num_blocks // len(groups) * block_size tokens"),
-    VersionRules("0.8.5", "v1", 0.9, "v1_memory", "always", True, True, False, False, "per_group", _SORT_SAMPLER,
+                 "v1/core/kv_cache_utils.py logs num_blocks // len(groups) * block_size tokens; "
+                 "v1/worker/gpu_worker.py refuses to start when free memory < total x util"),
+    VersionRules("0.8.5", "v1", 0.9, "v1_memory", "always", True, True, False, False, "per_group", False,
+                 _SORT_SAMPLER,
                  "engine/arg_utils.py:_set_default_args_v1 / get_batch_defaults: GPUs with >= 70 GiB that are not "
-                 "A100 get 16384 (LLM) / 8192 (server) tokens and 1024 seqs"),
-    VersionRules("0.21.0", "v1", 0.92, "v1_memory", "always", True, True, True, False, "per_group", _SORT_SAMPLER,
+                 "A100 get 16384 (LLM) / 8192 (server) tokens and 1024 seqs (approximate release)"),
+    VersionRules("0.21.0", "v1", 0.92, "v1_memory", "always", True, True, True, False, "per_group", False,
+                 _SORT_SAMPLER,
                  "vllm#38284: CUDA-graph memory profiling on by default (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1, "
                  "v1/worker/gpu_worker.py: 'default since v0.21.0') and gpu_memory_utilization 0.9 -> 0.92 "
                  "(config/cache.py)"),
-    VersionRules("0.24.0", "v1", 0.92, "v1_memory", "always", True, True, True, False, "concurrency",
+    VersionRules("0.24.0", "v1", 0.92, "v1_memory", "always", True, True, True, False, "concurrency", False,
                  _SORT_SAMPLER,
                  "v1/core/kv_cache_utils.py:get_kv_cache_capacity: logged tokens = int(max concurrency x "
                  "max_model_len)"),
-    VersionRules("0.26.0", "v1", 0.92, "v1_memory", "always", True, True, True, True, "concurrency", None,
+    VersionRules("0.26.0", "v1", 0.92, "v1_memory", "always", True, True, True, True, "concurrency", False, None,
                  "config/vllm.py:use_v2_model_runner (dense decoders on v1/worker/gpu/model_runner.py, whose "
                  "profile_cudagraph_memory returns 0); V1-runner sampler peak 12 B/logit fitted on H200 "
                  "(kvcalc/data/constants.yaml)"),
@@ -134,11 +144,12 @@ def chunked_prefill_on(rules: VersionRules, max_model_len: int) -> bool:
 def table_markdown() -> str:
     """The rules as a markdown table (docs/method.md)."""
     lines = ["| since | engine | default util | batch defaults | chunked prefill | prefix caching | hybrid KV "
-             "manager | CUDA-graph estimate | V2 runner | logged tokens | sampler B/logit | source |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "manager | CUDA-graph estimate | V2 runner | logged tokens | others' memory | sampler B/logit | source |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in VERSION_RULES:
         lines.append(f"| {r.since} | {r.engine} | {r.default_util} | {r.batch_defaults} | {r.chunked_prefill} | "
                      f"{'on' if r.prefix_caching else 'off'} | {'yes' if r.hybrid_allocator else 'no'} | "
                      f"{'yes' if r.cudagraph_estimate else 'no'} | {'yes' if r.v2_runner else 'no'} | "
-                     f"{r.logged_tokens} | {r.sampler_bytes_per_logit or '12 (fitted)'} | {r.sources} |")
+                     f"{r.logged_tokens} | {'from KV' if r.others_reduce_kv else 'must be free'} | "
+                     f"{r.sampler_bytes_per_logit or '12 (fitted)'} | {r.sources} |")
     return "\n".join(lines)
