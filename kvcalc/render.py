@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.table import Table
 
+from .engines.vllm_versions import rules_for
 from .units import GiB, fmt_bytes, fmt_gib, fmt_tokens
 
 if TYPE_CHECKING:  # annotations only: render sits above plan and never runs it
@@ -115,6 +116,14 @@ def explain_text(req: PlanRequest, row: Row) -> str:
             f"max_num_batched_tokens {v.max_num_batched_tokens:,}, max_num_seqs {v.max_num_seqs:,}",
             f"- non-torch growth               = {v.non_torch_bytes:,} B ({fmt_gib(v.non_torch_bytes)})",
             f"- CUDA-graph estimate            = {v.cudagraph_bytes:,} B ({fmt_gib(v.cudagraph_bytes)})",
+        ]
+        # the terms that only some settings have (kvcalc/engines/vllm.py notes say why)
+        if req.other_processes_bytes and rules_for(req.vllm_version).others_reduce_kv:
+            lines.append(f"- other processes (this release) = {req.other_processes_bytes:,} B "
+                         f"({fmt_gib(req.other_processes_bytes)})")
+        if req.kv_cache_memory_bytes:
+            lines.append("  (--kv-cache-memory-bytes: the budget below is given, not the difference above)")
+        lines += [
             f"= available KV memory            = {v.available_kv_bytes:,} B ({fmt_gib(v.available_kv_bytes)})",
             f"KV per token (all layers, rank)  = {v.kv_bytes_per_token:,} B; block = {v.block_size} tokens = "
             f"{v.page_bytes_all_layers:,} B",
