@@ -84,8 +84,8 @@ def test_default_util_by_version():
 
 @pytest.mark.parametrize("version,since,engine", [
     ("0.4.0", "0.4.0", "v0"), ("0.6.3", "0.5.3", "v0"), ("0.6.5", "0.6.4", "v0"), ("0.7.3", "0.6.4", "v0"),
-    ("0.8.5.dev169+gce17db808.d20250423", "0.8.5", "v1"), ("0.10.1.1", "0.8.5", "v1"),
-    ("0.19.0", "0.8.5", "v1"), ("0.26.0rc1", "0.26.0", "v1"), ("1.2.0", "0.26.0", "v1")])
+    ("0.8.5.dev169+gce17db808.d20250423", "0.8.5", "v1"), ("0.10.1.1", "0.9.2", "v1"),
+    ("0.19.0", "0.9.2", "v1"), ("0.26.0rc1", "0.26.0", "v1"), ("1.2.0", "0.26.0", "v1")])
 def test_version_rows(version, since, engine):
     r = rules_for(version)
     assert (r.since, r.engine) == (since, engine)

@@ -56,16 +56,21 @@ VERSION_RULES: tuple[VersionRules, ...] = (
                  _SORT_SAMPLER,
                  "vllm#9352 (utils.py:memory_profiling): the profile measures this instance's growth from a baseline "
                  "snapshot, so other processes' memory no longer comes out of the KV budget"),
-    VersionRules("0.8.0", "v1", 0.9, "v1_context", "always", True, True, False, False, "per_group", False,
+    VersionRules("0.8.0", "v1", 0.9, "v1_context", "always", True, True, False, False, "per_group", True,
                  _SORT_SAMPLER,
                  "V1 engine by default (envs.py VLLM_USE_V1); engine/arg_utils.py:_set_default_args_v1 usage-context "
                  "defaults (LLM class 8192, OpenAI server 2048 tokens; 256 seqs); prefix caching on; "
-                 "v1/core/kv_cache_utils.py logs num_blocks // len(groups) * block_size tokens; "
-                 "v1/worker/gpu_worker.py refuses to start when free memory < total x util"),
-    VersionRules("0.8.5", "v1", 0.9, "v1_memory", "always", True, True, False, False, "per_group", False,
+                 "v1/core/kv_cache_utils.py logs num_blocks // len(groups) * block_size tokens; V1's profile counts "
+                 "other processes' memory as non-torch (vllm#19312)"),
+    VersionRules("0.8.5", "v1", 0.9, "v1_memory", "always", True, True, False, False, "per_group", True,
                  _SORT_SAMPLER,
                  "engine/arg_utils.py:_set_default_args_v1 / get_batch_defaults: GPUs with >= 70 GiB that are not "
                  "A100 get 16384 (LLM) / 8192 (server) tokens and 1024 seqs (approximate release)"),
+    VersionRules("0.9.2", "v1", 0.9, "v1_memory", "always", True, True, False, False, "per_group", False,
+                 _SORT_SAMPLER,
+                 "vllm#18974 / #19312 (v1/worker/gpu_worker.py on utils memory_profiling): other processes' memory "
+                 "no longer counts; the worker refuses to start when free memory < total x util (approximate "
+                 "release: the PRs merged in June 2025)"),
     VersionRules("0.21.0", "v1", 0.92, "v1_memory", "always", True, True, True, False, "per_group", False,
                  _SORT_SAMPLER,
                  "vllm#38284: CUDA-graph memory profiling on by default (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1, "
