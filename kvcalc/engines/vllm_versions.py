@@ -41,19 +41,24 @@ class VersionRules:
 # model_executor/layers/sampler.py:_apply_top_k_top_p does the same sort). The 0.19 public logs agree: torch peak
 # / (1024 rows x vocab) = 15.0-16.0 B for Llama-3.1-8B, Qwen3-8B, Gemma 2/3, Qwen2.5-72B, Llama-3.3-70B.
 _SORT_SAMPLER = 16.0
+# V0 (model_executor/layers/sampler.py, only the driver rank samples): the logits gathered to the driver in the model
+# dtype (2 B) and the gather's per-rank buffers (2 B in all), Sampler.forward's fp32 copy (4 B), the top-k/top-p sort
+# (4 B values + 8 B int64 indices) and, while the top-p mask is built, its softmax (4 B) and cumsum (4 B): 28 B.
+# The one V0 log with a per-rank breakdown (vllm#13061, 2 x RTX 4090, 0.7) implies ~34 B on its driver rank.
+_V0_SAMPLER = 28.0
 
 VERSION_RULES: tuple[VersionRules, ...] = (
-    VersionRules("0.4.0", "v0", 0.9, "v0", "off", False, False, False, False, "blocks", True, _SORT_SAMPLER,
+    VersionRules("0.4.0", "v0", 0.9, "v0", "off", False, False, False, False, "blocks", True, _V0_SAMPLER,
                  "worker/worker.py:determine_num_available_blocks (profile over max_num_batched_tokens, "
                  "default max(max_model_len, 2048) without chunked prefill: config.py SchedulerConfig; the peak is "
                  "the GPU's whole used memory, other processes included); executor logs '# GPU blocks: N'; CUDA "
                  "graphs captured after the cache, not subtracted"),
     VersionRules("0.5.3", "v0", 0.9, "v0", "long_context", False, False, False, False, "blocks", True,
-                 _SORT_SAMPLER,
+                 _V0_SAMPLER,
                  "engine/arg_utils.py:create_engine_config: chunked prefill on by default when max_model_len > "
                  "32K (then max_num_batched_tokens 2048: config.py SchedulerConfig) (approximate release)"),
     VersionRules("0.6.4", "v0", 0.9, "v0", "long_context", False, False, False, False, "blocks", False,
-                 _SORT_SAMPLER,
+                 _V0_SAMPLER,
                  "vllm#9352 (utils.py:memory_profiling): the profile measures this instance's growth from a baseline "
                  "snapshot, so other processes' memory no longer comes out of the KV budget"),
     VersionRules("0.8.0", "v1", 0.9, "v1_context", "always", True, True, False, False, "per_group", True,
