@@ -159,6 +159,8 @@ def _plan_options(func):
         click.option("--other-processes-memory", "other_processes_memory", default=None, type=NAME, metavar="SIZE",
                      help="memory other processes hold on the fullest GPU, e.g. 1.5GiB (a desktop, another engine): "
                           "vLLM before 0.6.4 takes it from the KV cache, later ones need total x util free."),
+        click.option("--vllm-engine", type=click.Choice(["auto", "v0", "v1"]), default="auto", show_default=True,
+                     help="force vLLM's engine as VLLM_USE_V1=0/1 did (V0 before 0.11, V1 from 0.7)."),
         click.option("--enable-lora", is_flag=True, help="vLLM --enable-lora: adapter slots preallocated."),
         click.option("--max-loras", type=POSITIVE, default=1, show_default=True, help="vLLM --max-loras."),
         click.option("--max-lora-rank", type=POSITIVE, default=16, show_default=True, help="vLLM --max-lora-rank."),
@@ -177,7 +179,8 @@ def _plan_options(func):
 def _request(gpu, model, context, batch, engine, weights, kv, util, max_model_len, max_num_batched_tokens,
              max_num_seqs, enforce_eager, vllm_version, tp, pp, quantization=None, entrypoint="serve", dtype=None,
              block_size=None, kv_cache_memory_bytes=None, nccl_nvls="auto", vllm_command=None, enable_lora=False,
-             max_loras=1, max_lora_rank=16, speculative_config=None, other_processes_memory=None):
+             max_loras=1, max_lora_rank=16, speculative_config=None, other_processes_memory=None,
+             vllm_engine="auto"):
     from .catalog import DEFAULT_MODEL, load_model
     from .hardware import get_gpu
     from .plan import PlanRequest, request_warnings, weights_for_quantization
@@ -213,7 +216,7 @@ def _request(gpu, model, context, batch, engine, weights, kv, util, max_model_le
                       nccl_nvls=nvls, enable_lora=given["enable_lora"], max_loras=given["max_loras"],
                       max_lora_rank=given["max_lora_rank"], speculative_config=given["speculative_config"],
                       other_processes_bytes=parse_bytes(other_processes_memory, "--other-processes-memory")
-                      if other_processes_memory else 0)
+                      if other_processes_memory else 0, vllm_engine=given["vllm_engine"])
     return req, notes + request_warnings(req)
 
 

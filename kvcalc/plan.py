@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, field, replace
 from . import limits
 from .engines import hf as hf_engine
 from .engines import vllm as vllm_engine
-from .engines.vllm_versions import is_newer_than_known, rules_for
+from .engines.vllm_versions import is_newer_than_known, rules_for, rules_with_engine
 from .errors import UnsupportedModelError, UsageError, shown
 from .formats import KvFormat, WeightFormat, kv_format, weight_format
 from .hardware import GpuProfile
@@ -168,6 +168,7 @@ class PlanRequest:
     kv_cache_memory_bytes: int | None = None  # vLLM --kv-cache-memory-bytes: the KV budget, util ignored
     nccl_nvls: bool | None = None  # None: NCCL's default for the GPU
     other_processes_bytes: int = 0  # memory other processes hold on the fullest GPU
+    vllm_engine: str = "auto"  # auto, v0 (VLLM_USE_V1=0, before 0.11), v1 (VLLM_USE_V1=1, from 0.7)
     enable_lora: bool = False
     max_loras: int = 1
     max_lora_rank: int = 16
@@ -184,6 +185,7 @@ class PlanRequest:
             raise UsageError(f"--entrypoint {shown(self.entrypoint)} is not serve or offline")
         dtype_bytes_for(self.dtype)
         self.speculative_config = speculative_settings(self.speculative_config)
+        rules_with_engine(self.vllm_version, self.vllm_engine)  # refuses an engine the release did not have
         if self.weights is not None:
             self.asked_weights = self.weights if isinstance(self.weights, WeightFormat) else weight_format(self.weights)
             self.weights = self.asked_weights.name
@@ -194,7 +196,8 @@ class PlanRequest:
     @property
     def vllm_util(self) -> float:
         """gpu_memory_utilization vLLM runs with: --util, else the version's default."""
-        return self.util if self.util is not None else rules_for(self.vllm_version).default_util
+        return self.util if self.util is not None else rules_with_engine(self.vllm_version,
+                                                                          self.vllm_engine).default_util
 
     @property
     def asked(self) -> bool:
@@ -222,7 +225,7 @@ class PlanRequest:
             enforce_eager=self.enforce_eager, block_size=self.block_size, version=self.vllm_version,
             entrypoint=ENTRYPOINTS[self.entrypoint], tensor_parallel=tp or self.tp, pipeline_parallel=self.pp,
             dtype_bytes=dtype_bytes_for(self.dtype), kv_cache_memory_bytes=self.kv_cache_memory_bytes,
-            nccl_nvls=self.nccl_nvls, other_processes_bytes=self.other_processes_bytes, enable_lora=self.enable_lora, max_loras=self.max_loras,
+            nccl_nvls=self.nccl_nvls, engine=self.vllm_engine, other_processes_bytes=self.other_processes_bytes, enable_lora=self.enable_lora, max_loras=self.max_loras,
             max_lora_rank=self.max_lora_rank,
             speculative_method=(self.speculative_config or {}).get("method"),
             num_speculative_tokens=int((self.speculative_config or {}).get("num_speculative_tokens") or 0))

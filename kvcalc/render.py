@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.table import Table
 
-from .engines.vllm_versions import rules_for
+from .engines.vllm_versions import rules_with_engine
 from .units import GiB, fmt_bytes, fmt_gib, fmt_tokens
 
 if TYPE_CHECKING:  # annotations only: render sits above plan and never runs it
@@ -118,7 +118,7 @@ def explain_text(req: PlanRequest, row: Row) -> str:
             f"- CUDA-graph estimate            = {v.cudagraph_bytes:,} B ({fmt_gib(v.cudagraph_bytes)})",
         ]
         # the terms that only some settings have (kvcalc/engines/vllm.py notes say why)
-        if req.other_processes_bytes and rules_for(req.vllm_version).others_reduce_kv:
+        if req.other_processes_bytes and rules_with_engine(req.vllm_version, req.vllm_engine).others_reduce_kv:
             lines.append(f"- other processes (this release) = {req.other_processes_bytes:,} B "
                          f"({fmt_gib(req.other_processes_bytes)})")
         if req.kv_cache_memory_bytes:

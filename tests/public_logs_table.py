@@ -67,6 +67,8 @@ def predict(e: dict):
         max_num_seqs=e["max_num_seqs"],
         enforce_eager=bool(e["enforce_eager"]),
         version=version,
+        # the engine the log's format shows (index.json version_family): 0.8-0.10 could fall back to V0
+        engine="v0" if e.get("version_family") == "v0" else None,
         entrypoint="serve" if str(e["entrypoint"] or "").startswith(("serve", "api")) else "llm",
         tensor_parallel=e["tp"] or 1,
         pipeline_parallel=e["pp"] or 1,

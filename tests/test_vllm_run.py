@@ -300,3 +300,18 @@ def test_other_processes_memory_by_version():
     code, out, err = invoke(["plan", "--model", "llama-3.1-8b", "--gpu", "4090", "--engine", "vllm",
                              "--other-processes-memory", "lots"])
     assert code == 2 and len(err.strip().splitlines()) == 1
+
+
+def test_forced_engine_within_the_releases_that_had_it():
+    from kvcalc.engines.vllm_versions import rules_with_engine
+
+    assert rules_with_engine("0.8.3", "v0").engine == "v0" and rules_with_engine("0.8.3", None).engine == "v1"
+    assert rules_with_engine("0.7.3", "v1").logged_tokens == "per_group"
+    for version, engine in (("0.19.0", "v0"), ("0.6.3", "v1")):
+        with pytest.raises(UsageError):
+            rules_with_engine(version, engine)
+    code, out, err = invoke(["plan", "--vllm-engine", "v0", "--vllm-version", "0.19"])
+    assert code == 2 and "no V0 engine" in err
+    code, out, err = invoke(["plan", "--model", "llama-3.1-8b", "--gpu", "4090", "--engine", "vllm", "--json",
+                             "--vllm-engine", "v0", "--vllm-version", "0.8.3", "--context", "4k"])
+    assert code == 0 and json.loads(out)["rows"][0]["vllm_breakdown"]["max_num_batched_tokens"] == 4096

@@ -26,7 +26,7 @@ from ..model import ModelSpec
 from ..units import GiB, ceil_div
 from .vllm_groups import KvLayout, vllm_kv_layout
 from .vllm_versions import (VersionRules, batch_defaults_for, chunked_prefill_on, release_of, rules_for,
-                            version_key)
+                            rules_with_engine, version_key)
 from .weights import weight_bytes
 
 DEFAULT_VERSION = "0.26.0"
@@ -64,13 +64,14 @@ class VllmSettings:
     max_lora_rank: int = 16
     speculative_method: str | None = None  # ngram, eagle, eagle3, mtp (--speculative-config {"method": ...})
     num_speculative_tokens: int = 0
+    engine: str | None = None  # None/"auto": the version's default engine; "v0"/"v1": VLLM_USE_V1=0/1
     other_processes_bytes: int = 0  # memory other processes hold on the fullest GPU (a desktop, another engine)
     kv_cache_memory_bytes: int | None = None  # --kv-cache-memory-bytes: the KV budget per GPU, util ignored
     nccl_nvls: bool | None = None  # None: NCCL's own choice (on for TP on SXM Hopper/Blackwell with NVSwitch)
 
     @property
     def rules(self) -> VersionRules:
-        return rules_for(self.version)
+        return rules_with_engine(self.version, self.engine)
 
     @property
     def util(self) -> float:
@@ -169,8 +170,8 @@ def resolve_batching(gpu: GpuProfile, s: VllmSettings, max_model_len: int) -> tu
             return s.max_num_batched_tokens, seqs
         # config.py SchedulerConfig: chunked prefill -> 2048, else max(max_model_len, 2048) (a whole prompt)
         return (2048 if chunked_prefill_on(rules, max_model_len) else max(max_model_len, 2048)), seqs
-    default_mnbt, default_seqs = batch_defaults(gpu, s.entrypoint, s.tensor_parallel * s.pipeline_parallel,
-                                                s.version, max_model_len)
+    default_mnbt, default_seqs = batch_defaults_for(rules, gpu.memory_total_bytes, gpu.name, s.entrypoint,
+                                                    max_model_len)
     seqs = s.max_num_seqs or default_seqs
     if s.max_num_batched_tokens:
         mnbt = s.max_num_batched_tokens

@@ -127,6 +127,33 @@ def rules_for(version: str) -> VersionRules:
     return chosen
 
 
+LAST_V0_RELEASE = "0.10.2"  # V0 was removed after 0.10 (VLLM_USE_V1=0 no longer selects it)
+FIRST_V1_RELEASE = "0.7.0"  # V1 could be switched on (VLLM_USE_V1=1) from 0.7
+
+
+def rules_with_engine(version: str, engine: str | None) -> VersionRules:
+    """The rules of `version` run on the engine the user forced (VLLM_USE_V1=0 / 1), where that release had both:
+    V0 before 0.11, V1 from 0.7. The other engine's rows are the newest of that engine at or below the version
+    (V1 before 0.8: the 0.8.0 row); the default utilization stays the version's."""
+    from dataclasses import replace
+
+    rules = rules_for(version)
+    if engine in (None, "auto", rules.engine):
+        return rules
+    key = version_key(version)
+    if engine == "v0":
+        if key > version_key(LAST_V0_RELEASE):
+            raise UsageError(f"vLLM {version} has no V0 engine (removed after {LAST_V0_RELEASE})")
+        row = [r for r in VERSION_RULES if r.engine == "v0"][-1]
+    elif engine == "v1":
+        if key < version_key(FIRST_V1_RELEASE):
+            raise UsageError(f"vLLM {version} has no V1 engine (VLLM_USE_V1=1 exists from {FIRST_V1_RELEASE})")
+        row = next(r for r in VERSION_RULES if r.engine == "v1")
+    else:
+        raise UsageError(f"vLLM engine {shown(engine)} is not auto, v0 or v1")
+    return replace(row, since=rules.since, default_util=rules.default_util)
+
+
 def is_newer_than_known(version: str) -> bool:
     return version_key(version) > version_key(NEWEST_RELEASE_KNOWN)
 
