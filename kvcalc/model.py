@@ -105,6 +105,9 @@ class ModelSpec:
     # Parameters (already in params) that transformers keeps in float32 whatever the load dtype
     # (_keep_in_fp32_modules_strict: DeepSeek routers and e_score_correction_bias).
     fp32_params: int = 0
+    # What kvcalc read from the checkpoint besides the architecture (checkpoint.Checkpoint: its quantization, the
+    # safetensors headers or the index's total_size); None for a bare config dict.
+    checkpoint: Any = field(default=None, repr=False, compare=False)
 
     @property
     def linear_params(self) -> int:

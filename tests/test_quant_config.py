@@ -210,3 +210,28 @@ def test_bad_quant_configs_are_one_line(qc, words):
     with pytest.raises(UsageError) as exc:
         parse_scheme(qc)
     assert words in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_deepseek_v3_fp8_block_layout_reproduces_the_published_dtype_split():
+    """The hub's safetensors metadata of deepseek-ai/DeepSeek-V3 (kvcalc/catalog/deepseek-v3.json params_source):
+    F8_E4M3 680,571,043,840 and F32 41,555,600 elements. The checkpoint also holds the MTP layer 61 (one MoE decoder
+    layer; its eh_proj stays bf16) and 59 e_score_correction_bias vectors of 256 in F32. kvcalc's fp8 layout for the
+    61 main layers plus that one MTP layer must give exactly those counts."""
+    spec = load_model("deepseek-v3")
+    scheme = parse_scheme(find_quant_config(spec.config))
+    _, fp8_main = closed_form_bytes(spec, scheme)
+    attn = 7168 * 1536 + 1536 * 128 * 192 + 7168 * 576 + 512 * 128 * 256 + 128 * 128 * 7168  # one MLA layer
+    moe = 257 * 3 * 7168 * 2048  # 256 routed + 1 shared expert
+    assert fp8_main + attn + moe == 680_571_043_840
+
+    def blocks(fin, fout):
+        return -(-fout // 128) * -(-fin // 128)
+
+    scales_main = sum(g.count * blocks(g.in_features, g.out_features) for g in spec.linears)
+    mtp = (blocks(7168, 1536) + blocks(1536, 24576) + blocks(7168, 576) + blocks(512, 32768) + blocks(16384, 7168)
+           + 257 * (2 * blocks(7168, 2048) + blocks(2048, 7168)))
+    assert scales_main + mtp + 59 * 256 == 41_555_600
+    # and the bytes kvcalc counts for those scales are the layout's
+    layout = scheme.rules[0].layout
+    assert sum(g.count * layout.linear_bytes(g.in_features, g.out_features) for g in spec.linears) == \
+        fp8_main + 4 * scales_main

@@ -6,13 +6,13 @@ from __future__ import annotations
 import difflib
 import json
 import os
+from dataclasses import replace
 from functools import lru_cache
 from importlib import resources
-from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
-from ..model import ModelSpec, load_config_file, spec_from_config
+from ..model import ModelSpec, spec_from_config
 
 DEFAULT_MODEL = "llama-3.2-3b"
 
@@ -49,29 +49,30 @@ def load_model(name_or_path: str) -> ModelSpec:
     short = key.lower() if key.lower() in _entries() else _by_hub_id(key)
     if short:
         entry = _entries()[short]
-        return spec_from_config(entry["config"], name=short, source=f"catalog ({entry.get('hf_id', short)})")
+        spec = spec_from_config(entry["config"], name=short, source=f"catalog ({entry.get('hf_id', short)})")
+        return replace(spec, checkpoint=catalog_checkpoint(entry))
     if os.path.exists(key) or key.endswith(".json"):
-        return spec_from_config(load_config_file(key), name=Path(key).stem if key.endswith(".json") else Path(key).name,
-                                source=f"file {key}")
+        return _from_checkpoint(key)
     if "/" in key and not key.startswith((".", "/")):
-        return spec_from_config(_hub_config(key), name=key, source=f"hub {key}")
+        return _from_checkpoint(key)
     close = difflib.get_close_matches(key.lower(), catalog_names(), n=3, cutoff=0.4)
     hint = f"; did you mean {', '.join(close)}?" if close else f"; built in: {', '.join(catalog_names())}"
     raise UsageError(f"unknown model {key!r} (not in the catalog, not a file){hint}")
 
 
-def _hub_config(hub_id: str) -> dict[str, Any]:
-    try:
-        from huggingface_hub import hf_hub_download  # optional: only for ids outside the catalog
-    except ImportError:
-        raise UsageError(
-            f"{hub_id!r} is not in the catalog and huggingface_hub is not installed; "
-            "pass a local config.json with --model PATH"
-        ) from None
-    try:
-        return load_config_file(hf_hub_download(hub_id, "config.json"))
-    except UsageError:
-        raise
-    except Exception as exc:  # offline, gated, missing: all the same to the user
-        raise UsageError(f"cannot fetch config.json of {hub_id!r} from the hub ({type(exc).__name__}); "
-                         "offline? pass a local config.json with --model PATH") from None
+def _from_checkpoint(key: str) -> ModelSpec:
+    """A local checkpoint folder, config.json or hub id (checkpoint.py reads its quantization and weight bytes)."""
+    from ..checkpoint import load_checkpoint
+
+    cfg, name, ck = load_checkpoint(key)
+    return replace(spec_from_config(cfg, name=name, source=ck.origin), checkpoint=ck)
+
+
+def catalog_checkpoint(entry: dict[str, Any]):
+    """The checkpoint format a catalog entry ships in: its config's quantization_config (or the ModelOpt
+    hf_quant_config.json the entry carries)."""
+    from ..checkpoint import Checkpoint
+    from ..quant_config import find_quant_config, parse_scheme
+
+    scheme = parse_scheme(find_quant_config(entry["config"]), entry.get("hf_quant_config"))
+    return Checkpoint(f"catalog {entry.get('hf_id', '')}".strip(), scheme)
