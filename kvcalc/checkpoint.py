@@ -389,5 +389,23 @@ def checkpoint_format(spec: Any, ck: Checkpoint) -> CheckpointWeights:
         bits=base.bits, quantizes_linears=ck.scheme is not None, needs_unpack=base.needs_unpack,
         native_min_compute_capability=base.native_min_compute_capability, quality_risk=base.quality_risk,
         quality_risk_small=base.quality_risk_small,
-        engines=base.engines, total_bytes=total.bytes, source=total.source, detail=total.detail,
+        engines=("vllm",) if ck.scheme and ck.scheme.method == "modelopt" else ("hf", "vllm"),
+        total_bytes=total.bytes, source=total.source, detail=total.detail,
         scheme_label=label)
+
+
+def baseline_weights(spec: Any) -> CheckpointWeights | None:
+    """The weight format of the plan's baseline row when the checkpoint says more than "bf16 as the config counts
+    it": a quantization, or exact bytes (headers, index). None otherwise (the baseline stays the closed-form bf16)."""
+    ck = getattr(spec, "checkpoint", None)
+    if ck is None or (ck.scheme is None and ck.tensors is None and ck.index_total is None):
+        return None
+    return checkpoint_format(spec, ck)
+
+
+def weights_note(fmt: WeightFormat) -> str | None:
+    """One line for explain and the JSON notes: what the checkpoint's weights are and where the bytes came from."""
+    if not isinstance(fmt, CheckpointWeights):
+        return None
+    return f"weights as the checkpoint ships them ({fmt.scheme_label}): {fmt.total_bytes:,} B from {fmt.source}: " \
+           f"{fmt.detail}"

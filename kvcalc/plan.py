@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from .checkpoint import baseline_weights, weights_note
 from .engines import hf as hf_engine
 from .engines import vllm as vllm_engine
 from .errors import UnsupportedModelError, UsageError
@@ -20,7 +21,7 @@ SCHEMA = "kvcalc.plan/1"
 class Config:
     key: str
     label: str
-    weights: str
+    weights: str | WeightFormat  # a registered format's name, or a checkpoint's own format (checkpoint.py)
     kv_vllm: str | None  # None: this engine has no such configuration
     kv_hf: str | None
 
@@ -87,17 +88,40 @@ class Row:
 
 
 def configs_for(req: PlanRequest) -> list[Config]:
+    ckpt = baseline_weights(req.spec)  # the checkpoint's own format (quantization, exact bytes), if it has one
+    standard = list(STANDARD_CONFIGS) if ckpt is None else checkpoint_configs(ckpt)
     if req.weights is None and req.kv is None:
-        return list(STANDARD_CONFIGS)
-    w = weight_format(req.weights or "bf16")
+        return standard
+    w = weight_format(req.weights) if req.weights else (ckpt or weight_format("bf16"))
     k = kv_format(req.kv or "auto")
-    parts = ([w.name] if w.name != "bf16" else []) + ([f"{k.name}-kv"] if k.name != "auto" else [])
-    custom = Config("+".join(parts) or "baseline", f"{w.label} weights + {k.label}", w.name,
+    own = w is ckpt or (ckpt is None and w.name == "bf16")
+    parts = ([w.name] if not own else []) + ([f"{k.name}-kv"] if k.name != "auto" else [])
+    custom = Config("+".join(parts) or "baseline", f"{w.label} weights + {k.label}", w,
                     k.name if k.vllm_name else None, k.name if (k.hf_quantized or k.name == "auto") else None)
-    return [STANDARD_CONFIGS[0], custom] if custom.weights != "bf16" or k.name != "auto" else [STANDARD_CONFIGS[0]]
+    return [standard[0], custom] if not own or k.name != "auto" else [standard[0]]
+
+
+def checkpoint_configs(ckpt: WeightFormat) -> list[Config]:
+    """The standard table for a checkpoint with its own format: the baseline and the KV levers run on the weights
+    as shipped; the weight what-ifs (NF4, AWQ, and BF16 for a quantized checkpoint) stay beside them."""
+    rows = [Config("baseline", f"baseline ({ckpt.label} weights, BF16 KV)", ckpt, "auto", "auto")]
+    for cfg in STANDARD_CONFIGS[1:]:
+        rows.append(Config(cfg.key, cfg.label, ckpt, cfg.kv_vllm, cfg.kv_hf) if cfg.weights == "bf16" else cfg)
+    if ckpt.quantizes_linears:
+        rows.append(Config("bf16", "BF16 weights (what-if)", "bf16", "auto", "auto"))
+    return rows
+
+
+def _weights(cfg: Config) -> WeightFormat:
+    return cfg.weights if isinstance(cfg.weights, WeightFormat) else weight_format(cfg.weights)
 
 
 RISK_LEVELS = ("none", "low", "moderate", "high")
+
+
+def _weights_notes(w: WeightFormat) -> list[str]:
+    note = weights_note(w)
+    return [note] if note else []
 
 
 def _risk(spec: ModelSpec, w: WeightFormat, k: KvFormat) -> str:
@@ -118,7 +142,7 @@ def _fits_batch(req: PlanRequest, est: vllm_engine.VllmEstimate, concurrency: in
 def _vllm_row(req: PlanRequest, cfg: Config) -> Row | None:
     if cfg.kv_vllm is None:
         return None
-    w, k = weight_format(cfg.weights), kv_format(cfg.kv_vllm)
+    w, k = _weights(cfg), kv_format(cfg.kv_vllm)
     if "vllm" not in w.engines:
         return None
     settings = vllm_engine.VllmSettings(
@@ -135,13 +159,13 @@ def _vllm_row(req: PlanRequest, cfg: Config) -> Row | None:
     # Weights and KV bytes per token are the deployment's: each of tp x pp GPUs holds its share.
     return Row(cfg.key, cfg.label, "vllm", w.name, k.name, est.weights_bytes * req.tp * req.pp,
                est.kv_bytes_per_token * req.tp * req.pp, est.logged_kv_tokens, concurrency, None, speed.tokens_per_s,
-               fits, shortfall, _risk(req.spec, w, k), notes=est.notes + speed.notes, vllm=est)
+               fits, shortfall, _risk(req.spec, w, k), notes=_weights_notes(w) + est.notes + speed.notes, vllm=est)
 
 
 def _hf_row(req: PlanRequest, cfg: Config) -> Row | None:
     if cfg.kv_hf is None or req.tp > 1 or req.pp > 1:
         return None
-    w, k = weight_format(cfg.weights), kv_format(cfg.kv_hf)
+    w, k = _weights(cfg), kv_format(cfg.kv_hf)
     if "hf" not in w.engines:
         return None
     new_tokens = max(1, min(256, req.context // 2))
@@ -152,7 +176,7 @@ def _hf_row(req: PlanRequest, cfg: Config) -> Row | None:
     # per token of context at --context: sliding-window layers stop growing past their window
     per_token = hf_cache_bytes(req.spec.layers, 1, req.context, req.context, k, 2) / req.context
     return Row(cfg.key, cfg.label, "hf", w.name, k.name, est.static_bytes, per_token, longest, None, est.total_bytes, speed.tokens_per_s, est.fits, est.shortfall_bytes, _risk(req.spec, w, k),
-               notes=est.notes + speed.notes, hf=est)
+               notes=_weights_notes(w) + est.notes + speed.notes, hf=est)
 
 
 def _mark_verdicts(rows: list[Row]) -> None:
@@ -235,7 +259,8 @@ def tp_sweep(req: PlanRequest, sizes: tuple[int, ...] = (1, 2, 4, 8)) -> list[Tp
     """The baseline vLLM configuration at each tensor-parallel size: what the smallest fitting TP gives and what
     each larger one buys (per-GPU weights shrink; KV capacity and speed grow)."""
     out = []
-    w, k = weight_format(req.weights or "bf16"), kv_format(req.kv if req.kv and kv_format(req.kv).vllm_name else "auto")
+    w = weight_format(req.weights) if req.weights else (baseline_weights(req.spec) or weight_format("bf16"))
+    k = kv_format(req.kv if req.kv and kv_format(req.kv).vllm_name else "auto")
     for tp in sizes:
         settings = vllm_engine.VllmSettings(
             weights=w, kv=k, gpu_memory_utilization=req.util, max_model_len=req.max_model_len or req.context,
