@@ -96,7 +96,7 @@ def configs_for(req: PlanRequest) -> list[Config]:
     k = kv_format(req.kv or "auto")
     own = w is ckpt or (ckpt is None and w.name == "bf16")
     parts = ([w.name] if not own else []) + ([f"{k.name}-kv"] if k.name != "auto" else [])
-    custom = Config("+".join(parts) or "baseline", f"{w.label} weights + {k.label}", w,
+    custom = Config("+".join(parts) or "baseline", f"{w.label} weights + {k.label}", w if w is ckpt else w.name,
                     k.name if k.vllm_name else None, k.name if (k.hf_quantized or k.name == "auto") else None)
     return [standard[0], custom] if not own or k.name != "auto" else [standard[0]]
 
