@@ -27,14 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import UsageError
-
-try:  # TODO(ckpt): plain import once house-inputs' errors.shown is on main
-    from .errors import shown
-except ImportError:  # pragma: no cover
-    def shown(value, limit=60, *, quote=True):
-        text = repr(value) if quote else str(value)
-        return text if len(text) <= limit else text[: limit - 1] + '…'
+from .errors import UsageError, shown
+from .input_files import exists
 from .formats import WEIGHT_FORMATS, WeightFormat
 from .quant_config import QuantScheme, find_quant_config, parse_scheme
 from .safetensors_header import TensorEntry, read_header
@@ -164,7 +158,7 @@ def read_folder(folder: Path, origin: str) -> tuple[dict[str, Any], Checkpoint]:
     """config.json + quantization + safetensors headers (or the index's total) of a checkpoint folder."""
     config_path = folder / "config.json"
     if not config_path.is_file():
-        raise UsageError(f"checkpoint folder {shown(str(folder))} has no config.json")
+        raise UsageError(f"checkpoint folder {shown(str(folder))} has no config.json (not found)")
     cfg = _read_json(config_path, "config.json")
     if not isinstance(cfg, dict):
         raise UsageError(f"config.json in {shown(str(folder))} is not a JSON object")
@@ -219,7 +213,7 @@ def load_checkpoint(key: str) -> tuple[dict[str, Any], str, Checkpoint]:
         folder = path
         cfg, ck = read_folder(folder, f"folder {key}")
         return cfg, folder.resolve().name or key, ck
-    if key.endswith(".json") or _is_file(path):
+    if key.endswith(".json") or exists(str(path)):  # a file, or a device/FIFO load_config_file refuses
         folder = path.parent
         from .model import load_config_file
 
@@ -251,12 +245,6 @@ def _is_dir(p: Path) -> bool:
     except (OSError, ValueError):
         return False
 
-
-def _is_file(p: Path) -> bool:
-    try:
-        return p.is_file()
-    except (OSError, ValueError):
-        return False
 
 
 # ---------------------------------------------------------------------------------------------------------------------

@@ -20,14 +20,7 @@ import stat
 import struct
 from dataclasses import dataclass
 
-from .errors import UsageError
-
-try:  # TODO(ckpt): plain import once house-inputs' errors.shown is on main
-    from .errors import shown
-except ImportError:  # pragma: no cover
-    def shown(value, limit=60, *, quote=True):
-        text = repr(value) if quote else str(value)
-        return text if len(text) <= limit else text[: limit - 1] + '…'
+from .errors import UsageError, shown
 
 MAX_HEADER_BYTES = 100 * 1024 * 1024
 MAX_TENSORS = 1_000_000  # DeepSeek-V3 has ~92,000 tensors over 163 files
