@@ -244,7 +244,7 @@ def _awq(qc: dict[str, Any]) -> QuantScheme:
     if version not in ("gemm", "gemv", "gemv_fast", "marlin", "exllama"):
         raise UsageError(f"AWQ version {shown(version, 20)} is not one kvcalc knows (gemm, gemv, marlin)")
     layout = Layout("awq", bits, group)
-    return QuantScheme(qc["quant_method"], f"AWQ int{bits}, group {group} ({version})", (Rule(layout),),
+    return QuantScheme(qc["quant_method"], f"AWQ int{bits} group {group} {version.upper()}", (Rule(layout),),
                        ignore=_strings(qc.get("modules_to_not_convert"), "modules_to_not_convert"),
                        match="substring", nearest="awq")
 

@@ -125,7 +125,7 @@ def test_closed_form_when_nothing_else(tmp_path):
     total = weights_total(spec, ck)
     assert total.source == "closed form" and total.bytes == 458_314_496 == closed_form_bytes(spec, ck.scheme)[0]
     fmt = checkpoint_format(spec, ck)
-    assert (fmt.name, fmt.total_bytes, fmt.label) == ("awq", 458_314_496, "checkpoint AWQ int4, group 128 (gemm)")
+    assert (fmt.name, fmt.total_bytes, fmt.label) == ("awq", 458_314_496, "checkpoint AWQ int4 group 128 GEMM")
 
 
 def test_modelopt_hf_quant_config_json_is_read(tmp_path):
