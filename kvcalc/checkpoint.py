@@ -397,3 +397,9 @@ def weights_note(fmt: WeightFormat) -> str | None:
         return None
     return f"weights as the checkpoint ships them ({fmt.scheme_label}): {fmt.total_bytes:,} B from {fmt.source}: " \
            f"{fmt.detail}"
+
+
+def checkpoint_label(spec: Any) -> str:
+    """The format the checkpoint ships in: its quantization's label, else its torch_dtype ("bfloat16")."""
+    ck = getattr(spec, "checkpoint", None)
+    return ck.scheme.label if ck is not None and ck.scheme is not None else _dtype_name(spec)
