@@ -235,3 +235,17 @@ def test_deepseek_v3_fp8_block_layout_reproduces_the_published_dtype_split():
     layout = scheme.rules[0].layout
     assert sum(g.count * layout.linear_bytes(g.in_features, g.out_features) for g in spec.linears) == \
         fp8_main + 4 * scales_main
+
+
+def test_pending_catalog_entries_quantization_parses():
+    """The staged entries (tests/fixtures/catalog_pending/) already carry their checkpoint's format."""
+    labels = {}
+    for path in sorted((Path(__file__).parent / "fixtures" / "catalog_pending").glob("*.json")):
+        entry = json.loads(path.read_text())
+        scheme = parse_scheme(find_quant_config(entry["config"]), entry.get("hf_quant_config"))
+        labels[path.stem] = scheme.label if scheme else None
+    assert labels["gpt-oss-20b"] == labels["gpt-oss-120b"] == "MXFP4 experts (attention, router, embeddings in bf16)"
+    assert labels["gemma-4-31b-nvfp4"] == labels["minimax-m2.5-nvfp4"] == "ModelOpt NVFP4, group 16"
+    assert labels["kimi-k2"] == labels["deepseek-v3.2"] == "FP8 e4m3, 128x128 block scales"
+    assert labels["kimi-k2.5"] == "W4A16 int4 group 32 (compressed-tensors)"
+    assert labels["qwen3.5-27b"] is None and labels["smollm3-3b"] is None
