@@ -194,3 +194,47 @@ def test_folder_without_config_json(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(UsageError, match="has no config.json"):
         load_checkpoint(str(tmp_path / "empty"))
+
+
+def test_header_parser_agrees_with_the_safetensors_library(tmp_path):
+    """A file written by the safetensors library itself (numpy API, no torch) reads back the same."""
+    np = pytest.importorskip("numpy")
+    st = pytest.importorskip("safetensors.numpy")
+    arrays = {"a.weight": np.zeros((3, 5), dtype=np.float16), "b.qweight": np.zeros((7, 2), dtype=np.int32),
+              "c.absmax": np.zeros((11,), dtype=np.float32), "d.packed": np.zeros((4, 4), dtype=np.uint8)}
+    f = tmp_path / "lib.safetensors"
+    st.save_file(arrays, str(f), metadata={"format": "pt"})
+    got = {e.name: (e.dtype, e.shape, e.nbytes) for e in read_header(str(f))}
+    assert got == {"a.weight": ("F16", (3, 5), 30), "b.qweight": ("I32", (7, 2), 56),
+                   "c.absmax": ("F32", (11,), 44), "d.packed": ("U8", (4, 4), 16)}
+
+
+def test_awq_checkpoint_headers_equal_the_closed_form(tmp_path):
+    """The tensors AutoAWQ's WQLinear_GEMM saves (awq/modules/linear/gemm.py: qweight int32 [in, out/8], qzeros
+    int32 [in/128, out/8], scales fp16 [in/128, out], bias fp16 [out]) for every Linear of Qwen2.5-0.5B, plus its
+    fp16 embeddings and norms: the header sum is the closed form's 458,314,496 bytes."""
+    cfg = {**QWEN_05B, "torch_dtype": "float16",
+           "quantization_config": {"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True,
+                                   "version": "gemm"}}
+    folder = _folder(tmp_path, cfg)
+    linears = {"self_attn.q_proj": (896, 896, True), "self_attn.k_proj": (896, 128, True),
+               "self_attn.v_proj": (896, 128, True), "self_attn.o_proj": (896, 896, False),
+               "mlp.gate_proj": (896, 4864, False), "mlp.up_proj": (896, 4864, False),
+               "mlp.down_proj": (4864, 896, False)}
+    tensors = {"model.embed_tokens.weight": ("F16", (151936, 896)), "model.norm.weight": ("F16", (896,))}
+    for i in range(24):
+        p = f"model.layers.{i}."
+        tensors[p + "input_layernorm.weight"] = ("F16", (896,))
+        tensors[p + "post_attention_layernorm.weight"] = ("F16", (896,))
+        for name, (fin, fout, bias) in linears.items():
+            tensors[p + name + ".qweight"] = ("I32", (fin, fout // 8))
+            tensors[p + name + ".qzeros"] = ("I32", (fin // 128, fout // 8))
+            tensors[p + name + ".scales"] = ("F16", (fin // 128, fout))
+            if bias:
+                tensors[p + name + ".bias"] = ("F16", (fout,))
+    write_safetensors(folder / "model.safetensors", tensors)
+    cfg, _, ck = load_checkpoint(str(folder))
+    spec = spec_from_config(cfg)
+    total = weights_total(spec, ck)
+    assert total.source == "safetensors headers"
+    assert total.bytes == closed_form_bytes(spec, ck.scheme)[0] == 458_314_496
