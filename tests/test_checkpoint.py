@@ -238,3 +238,32 @@ def test_awq_checkpoint_headers_equal_the_closed_form(tmp_path):
     total = weights_total(spec, ck)
     assert total.source == "safetensors headers"
     assert total.bytes == closed_form_bytes(spec, ck.scheme)[0] == 458_314_496
+
+
+def test_hub_header_metadata_when_online(tmp_path, monkeypatch):
+    """Online, the shards are not downloaded: huggingface_hub's get_safetensors_metadata (HTTP range reads of each
+    header) gives the tensors. The network is replaced here by the library's own result objects."""
+    hub = pytest.importorskip("huggingface_hub")
+    from huggingface_hub.utils._safetensors import SafetensorsFileMetadata, SafetensorsRepoMetadata, TensorInfo
+
+    snap, _ = _hub_cache(tmp_path, monkeypatch, with_shard=False)
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    files = {
+        "model-00001-of-00002.safetensors": SafetensorsFileMetadata(
+            {}, {"model.embed_tokens.weight": TensorInfo("BF16", [151936, 896], (0, 151936 * 896 * 2))}),
+        "model-00002-of-00002.safetensors": SafetensorsFileMetadata(
+            {}, {"model.norm.weight": TensorInfo("BF16", [896], (0, 1792))}),
+    }
+    meta = SafetensorsRepoMetadata(None, True, {}, files)
+
+    def download(repo_id, filename, **_):
+        if filename == "config.json":
+            return str(snap / "config.json")
+        raise FileNotFoundError(filename)  # no hf_quant_config.json in this repo
+
+    monkeypatch.setattr(hub, "hf_hub_download", download)
+    monkeypatch.setattr(hub, "get_safetensors_metadata", lambda repo_id, **_: meta)
+    cfg, _, ck = load_checkpoint("acme/tiny-qwen")
+    assert ck.origin == "hub acme/tiny-qwen" and ck.header_files == 2
+    total = weights_total(spec_from_config(cfg), ck)
+    assert (total.source, total.bytes) == ("safetensors headers", 151936 * 896 * 2 + 1792)
