@@ -315,3 +315,20 @@ def test_forced_engine_within_the_releases_that_had_it():
     code, out, err = invoke(["plan", "--model", "llama-3.1-8b", "--gpu", "4090", "--engine", "vllm", "--json",
                              "--vllm-engine", "v0", "--vllm-version", "0.8.3", "--context", "4k"])
     assert code == 0 and json.loads(out)["rows"][0]["vllm_breakdown"]["max_num_batched_tokens"] == 4096
+
+
+# the two public logs kvcalc misses by more than 5%, each explained in docs/validation/README.md
+EXPLAINED_MISSES = {"vllm16199-24gb-gemma3-27b-awq-v0-4k": "AWQ checkpoint bytes kvcalc's ledger misses (V0, 0.8.3)",
+                    "dennislee-a100-40gb-x2-qwen2-7b-tp2-u050": "two nodes over Ray: NCCL network buffers"}
+
+
+def test_public_logs_of_every_version_family_within_five_percent():
+    """Every settings-complete public log kvcalc can model (V0 0.7, V1 0.10.1.1 on A100, 0.19 on H100): KV tokens
+    within 5% of the log, but for the two explained misses."""
+    rows = _public_predictions()
+    families = {e.get("version_family") for e, _, _ in rows}
+    assert {"v0", "v1"} <= families and len(rows) >= 18
+    for e, obs, pred in rows:
+        if e["id"] in EXPLAINED_MISSES:
+            continue
+        assert abs(pred - obs) / obs <= 0.05, (e["id"], obs, pred)
