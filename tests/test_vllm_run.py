@@ -332,3 +332,14 @@ def test_public_logs_of_every_version_family_within_five_percent():
         if e["id"] in EXPLAINED_MISSES:
             continue
         assert abs(pred - obs) / obs <= 0.05, (e["id"], obs, pred)
+
+
+def test_validate_takes_the_same_entrypoint_names():
+    log = str(Path(__file__).parent / "fixtures" / "vllm_logs" / "real_v0.26.0_v-3b-auto-eager-u90.log")
+    outs = {}
+    for name in ("offline", "llm"):
+        code, out, err = invoke(["validate", "--from-log", log, "--model", "llama-3.2-3b", "--gpu", "h200",
+                                 "--entrypoint", name, "--json"])
+        assert code in (0, 1), err
+        outs[name] = out
+    assert outs["offline"] == outs["llm"]

@@ -125,7 +125,8 @@ def _run(hf: bool, vllm: bool, quick: bool, out: str | None, device: str, model:
 @click.option("--kv", help="override the log's kv cache dtype (auto, fp8)")
 @click.option("--util", type=float, help="override gpu_memory_utilization when the log does not state it")
 @click.option("--max-num-batched-tokens", type=int, help="override when the log does not state it")
-@click.option("--entrypoint", type=click.Choice(["llm", "serve"]), help="what started the engine (batch defaults)")
+@click.option("--entrypoint", type=click.Choice(["serve", "offline", "llm"]),
+              help="what started the engine (batch defaults): serve, or offline (the LLM class; 'llm' also accepted)")
 @click.option("--hf", is_flag=True, help="run the transformers matrix (needs torch, transformers, hqq, quanto)")
 @click.option("--vllm", is_flag=True, help="run the vLLM matrix (needs vLLM on a CUDA GPU)")
 @click.option("--quick", is_flag=True, help="a small matrix (< 5 min on one GPU)")
@@ -154,7 +155,7 @@ def validate(from_log, report, model, gpu, kv, util, max_num_batched_tokens, ent
         raise UsageError("choose one of --from-log, --report, or --hf/--vllm")
     if from_log:
         overrides = {"kv": kv, "gpu_memory_utilization": util, "max_num_batched_tokens": max_num_batched_tokens,
-                     "entrypoint": entrypoint}
+                     "entrypoint": "llm" if entrypoint == "offline" else entrypoint}
         _from_log(from_log, model, gpu, as_json, {k: v for k, v in overrides.items() if v is not None},
                   strict=strict, vllm_version=vllm_version, run=run)
     elif report:
