@@ -161,6 +161,9 @@ def _plan_options(func):
                           "vLLM before 0.6.4 takes it from the KV cache, later ones need total x util free."),
         click.option("--vllm-engine", type=click.Choice(["auto", "v0", "v1"]), default="auto", show_default=True,
                      help="force vLLM's engine as VLLM_USE_V1=0/1 did (V0 before 0.11, V1 from 0.7)."),
+        click.option("--enable-chunked-prefill/--no-enable-chunked-prefill", "enable_chunked_prefill", default=None,
+                     help="vLLM's chunked prefill (V0 only: V1 always chunks) [default: the version's; V0 on when "
+                          "max_model_len > 32K]."),
         click.option("--enable-lora", is_flag=True, help="vLLM --enable-lora: adapter slots preallocated."),
         click.option("--max-loras", type=POSITIVE, default=1, show_default=True, help="vLLM --max-loras."),
         click.option("--max-lora-rank", type=POSITIVE, default=16, show_default=True, help="vLLM --max-lora-rank."),
@@ -180,7 +183,7 @@ def _request(gpu, model, context, batch, engine, weights, kv, util, max_model_le
              max_num_seqs, enforce_eager, vllm_version, tp, pp, quantization=None, entrypoint="serve", dtype=None,
              block_size=None, kv_cache_memory_bytes=None, nccl_nvls="auto", vllm_command=None, enable_lora=False,
              max_loras=1, max_lora_rank=16, speculative_config=None, other_processes_memory=None,
-             vllm_engine="auto"):
+             vllm_engine="auto", enable_chunked_prefill=None):
     from .catalog import DEFAULT_MODEL, load_model
     from .hardware import get_gpu
     from .plan import PlanRequest, request_warnings, weights_for_quantization
@@ -216,7 +219,8 @@ def _request(gpu, model, context, batch, engine, weights, kv, util, max_model_le
                       nccl_nvls=nvls, enable_lora=given["enable_lora"], max_loras=given["max_loras"],
                       max_lora_rank=given["max_lora_rank"], speculative_config=given["speculative_config"],
                       other_processes_bytes=parse_bytes(other_processes_memory, "--other-processes-memory")
-                      if other_processes_memory else 0, vllm_engine=given["vllm_engine"])
+                      if other_processes_memory else 0, vllm_engine=given["vllm_engine"],
+                      enable_chunked_prefill=given["enable_chunked_prefill"])
     return req, notes + request_warnings(req)
 
 

@@ -169,6 +169,7 @@ class PlanRequest:
     kv_cache_memory_bytes: int | None = None  # vLLM --kv-cache-memory-bytes: the KV budget, util ignored
     nccl_nvls: bool | None = None  # None: NCCL's default for the GPU
     other_processes_bytes: int = 0  # memory other processes hold on the fullest GPU
+    enable_chunked_prefill: bool | None = None  # vLLM --enable-chunked-prefill / --no-enable-chunked-prefill (V0)
     vllm_engine: str = "auto"  # auto, v0 (VLLM_USE_V1=0, before 0.11), v1 (VLLM_USE_V1=1, from 0.7)
     enable_lora: bool = False
     max_loras: int = 1
@@ -227,7 +228,7 @@ class PlanRequest:
             enforce_eager=self.enforce_eager, block_size=self.block_size, version=self.vllm_version,
             entrypoint=ENTRYPOINTS[self.entrypoint], tensor_parallel=tp or self.tp, pipeline_parallel=self.pp,
             dtype_bytes=dtype_bytes_for(self.dtype), kv_cache_memory_bytes=self.kv_cache_memory_bytes,
-            nccl_nvls=self.nccl_nvls, engine=self.vllm_engine, other_processes_bytes=self.other_processes_bytes, enable_lora=self.enable_lora, max_loras=self.max_loras,
+            nccl_nvls=self.nccl_nvls, engine=self.vllm_engine, enable_chunked_prefill=self.enable_chunked_prefill, other_processes_bytes=self.other_processes_bytes, enable_lora=self.enable_lora, max_loras=self.max_loras,
             max_lora_rank=self.max_lora_rank,
             speculative_method=(self.speculative_config or {}).get("method"),
             num_speculative_tokens=int((self.speculative_config or {}).get("num_speculative_tokens") or 0))

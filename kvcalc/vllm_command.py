@@ -19,7 +19,7 @@ from .units import parse_vllm_int
 MAX_COMMAND = 16_384  # characters: a pasted command line, not a file
 
 # vLLM flag -> (kvcalc option, kind). kind: "int" (vLLM's number rule), "len" (int, or auto/-1), "float", "text",
-# "flag" (a switch with no value), "quant" (--quantization).
+# "flag" (a switch with no value: True), "off" (a switch that turns it off: False).
 FLAGS: dict[str, tuple[str, str]] = {
     "--model": ("model", "text"),
     "--max-model-len": ("max_model_len", "len"),
@@ -38,14 +38,16 @@ FLAGS: dict[str, tuple[str, str]] = {
     "--max-loras": ("max_loras", "int"),
     "--max-lora-rank": ("max_lora_rank", "int"),
     "--speculative-config": ("speculative_config", "text"),
+    "--enable-chunked-prefill": ("enable_chunked_prefill", "flag"),
+    "--no-enable-chunked-prefill": ("enable_chunked_prefill", "off"),
 }
 # Flags kvcalc knows and that move no memory figure it models (value-taking unless in SWITCHES).
 IGNORED = {"--port", "--host", "--served-model-name", "--api-key", "--tokenizer", "--revision", "--download-dir",
            "--chat-template", "--uvicorn-log-level", "--seed", "--tool-call-parser", "--reasoning-parser",
            "--load-format", "--config", "--generation-config", "--tokenizer-mode", "--trust-remote-code",
            "--disable-log-requests", "--disable-log-stats", "--enable-auto-tool-choice", "--enable-prefix-caching",
-           "--no-enable-prefix-caching", "--enable-chunked-prefill", "--no-enable-chunked-prefill",
-           "--disable-custom-all-reduce", "--swap-space", "--distributed-executor-backend"}
+           "--no-enable-prefix-caching", "--disable-custom-all-reduce", "--swap-space",
+           "--distributed-executor-backend"}
 SWITCHES = {"--trust-remote-code", "--disable-log-requests", "--disable-log-stats", "--enable-auto-tool-choice",
             "--enable-prefix-caching", "--no-enable-prefix-caching", "--enable-chunked-prefill",
             "--no-enable-chunked-prefill", "--disable-custom-all-reduce", "--enforce-eager", "--enable-lora"}
@@ -85,7 +87,7 @@ def parse_command(text: str) -> tuple[dict, list[str]]:
             warnings.append(f"--vllm-command: stray argument {shown(word)} ignored")
             continue
         known = FLAGS.get(flag)
-        takes_value = (known is not None and known[1] != "flag") or (known is None and flag not in SWITCHES)
+        takes_value = (known is not None and known[1] not in ("flag", "off")) or (known is None and flag not in SWITCHES)
         value = inline if eq else None
         if takes_value and value is None:
             if i < len(args) and not (args[i].startswith("-") and args[i] != "-1"):
@@ -98,8 +100,8 @@ def parse_command(text: str) -> tuple[dict, list[str]]:
                 warnings.append(f"--vllm-command: {flag} is not modelled by kvcalc; ignored")
             continue
         name, kind = known
-        if kind == "flag":
-            values[name] = True
+        if kind in ("flag", "off"):
+            values[name] = kind == "flag"
         elif kind == "float":
             try:
                 values[name] = float(value)

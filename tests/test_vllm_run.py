@@ -343,3 +343,18 @@ def test_validate_takes_the_same_entrypoint_names():
         assert code in (0, 1), err
         outs[name] = out
     assert outs["offline"] == outs["llm"]
+
+
+def test_v0_chunked_prefill_decides_the_profile_batch():
+    # config.py SchedulerConfig (V0): a whole max_model_len prompt without chunked prefill, 2048 tokens with it; on by
+    # default only past 32K (0.5.3+)
+    base = ["plan", "--model", "qwen2.5-7b", "--gpu", "h100", "--engine", "vllm", "--vllm-version", "0.6.3", "--json"]
+
+    def mnbt(*extra):
+        code, out, err = invoke(base + list(extra))
+        assert code == 0, err
+        return json.loads(out)["rows"][0]["vllm_breakdown"]["max_num_batched_tokens"]
+    assert mnbt("--context", "16k") == 16384
+    assert mnbt("--context", "16k", "--enable-chunked-prefill") == 2048
+    assert mnbt("--context", "32k", "--max-model-len", "32769") == 2048
+    assert mnbt("--context", "32k", "--max-model-len", "32769", "--no-enable-chunked-prefill") == 32769

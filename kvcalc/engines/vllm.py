@@ -64,6 +64,7 @@ class VllmSettings:
     max_lora_rank: int = 16
     speculative_method: str | None = None  # ngram, eagle, eagle3, mtp (--speculative-config {"method": ...})
     num_speculative_tokens: int = 0
+    enable_chunked_prefill: bool | None = None  # None: the version's default (V1 always on)
     engine: str | None = None  # None/"auto": the version's default engine; "v0"/"v1": VLLM_USE_V1=0/1
     other_processes_bytes: int = 0  # memory other processes hold on the fullest GPU (a desktop, another engine)
     kv_cache_memory_bytes: int | None = None  # --kv-cache-memory-bytes: the KV budget per GPU, util ignored
@@ -169,7 +170,9 @@ def resolve_batching(gpu: GpuProfile, s: VllmSettings, max_model_len: int) -> tu
         if s.max_num_batched_tokens:
             return s.max_num_batched_tokens, seqs
         # config.py SchedulerConfig: chunked prefill -> 2048, else max(max_model_len, 2048) (a whole prompt)
-        return (2048 if chunked_prefill_on(rules, max_model_len) else max(max_model_len, 2048)), seqs
+        chunked = s.enable_chunked_prefill if s.enable_chunked_prefill is not None \
+            else chunked_prefill_on(rules, max_model_len)
+        return (2048 if chunked else max(max_model_len, 2048)), seqs
     default_mnbt, default_seqs = batch_defaults_for(rules, gpu.memory_total_bytes, gpu.name, s.entrypoint,
                                                     max_model_len)
     seqs = s.max_num_seqs or default_seqs
@@ -418,8 +421,7 @@ def estimate(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings) -> VllmEstimate:
         notes.append(f"gpu_memory_utilization {util}: vLLM {release_of(s.version)}'s default (config/cache.py)")
     if rules.engine == "v0":
         notes.append(f"vLLM {release_of(s.version)} runs the V0 engine: the profile covers {mnbt:,} batched tokens"
-                     + ("" if chunked_prefill_on(rules, max_model_len) else " (a whole max_model_len prompt: "
-                        "chunked prefill is off)") + ", every layer keeps max_model_len of KV, and it logs "
+                     + ("" if mnbt < max_model_len else " (a whole max_model_len prompt: chunked prefill is off)") + ", every layer keeps max_model_len of KV, and it logs "
                      "'# GPU blocks' (worker/worker.py:determine_num_available_blocks)")
     if nvls:
         notes.append(f"tensor parallel on {gpu.name}: NCCL's NVLink SHARP buffers take "
