@@ -358,6 +358,8 @@ _TEXT_SETTINGS = (
     ("Profiling CUDA graph memory: ", re.compile(r"Profiling CUDA graph memory: (.{1,500})"), "cudagraph_groups",
      str),
     ("Resolved architecture: ", re.compile(r"Resolved architecture: (\w{1,100})"), "architecture", str),
+    # entrypoints/openai/api_server.py: only `vllm serve` (the OpenAI server) prints its version this way
+    ("vLLM API server version", re.compile(r"vLLM (API server) version"), "entrypoint", lambda _: "serve"),
     # engine/arg_utils.py _set_default_args (0.7-0.10): "Setting max_num_batched_tokens to %d for %s usage context."
     (" usage context", re.compile(r"for (\w{1,40}) usage context"), "entrypoint",
      lambda ctx: {"OPENAI_API_SERVER": "serve", "LLM_CLASS": "llm"}.get(ctx, ctx.lower())),
@@ -503,6 +505,8 @@ def _non_default_args(line: str, lineno: int, out: dict) -> None:
                 args[mm.group(1)] = value
     if not isinstance(args, dict):
         return
+    if "model_tag" in args:  # `vllm serve MODEL` puts the positional model here; the LLM class has no model_tag
+        out["settings"].setdefault("entrypoint", "serve")
     out["non_default_args"] = {str(k): v for k, v in args.items()
                                if isinstance(v, (str, int, float, bool)) or v is None}
     for key in _ARG_WANTED:
@@ -806,6 +810,7 @@ def check_log(parsed: dict[str, Any], model: Any, gpu: Any, *, vllm_version: str
     add("available KV memory", est.available_kv_bytes, "available_kv_bytes", note=note_gib)
     add("GPU blocks", est.num_gpu_blocks, "num_gpu_blocks", unit="blocks")
     add("logged KV cache tokens", est.logged_kv_tokens, "kv_cache_tokens", unit="tokens")
+    add("KV tokens in the start-up error", est.kv_capacity_tokens, "kv_tokens_in_error", unit="tokens")
     add("max concurrency", est.logged_concurrency, "max_concurrency", unit="x")
     add("max_num_batched_tokens", est.max_num_batched_tokens, "max_num_batched_tokens", unit="tokens")
     assumed = {k: {"value": _setting_value(settings, k), "from": v} for k, v in sources.items()}
