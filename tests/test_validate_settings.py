@@ -79,3 +79,11 @@ def test_bad_settings_are_one_line_exit_2(flag, value):
     code, out, err = invoke(["validate", "--from-log", str(TP2), "--model", "llama-3.1-8b", "--gpu", "h100-sxm",
                              flag, value])
     assert code == 2 and len(err.strip().splitlines()) == 1, err
+
+
+def test_the_model_defaults_to_the_logs_when_the_catalog_has_it():
+    code, out, err = invoke(["validate", "--from-log", str(TP2), "--gpu", "h100-sxm"])
+    assert code == 0 and "note: model llama-3.1-8b (the log served meta-llama/Llama-3.1-8B-Instruct)" in err
+    code, out, err = invoke(["validate", "--from-log", str(PUBLIC / "dennislee-a100-qwen2-7b-u050.log"),
+                             "--gpu", "a100-80gb"])
+    assert code == 2 and "needs --model" in err and "not in kvcalc's catalog" in err

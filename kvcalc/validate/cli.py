@@ -25,8 +25,6 @@ def _from_log(path: str, model: str | None, gpu: str | None, as_json: bool, over
     from .compare import render_table
     from .vllm_log import check_log, parse_vllm_log, read_log
 
-    if not model:
-        raise UsageError("--from-log needs --model (the catalog name or config.json the log's engine served)")
     if not gpu:
         raise UsageError("--from-log needs --gpu (e.g. h100-sxm); the log's own total memory replaces the "
                          "profile's when the log states it")
@@ -38,6 +36,15 @@ def _from_log(path: str, model: str | None, gpu: str | None, as_json: bool, over
         click.echo(f"warning: {warning}", err=True)
     if not parsed["values"]:
         raise UsageError(f"{path}: no vLLM memory lines found (is this a vLLM start-up log?)")
+    if not model:
+        from ..catalog import _by_hub_id
+
+        served = parsed["settings"].get("model")
+        model = _by_hub_id(served.strip()) if isinstance(served, str) else None
+        if not model:
+            raise UsageError("--from-log needs --model (the catalog name or config.json the log's engine served)"
+                             + (f": the log's {served!r} is not in kvcalc's catalog" if served else ""))
+        click.echo(f"note: model {model} (the log served {served})", err=True)
     report = check_log(parsed, model, gpu, vllm_version=vllm_version, run_given=run is not None, **overrides)
     rows, mismatches = report["rows"], report["mismatches"]
     misses = [r["quantity"] for r in rows if r.get("verdict") == "MISS"]
