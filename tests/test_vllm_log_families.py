@@ -109,3 +109,21 @@ def test_early_v1_and_0_2x_wordings_still_read():
     assert new["version"] == "0.19.0"
     assert new["values"]["kv_cache_tokens"] == 1044688
     assert new["settings"]["tensor_parallel_size"] == 2
+
+
+def test_the_engine_that_ran_is_read_from_the_log():
+    """V0 or V1, from process and logger prefixes and V0-only messages, on every corpus log that shows one: it
+    agrees with the family index.json records (read by a person from the post). vllm#16199 ran V0 on 0.8.3, a
+    release whose default is V1 (VLLM_USE_V1=0 in the post): only the log can say so."""
+    import json
+
+    index = json.loads((PUBLIC / "index.json").read_text())["logs"]
+    seen = 0
+    for e in index:
+        engine = _parse(e["file"])["settings"].get("engine")
+        if engine is not None:
+            seen += 1
+            assert engine == e["version_family"][:2], e["id"]
+    assert seen >= 38
+    assert _parse("vllm16199-24gb-gemma3-27b-awq-v0-4k.log")["settings"]["engine"] == "v0"
+    assert _parse("vllm57047-48gb-sm89-awq-2k-u085.log")["settings"]["engine"] == "v1"  # V2 runner's model_runner.py

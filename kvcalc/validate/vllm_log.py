@@ -114,15 +114,17 @@ def _has_prefix(line: str) -> bool:
     return bool(_PROC_PREFIX.match(line) or _LEVEL_PREFIX.match(line))
 
 
-def _logical_lines(text: str) -> tuple[list[str], dict[int, str]]:
+def _logical_lines(text: str) -> tuple[list[str], dict[int, str], dict[int, str]]:
     """Cleaned lines, with terminal-wrapped continuations joined onto the log line they belong to (the continuation's
     own index becomes ""), so line numbers stay the file's. A wrap may have eaten a space ("GiB" / "and"): spaced[i]
-    is the same joined line with a space at each join, tried when the direct join matches no pattern.
+    is the same joined line with a space at each join, tried when the direct join matches no pattern; files[i] is the
+    engine ("v0"/"v1") that line i's prefix names (_engine_sign).
     A continuation: no log prefix, not empty, not a new message (traceback, error, '#'), after a prefixed line of at
     least _WRAP_MIN_CHARS characters (or after its previous continuation)."""
     raws = _lines(text)
     lines: list[str] = []
     spaced: dict[int, str] = {}
+    files: dict[int, str] = {}  # line -> "v0" / "v1": the engine its prefix names
     head: int | None = None
     joins = 0
     for i, raw in enumerate(raws):
@@ -138,8 +140,29 @@ def _logical_lines(text: str) -> tuple[list[str], dict[int, str]]:
             joins += 1
             continue
         lines.append(_clean_line(raw))
+        sign = _engine_sign(plain[:400])
+        if sign:
+            files[i] = sign
         head, joins = (i, 0) if (len(plain.rstrip()) >= _WRAP_MIN_CHARS and _has_prefix(plain)) else (None, 0)
-    return lines, spaced
+    return lines, spaced, files
+
+
+# Which engine logged a line, from its prefix: V1's engine-core process and v1/worker files, V0's worker processes
+# and worker/executor files. model_runner.py alone says nothing (V0's worker/model_runner.py, and V1's V2 runner
+# v1/worker/gpu/model_runner.py from 0.2x).
+_V1_SIGNS = ("(EngineCore", "gpu_worker.py:", "gpu_model_runner.py:", "kv_cache_utils.py:", "core.py:")
+_V0_SIGNS = ("(VllmWorkerProcess", " worker.py:", "[worker.py:", "executor_base.py:", "distributed_gpu_executor.py:",
+             "llm_engine.py:", "cache_engine.py:",
+             # V0-only messages: worker.py raise_if_cache_size_invalid, 0.4-0.7 model_runner.py load_model
+             "maximum number of tokens that can be stored in KV cache (", "Loading model weights took ")
+
+
+def _engine_sign(head: str) -> str | None:
+    if any(sign in head for sign in _V1_SIGNS):
+        return "v1"
+    if any(sign in head for sign in _V0_SIGNS):
+        return "v0"
+    return None
 
 
 def clean_log(text: str) -> str:
@@ -358,6 +381,11 @@ _TEXT_SETTINGS = (
     ("Profiling CUDA graph memory: ", re.compile(r"Profiling CUDA graph memory: (.{1,500})"), "cudagraph_groups",
      str),
     ("Resolved architecture: ", re.compile(r"Resolved architecture: (\w{1,100})"), "architecture", str),
+    # Which engine ran: V0's worker/model_runner.py and executor vs V1's v1/worker/gpu_*.py (0.8-0.10 ran either,
+    # by VLLM_USE_V1). "Initializing a V0/V1 LLM engine" (0.8+) says it outright.
+    ("LLM engine (v", re.compile(r"Initializing an? (V[01]) LLM engine"), "engine", str.lower),
+    (" blocks: ", re.compile(r"(?:^|# )(?:GPU|cuda|CUDA|gpu) blocks: \d{1,12}(, # CPU) blocks"), "engine",
+     lambda _: "v0"),
     # entrypoints/openai/api_server.py: only `vllm serve` (the OpenAI server) prints its version this way
     ("vLLM API server version", re.compile(r"vLLM (API server) version"), "entrypoint", lambda _: "serve"),
     # engine/arg_utils.py _set_default_args (0.7-0.10): "Setting max_num_batched_tokens to %d for %s usage context."
@@ -570,7 +598,7 @@ def parse_vllm_log(text: str, run: int | None = None) -> dict[str, Any]:
     equivalent_util_without_cudagraph_profiling, kv_cache_memory_to_requested_bytes, kv_cache_memory_to_gpu_bytes,
     kv_cache_in_use_bytes, profile_seconds, init_engine_seconds, free_after_profiling_bytes.
     """
-    all_lines, spaced = _logical_lines(text)
+    all_lines, spaced, files = _logical_lines(text)
     runs = _split_runs(all_lines)
     index = len(runs) - 1 if run is None else run
     if not -len(runs) <= index < len(runs):
@@ -583,6 +611,7 @@ def parse_vllm_log(text: str, run: int | None = None) -> dict[str, Any]:
     matches: dict[int, tuple[int, str, re.Match]] = {}
     counts = {key: 0 for key, _ in _REPEATED}
     config_line = args_line = None
+    signs: set[str] = set()
     for i in range(first, end):
         line = all_lines[i]
         if not line:
@@ -615,6 +644,8 @@ def parse_vllm_log(text: str, run: int | None = None) -> dict[str, Any]:
         for needle, regex, key, cast in _TEXT_SETTINGS:
             if needle in line and key not in out["settings"] and (m := regex.search(line)):
                 out["settings"][key] = cast(m.group(1).strip())
+        if i in files:
+            signs.add(files[i])
         if "CUDA graph memory profiling is disabled" in line:
             out["settings"].setdefault("cudagraph_memory_profiling", False)
         for needle, from_needle in _FAILURES:
@@ -632,6 +663,8 @@ def parse_vllm_log(text: str, run: int | None = None) -> dict[str, Any]:
         _non_default_args(args_line[1], args_line[0], out)
     for key, value in text_settings.items():
         out["settings"].setdefault(key, value)
+    if "engine" not in out["settings"] and signs:  # any V1 process or file wins: V0 names survive in V1 logs
+        out["settings"]["engine"] = "v1" if "v1" in signs else "v0"
     for j, pat in enumerate(PATTERNS):
         if j not in matches:
             continue
@@ -783,10 +816,16 @@ def check_log(parsed: dict[str, Any], model: Any, gpu: Any, *, vllm_version: str
     if total is None:
         notes.append(f"the log states no total GPU memory: kvcalc used the {profile.name} profile's "
                      f"{profile.memory_total_bytes / GiB:.2f} GiB")
-    notes += _version_notes(parsed)
+    if overrides.get("version") is None:  # a version given by the user is said in `settings: version X (override)`
+        notes += _version_notes(parsed)
     if parsed.get("version") and not _valid_version(parsed["version"]):
         parsed = dict(parsed, version=None)  # said in the note above; the default rules apply
     settings, sources = settings_with_sources(parsed, overrides)
+    logged_engine = parsed.get("settings", {}).get("engine")
+    rules = getattr(settings, "rules", None)  # the version's rules (engines/vllm_versions.py)
+    if logged_engine and rules is not None and getattr(rules, "engine", logged_engine) != logged_engine:
+        notes.append(f"the log ran vLLM's {logged_engine.upper()} engine, but kvcalc's rules for {settings.version} "
+                     f"are the {rules.engine.upper()} engine's (VLLM_USE_V1 set?): capacity may differ")
     for key, what in _EXPECTED:
         if key not in values:
             notes.append(f"no {what}")
