@@ -87,3 +87,10 @@ def test_the_model_defaults_to_the_logs_when_the_catalog_has_it():
     code, out, err = invoke(["validate", "--from-log", str(PUBLIC / "dennislee-a100-qwen2-7b-u050.log"),
                              "--gpu", "a100-80gb"])
     assert code == 2 and "needs --model" in err and "not in kvcalc's catalog" in err
+
+
+def test_entry_point_offline_from_an_args_line_without_the_api_server_else_serve():
+    offline = Path(__file__).parent / "fixtures" / "vllm_logs" / "real_v0.26.0_v-3b-auto-eager-u90.log"  # LLM()
+    assert parse_vllm_log(read_log(offline))["settings"]["entrypoint"] == "llm"
+    settings, sources = settings_with_sources({"settings": {}}, {})
+    assert settings.entrypoint == "serve" and sources["entrypoint"] == "default"

@@ -214,9 +214,9 @@ def settings_with_sources(parsed: dict[str, Any], overrides: dict[str, Any]):
     util = pick("gpu_memory_utilization", "util", default=None)
     if util is not None:
         kwargs["gpu_memory_utilization"] = float(util)
-    entrypoint = pick("entrypoint", default=None)
-    if entrypoint is not None:
-        kwargs["entrypoint"] = {"offline": "llm"}.get(str(entrypoint), str(entrypoint))
+    # vllm serve unless the log or the user says otherwise: how people deploy (issue 10), and what posted logs show
+    entrypoint = pick("entrypoint", default="serve")
+    kwargs["entrypoint"] = {"offline": "llm"}.get(str(entrypoint), str(entrypoint))
     max_model_len = pick("max_model_len")
     mnbt = pick("max_num_batched_tokens")
     max_num_seqs = pick("max_num_seqs")

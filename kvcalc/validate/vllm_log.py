@@ -663,6 +663,10 @@ def parse_vllm_log(text: str, run: int | None = None) -> dict[str, Any]:
         _non_default_args(args_line[1], args_line[0], out)
     for key, value in text_settings.items():
         out["settings"].setdefault(key, value)
+    if "entrypoint" not in out["settings"] and "non_default_args" in out:
+        # the LLM class logs its non-default args too, but `vllm serve` adds model_tag and the API server's version
+        # line (both would have set "serve" above): a logged args line without them is an offline LLM() start
+        out["settings"]["entrypoint"] = "llm"
     if "engine" not in out["settings"] and signs:  # any V1 process or file wins: V0 names survive in V1 logs
         out["settings"]["engine"] = "v1" if "v1" in signs else "v0"
     for j, pat in enumerate(PATTERNS):
