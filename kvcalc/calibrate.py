@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,55 +51,79 @@ def release(version: str) -> str:
         raise UsageError(f"vLLM version {str(version)[:40]!r} is not a version number (e.g. 0.19.0)") from None
 
 
+Layout = tuple[int, int]  # (tensor-parallel size, pipeline-parallel size)
+
+
+def layout_key(layout: Layout) -> str:
+    """(2, 1) -> "tp2" and (1, 2) -> "tp1pp2": the profile's JSON keys."""
+    tp, pp = layout
+    return f"tp{tp}" + (f"pp{pp}" if pp > 1 else "")
+
+
+def parse_layout(key: str) -> Layout:
+    m = re.fullmatch(r"tp(\d{1,4})(?:pp(\d{1,4}))?", str(key))
+    if not m:
+        raise ValueError(f"layout key {str(key)[:20]!r} is not like tp2 or tp1pp2")
+    return int(m.group(1)), int(m.group(2) or 1)
+
+
+def layout_text(layout: Layout) -> str:
+    tp, pp = layout
+    return f"TP {tp}" + (f" x PP {pp}" if pp > 1 else "")
+
+
 @dataclass(frozen=True)
 class EnvCalibration:
     """One environment's fitted terms (bytes are per rank). None: that term was not fitted, kvcalc's own applies."""
 
     gpu: str  # the GPU profile's name (GpuProfile.name), e.g. "NVIDIA H100 SXM5 80GB"
     vllm_version: str  # the release, e.g. "0.19.0"
-    non_torch_by_tp: tuple[tuple[int, int], ...] = ()  # (tensor-parallel size, non-torch bytes per rank)
-    activation_scale_by_tp: tuple[tuple[int, float], ...] = ()  # (TP size, observed activation peak / kvcalc's)
-    cudagraph_by_tp: tuple[tuple[int, int], ...] = ()  # (TP size, the CUDA-graph memory vLLM subtracts per rank)
+    # keyed by the parallel layout (tp, pp): NCCL's all-reduce buffers come with TP, not with PP
+    non_torch_by_tp: tuple[tuple[Layout, int], ...] = ()  # ((tp, pp), non-torch bytes per rank)
+    activation_scale_by_tp: tuple[tuple[Layout, float], ...] = ()  # ((tp, pp), observed activation peak / kvcalc's)
+    cudagraph_by_tp: tuple[tuple[Layout, int], ...] = ()  # ((tp, pp), the CUDA-graph memory vLLM subtracts per rank)
     total_memory_bytes: int | None = None  # what the logs' driver reported
     logs: tuple[str, ...] = ()
     created: str = ""
     source: str = field(default="", compare=False)  # the profile file it was read from
 
-    def tp_sizes(self) -> list[int]:
-        return sorted({tp for pairs in (self.non_torch_by_tp, self.activation_scale_by_tp, self.cudagraph_by_tp)
-                       for tp, _ in pairs}) or [1]
+    def layouts(self) -> list[Layout]:
+        return sorted({key for pairs in (self.non_torch_by_tp, self.activation_scale_by_tp, self.cudagraph_by_tp)
+                       for key, _ in pairs}) or [(1, 1)]
 
-    def non_torch(self, tp: int, default: int) -> int:
-        return dict(self.non_torch_by_tp).get(int(tp), default)
+    def non_torch(self, tp: int, pp: int, default: int) -> int:
+        return dict(self.non_torch_by_tp).get((int(tp), int(pp)), default)
 
-    def activation(self, tp: int, predicted: int) -> int:
-        scale = dict(self.activation_scale_by_tp).get(int(tp))
+    def activation(self, tp: int, pp: int, predicted: int) -> int:
+        scale = dict(self.activation_scale_by_tp).get((int(tp), int(pp)))
         return predicted if scale is None else int(round(predicted * scale))
 
-    def cudagraph(self, tp: int, predicted: int) -> int:
+    def cudagraph(self, tp: int, pp: int, predicted: int) -> int:
         """The calibrated graph memory where kvcalc subtracts one (0 stays 0: eager, or a runner that does not)."""
-        fitted = dict(self.cudagraph_by_tp).get(int(tp))
+        fitted = dict(self.cudagraph_by_tp).get((int(tp), int(pp)))
         return predicted if (fitted is None or predicted == 0) else fitted
 
-    def describe(self, tp: int) -> str:
+    def describe(self, tp: int, pp: int = 1) -> str:
         parts = []
+        key = (int(tp), int(pp))
         for what, pairs, shown in (("non-torch", self.non_torch_by_tp, lambda b: f"{b / GiB:.2f} GiB per rank"),
                                    ("activation", self.activation_scale_by_tp, lambda x: f"x{x:.2f} kvcalc's"),
                                    ("CUDA graphs", self.cudagraph_by_tp, lambda b: f"{b / GiB:.2f} GiB")):
-            by_tp = dict(pairs)
-            if int(tp) in by_tp:
-                parts.append(f"{what} {shown(by_tp[int(tp)])} at TP {tp}")
-            elif by_tp:
-                parts.append(f"{what} not calibrated for TP {tp} (only TP {', '.join(map(str, sorted(by_tp)))})")
+            by_layout = dict(pairs)
+            if key in by_layout:
+                parts.append(f"{what} {shown(by_layout[key])} at {layout_text(key)}")
+            elif by_layout:
+                parts.append(f"{what} not calibrated for {layout_text(key)} (only "
+                             f"{', '.join(layout_text(k) for k in sorted(by_layout))})")
         where = f" ({self.source})" if self.source else ""
         return (f"calibrated from your logs for {self.gpu}, vLLM {self.vllm_version}{where}: " + ", ".join(parts)
                 + "; --no-calibration ignores it")
 
     def to_json(self) -> dict[str, Any]:
         return {"gpu": self.gpu, "vllm_version": self.vllm_version,
-                "non_torch_bytes_by_tp": {str(tp): b for tp, b in self.non_torch_by_tp},
-                "activation_scale_by_tp": {str(tp): x for tp, x in self.activation_scale_by_tp},
-                "cudagraph_bytes_by_tp": {str(tp): b for tp, b in self.cudagraph_by_tp},
+                "non_torch_bytes_by_tp": {layout_key(k): b for k, b in self.non_torch_by_tp},
+                "activation_scale_by_tp": {layout_key(k): x for k, x in self.activation_scale_by_tp},
+                "cudagraph_bytes_by_tp": {layout_key(k): b for k, b in self.cudagraph_by_tp},
                 "total_memory_bytes": self.total_memory_bytes, "logs": list(self.logs), "created": self.created}
 
     @classmethod
@@ -116,10 +141,11 @@ class EnvCalibration:
         if not all(isinstance(x, dict) for x in (by_tp, scales, graphs)):
             raise ValueError("non_torch_bytes_by_tp / activation_scale_by_tp is not a mapping")
         return cls(gpu=str(d["gpu"]), vllm_version=release(str(d["vllm_version"])),
-                   non_torch_by_tp=tuple(sorted((int(tp), num(b, int, 0, 64 * GiB)) for tp, b in by_tp.items())),
-                   activation_scale_by_tp=tuple(sorted((int(tp), num(x, float, 0.05, 20))
-                                                       for tp, x in scales.items())),
-                   cudagraph_by_tp=tuple(sorted((int(tp), num(b, int, 0, 64 * GiB)) for tp, b in graphs.items())),
+                   non_torch_by_tp=tuple(sorted((parse_layout(k), num(b, int, 0, 64 * GiB)) for k, b in by_tp.items())),
+                   activation_scale_by_tp=tuple(sorted((parse_layout(k), num(x, float, 0.05, 20))
+                                                       for k, x in scales.items())),
+                   cudagraph_by_tp=tuple(sorted((parse_layout(k), num(b, int, 0, 64 * GiB))
+                                                for k, b in graphs.items())),
                    total_memory_bytes=num(d.get("total_memory_bytes"), int, 0, 1 << 50),
                    logs=tuple(str(x) for x in d.get("logs") or ()), created=str(d.get("created", "")),
                    source=source)
@@ -144,11 +170,14 @@ def load_profile(path: Path | None = None) -> list[EnvCalibration]:
 def save_profile(envs: list[EnvCalibration], path: Path | None = None) -> Path:
     """Write the profile atomically (a temporary file renamed over it)."""
     path = path or profile_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps({"schema": SCHEMA, "environments": [e.to_json() for e in envs]}, indent=1) + "\n",
-                   encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps({"schema": SCHEMA, "environments": [e.to_json() for e in envs]}, indent=1) + "\n",
+                       encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise UsageError(f"cannot write the calibration profile {path}: {exc.strerror or exc}") from None
     return path
 
 

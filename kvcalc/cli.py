@@ -141,7 +141,7 @@ def _request(gpu, model, context, batch, engine, weights, kv, util, max_model_le
 
         req.calibration, why = find(profile.name, req.vllm_version)
         if req.calibration is not None:
-            warnings.append("vllm: " + req.calibration.describe(req.tp))
+            warnings.append("vllm: " + req.calibration.describe(req.tp, req.pp))
         elif why:
             warnings.append(why)
     return req, warnings

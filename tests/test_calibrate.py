@@ -47,9 +47,9 @@ def test_fit_from_real_logs_keeps_the_logs_own_terms(config):
     # non-torch per rank is the logs' own figure: the mean of the three TP-1 logs, the TP-2 log's alone
     tp1 = [parse_vllm_log(p.read_text())["values"]["non_torch_bytes"] for p in TP1]
     tp2 = parse_vllm_log(TP2.read_text())["values"]["non_torch_bytes"]
-    assert env["non_torch_bytes_by_tp"] == {"1": int(sum(tp1) / 3), "2": tp2}
+    assert env["non_torch_bytes_by_tp"] == {"tp1": int(sum(tp1) / 3), "tp2": tp2}
     assert tp2 > 2 * GiB > 0.5 * GiB > max(tp1)  # NCCL / custom all-reduce buffers with TP (the mechanism)
-    assert set(env["activation_scale_by_tp"]) == {"1", "2"}
+    assert set(env["activation_scale_by_tp"]) == {"tp1", "tp2"}
     # the fit reproduces the logs' KV capacity (it is fitted on them: this checks the plumbing, not a prediction)
     for row in got["logs"]:
         assert abs(row["after"] - row["observed"]) <= 0.005 * row["observed"], row
@@ -64,7 +64,7 @@ def test_plan_and_explain_use_it_for_the_same_gpu_and_version_and_say_so(config)
     assert any("calibrated from your logs" in w for w in plan["warnings"])
     breakdown = plan["rows"][0]["vllm_breakdown"]
     saved = json.loads(config.read_text())["environments"][0]
-    assert breakdown["non_torch_bytes"] == saved["non_torch_bytes_by_tp"]["2"]
+    assert breakdown["non_torch_bytes"] == saved["non_torch_bytes_by_tp"]["tp2"]
     # --no-calibration: kvcalc's own terms
     code, out, _ = invoke(["plan", *args, "--vllm-version", "0.19.0", "--no-calibration"])
     plain = json.loads(out)
@@ -179,3 +179,19 @@ def test_show_lists_the_profile(config):
     assert _calibrate(*TP1)[0] == 0
     code, out, err = invoke(["calibrate", "--show"])
     assert code == 0 and "NVIDIA H100 SXM5 80GB, vLLM 0.19.0, 3 log(s)" in out and "at TP 1" in out
+
+
+def test_pipeline_parallel_is_its_own_layout(config):
+    """PP 2 has no all-reduce: 0.07 GiB of non-torch memory per rank vs 0.25 at TP 1 and 2.07 at TP 2 (llm-d-planner,
+    H100, 0.19.0); keyed by (tp, pp), the three logs are one environment, not a contradiction."""
+    pp2 = PUBLIC / "llmd-h100x2-llama31-8b-pp2-8k.log"
+    code, out, err = _calibrate(TP1[0], TP2, pp2, "--json")
+    assert code == 0, err
+    env = json.loads(out)["calibration"]
+    assert set(env["non_torch_bytes_by_tp"]) == {"tp1", "tp2", "tp1pp2"}
+    assert env["non_torch_bytes_by_tp"]["tp1pp2"] < 0.1 * GiB
+    code, out, _ = invoke(["plan", "--gpu", "h100-sxm", "--model", "llama-3.1-8b", "--engine", "vllm", "--pp", "2",
+                           "--vllm-version", "0.19.0", "--json"])
+    plan = json.loads(out)
+    assert plan["rows"][0]["vllm_breakdown"]["non_torch_bytes"] == env["non_torch_bytes_by_tp"]["tp1pp2"]
+    assert any("at TP 1 x PP 2" in w for w in plan["warnings"])

@@ -276,7 +276,8 @@ def estimate(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings) -> VllmEstimate:
     non_torch = int(c["non_torch_bytes_tp"] if world > 1 else c["non_torch_bytes"])
     cudagraph = 0 if (s.enforce_eager or not subtracts_cudagraph_estimate(spec, version)) else int(c["cudagraph_bytes"])
     if s.calibration is not None:  # measured in the user's environment (kvcalc/calibrate.py)
-        non_torch, cudagraph = s.calibration.non_torch(s.tensor_parallel, non_torch), s.calibration.cudagraph(s.tensor_parallel, cudagraph)
+        non_torch, cudagraph = (s.calibration.non_torch(s.tensor_parallel, pp, non_torch),
+                                s.calibration.cudagraph(s.tensor_parallel, pp, cudagraph))
     # V2 runner: graphs are captured after the KV cache is allocated, on top of gpu_memory_utilization.
     capture = int(c["cudagraph_capture_bytes"]) if (v2 and not s.enforce_eager) else 0
     graph_overflow = max(requested + capture - total, 0)
@@ -302,7 +303,7 @@ def estimate(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings) -> VllmEstimate:
                      "stage's blocks serve the deployment")
     notes.append(f"activation, non-torch and CUDA-graph memory: {c['source']}")
     if s.calibration is not None:
-        notes.append(s.calibration.describe(s.tensor_parallel))
+        notes.append(s.calibration.describe(s.tensor_parallel, pp))
 
     stages = stage_budgets(spec, gpu, s, requested - non_torch - cudagraph, max_model_len, mnbt, seqs, v2)
     # kv_cache_utils.py:get_kv_cache_configs: "change the num_blocks of each rank to the smallest among all ranks"
@@ -342,7 +343,7 @@ def stage_budgets(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings, budget: int
         w = vllm_weight_bytes(spec, s, n_layers, has_embedding=first, has_lm_head=last)
         act = activation_bytes(spec, s, mnbt, seqs, v2, last_stage=last)
         if s.calibration is not None:
-            act = s.calibration.activation(s.tensor_parallel, act)
+            act = s.calibration.activation(s.tensor_parallel, pp, act)
         available = budget - w - act
         try:
             layout = vllm_kv_layout(spec.layers[start: start + n_layers], s.kv, s.dtype_bytes, s.block_size,

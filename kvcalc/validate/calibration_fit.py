@@ -26,6 +26,7 @@ from typing import Any
 
 import click
 
+from ..calibrate import layout_key, layout_text
 from ..errors import UsageError
 from ..units import GiB
 
@@ -83,7 +84,7 @@ def _log_figures(name: str, parsed: dict[str, Any], version: str, gpu: str, mode
     graph_observed = values.get("cudagraph_estimate_bytes")
     if graph_observed is None and est.cudagraph_bytes and "graph_capture_bytes" in values:
         graph_observed = values["graph_capture_bytes"]
-    fig = {"log": name, "version": version, "tp": settings.tensor_parallel,
+    fig = {"log": name, "version": version, "tp": (settings.tensor_parallel, settings.pipeline_parallel),
            "total": values.get("total_memory_bytes"), "non_torch": values.get("non_torch_bytes"),
            "activation": values.get("activation_bytes"), "graphs": graph_observed,
            "predicted": {"non_torch": est.non_torch_bytes, "activation": est.activation_bytes,
@@ -146,7 +147,7 @@ def fit(paths: list[str], gpu: str, model: str | None = None, vllm_version: str 
     for tp, seen in sorted(by_tp.items()):
         lo, hi = min(seen, key=lambda t: t[1]), max(seen, key=lambda t: t[1])
         if hi[1] - lo[1] > NON_TORCH_AGREE:
-            raise UsageError(f"contradicting logs: non-torch memory at TP {tp} is {lo[1] / GiB:.2f} GiB in {lo[0]} "
+            raise UsageError(f"contradicting logs: non-torch memory at {layout_text(tp)} is {lo[1] / GiB:.2f} GiB in {lo[0]} "
                              f"but {hi[1] / GiB:.2f} GiB in {hi[0]} (more than 0.25 GiB apart)")
         non_torch[tp] = int(statistics.mean(b for _, b in seen))
     by_tp_scale: dict[int, list[tuple[str, float]]] = {}
@@ -157,7 +158,7 @@ def fit(paths: list[str], gpu: str, model: str | None = None, vllm_version: str 
     for tp, seen in sorted(by_tp_scale.items()):
         lo, hi = min(seen, key=lambda t: t[1]), max(seen, key=lambda t: t[1])
         if hi[1] > lo[1] * (1 + SCALE_AGREE):
-            raise UsageError(f"contradicting logs: at TP {tp} the activation peak is x{lo[1]:.2f} kvcalc's in "
+            raise UsageError(f"contradicting logs: at {layout_text(tp)} the activation peak is x{lo[1]:.2f} kvcalc's in "
                              f"{lo[0]} but x{hi[1]:.2f} in {hi[0]} (more than 25% apart)")
         scale[tp] = round(statistics.mean(x for _, x in seen), 4)
     graphs_by_tp: dict[int, list[tuple[str, int]]] = {}
@@ -168,7 +169,7 @@ def fit(paths: list[str], gpu: str, model: str | None = None, vllm_version: str 
     for tp, seen in sorted(graphs_by_tp.items()):
         lo, hi = min(seen, key=lambda t: t[1]), max(seen, key=lambda t: t[1])
         if hi[1] - lo[1] > max(GRAPH_AGREE[0], GRAPH_AGREE[1] * hi[1]):
-            raise UsageError(f"contradicting logs: at TP {tp} CUDA-graph memory is {lo[1] / GiB:.2f} GiB in {lo[0]} "
+            raise UsageError(f"contradicting logs: at {layout_text(tp)} CUDA-graph memory is {lo[1] / GiB:.2f} GiB in {lo[0]} "
                              f"but {hi[1] / GiB:.2f} GiB in {hi[0]} (more than 0.25 GiB and 25% apart)")
         graphs[tp] = int(statistics.mean(b for _, b in seen))
     if not non_torch and not scale and not graphs:
@@ -204,8 +205,8 @@ def _show(as_json: bool) -> None:
     click.echo(f"calibrations in {calibrate.profile_path()}:")
     for e in envs:
         click.echo(f"- {e.gpu}, vLLM {e.vllm_version}, {len(e.logs)} log(s), {e.created}:")
-        for tp in e.tp_sizes():
-            click.echo("    " + e.describe(tp).split(": ", 1)[1].split("; --no")[0])
+        for layout in e.layouts():
+            click.echo("    " + e.describe(*layout).split(": ", 1)[1].split("; --no")[0])
 
 
 @click.command("calibrate", context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
@@ -244,19 +245,19 @@ def calibrate_command(logs, gpu, model, vllm_version, force, dry_run, show, as_j
     if as_json:
         click.echo(json.dumps({"calibration": env.to_json(), "written": str(written) if written else None,
                                "replaced": old is not None and written is not None,
-                               "logs": [{"log": f["log"], "tp": f["tp"], "capacity": (f["observed_kv"] or [None])[0],
+                               "logs": [{"log": f["log"], "layout": layout_key(f["tp"]), "capacity": (f["observed_kv"] or [None])[0],
                                          "observed": (f["observed_kv"] or [None, None])[1],
                                          "before": f["predicted_kv_before"], "after": f["predicted_kv_after"]}
                                         for f in figs]}, indent=1))
         return
-    tps = env.tp_sizes()
+    tps = env.layouts()
     click.echo(f"{env.gpu}, vLLM {env.vllm_version}, from {len(figs)} log(s):")
     for tp in tps:
-        click.echo("  " + env.describe(tp).split(": ", 1)[1].split("; --no")[0])
+        click.echo("  " + env.describe(*tp).split(": ", 1)[1].split("; --no")[0])
     click.echo("KV capacity error on these logs (kvcalc vs log), before -> after calibration:")
     for f in figs:
         cap = f["observed_kv"]
-        click.echo(f"  {f['log']} (TP {f['tp']}, {cap[0] if cap else 'no capacity line'}): "
+        click.echo(f"  {f['log']} ({layout_text(f['tp'])}, {cap[0] if cap else 'no capacity line'}): "
                    f"{_err(f['predicted_kv_before'], cap)} -> {_err(f['predicted_kv_after'], cap)}")
     if written:
         click.echo(f"{'replaced' if old else 'wrote'} {written}")
