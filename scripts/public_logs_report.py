@@ -90,13 +90,18 @@ def _check(e: dict, parsed: dict) -> tuple[dict, str]:
 
 
 def _largest_gap(by_q: dict) -> str:
-    """The breakdown term furthest from the log's, as a first cause when no reviewed one is recorded."""
+    """The breakdown term furthest from the log's, and its share of the log's KV budget: a first cause when no
+    reviewed one is recorded. A CUDA-graph estimate kvcalc's rules do not subtract (predicted 0) is left out."""
     gaps = [(abs(by_q[q]["predicted"] - by_q[q]["observed"]), q, by_q[q]["predicted"] - by_q[q]["observed"])
-            for q in BREAKDOWN if q in by_q]
+            for q in BREAKDOWN if q in by_q and not (q == "CUDA-graph estimate" and not by_q[q]["predicted"])]
     if not gaps:
         return ""
     _, q, d = max(gaps)
-    return f"largest per-rank gap: {q} {d / GiB:+.2f} GiB (kvcalc minus log)"
+    text = f"largest per-rank gap: {q} {d / GiB:+.2f} GiB (kvcalc minus log)"
+    kv = by_q.get("available KV memory")
+    if kv and kv["observed"]:
+        text += f", {-d / kv['observed']:+.1%} of the log's {kv['observed'] / GiB:.2f} GiB KV budget"
+    return text
 
 
 def rows() -> list[dict]:
