@@ -195,3 +195,9 @@ def test_pipeline_parallel_is_its_own_layout(config):
     plan = json.loads(out)
     assert plan["rows"][0]["vllm_breakdown"]["non_torch_bytes"] == env["non_torch_bytes_by_tp"]["tp1pp2"]
     assert any("at TP 1 x PP 2" in w for w in plan["warnings"])
+
+
+def test_a_log_of_another_model_than_model_is_refused(config):
+    code, out, err = _calibrate(TP1[1], "--model", "llama-3.1-8b")  # the log served Qwen/Qwen3-8B
+    _one_line_exit_2(code, err)
+    assert "Qwen3" in err and "own --model" in err and not config.exists()

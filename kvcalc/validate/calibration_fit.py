@@ -79,6 +79,12 @@ def _log_figures(name: str, parsed: dict[str, Any], version: str, gpu: str, mode
     values = parsed["values"]
     settings, _ = settings_with_sources(parsed, {"version": version})
     spec = load_model(_model_for(parsed, model, name))
+    if model:
+        from .vllm_log import log_mismatches
+
+        other = [m for m in log_mismatches(parsed, spec, model) if m.startswith("model:")]
+        if other:
+            raise UsageError(f"{name}: {other[0]}; calibrate each model's logs with its own --model")
     profile = gpu_with_total(gpu, values.get("total_memory_bytes"))
     est = vllm_engine.estimate(spec, profile, settings)
     graph_observed = values.get("cudagraph_estimate_bytes")
