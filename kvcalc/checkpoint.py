@@ -353,6 +353,7 @@ class CheckpointWeights(WeightFormat):
     source: str = ""  # safetensors headers | model.safetensors.index.json | closed form
     detail: str = ""
     scheme_label: str = ""
+    kv_cache_fp8: bool = False  # vLLM runs this checkpoint's KV cache in fp8 under --kv-cache-dtype auto
 
 
 # formats that are not in formats.WEIGHT_FORMATS: how vLLM runs them (mxfp4.py / modelopt.py: native from
@@ -379,6 +380,7 @@ def checkpoint_format(spec: Any, ck: Checkpoint) -> CheckpointWeights:
         quality_risk_small=base.quality_risk_small,
         engines=("vllm",) if ck.scheme and ck.scheme.method == "modelopt" else ("hf", "vllm"),
         total_bytes=total.bytes, source=total.source, detail=total.detail,
+        kv_cache_fp8=bool(ck.scheme and ck.scheme.kv_cache_fp8),
         scheme_label=label)
 
 

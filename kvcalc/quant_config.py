@@ -131,7 +131,10 @@ class QuantScheme:
     match: str = "exact"  # how ignore entries match a module path: exact | substring | component
     experts_only: bool = False  # mxfp4: only routed experts are quantized
     nearest: str = "bf16"  # the registered weight format whose speed and quality model applies
-    kv_cache_fp8: bool = False  # the checkpoint carries FP8 KV-cache scales (ModelOpt/compressed-tensors kv scheme)
+    # ModelOpt checkpoints with kv_cache_quant_algo FP8 (or a static fp8 kv_cache_scheme): vLLM resolves
+    # --kv-cache-dtype auto to fp8_e4m3 for them (vllm/utils/torch_utils.py resolve_kv_cache_dtype_string, read at
+    # vllm-project/vllm@0024350b5da3; only quant_method modelopt*)
+    kv_cache_fp8: bool = False
     notes: tuple[str, ...] = field(default=())
 
     def layout_for(self, paths: list[str], name: str) -> Layout | None:
@@ -341,7 +344,9 @@ def _modelopt(q: dict[str, Any]) -> QuantScheme:
 
 
 def _kv_scheme_fp8(scheme: Any) -> bool:
-    return isinstance(scheme, dict) and scheme.get("type") == "float" and scheme.get("num_bits") == 8
+    """A static fp8 kv_cache_scheme, as vllm/utils/torch_utils.py get_kv_cache_quant_algo_string reads it."""
+    return (isinstance(scheme, dict) and scheme.get("type") == "float" and scheme.get("num_bits") == 8
+            and scheme.get("dynamic") is False)
 
 
 def _ct_layout(weights: dict[str, Any], acts: dict[str, Any] | None, fmt: str) -> tuple[Layout, str, str]:
@@ -400,7 +405,7 @@ def _compressed_tensors(qc: dict[str, Any]) -> QuantScheme:
         nearest.append(near)
     ignore = _strings(qc.get("ignore"), "ignore")
     return QuantScheme("compressed-tensors", " + ".join(dict.fromkeys(labels)), tuple(rules), ignore=ignore,
-                       match="exact", nearest=nearest[0], kv_cache_fp8=_kv_scheme_fp8(qc.get("kv_cache_scheme")))
+                       match="exact", nearest=nearest[0])
 
 
 _TORCHAO = {
