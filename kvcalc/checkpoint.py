@@ -297,10 +297,12 @@ def module_paths(name: str, layer: int, wrapped: bool) -> list[str]:
         sub = f"mlp.experts.0.{name.split('.', 1)[1]}"
     elif name.startswith("shared_experts."):
         sub = f"mlp.{name}"
-    elif name.startswith("mamba."):
-        sub = name
+    elif name.startswith("indexer."):  # DeepSeek V3.2's sparse indexer sits in the attention module
+        sub = f"self_attn.{name}"
     elif name == "router":
         sub = "mlp.gate"
+    elif "." in name:  # a mixer with its own module: mamba.*, mixer.* (Nemotron-H), linear_attn.*, conv.* (LFM2)
+        sub = name
     else:
         sub = f"mlp.{name}"
     bases = ["model.layers"]

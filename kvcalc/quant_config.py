@@ -139,8 +139,8 @@ class QuantScheme:
 
     def layout_for(self, paths: list[str], name: str) -> Layout | None:
         """The layout of the Linear at any of `paths` (aliases of one module), or None when it stays unquantized."""
-        if name == "router" or name.endswith(".router"):
-            return None
+        if name in ("router", "shared_expert_gate") or name.endswith((".router", ".shared_expert_gate")):
+            return None  # routers and Qwen3-Next's shared-expert gate: built with quant_config=None in vLLM
         if self.experts_only and not name.startswith("experts."):
             return None
         if self._ignored(paths):
