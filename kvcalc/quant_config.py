@@ -5,17 +5,26 @@ One function reads every form vLLM loads (vllm/model_executor/layers/quantizatio
 each layout below cites the vLLM file whose create_weights() allocates those tensors (the same tensors the
 checkpoint's safetensors hold, so the closed form and a header sum agree). n = in_features x out_features.
 
-| method | per quantized Linear (in x out) | vLLM source |
-|---|---|---|
-| awq, awq_marlin | qweight int32 [in, out*b/32] + qzeros int32 [G, out*b/32] + scales fp16 [G, out]; G = in/group | awq.py |
-| gptq, gptq_marlin | qweight int32 [in*b/32, out] + qzeros int32 [G, out*b/32] + scales fp16 [G, out] + g_idx int32 [in] (stored whatever desc_act; group_size -1: G = 1) | gptq.py |
-| fp8 | weight fp8 [out, in] + block-wise weight_scale_inv fp32 [ceil(out/bo), ceil(in/bi)], or per-tensor weight_scale fp32; input_scale fp32 when activation_scheme is static | fp8.py |
-| compressed-tensors | per config group: WNA16 pack-quantized (weight_packed int32 + weight_scale [out, G] + weight_shape int64[2] + packed zero points when asymmetric), W8A8 int8 / fp8 (weight + fp32 scale per tensor, channel or block, input_scale when static), NVFP4 (weight_packed uint8 n/2 + fp8 scale per 16 + fp32 global scale(s)), MXFP4 (uint8 n/2 + e8m0 scale per 32) | compressed_tensors/schemes/*.py |
-| bitsandbytes | 4-bit: uint8 n/2 + fp32 absmax per 64 (double quant: uint8 absmax + fp32 per 256 absmax + 256-entry code); 8-bit: int8 n + fp32 SCB per row | bitsandbytes.py, formats.py |
-| mxfp4 (gpt-oss) | routed experts only: blocks uint8 n/2 + scales uint8 (e8m0) n/32; everything else bf16 | mxfp4.py |
-| hqq | W_q 4-bit n/2 + scale and zero [out, in/64] in the compute dtype | hqq_marlin.py |
-| modelopt (FP8, FP8_PER_CHANNEL_PER_TOKEN, FP8_PB_WO, NVFP4, MXFP8) | FP8: fp8 n + fp32 weight_scale + fp32 input_scale; NVFP4: uint8 n/2 + fp8 scale per 16 + fp32 weight_scale_2 + fp32 input_scale | modelopt.py |
-| torchao | Int4WeightOnly: int4 n/2 + bf16 scale_and_zero [in/g, out, 2]; Int8WeightOnly: int8 n + bf16 scale per row; Float8WeightOnly / Float8DynamicActivationFloat8Weight: fp8 n + fp32 scale per row (PerRow) or per tensor; Int8DynamicActivationInt8Weight: int8 n + bf16 scale per row | torchao.py (layouts: torchao's tensor subclasses) |
+Per quantized Linear (in x out, b bits, G = in / group_size groups), and the vLLM file (under
+vllm/model_executor/layers/quantization/) whose create_weights() allocates it:
+- awq, awq_marlin (awq.py): qweight int32 [in, out*b/32] + qzeros int32 [G, out*b/32] + scales fp16 [G, out].
+- gptq, gptq_marlin (gptq.py): qweight int32 [in*b/32, out] + qzeros int32 [G, out*b/32] + scales fp16 [G, out]
+  + g_idx int32 [in] (stored whatever desc_act; group_size -1: G = 1).
+- fp8 (fp8.py): weight fp8 [out, in] + block-wise weight_scale_inv fp32 [ceil(out/bo), ceil(in/bi)], or a
+  per-tensor weight_scale fp32; input_scale fp32 when activation_scheme is static.
+- compressed-tensors (compressed_tensors/schemes/*.py), per config group: WNA16 pack-quantized (weight_packed
+  int32 + weight_scale [out, G] + weight_shape int64[2] + packed zero points when asymmetric); W8A8 int8 / fp8
+  (weight + fp32 scale per tensor, channel or block, input_scale when static); NVFP4 (weight_packed uint8 n/2 +
+  fp8 scale per 16 + fp32 global scale(s)); MXFP4 (uint8 n/2 + e8m0 scale per 32).
+- bitsandbytes (bitsandbytes.py; formats.py): 4-bit uint8 n/2 + fp32 absmax per 64 (double quant: uint8 absmax +
+  fp32 absmax per 256 + 256-entry code); 8-bit int8 n + fp32 SCB per row.
+- mxfp4, gpt-oss (mxfp4.py): routed experts only: blocks uint8 n/2 + scales uint8 (e8m0) n/32; the rest bf16.
+- hqq (hqq_marlin.py): W_q 4-bit n/2 + scale and zero [out, in/64] in the compute dtype.
+- modelopt (modelopt.py): FP8 fp8 n + fp32 weight_scale + fp32 input_scale; FP8_PER_CHANNEL_PER_TOKEN,
+  FP8_PB_WO (128x128 blocks), MXFP8; NVFP4 uint8 n/2 + fp8 scale per 16 + fp32 weight_scale_2 + fp32 input_scale.
+- torchao (torchao.py; layouts: torchao's tensor subclasses): Int4WeightOnly int4 n/2 + bf16 scale_and_zero
+  [in/g, out, 2]; Int8WeightOnly / Int8DynamicActivationInt8Weight int8 n + bf16 scale per row;
+  Float8WeightOnly / Float8DynamicActivationFloat8Weight fp8 n + fp32 scale per row (PerRow) or per tensor.
 
 What stays unquantized, as vLLM decides it: embeddings and lm_head (not LinearBase layers), MoE routers (built with
 quant_config=None in vLLM's MoE models, e.g. qwen3_moe.py, deepseek_v2.py, mixtral.py), and every module the
@@ -23,7 +32,7 @@ checkpoint's ignore list names (`modules_to_not_convert`, `ignore`, `ignored_lay
 `llm_int8_skip_modules`, `skip_modules`), matched the way each method matches them (exact or prefix, fnmatch globs,
 `re:` regexes, substrings).
 
-Module paths: ModelSpec.linears aggregates Linear weights by name; model_paths() rebuilds each one's path in
+Module paths: ModelSpec.linears aggregates Linear weights by name; checkpoint.module_paths() rebuilds each one's path in
 transformers' naming (model.layers.{i}.self_attn.q_proj, model.layers.{i}.mlp.experts.{e}.down_proj, ...) for every
 layer i, so per-layer ignore lists are applied layer by layer. Linear names starting with "experts." are routed
 experts, "shared_experts." shared ones, "router" routers; builders in model.py keep to that convention.
@@ -240,7 +249,8 @@ def parse_scheme(qc: dict[str, Any] | None, hf_quant: dict[str, Any] | None = No
 
 
 def _awq(qc: dict[str, Any]) -> QuantScheme:
-    bits, group = _int(qc.get("bits", qc.get("w_bit", 4)), "bits"), _int(qc.get("group_size", qc.get("q_group_size", 128)), "group_size")
+    bits = _int(qc.get("bits", qc.get("w_bit", 4)), "bits")
+    group = _int(qc.get("group_size", qc.get("q_group_size", 128)), "group_size")
     if bits not in (4, 8):
         raise UsageError(f"AWQ with {bits}-bit weights is not a layout vLLM loads (4 or 8)")
     version = str(qc.get("version", "gemm")).lower()
