@@ -254,14 +254,23 @@ def _is_dir(p: Path) -> bool:
 _LAYER = re.compile(r"(?:^|\.)layers\.(\d+)\.")
 
 
+def _is_mtp(name: str, num_layers: int) -> bool:
+    """A tensor of the multi-token-prediction module, which vLLM loads only for speculative decoding: DeepSeek's
+    model.layers.{num_hidden_layers + k} (deepseek_v2.py get_spec_layer_idx_from_weight_name) or Qwen3-Next /
+    Qwen3.5's mtp.* (qwen3_next.py skips them). Vision towers have their own layer numbering and are kept."""
+    if name.startswith("mtp.") or ".mtp." in name:
+        return True
+    m = _LAYER.search(name)
+    return bool(m and int(m.group(1)) >= num_layers and "vision" not in name and "visual" not in name)
+
+
 def weights_total(spec: Any, ck: Checkpoint) -> WeightsTotal:
     """The checkpoint's weight bytes and where they came from (headers > index total > closed form)."""
     if ck.tensors is not None:
         skipped = 0
         total = 0
         for t in ck.tensors:
-            m = _LAYER.search(t.name)
-            if m and int(m.group(1)) >= spec.num_layers and "vision" not in t.name and "visual" not in t.name:
+            if _is_mtp(t.name, spec.num_layers):
                 skipped += t.nbytes
                 continue
             total += t.nbytes
