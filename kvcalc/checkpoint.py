@@ -401,7 +401,17 @@ def baseline_weights(spec: Any) -> CheckpointWeights | None:
     ck = getattr(spec, "checkpoint", None)
     if ck is None or (ck.scheme is None and ck.tensors is None and ck.index_total is None):
         return None
-    return checkpoint_format(spec, ck)
+    cached = _FORMATS.get(id(spec))
+    if cached is not None and cached[0] is spec:  # one plan asks several times; a header sum is worth keeping
+        return cached[1]
+    fmt = checkpoint_format(spec, ck)
+    if len(_FORMATS) > 64:
+        _FORMATS.clear()
+    _FORMATS[id(spec)] = (spec, fmt)
+    return fmt
+
+
+_FORMATS: dict[int, tuple[Any, CheckpointWeights]] = {}
 
 
 def weights_note(fmt: WeightFormat) -> str | None:

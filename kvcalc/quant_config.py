@@ -43,6 +43,7 @@ from __future__ import annotations
 import fnmatch
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from .errors import UsageError, shown
@@ -160,30 +161,37 @@ class QuantScheme:
         return None
 
     def _ignored(self, paths: list[str]) -> bool:
-        if not self.ignore:
-            return False
-        for pattern in self.ignore:
-            for path in paths:
-                if _ignore_matches(pattern, path, self.match):
-                    return True
-        return False
+        matcher = _ignore_regex(self.ignore, self.match)
+        return matcher is not None and any(matcher.match(path) for path in paths)
 
 
-def _ignore_matches(pattern: str, path: str, style: str) -> bool:
-    if pattern.startswith("re:"):  # compressed-tensors: re.match from the start (utils.py _is_equal_or_regex_match)
-        try:
-            return re.match(pattern[3:], path) is not None
-        except re.error:
-            return False
-    if style == "substring":  # awq.py is_layer_skipped_awq / bitsandbytes.py is_layer_skipped_bnb
-        return pattern in path
-    if style == "component":  # hqq_marlin.py: a skip module equal to one dot-separated component
-        return pattern in path.split(".")
-    # fp8 / modelopt / compressed-tensors names: exact, a parent module, or an fnmatch glob (modelopt.py)
-    if path == pattern or path.startswith(pattern + "."):
-        return True
-    return any(ch in pattern for ch in "*?[") and (fnmatch.fnmatchcase(path, pattern)
-                                                    or fnmatch.fnmatchcase(path, pattern + ".*"))
+@lru_cache(maxsize=64)
+def _ignore_regex(patterns: tuple[str, ...], style: str) -> re.Pattern | None:
+    """One compiled regex for a whole ignore list (a real list has ~300 per-layer entries; matching them one by
+    one for every Linear of every layer would cost seconds). Each entry matches as its method matches it:
+    - `re:` entries (compressed-tensors): re.match from the start (utils.py _is_equal_or_regex_match);
+    - substring (awq.py is_layer_skipped_awq, bitsandbytes.py is_layer_skipped_bnb): anywhere in the path;
+    - component (hqq_marlin.py is_layer_skipped): equal to one dot-separated component;
+    - exact (fp8, modelopt, compressed-tensors names): the module itself or a parent of it, or an fnmatch glob
+      (modelopt.py) on the module or its parent."""
+    parts = []
+    for pattern in patterns:
+        if pattern.startswith("re:"):
+            try:
+                re.compile(pattern[3:])
+            except re.error:
+                continue
+            parts.append(pattern[3:])
+        elif style == "substring":
+            parts.append(".*" + re.escape(pattern))
+        elif style == "component":
+            parts.append(r"(?:.*\.)?" + re.escape(pattern) + r"(?:\..*)?\Z")
+        else:
+            parts.append(re.escape(pattern) + r"(?:\..*)?\Z")
+            if any(ch in pattern for ch in "*?["):
+                parts.append(fnmatch.translate(pattern))
+                parts.append(fnmatch.translate(pattern + ".*"))
+    return re.compile("|".join(f"(?:{p})" for p in parts), re.S) if parts else None
 
 
 def _target_matches(target: str, path: str) -> bool:
