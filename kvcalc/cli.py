@@ -268,6 +268,19 @@ def models(as_json):
         render_models(specs)
 
 
+@cli.command()
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="address to bind; anything but loopback lets other machines use the page.")
+@click.option("--port", default=8000, type=click.IntRange(1, 65535), show_default=True)
+@click.option("--open", "open_browser", is_flag=True, help="open the page in the default browser.")
+@click.option("--allow-hub", is_flag=True, help="let the page read hub ids outside the catalog (network access).")
+def serve(host, port, open_browser, allow_hub):
+    """A local web page: the table, the plots and explain, updated as you type (needs kvcalc[web])."""
+    from .web.server import serve as run_server
+
+    run_server(host=host, port=port, open_browser=open_browser, allow_hub=allow_hub)
+
+
 def _add_validate() -> None:
     try:
         from .validate.cli import validate
