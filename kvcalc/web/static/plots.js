@@ -138,9 +138,13 @@
     if (!pts.length) { message(svg, o.empty || "nothing to draw"); return; }
     const xv = pts.map((p) => p.x), yv = pts.map((p) => p.y).filter((v) => o.yScale !== "log2" || v > 0);
     const xs = scale(o.xScale, Math.min(...xv), Math.max(...xv), M.left, w - M.right, 10);
-    const ys = scale(o.yScale, o.yScale === "log2" ? Math.max(1, Math.min(...yv, 1)) : 0,
+    // log axes cannot show 0: zeros (vLLM does not start) sit on a row of their own below 1
+    const zeros = o.yScale === "log2" && pts.some((p) => p.y <= 0);
+    const ys = scale(o.yScale, o.yScale === "log2" ? (zeros ? 0.5 : 1) : 0,
                      Math.max(...yv, o.yScale === "log2" ? 2 : 1), h - M.bottom, M.top, 6);
+    if (zeros) ys.ticks = ys.ticks.filter((t) => t >= 1);
     axes(svg, xs, ys, w, h, o.xFmt, o.yFmt, o.xLabel, o.yLabel);
+    if (zeros) el("text", { x: M.left - 6, y: h - M.bottom + 4, "text-anchor": "end" }, svg, "0");
     if (o.vline !== undefined && o.vline >= xs.lo && o.vline <= xs.hi) {
       const x = xs.f(o.vline);
       el("line", { x1: x, x2: x, y1: M.top, y2: h - M.bottom, stroke: "#444", "stroke-dasharray": "3 3" }, svg);
@@ -197,7 +201,7 @@
       points: s.points.map(([ctx, n]) => ({
         x: ctx, y: n, hollow: n === 0,
         tip: `${s.label} (vLLM)\ncontext ${fmtInt(ctx)} tokens (max_model_len)\n` +
-             (n > 0 ? `${fmtInt(n)} requests at once` : "vLLM does not start: the KV cache cannot hold one request"),
+             (n > 0 ? `${fmtInt(n)} request${n === 1 ? "" : "s"} at once` : "vLLM does not start: the KV cache cannot hold one request"),
       })),
     }));
     lineChart(svg, { series, xScale: "log2", yScale: "log2", xFmt: fmtTokens, yFmt: fmtInt,
@@ -239,7 +243,7 @@
     if (!mem || !mem.bars.length) { message(svg, "no rows to draw"); return; }
     const { w, h } = clear(svg);
     const bars = mem.bars;
-    const left = 130, top = M.top, bottom = h - M.bottom;
+    const left = 130, top = M.top + 6, bottom = h - M.bottom;
     const band = (bottom - top) / bars.length;
     const maxBytes = Math.max(mem.total_bytes, ...bars.map((b) => b.total + (b.shortfall_bytes || 0)));
     const xs = scale("lin", 0, maxBytes / GiB, left, w - M.right - 150, 8);
@@ -252,7 +256,8 @@
     el("text", { x: (left + xs.f(xs.hi)) / 2, y: h - 8, "text-anchor": "middle", class: "muted" }, ax, "GiB");
     const gx = xs.f(mem.total_bytes / GiB);
     el("line", { x1: gx, x2: gx, y1: top - 4, y2: bottom, stroke: "#b42318", "stroke-dasharray": "4 3" }, svg);
-    el("text", { x: gx + 3, y: top + 6, fill: "#b42318" }, svg, `GPU ${(mem.total_bytes / GiB).toFixed(2)} GiB`);
+    el("text", { x: gx - 3, y: top - 6, fill: "#b42318", "text-anchor": "end" }, svg,
+       `GPU ${(mem.total_bytes / GiB).toFixed(2)} GiB`);
     const g = el("g", { class: "bars" }, svg);
     let segments = 0;
     bars.forEach((b, i) => {
