@@ -16,6 +16,7 @@ reaches the client (no stack trace: an unexpected failure is logged here and ans
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import threading
@@ -120,7 +121,7 @@ async def _params(request: Request) -> dict:
     return params
 
 
-def create_app(allow_hub: bool = False, cache_size: int = 512, allowed_hosts: list[str] | None = None) -> Starlette:
+def create_app(allow_hub: bool = False, cache_size: int = 2048, allowed_hosts: list[str] | None = None) -> Starlette:
     """The app. `allow_hub`: read hub ids outside the catalog (network); `cache_size`: answers kept (0: none);
     `allowed_hosts`: Host headers accepted (default: loopback names only, which stops DNS-rebinding pages)."""
     cache = ResponseCache(cache_size)
@@ -131,6 +132,12 @@ def create_app(allow_hub: bool = False, cache_size: int = 512, allowed_hosts: li
         if fmt not in ("json", "csv") or (fmt == "csv" and kind != "plan"):
             return _error(400, f"format {str(fmt)[:20]!r}: only plan answers CSV (format=csv); JSON is the default")
         extra = {k: params.get(k) for k in ("row", "row_engine") if kind == "explain"}
+        # the same request text again (a page re-sending its inputs) is answered before any parsing; a differently
+        # spelled but equal request (8k vs 8192) is found again after parsing, under the canonical key
+        raw_key = (kind, hashlib.sha256(json.dumps(params, sort_keys=True, default=str).encode()).hexdigest())
+        hit = cache.get(raw_key)
+        if hit is not None:
+            return Response(hit[0], media_type=hit[1], headers=SECURITY_HEADERS)
         web = inputs.parse(params, allow_hub=allow_hub)
         key = (kind, fmt, web.key, json.dumps(extra, sort_keys=True, default=str))
         hit = cache.get(key)
@@ -142,6 +149,7 @@ def create_app(allow_hub: bool = False, cache_size: int = 512, allowed_hosts: li
                            "plots": views.plots_payload}[kind](web, **extra)
                 hit = (_json_bytes(payload), "application/json")
             cache.put(key, hit)
+        cache.put(raw_key, hit)
         body, media = hit
         return Response(body, media_type=media, headers=SECURITY_HEADERS)
 

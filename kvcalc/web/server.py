@@ -20,7 +20,7 @@ def check_installed() -> None:
 
 
 def serve(host: str = "127.0.0.1", port: int = 8000, open_browser: bool = False, allow_hub: bool = False,
-          cache_size: int = 512) -> None:
+          cache_size: int = 2048) -> None:
     check_installed()
     import uvicorn
 
