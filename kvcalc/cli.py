@@ -1,87 +1,119 @@
-"""The `kvcalc` command: plan, explain, plot, gpus, models, validate.
+"""The `kvcalc` command: plan, explain, plot, gpus, models, validate, fit, search.
 
 Usage errors print one line and exit with code 2; no traceback reaches the user for bad input.
 """
 
 from __future__ import annotations
 
-import csv
 import dataclasses
-import io
 import json
 
 import click
 
-from .cli_errors import run_command
-from .errors import UsageError
+from . import limits
+from .cli_errors import CONTEXT_SETTINGS, run_command
+from .errors import UsageError, shown
 from .units import parse_tokens
 
-CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 110}
+
+def _option(param) -> str:
+    return "--" + param.name.replace("_", "-") if param else "value"
 
 
 class _Tokens(click.ParamType):
+    """A token count such as 32k; within limits.BOUNDS when the option has a bound there."""
+
     name = "tokens"
 
     def convert(self, value, param, ctx):
-        if isinstance(value, int):
-            return value
-        try:
-            return parse_tokens(value, what=f"--{param.name.replace('_', '-')}" if param else "size")
-        except UsageError as exc:
-            self.fail(str(exc), param, ctx)
+        number = parse_tokens(value, what=_option(param))
+        if param is not None and param.name in limits.BOUNDS:
+            limits.check(param.name, number)
+        return number
 
 
 class _Fraction(click.ParamType):
     name = "fraction"
 
     def convert(self, value, param, ctx):
+        if isinstance(value, float):
+            return value
         try:
             number = float(value)
         except (TypeError, ValueError):
-            self.fail(f"{value!r} is not a number", param, ctx)
-        if not 0 < number <= 1:
-            self.fail(f"gpu_memory_utilization must be in (0, 1], got {value}: it is the share of the GPU's "
-                      "memory vLLM may use", param, ctx)
+            raise UsageError(f"{_option(param)} {shown(value)} is not a number") from None
+        if not 0 < number <= 1:  # NaN fails this too
+            raise UsageError(f"{_option(param)} must be in (0, 1], got {shown(value)}: it is the share of the GPU's "
+                             "memory vLLM may use (gpu_memory_utilization)")
         return number
 
 
 class _Positive(click.ParamType):
+    """A whole number from 1 (to limits.BOUNDS when the option has a bound there); ASCII digits only."""
+
     name = "n"
 
     def convert(self, value, param, ctx):
-        try:
-            number = int(value)
-        except (TypeError, ValueError):
-            self.fail(f"{value!r} is not a whole number", param, ctx)
-        if number < 1:
-            self.fail(f"must be at least 1, got {value}", param, ctx)
+        if isinstance(value, int):
+            number = value
+        else:
+            text = str(value).strip()
+            if not (text.isascii() and text.isdigit()):
+                raise UsageError(f"{_option(param)} {shown(value)} is not a whole number")
+            if len(text.lstrip("0")) > 12:
+                raise UsageError(f"{_option(param)} {shown(value)} is too large")
+            number = int(text)
+        if param is not None and param.name in limits.BOUNDS:
+            limits.check(param.name, number)
+        elif number < 1:
+            raise UsageError(f"{_option(param)} must be at least 1, got {shown(value)}")
         return number
 
 
-TOKENS, FRACTION, POSITIVE = _Tokens(), _Fraction(), _Positive()
+class _Name(click.ParamType):
+    """A catalog name, GPU id, hub id or file path: printable text of at most MAX_NAME characters (a NUL or a
+    newline cannot name anything, and a path longer than the OS allows is refused before the OS is asked)."""
+
+    name = "text"
+    MAX_NAME = 4096  # PATH_MAX on Linux
+
+    def convert(self, value, param, ctx):
+        text = str(value)
+        if len(text) > self.MAX_NAME:
+            raise UsageError(f"{_option(param)} {shown(value)} is too long")
+        if not text.isprintable():
+            raise UsageError(f"{_option(param)} {shown(value)} holds a control character")
+        return text
+
+
+TOKENS, FRACTION, POSITIVE, NAME = _Tokens(), _Fraction(), _Positive(), _Name()
 
 
 def _plan_options(func):
     options = [
-        click.option("--gpu", default="t4", show_default=True, help="GPU id or alias (kvcalc gpus), or a YAML file."),
-        click.option("--model", default=None, help="catalog name (kvcalc models), config.json path, or hub id. "
+        click.option("--gpu", default="t4", type=NAME, show_default=True, help="GPU id or alias (kvcalc gpus), or a YAML file."),
+        click.option("--model", default=None, type=NAME, help="catalog name (kvcalc models), config.json path, or hub id. "
                      "[default: llama-3.2-3b]"),
         click.option("--context", default="8k", type=TOKENS, show_default=True,
-                     help="tokens per request (prompt + generation), e.g. 32k."),
-        click.option("--batch", default=1, type=POSITIVE, show_default=True, help="concurrent requests."),
+                     help=f"tokens per request (prompt + generation), e.g. 32k; at most {limits.MAX_CONTEXT:,}."),
+        click.option("--batch", default=1, type=POSITIVE, show_default=True,
+                     help=f"concurrent requests (at most {limits.MAX_BATCH:,})."),
         click.option("--engine", type=click.Choice(["hf", "vllm", "both"]), default="both", show_default=True),
-        click.option("--weights", default=None, help="weight format: bf16, fp8, int8, nf4, nf4-dq, awq, gptq, hqq4."),
-        click.option("--kv", default=None, help="KV format: auto, fp8, fp8-e5m2, hqq-8 (int8), hqq-4, hqq-2, quanto-4, quanto-2."),
+        click.option("--weights", default=None, type=NAME, help="weight format: bf16, fp8, int8, nf4, nf4-dq, awq, gptq, hqq4."),
+        click.option("--kv", default=None, type=NAME, help="KV format: auto, fp8, fp8-e5m2, hqq-8 (int8), hqq-4, hqq-2, quanto-4, quanto-2."),
         click.option("--util", "--gpu-memory-utilization", "util", default=0.9, type=FRACTION, show_default=True,
                      help="vLLM gpu_memory_utilization."),
-        click.option("--max-model-len", type=TOKENS, default=None, help="vLLM max_model_len [default: --context]."),
+        click.option("--max-model-len", type=TOKENS, default=None, help=f"vLLM max_model_len, at most {limits.MAX_CONTEXT:,} [default: --context]."),
         click.option("--max-num-batched-tokens", type=TOKENS, default=None,
-                     help="vLLM max_num_batched_tokens [default: vLLM's for this GPU]."),
-        click.option("--max-num-seqs", type=POSITIVE, default=None, help="vLLM max_num_seqs."),
+                     help=f"vLLM max_num_batched_tokens, at most {limits.MAX_BATCHED_TOKENS:,} [default: vLLM's for this GPU]."),
+        click.option("--max-num-seqs", type=POSITIVE, default=None,
+                     help=f"vLLM max_num_seqs (at most {limits.MAX_BATCH:,})."),
         click.option("--enforce-eager", is_flag=True, help="vLLM without CUDA graphs."),
-        click.option("--vllm-version", default=None, help="vLLM version whose rules apply [default: 0.26.0]."),
-        click.option("--tp", default=1, type=POSITIVE, show_default=True, help="tensor-parallel GPUs."),
-        click.option("--pp", default=1, type=POSITIVE, show_default=True, help="pipeline-parallel stages."),
+        click.option("--vllm-version", default=None, type=NAME, help="vLLM version whose rules apply [default: 0.26.0]."),
+        click.option("--tp", default=1, type=POSITIVE, show_default=True,
+                     help=f"tensor-parallel GPUs (at most {limits.MAX_PARALLEL}; must divide the attention heads)."),
+        click.option("--pp", default=1, type=POSITIVE, show_default=True,
+                     help=f"pipeline-parallel stages (at most {limits.MAX_PARALLEL} and the model's layers)."),
     ]
     for option in reversed(options):
         func = option(func)
@@ -91,26 +123,41 @@ def _plan_options(func):
 def _request(gpu, model, context, batch, engine, weights, kv, util, max_model_len, max_num_batched_tokens,
              max_num_seqs, enforce_eager, vllm_version, tp, pp):
     from .catalog import DEFAULT_MODEL, load_model
-    from .engines.vllm import DEFAULT_VERSION, parse_version
     from .hardware import get_gpu
-    from .plan import PlanRequest
+    from .plan import PlanRequest, request_warnings
 
     spec = load_model(model or DEFAULT_MODEL)
     profile = get_gpu(gpu)
-    version = vllm_version or DEFAULT_VERSION
-    parse_version(version)
-    warnings = []
-    if spec.max_position_embeddings and context > spec.max_position_embeddings:
-        warnings.append(f"context {context:,} exceeds {spec.name}'s max_position_embeddings "
-                        f"{spec.max_position_embeddings:,}: quality past it is not what the model was trained for")
     engines = ("vllm", "hf") if engine == "both" else (engine,)
     req = PlanRequest(spec=spec, gpu=profile, context=context, batch=batch, engines=engines, weights=weights, kv=kv,
                       util=util, max_model_len=max_model_len, max_num_batched_tokens=max_num_batched_tokens,
-                      max_num_seqs=max_num_seqs, enforce_eager=enforce_eager, vllm_version=version, tp=tp, pp=pp)
-    return req, warnings
+                      max_num_seqs=max_num_seqs, enforce_eager=enforce_eager, vllm_version=vllm_version, tp=tp,
+                      pp=pp)
+    return req, request_warnings(req)
 
 
-@click.group(context_settings=CONTEXT_SETTINGS)
+class _Commands(click.Group):
+    """kvcalc's commands. `validate` (the measuring wing, kvcalc/validate/) and `fit`/`search` (kvcalc/search_cli.py)
+    are imported only when they are run or listed, so `kvcalc plan` never loads them."""
+
+    LAZY = ("validate", "fit", "search")
+
+    def list_commands(self, ctx):
+        return sorted([*super().list_commands(ctx), *self.LAZY])
+
+    def get_command(self, ctx, name):
+        if name == "validate":
+            from .validate.cli import validate
+
+            return validate
+        if name in ("fit", "search"):  # kvcalc/search_cli.py, on plan's own options
+            from .search_cli import commands
+
+            return commands(_plan_options, _request, TOKENS)[name]
+        return super().get_command(ctx, name)
+
+
+@click.group(cls=_Commands, context_settings=CONTEXT_SETTINGS)
 @click.version_option(package_name="kvcalc")
 def cli():
     """Will this model fit on this GPU under this engine, and how fast will it decode?"""
@@ -132,7 +179,8 @@ def plan(as_json, as_csv, explain_config, tp_sweep, plot_path, **kwargs):
     Example: kvcalc plan --gpu t4 --context 32k
     """
     from .plan import plan as make_plan
-    from .plan import custom_key, plan_json, tp_sweep as make_sweep
+    from .plan import plan_json, should_sweep
+    from .plan import tp_sweep as make_sweep
 
     if plot_path:
         from .plots import check_output
@@ -140,17 +188,15 @@ def plan(as_json, as_csv, explain_config, tp_sweep, plot_path, **kwargs):
         check_output(plot_path)
     req, warnings = _request(**kwargs)
     rows = make_plan(req, warnings)
-    sweep = None
-    # the configuration asked for (or the baseline): when it does not fit on one GPU, show the TP sizes that do
-    target = [r for r in rows if r.engine == "vllm" and r.config == custom_key(req)]
-    if "vllm" in req.engines and req.tp == 1 and req.pp == 1 and (tp_sweep or (target and not target[0].fits)):
-        sweep = make_sweep(req)
+    sweep = make_sweep(req) if should_sweep(req, rows, tp_sweep) else None
     if as_json:
         click.echo(json.dumps(plan_json(req, rows, warnings, sweep), indent=1))
         _write_plot("all", req, rows, plot_path)
         return
     if as_csv:
-        click.echo(_csv(rows), nl=False)
+        from .render import csv_text
+
+        click.echo(csv_text(rows), nl=False)
         _write_plot("all", req, rows, plot_path)
         return
     from .render import explain_text, render_sweep, render_table
@@ -205,33 +251,20 @@ def plot_command(kind, out_path, **kwargs):
 @_plan_options
 def explain(**kwargs):
     """Full breakdown of one configuration (--weights/--kv choose it; default: the baseline)."""
+    from .plan import custom_key
     from .plan import plan as make_plan
     from .render import explain_text
 
     req, warnings = _request(**kwargs)
     rows = make_plan(req, warnings)
+    wanted = [r for r in rows if r.config == custom_key(req)]
+    if not wanted:  # the asked configuration runs on no asked engine: say why rather than explain another one
+        why = [w for w in warnings if w.startswith(("vllm:", "hf:"))]
+        raise UsageError("nothing to explain: " + "; ".join(why or ["no row for the asked configuration"]))
     for warning in warnings:
         click.echo(f"warning: {warning}", err=True)
-    from .plan import custom_key
-
-    wanted = [r for r in rows if r.config == custom_key(req)]
-    for row in wanted or rows[:1]:
+    for row in wanted:
         click.echo(explain_text(req, row))
-
-
-def _csv(rows) -> str:
-    buf = io.StringIO()
-    fields = ["config", "engine", "weights_format", "kv_format", "weights_bytes", "kv_bytes_per_token",
-              "kv_capacity_tokens", "max_concurrency", "hf_memory_bytes", "decode_tokens_per_s", "fits",
-              "shortfall_bytes", "quality_risk", "verdicts"]
-    writer = csv.DictWriter(buf, fieldnames=fields)
-    writer.writeheader()
-    for row in rows:
-        data = row.to_json()
-        data["verdicts"] = "; ".join(row.verdicts)
-        data["decode_tokens_per_s"] = round(row.decode_tokens_per_s, 2)
-        writer.writerow({k: data[k] for k in fields})
-    return buf.getvalue()
 
 
 @cli.command()
@@ -275,21 +308,13 @@ def models(as_json):
 @click.option("--open", "open_browser", is_flag=True, help="open the page in the default browser.")
 @click.option("--allow-hub", is_flag=True, help="let the page read hub ids outside the catalog (network access).")
 def serve(host, port, open_browser, allow_hub):
-    """A local web page: the table, the plots and explain, updated as you type (needs kvcalc[web])."""
-    from .web.server import serve as run_server
+    """A local web page: the table, the plots, explain and search, updated as you type (needs kvcalc[web])."""
+    import importlib
 
-    run_server(host=host, port=port, open_browser=open_browser, allow_hub=allow_hub)
-
-
-def _add_validate() -> None:
-    try:
-        from .validate.cli import validate
-    except ImportError:  # the validation package is optional while it is being built
-        return
-    cli.add_command(validate)
-
-
-_add_validate()
+    # kvcalc/web/ is a surface above the CLI (it parses every request with the CLI's own options), so the CLI hands
+    # over to it by name, as an entry point would, rather than importing it (tests/test_import_graph.py)
+    importlib.import_module("kvcalc.web.server").serve(host=host, port=port, open_browser=open_browser,
+                                                       allow_hub=allow_hub)
 
 
 def main(argv: list[str] | None = None) -> None:

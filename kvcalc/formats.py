@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .errors import UsageError
+from .errors import UsageError, shown
 
 
 def _ceil_div(a: int, b: int) -> int:
@@ -81,37 +81,62 @@ _NF4_NOTE = ("4-bit weights on ~3B models can fall into repetition loops; 7B+ mo
 WEIGHT_FORMATS: dict[str, WeightFormat] = {
     f.name: f
     for f in (
-        WeightFormat("bf16", "BF16", "bfloat16, as released", 16, False, False, 8.0, "none", ("hf", "vllm")),
-        WeightFormat("fp16", "FP16", "float16", 16, False, False, None, "none", ("hf", "vllm")),
-        WeightFormat("fp32", "FP32", "float32", 32, False, False, None, "none", ("hf",)),
-        WeightFormat("fp8", "FP8 W8", "fp8 e4m3 weights, per-tensor scale (vLLM quantization=fp8)", 8, True,
-                     False, 8.9, "low", ("vllm",)),
-        WeightFormat("int8", "INT8", "bitsandbytes LLM.int8 (8-bit weights, fp32 row scales)", 8, True, True,
-                     None, "low", ("hf",)),
-        WeightFormat("nf4", "NF4", "bitsandbytes NF4, block 64, fp32 absmax (0.5625 B/param)", 4, True, True,
-                     None, "moderate", ("hf", "vllm"), "high", _NF4_NOTE),
-        WeightFormat("nf4-dq", "NF4+DQ", "bitsandbytes NF4 with double quantization (~0.516 B/param)", 4, True,
-                     True, None, "moderate", ("hf",), "high", _NF4_NOTE),
-        WeightFormat("awq", "AWQ int4", "AWQ int4, group 128, fp16 scales and packed zeros", 4, True, True, 7.5,
-                     "low", ("hf", "vllm"), "moderate",
-                     "calibrated on data: usually better than NF4 at the same size"),
-        WeightFormat("gptq", "GPTQ int4", "GPTQ int4, group 128, fp16 scales, packed zeros, g_idx", 4, True, True,
-                     7.5, "low", ("hf", "vllm"), "moderate", "calibrated on data"),
-        WeightFormat("hqq4", "HQQ 4-bit", "hqq 4-bit weights, group 64, scale+zero in the compute dtype", 4, True,
-                     True, None, "moderate", ("hf",), "high", "calibration-free"),
+        WeightFormat(name="bf16", label="BF16", description="bfloat16, as released", bits=16, quantizes_linears=False,
+                     needs_unpack=False, native_min_compute_capability=8.0, quality_risk="none",
+                     engines=("hf", "vllm")),
+        WeightFormat(name="fp16", label="FP16", description="float16", bits=16, quantizes_linears=False,
+                     needs_unpack=False, native_min_compute_capability=None, quality_risk="none",
+                     engines=("hf", "vllm")),
+        WeightFormat(name="fp32", label="FP32", description="float32", bits=32, quantizes_linears=False,
+                     needs_unpack=False, native_min_compute_capability=None, quality_risk="none", engines=("hf",)),
+        WeightFormat(name="fp8", label="FP8 W8",
+                     description="fp8 e4m3 weights, per-tensor scale (vLLM quantization=fp8)", bits=8,
+                     quantizes_linears=True, needs_unpack=False, native_min_compute_capability=8.9, quality_risk="low",
+                     engines=("vllm",)),
+        WeightFormat(name="int8", label="INT8", description="bitsandbytes LLM.int8 (8-bit weights, fp32 row scales)",
+                     bits=8, quantizes_linears=True, needs_unpack=True, native_min_compute_capability=None,
+                     quality_risk="low", engines=("hf",)),
+        WeightFormat(name="nf4", label="NF4", description="bitsandbytes NF4, block 64, fp32 absmax (0.5625 B/param)",
+                     bits=4, quantizes_linears=True, needs_unpack=True, native_min_compute_capability=None,
+                     quality_risk="moderate", engines=("hf", "vllm"), quality_risk_small="high",
+                     quality_note=_NF4_NOTE),
+        WeightFormat(name="nf4-dq", label="NF4+DQ",
+                     description="bitsandbytes NF4 with double quantization (~0.516 B/param)", bits=4,
+                     quantizes_linears=True, needs_unpack=True, native_min_compute_capability=None,
+                     quality_risk="moderate", engines=("hf",), quality_risk_small="high", quality_note=_NF4_NOTE),
+        WeightFormat(name="awq", label="AWQ int4", description="AWQ int4, group 128, fp16 scales and packed zeros",
+                     bits=4, quantizes_linears=True, needs_unpack=True, native_min_compute_capability=7.5,
+                     quality_risk="low", engines=("hf", "vllm"), quality_risk_small="moderate",
+                     quality_note="calibrated on data: usually better than NF4 at the same size"),
+        WeightFormat(name="gptq", label="GPTQ int4",
+                     description="GPTQ int4, group 128, fp16 scales, packed zeros, g_idx", bits=4,
+                     quantizes_linears=True, needs_unpack=True, native_min_compute_capability=7.5, quality_risk="low",
+                     engines=("hf", "vllm"), quality_risk_small="moderate", quality_note="calibrated on data"),
+        WeightFormat(name="hqq4", label="HQQ 4-bit",
+                     description="hqq 4-bit weights, group 64, scale+zero in the compute dtype", bits=4,
+                     quantizes_linears=True, needs_unpack=True, native_min_compute_capability=None,
+                     quality_risk="moderate", engines=("hf",), quality_risk_small="high",
+                     quality_note="calibration-free"),
     )
 }
 
 
-def weight_format(name: str) -> WeightFormat:
+_WEIGHT_ALIASES = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32", "auto": "bf16",
+                   "awq-int4": "awq", "gptq-int4": "gptq", "bnb-nf4": "nf4", "nf4dq": "nf4-dq", "hqq": "hqq4",
+                   "bnb-int8": "int8", "w8": "fp8"}
+
+
+def _lookup(registry: dict, aliases: dict[str, str], name: str, what: str):
+    """A format by name or alias (case and '_' vs '-' do not matter); a one-line UsageError listing the known ones."""
     key = name.strip().lower().replace("_", "-")
-    aliases = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32", "auto": "bf16",
-               "awq-int4": "awq", "gptq-int4": "gptq", "bnb-nf4": "nf4", "nf4dq": "nf4-dq", "hqq": "hqq4",
-               "bnb-int8": "int8", "w8": "fp8"}
     key = aliases.get(key, key)
-    if key not in WEIGHT_FORMATS:
-        raise UsageError(f"unknown weight format {name!r}; known: {', '.join(WEIGHT_FORMATS)}")
-    return WEIGHT_FORMATS[key]
+    if key not in registry:
+        raise UsageError(f"unknown {what} {shown(name)}; known: {', '.join(registry)}")
+    return registry[key]
+
+
+def weight_format(name: str) -> WeightFormat:
+    return _lookup(WEIGHT_FORMATS, _WEIGHT_ALIASES, name, "weight format")
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -167,19 +192,25 @@ class KvFormat:
 
 
 def _quantized(backend: str, bits: int, risk: str) -> KvFormat:
-    return KvFormat(f"{backend}-{bits}", f"{backend.upper() if backend == 'hqq' else backend} {bits}-bit KV",
-                    f"transformers QuantizedCache, backend {backend}, {bits}-bit, group 64, scale+zero per group, "
-                    "128-token full-precision residual", bits, 64, 2, 128, backend, None, None, True, risk)
+    return KvFormat(name=f"{backend}-{bits}", label=f"{backend.upper() if backend == 'hqq' else backend} {bits}-bit KV",
+                    description=f"transformers QuantizedCache, backend {backend}, {bits}-bit, group 64, scale+zero "
+                    "per group, 128-token full-precision residual", bits=bits, group_size=64, scale_tensors=2,
+                    residual_length=128, backend=backend, vllm_name=None, native_min_compute_capability=None,
+                    needs_unpack=True, quality_risk=risk)
 
 
 KV_FORMATS: dict[str, KvFormat] = {
     f.name: f
     for f in (
-        KvFormat("auto", "BF16 KV", "the model dtype (bf16)", 0, 0, 0, 0, None, "auto", None, False, "none"),
-        KvFormat("fp8", "FP8 KV", "fp8 e4m3, per-layer scale (vLLM kv_cache_dtype=fp8)", 8, 0, 0, 0, None,
-                 "fp8", 8.9, False, "low"),
-        KvFormat("fp8-e5m2", "FP8 e5m2 KV", "fp8 e5m2 (vLLM kv_cache_dtype=fp8_e5m2)", 8, 0, 0, 0, None,
-                 "fp8_e5m2", 8.9, False, "low"),
+        KvFormat(name="auto", label="BF16 KV", description="the model dtype (bf16)", bits=0, group_size=0,
+                 scale_tensors=0, residual_length=0, backend=None, vllm_name="auto",
+                 native_min_compute_capability=None, needs_unpack=False, quality_risk="none"),
+        KvFormat(name="fp8", label="FP8 KV", description="fp8 e4m3, per-layer scale (vLLM kv_cache_dtype=fp8)",
+                 bits=8, group_size=0, scale_tensors=0, residual_length=0, backend=None, vllm_name="fp8",
+                 native_min_compute_capability=8.9, needs_unpack=False, quality_risk="low"),
+        KvFormat(name="fp8-e5m2", label="FP8 e5m2 KV", description="fp8 e5m2 (vLLM kv_cache_dtype=fp8_e5m2)",
+                 bits=8, group_size=0, scale_tensors=0, residual_length=0, backend=None, vllm_name="fp8_e5m2",
+                 native_min_compute_capability=8.9, needs_unpack=False, quality_risk="low"),
         _quantized("hqq", 8, "none"),
         _quantized("hqq", 4, "low"),
         _quantized("hqq", 2, "moderate"),
@@ -189,13 +220,11 @@ KV_FORMATS: dict[str, KvFormat] = {
 }
 
 
-def kv_format(name: str) -> KvFormat:
-    key = name.strip().lower().replace("_", "-")
-    aliases = {"bf16": "auto", "fp16": "auto", "default": "auto", "fp8-e4m3": "fp8", "e4m3": "fp8",
+_KV_ALIASES = {"bf16": "auto", "fp16": "auto", "default": "auto", "fp8-e4m3": "fp8", "e4m3": "fp8",
                "e5m2": "fp8-e5m2", "hqq4": "hqq-4", "hqq2": "hqq-2", "quanto4": "quanto-4", "quanto2": "quanto-2",
                "int4": "hqq-4", "4bit": "hqq-4", "2bit": "hqq-2",
                "int8": "hqq-8", "hqq8": "hqq-8", "8bit": "hqq-8"}
-    key = aliases.get(key, key)
-    if key not in KV_FORMATS:
-        raise UsageError(f"unknown KV cache format {name!r}; known: {', '.join(KV_FORMATS)}")
-    return KV_FORMATS[key]
+
+
+def kv_format(name: str) -> KvFormat:
+    return _lookup(KV_FORMATS, _KV_ALIASES, name, "KV cache format")

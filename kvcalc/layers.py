@@ -1,7 +1,8 @@
 """What one decoder layer keeps per token or per sequence: the per-layer cache specs that engines sum their own way.
 
 Describing layers by what they store (instead of one formula for the whole model) is what keeps sliding-window, MLA and
-hybrid models right. Element counts here are dtype-free; formats.py turns elements into bytes.
+hybrid models right. Element counts here are dtype-free: each engine (kvcalc/engines/) turns them into bytes with its
+own rules and a formats.KvFormat.
 """
 
 from __future__ import annotations

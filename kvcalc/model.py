@@ -24,13 +24,13 @@ expert width).
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from .errors import UnsupportedModelError, UsageError
+from .errors import UnsupportedModelError, UsageError, shown
+from .input_files import MAX_CONFIG_BYTES, is_dir, load_json
 from .layers import FullAttention, LayerCache, MambaState, MultiLatentAttention, SlidingWindow
 
 
@@ -55,7 +55,7 @@ class ParamCounts:
     mlp: int  # dense MLPs, all experts and routers included
     norms: int
     lm_head: int  # 0 when tied to the embedding
-    other: int = 0  # anything else (e.g. Mamba mixers)
+    other: int = 0  # anything else: today the Mamba mixers (JSON key kept)
     active_mlp: int | None = None  # MoE: MLP parameters one token uses; None for dense models
 
     @property
@@ -94,16 +94,19 @@ class ModelSpec:
     params: ParamCounts
     layers: tuple[LayerCache, ...]
     linears: tuple[LinearGroup, ...]  # quantizable Linear weights (lm_head and embeddings excluded)
-    dtype_bytes: int = 2  # released dtype (bf16)
+    dtype_bytes: int = 2  # bytes per parameter of the checkpoint's torch_dtype (2 unless it says float32)
     moe: MoeInfo | None = None
     rotary_dim: int = 0  # per-head rotary dimension (for vLLM's cos/sin cache); 0 without RoPE (Jamba)
     source: str = ""
+    # the config.json dict the builder read (family defaults filled in); facts the engines need belong in fields above
     config: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
     # Multimodal checkpoints (Gemma 3 4B+): vision tower + projector parameters the checkpoint also holds. Not part of
-    # params (the text decoder); loaded by the multimodal classes and by vLLM unless it is told to skip them.
+    # params (the text decoder). The multimodal classes and vLLM load them unless told to skip them, but no weight
+    # ledger adds them yet: plans cover the text decoder (reading the encoders is issue 9's).
     vision_params: int = 0
     # Parameters (already in params) that transformers keeps in float32 whatever the load dtype
-    # (_keep_in_fp32_modules_strict: DeepSeek routers and e_score_correction_bias).
+    # (_keep_in_fp32_modules_strict: DeepSeek routers and e_score_correction_bias). Recorded, not yet charged at 4 bytes
+    # by the weight ledger (0.016% of DeepSeek-V3's parameters).
     fp32_params: int = 0
 
     @property
@@ -153,7 +156,7 @@ SUPPORTED = DENSE_LLAMA_LIKE | MOE | MLA | HYBRID
 def _text_config(cfg: dict[str, Any]) -> dict[str, Any]:
     """Multimodal configs (Gemma 3, Llama 4...) keep the decoder under text_config."""
     if "text_config" in cfg and "num_hidden_layers" not in cfg:
-        merged = dict(cfg["text_config"] or {})
+        merged = dict(cfg["text_config"] or {})  # an object or null: spec_from_config checked it
         merged.setdefault("architectures", cfg.get("architectures"))
         for key in ("torch_dtype", "dtype"):
             if cfg.get(key) is not None:
@@ -164,35 +167,55 @@ def _text_config(cfg: dict[str, Any]) -> dict[str, Any]:
     return cfg
 
 
-def spec_from_config(cfg: dict[str, Any], name: str = "model", source: str = "") -> ModelSpec:
-    """Build a ModelSpec from a config.json dict. Refuses (UnsupportedModelError) what it cannot account for."""
+def spec_from_config(cfg: dict[str, Any], name: str = "model", source: str = "", *, trusted: bool = False) -> ModelSpec:
+    """Build a ModelSpec from a config.json dict. Refuses (UnsupportedModelError) what it cannot account for.
+
+    A config from a user (trusted=False) is first held to its family's rules in config_schema.py: every field read
+    below, range-checked, the first bad one named in a one-line UsageError. Catalog configs pass trusted=True and skip
+    that (start-up time; tests/test_catalog.py checks them against the same rules).
+    """
+    label = shown(name, 60, quote=False)
     if not isinstance(cfg, dict):
-        raise UsageError(f"config of {name} is not a JSON object")
+        raise UsageError(f"config of {label} is not a JSON object")
+    for key in ("text_config", "vision_config", "quantization_config"):
+        if cfg.get(key) is not None and not isinstance(cfg[key], dict):
+            raise UsageError(f"config of {label}: {key} must be an object (got {shown(cfg[key], 30)})")
     outer_type = str(cfg.get("model_type", "")).lower()
     wrapped = "text_config" in cfg and "num_hidden_layers" not in cfg
     if wrapped and cfg.get("vision_config") is not None and outer_type not in MULTIMODAL_WRAPPERS:
         raise UnsupportedModelError(
-            f"{name} is a multimodal model ({outer_type or 'unknown type'}) whose vision tower kvcalc cannot count "
-            "yet; kvcalc refuses rather than guess (multimodal wrappers supported: "
+            f"{label} is a multimodal model ({shown(outer_type or 'unknown type', 40, quote=False)}) whose vision "
+            "tower kvcalc cannot count yet; kvcalc refuses rather than guess (multimodal wrappers supported: "
             f"{', '.join(sorted(MULTIMODAL_WRAPPERS))})"
         )
     text = _text_config(cfg)
     model_type = str(text.get("model_type", "")).lower()
     if model_type not in SUPPORTED:
         raise UnsupportedModelError(
-            f"model type {model_type or '(none)'!r} of {name} is not supported yet; kvcalc refuses rather than guess "
-            f"(supported: {', '.join(sorted(SUPPORTED | MULTIMODAL_WRAPPERS))})"
+            f"model type {shown(model_type, 40) if model_type else '(none)'} of {label} is not supported yet; "
+            f"kvcalc refuses rather than guess (supported: {', '.join(sorted(SUPPORTED | MULTIMODAL_WRAPPERS))})"
         )
     merged = dict(_DEFAULTS.get(model_type, {}))
     merged.update(text)  # a key present with null stays null (Mistral v0.3's "sliding_window": null)
+    vision = cfg.get("vision_config") if wrapped else None
+    if not trusted:
+        from .config_schema import check_config, check_vision_config  # pydantic: only for configs users supply
+
+        check_config(merged, model_type, label, prefix="text_config." if wrapped else "")
+        if vision is not None:
+            check_vision_config(vision, outer_type, label)
     try:
         spec = _BUILDERS[model_type](merged, name, model_type, source)
-    except (KeyError, TypeError, ValueError, ZeroDivisionError) as exc:
-        if isinstance(exc, UsageError):
-            raise
-        raise UsageError(f"config of {name} ({model_type}) is missing or has a bad field: {exc!r}") from None
-    if wrapped and cfg.get("vision_config") is not None:
-        spec = replace(spec, vision_params=_gemma3_vision_params(cfg["vision_config"], spec.hidden_size))
+        if vision is not None:
+            spec = replace(spec, vision_params=_gemma3_vision_params(vision, spec.hidden_size))
+    except UsageError:
+        raise
+    except KeyError as exc:
+        raise UsageError(f"config of {label} ({model_type}) is missing the field {shown(exc.args[0], 40)}") from None
+    except (TypeError, ValueError, ArithmeticError, AttributeError, IndexError, RecursionError, MemoryError) as exc:
+        # a trusted config, or a field the schema does not know a builder reads: still one line, never a traceback
+        raise UsageError(f"config of {label} ({model_type}) has a field kvcalc cannot use "
+                         f"({type(exc).__name__}: {shown(str(exc), 80, quote=False)})") from None
     return spec
 
 
@@ -283,7 +306,7 @@ def _kv_cache(kind: str, cfg: dict[str, Any], n_kv: int, head_dim: int) -> Layer
     return FullAttention(n_kv, head_dim, head_dim)
 
 
-def _standard_attention(c: _Count, cfg: dict[str, Any], model_type: str) -> None:
+def _standard_attention(counts: _Count, cfg: dict[str, Any], model_type: str) -> None:
     """One layer of q/k/v/o attention (phi3: fused qkv_proj) with the model type's biases and q/k norms."""
     h, n_heads = int(cfg["hidden_size"]), int(cfg["num_attention_heads"])
     n_kv = int(_get(cfg, "num_key_value_heads", default=n_heads))
@@ -296,37 +319,56 @@ def _standard_attention(c: _Count, cfg: dict[str, Any], model_type: str) -> None
     else:  # llama, granite, olmo2, gemma*, qwen3*: attention_bias on all four projections
         qkv_bias = o_bias = bool(cfg.get("attention_bias", False))
     if model_type == "phi3":
-        c.linear("attention", "qkv_proj", h, q_out + 2 * kv_out)
+        counts.linear("attention", "qkv_proj", h, q_out + 2 * kv_out)
     else:
-        c.linear("attention", "q_proj", h, q_out, bias=qkv_bias)
-        c.linear("attention", "k_proj", h, kv_out, bias=qkv_bias)
-        c.linear("attention", "v_proj", h, kv_out, bias=qkv_bias)
-    c.linear("attention", "o_proj", q_out, h, bias=o_bias)
+        counts.linear("attention", "q_proj", h, q_out, bias=qkv_bias)
+        counts.linear("attention", "k_proj", h, kv_out, bias=qkv_bias)
+        counts.linear("attention", "v_proj", h, kv_out, bias=qkv_bias)
+    counts.linear("attention", "o_proj", q_out, h, bias=o_bias)
     if model_type in ("qwen3", "qwen3_moe", "gemma3_text"):  # per-head RMSNorm on q and k
-        c.add("attention", 2 * hd)
+        counts.add("attention", 2 * hd)
     elif model_type == "olmo2":  # full-width RMSNorm on q and k
-        c.add("attention", q_out + kv_out)
+        counts.add("attention", q_out + kv_out)
 
 
-def _gated_mlp(c: _Count, h: int, inter: int, prefix: str = "", count: int = 1, bias: bool = False,
+def _gated_mlp(counts: _Count, h: int, inter: int, prefix: str = "", count: int = 1, bias: bool = False,
                fused: bool = False) -> int:
     """gate/up/down MLP(s) of width inter; returns their parameters."""
     if fused:  # phi3: gate_up_proj is one Linear
-        n = c.linear("mlp", prefix + "gate_up_proj", h, 2 * inter, count, bias)
+        n = counts.linear("mlp", prefix + "gate_up_proj", h, 2 * inter, count, bias)
     else:
-        n = c.linear("mlp", prefix + "gate_proj", h, inter, count, bias)
-        n += c.linear("mlp", prefix + "up_proj", h, inter, count, bias)
-    return n + c.linear("mlp", prefix + "down_proj", inter, h, count, bias)
+        n = counts.linear("mlp", prefix + "gate_proj", h, inter, count, bias)
+        n += counts.linear("mlp", prefix + "up_proj", h, inter, count, bias)
+    return n + counts.linear("mlp", prefix + "down_proj", inter, h, count, bias)
 
 
-def _spec(cfg: dict[str, Any], name: str, model_type: str, source: str, c: _Count, layers: list[LayerCache], *,
+def _moe_mlp(counts: _Count, h: int, expert_inter: int, n_experts: int, top_k: int, *,
+             router: Literal["linear", "fp32"] = "linear", router_bias: bool = False, shared_inter: int = 0) -> None:
+    """One mixture-of-experts MLP: a router, optional always-on shared experts of total width shared_inter, and
+    n_experts gated experts of width expert_inter, of which a token reads top_k.
+
+    router="linear": an nn.Linear(hidden, n_experts) without bias (Mixtral, Qwen3-MoE, Jamba; bitsandbytes quantizes
+    it). router="fp32": a bare Parameter kept in float32 (DeepSeek's gate, plus e_score_correction_bias when
+    router_bias), never quantized.
+    """
+    if router == "linear":
+        router_params = counts.linear("mlp", "router", h, n_experts)
+    else:
+        router_params = counts.add("mlp", n_experts * h + (n_experts if router_bias else 0))
+        counts.fp32 += router_params
+    shared = _gated_mlp(counts, h, shared_inter, prefix="shared_experts.") if shared_inter else 0
+    _gated_mlp(counts, h, expert_inter, prefix="experts.", count=n_experts)
+    counts.active_mlp += router_params + shared + top_k * 3 * h * expert_inter
+
+
+def _spec(cfg: dict[str, Any], name: str, model_type: str, source: str, counts: _Count, layers: list[LayerCache], *,
           head_dim: int, n_kv: int, intermediate: int, moe: MoeInfo | None = None, rotary_dim: int | None = None,
           ) -> ModelSpec:
     h, vocab = int(cfg["hidden_size"]), int(cfg["vocab_size"])
     tied = bool(_get(cfg, "tie_word_embeddings", default=model_type in _TIED_BY_DEFAULT))
-    params = ParamCounts(embedding=vocab * h, attention=c.parts["attention"], mlp=c.parts["mlp"],
-                         norms=c.parts["norms"], lm_head=0 if tied else vocab * h, other=c.parts["other"],
-                         active_mlp=c.active_mlp if moe else None)
+    params = ParamCounts(embedding=vocab * h, attention=counts.parts["attention"], mlp=counts.parts["mlp"],
+                         norms=counts.parts["norms"], lm_head=0 if tied else vocab * h, other=counts.parts["other"],
+                         active_mlp=counts.active_mlp if moe else None)
     return ModelSpec(
         name=name,
         model_type=model_type,
@@ -341,13 +383,13 @@ def _spec(cfg: dict[str, Any], name: str, model_type: str, source: str, c: _Coun
         tie_word_embeddings=tied,
         params=params,
         layers=tuple(layers),
-        linears=c.linears(),
+        linears=counts.linears(),
         dtype_bytes=_dtype_bytes(cfg),
         moe=moe,
         rotary_dim=_rotary_dim(cfg, head_dim) if rotary_dim is None else rotary_dim,
         source=source,
         config=cfg,
-        fp32_params=c.fp32,
+        fp32_params=counts.fp32,
     )
 
 
@@ -362,14 +404,14 @@ def _dense(cfg: dict[str, Any], name: str, model_type: str, source: str) -> Mode
     kinds = _attention_kinds(cfg, model_type, n_layers)
     norms_per_layer = 4 if model_type in ("gemma2", "gemma3_text") else 2
     mlp_bias = bool(cfg.get("mlp_bias")) and model_type in ("llama", "granite")
-    c = _Count()
+    counts = _Count()
     for _ in range(n_layers):
-        _standard_attention(c, cfg, model_type)
-        _gated_mlp(c, h, inter, bias=mlp_bias, fused=model_type == "phi3")
-        c.add("norms", norms_per_layer * h)
-    c.add("norms", h)  # final norm
+        _standard_attention(counts, cfg, model_type)
+        _gated_mlp(counts, h, inter, bias=mlp_bias, fused=model_type == "phi3")
+        counts.add("norms", norms_per_layer * h)
+    counts.add("norms", h)  # final norm
     layers = [_kv_cache(k, cfg, n_kv, hd) for k in kinds]
-    return _spec(cfg, name, model_type, source, c, layers, head_dim=hd, n_kv=n_kv, intermediate=inter)
+    return _spec(cfg, name, model_type, source, counts, layers, head_dim=hd, n_kv=n_kv, intermediate=inter)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -390,22 +432,19 @@ def _moe(cfg: dict[str, Any], name: str, model_type: str, source: str) -> ModelS
         step, only = int(cfg.get("decoder_sparse_step") or 1), set(cfg.get("mlp_only_layers") or [])
         is_moe = [i not in only and n_exp > 0 and (i + 1) % step == 0 for i in range(n_layers)]
     kinds = _attention_kinds(cfg, model_type, n_layers)
-    c = _Count()
+    counts = _Count()
     for moe_layer in is_moe:
-        _standard_attention(c, cfg, model_type)
+        _standard_attention(counts, cfg, model_type)
         if moe_layer:
-            router = c.linear("mlp", "router", h, n_exp)  # nn.Linear in transformers 4.x; bnb quantizes it
-            per_expert = 3 * h * exp_inter
-            _gated_mlp(c, h, exp_inter, prefix="experts.", count=n_exp)
-            c.active_mlp += router + k * per_expert
+            _moe_mlp(counts, h, exp_inter, n_exp, k)
         else:
-            c.active_mlp += _gated_mlp(c, h, dense_inter)
-        c.add("norms", 2 * h)
-    c.add("norms", h)
+            counts.active_mlp += _gated_mlp(counts, h, dense_inter)
+        counts.add("norms", 2 * h)
+    counts.add("norms", h)
     layers = [_kv_cache(kind, cfg, n_kv, hd) for kind in kinds]
     moe = MoeInfo(num_experts=n_exp, experts_per_token=k, expert_intermediate_size=exp_inter,
                   moe_layers=sum(is_moe))
-    return _spec(cfg, name, model_type, source, c, layers, head_dim=hd, n_kv=n_kv,
+    return _spec(cfg, name, model_type, source, counts, layers, head_dim=hd, n_kv=n_kv,
                  intermediate=dense_inter if not all(is_moe) else exp_inter, moe=moe)
 
 
@@ -431,34 +470,31 @@ def _deepseek(cfg: dict[str, Any], name: str, model_type: str, source: str) -> M
     n_shared = int(cfg.get("n_shared_experts") or 0)
     first_dense, freq = int(cfg.get("first_k_dense_replace") or 0), int(cfg.get("moe_layer_freq") or 1)
     score_bias = cfg.get("topk_method") == "noaux_tc" or model_type == "deepseek_v3"
-    c = _Count()
+    counts = _Count()
     n_moe = 0
     for i in range(n_layers):
         if q_lora is None:
-            c.linear("attention", "q_proj", h, n_heads * (nope + rope))
+            counts.linear("attention", "q_proj", h, n_heads * (nope + rope))
         else:
-            c.linear("attention", "q_a_proj", h, int(q_lora), bias=bias)
-            c.add("attention", int(q_lora))  # q_a_layernorm
-            c.linear("attention", "q_b_proj", int(q_lora), n_heads * (nope + rope))
-        c.linear("attention", "kv_a_proj_with_mqa", h, kv_lora + rope, bias=bias)
-        c.add("attention", kv_lora)  # kv_a_layernorm
-        c.linear("attention", "kv_b_proj", kv_lora, n_heads * (nope + v_dim))
-        c.linear("attention", "o_proj", n_heads * v_dim, h, bias=bias)
+            counts.linear("attention", "q_a_proj", h, int(q_lora), bias=bias)
+            counts.add("attention", int(q_lora))  # q_a_layernorm
+            counts.linear("attention", "q_b_proj", int(q_lora), n_heads * (nope + rope))
+        counts.linear("attention", "kv_a_proj_with_mqa", h, kv_lora + rope, bias=bias)
+        counts.add("attention", kv_lora)  # kv_a_layernorm
+        counts.linear("attention", "kv_b_proj", kv_lora, n_heads * (nope + v_dim))
+        counts.linear("attention", "o_proj", n_heads * v_dim, h, bias=bias)
         if i >= first_dense and i % freq == 0:
             n_moe += 1
-            router = c.add("mlp", n_exp * h + (n_exp if score_bias else 0))
-            c.fp32 += router
-            shared = _gated_mlp(c, h, exp_inter * n_shared, prefix="shared_experts.") if n_shared else 0
-            _gated_mlp(c, h, exp_inter, prefix="experts.", count=n_exp)
-            c.active_mlp += router + shared + k * 3 * h * exp_inter
+            _moe_mlp(counts, h, exp_inter, n_exp, k, router="fp32", router_bias=score_bias,
+                     shared_inter=exp_inter * n_shared)
         else:
-            c.active_mlp += _gated_mlp(c, h, dense_inter)
-        c.add("norms", 2 * h)
-    c.add("norms", h)
+            counts.active_mlp += _gated_mlp(counts, h, dense_inter)
+        counts.add("norms", 2 * h)
+    counts.add("norms", h)
     layers = [MultiLatentAttention(n_heads, kv_lora, rope, nope, v_dim) for _ in range(n_layers)]
     moe = MoeInfo(num_experts=n_exp, experts_per_token=k, shared_experts=n_shared, expert_intermediate_size=exp_inter,
                   moe_layers=n_moe)
-    return _spec(cfg, name, model_type, source, c, layers, head_dim=nope + rope, n_kv=n_heads,
+    return _spec(cfg, name, model_type, source, counts, layers, head_dim=nope + rope, n_kv=n_heads,
                  intermediate=dense_inter if n_moe < n_layers else exp_inter, moe=moe, rotary_dim=rope)
 
 
@@ -485,32 +521,30 @@ def _jamba(cfg: dict[str, Any], name: str, model_type: str, source: str) -> Mode
     n_state, k_conv = int(cfg["mamba_d_state"]), int(cfg["mamba_d_conv"])
     proj_bias, conv_bias = bool(cfg.get("mamba_proj_bias")), bool(cfg.get("mamba_conv_bias"))
     window_kinds = _attention_kinds(cfg, model_type, n_layers)
-    c = _Count()
+    counts = _Count()
     layers: list[LayerCache] = []
     n_moe = 0
     for i in range(n_layers):
         if i % a_period == a_offset:
-            _standard_attention(c, cfg, model_type)
+            _standard_attention(counts, cfg, model_type)
             layers.append(_kv_cache(window_kinds[i], cfg, n_kv, hd))
         else:
-            c.linear("other", "mamba.in_proj", h, 2 * big_i, bias=proj_bias)
-            c.add("other", big_i * k_conv + (big_i if conv_bias else 0))  # conv1d (not a Linear)
-            c.linear("other", "mamba.x_proj", big_i, rank + 2 * n_state)
-            c.linear("other", "mamba.dt_proj", rank, big_i, bias=True)
-            c.add("other", big_i * n_state + big_i + rank + 2 * n_state)  # A_log, D, dt/b/c_layernorm
-            c.linear("other", "mamba.out_proj", big_i, h, bias=proj_bias)
+            counts.linear("other", "mamba.in_proj", h, 2 * big_i, bias=proj_bias)
+            counts.add("other", big_i * k_conv + (big_i if conv_bias else 0))  # conv1d (not a Linear)
+            counts.linear("other", "mamba.x_proj", big_i, rank + 2 * n_state)
+            counts.linear("other", "mamba.dt_proj", rank, big_i, bias=True)
+            counts.add("other", big_i * n_state + big_i + rank + 2 * n_state)  # A_log, D, dt/b/c_layernorm
+            counts.linear("other", "mamba.out_proj", big_i, h, bias=proj_bias)
             layers.append(MambaState(conv_state_elements=big_i * (k_conv - 1), ssm_state_elements=big_i * n_state))
         if n_exp > 1 and i % e_period == e_offset:
             n_moe += 1
-            router = c.linear("mlp", "router", h, n_exp)
-            _gated_mlp(c, h, inter, prefix="experts.", count=n_exp)
-            c.active_mlp += router + k * 3 * h * inter
+            _moe_mlp(counts, h, inter, n_exp, k)
         else:
-            c.active_mlp += _gated_mlp(c, h, inter)
-        c.add("norms", 2 * h)  # input_layernorm, pre_ff_layernorm
-    c.add("norms", h)
+            counts.active_mlp += _gated_mlp(counts, h, inter)
+        counts.add("norms", 2 * h)  # input_layernorm, pre_ff_layernorm
+    counts.add("norms", h)
     moe = MoeInfo(num_experts=n_exp, experts_per_token=k, expert_intermediate_size=inter, moe_layers=n_moe)
-    return _spec(cfg, name, model_type, source, c, layers, head_dim=hd, n_kv=n_kv, intermediate=inter,
+    return _spec(cfg, name, model_type, source, counts, layers, head_dim=hd, n_kv=n_kv, intermediate=inter,
                  moe=moe if n_moe else None, rotary_dim=0)
 
 
@@ -541,12 +575,9 @@ _BUILDERS = {
 
 
 def load_config_file(path: str | Path) -> dict[str, Any]:
+    """A config.json (or a folder holding one), read as data: at most 8 MiB of UTF-8 JSON, finite numbers, bounded
+    nesting (input_files.py); anything else is a one-line UsageError."""
     p = Path(path)
-    if p.is_dir():
+    if is_dir(p):
         p = p / "config.json"
-    try:
-        return json.loads(p.read_text())
-    except FileNotFoundError:
-        raise UsageError(f"cannot read model config {str(path)!r}: no such file") from None
-    except (OSError, json.JSONDecodeError) as exc:
-        raise UsageError(f"cannot read model config {str(path)!r}: {exc}") from None
+    return load_json(p, "model config", MAX_CONFIG_BYTES)

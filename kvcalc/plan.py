@@ -2,49 +2,102 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
+from . import limits
 from .engines import hf as hf_engine
 from .engines import vllm as vllm_engine
-from .errors import UnsupportedModelError, UsageError
+from .errors import UnsupportedModelError, UsageError, shown
 from .formats import KvFormat, WeightFormat, kv_format, weight_format
 from .hardware import GpuProfile
-from .kvcache import hf_cache_bytes
+from .engines.hf import hf_cache_bytes
 from .model import ModelSpec
+from .quality import quality_cell
 from .throughput import decode_speed
 
 SCHEMA = "kvcalc.plan/1"
 
 
+def resolve_vllm_version(text: str | None) -> str:
+    """--vllm-version as packaging reads version numbers (PEP 440): '' or None is the default, 'v0.24' is 0.24,
+    '0.26.0rc1' follows the 0.26.0 rules; anything else ('abc', '-1', '32k') is refused. The rules go by release
+    number, and versions before 0.9.1 (no V1 engine accounting) are refused by the engine."""
+    from packaging.version import InvalidVersion, Version
+
+    if text is None or not str(text).strip():
+        return vllm_engine.DEFAULT_VERSION
+    try:
+        version = Version(str(text).strip())
+    except InvalidVersion:
+        raise UsageError(f"--vllm-version {shown(text)} is not a version number like "
+                         f"{vllm_engine.DEFAULT_VERSION}") from None
+    release = version.base_version
+    vllm_engine.parse_version(release)  # refuses versions kvcalc has no rules for
+    return release
+
+
+def parallel_refusal(spec: ModelSpec, tp: int, pp: int = 1) -> str | None:
+    """Why vLLM refuses this TP x PP size for this model, or None. vLLM checks, at start-up:
+    - the attention heads split evenly over TP ranks (vllm/config/model.py, ModelConfig.verify_with_parallel_config:
+      "Total number of attention heads must be divisible by tensor parallel size");
+    - the KV heads split evenly, or each rank holds one replicated KV head when TP exceeds them
+      (vllm/model_executor/layers/linear.py, QKVParallelLinear: num_kv_heads % tp == 0 or tp % num_kv_heads == 0);
+    - every pipeline stage holds at least one layer (vllm/distributed/utils.py, get_pp_indices splits
+      num_hidden_layers // pp layers per stage)."""
+    if tp > 1 and spec.num_heads % tp:
+        sizes = ", ".join(str(n) for n in range(1, min(spec.num_heads, 64) + 1) if spec.num_heads % n == 0)
+        return (f"--tp {tp} does not divide {spec.name}'s {spec.num_heads} attention heads, and vLLM requires it; "
+                f"TP sizes that do: {sizes}")
+    kv = spec.num_kv_heads
+    if tp > 1 and kv and (kv % tp if tp <= kv else tp % kv):
+        return (f"--tp {tp} neither divides {spec.name}'s {kv} KV heads nor is a multiple of them, and vLLM "
+                "requires one or the other")
+    if pp > spec.num_layers:
+        return (f"--pp {pp} is more pipeline stages than {spec.name}'s {spec.num_layers} layers: each stage needs "
+                "at least one layer")
+    return None
+
+
 @dataclass(frozen=True)
-class Config:
+class FormatChoice:
+    """One configuration of the table: a weight format and, per engine, the KV format it runs with (None: that
+    engine has no such configuration). Formats are resolved objects, never names; `key` is the JSON's `config`."""
+
     key: str
     label: str
-    weights: str
-    kv_vllm: str | None  # None: this engine has no such configuration
-    kv_hf: str | None
+    weights: WeightFormat
+    kv_vllm: KvFormat | None
+    kv_hf: KvFormat | None
+
+    @classmethod
+    def of(cls, key: str, label: str, weights: str, kv_vllm: str | None, kv_hf: str | None) -> FormatChoice:
+        return cls(key, label, weight_format(weights), kv_vllm and kv_format(kv_vllm), kv_hf and kv_format(kv_hf))
 
 
 STANDARD_CONFIGS = (
-    Config("baseline", "baseline (BF16 weights, BF16 KV)", "bf16", "auto", "auto"),
-    Config("fp8-kv", "FP8 KV", "bf16", "fp8", None),
-    Config("kv4", "4-bit KV (HQQ)", "bf16", None, "hqq-4"),
-    Config("nf4", "NF4 weights", "nf4", "auto", "auto"),
-    Config("nf4+fp8-kv", "NF4 weights + FP8 KV", "nf4", "fp8", None),
-    Config("nf4+kv4", "NF4 weights + 4-bit KV", "nf4", None, "hqq-4"),
-    Config("awq", "AWQ int4 weights", "awq", "auto", "auto"),
+    FormatChoice.of("baseline", "baseline (BF16 weights, BF16 KV)", "bf16", "auto", "auto"),
+    FormatChoice.of("fp8-kv", "FP8 KV", "bf16", "fp8", None),
+    FormatChoice.of("kv4", "4-bit KV (HQQ)", "bf16", None, "hqq-4"),
+    FormatChoice.of("nf4", "NF4 weights", "nf4", "auto", "auto"),
+    FormatChoice.of("nf4+fp8-kv", "NF4 weights + FP8 KV", "nf4", "fp8", None),
+    FormatChoice.of("nf4+kv4", "NF4 weights + 4-bit KV", "nf4", None, "hqq-4"),
+    FormatChoice.of("awq", "AWQ int4 weights", "awq", "auto", "auto"),
 )
+BASELINE = STANDARD_CONFIGS[0]
 
 
 @dataclass
 class PlanRequest:
+    """What the user asked. `weights`/`kv` may be given as names; they are resolved to formats once, here
+    (None: not asked, so the table shows the standard configurations)."""
+
     spec: ModelSpec
     gpu: GpuProfile
     context: int
     batch: int = 1
     engines: tuple[str, ...] = ("vllm", "hf")
-    weights: str | None = None
-    kv: str | None = None
+    weights: str | None = None  # the asked weight format's name (canonical after __post_init__); None: not asked
+    kv: str | None = None  # the asked KV format's name, likewise
     util: float = 0.9
     max_model_len: int | None = None
     max_num_batched_tokens: int | None = None
@@ -53,6 +106,54 @@ class PlanRequest:
     vllm_version: str = vllm_engine.DEFAULT_VERSION
     tp: int = 1
     pp: int = 1
+    # --weights/--kv resolved once, here; everything below uses these objects, never the names
+    asked_weights: WeightFormat | None = field(init=False, default=None, repr=False, compare=False)
+    asked_kv: KvFormat | None = field(init=False, default=None, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        for name in limits.BOUNDS:
+            limits.check(name, getattr(self, name))
+        self.vllm_version = resolve_vllm_version(self.vllm_version)
+        if self.weights is not None:
+            self.asked_weights = self.weights if isinstance(self.weights, WeightFormat) else weight_format(self.weights)
+            self.weights = self.asked_weights.name
+        if self.kv is not None:
+            self.asked_kv = self.kv if isinstance(self.kv, KvFormat) else kv_format(self.kv)
+            self.kv = self.asked_kv.name
+
+    @property
+    def asked(self) -> bool:
+        """True when --weights or --kv chose a configuration (the table then shows it beside the baseline)."""
+        return self.asked_weights is not None or self.asked_kv is not None
+
+    @property
+    def weights_or_default(self) -> WeightFormat:
+        return self.asked_weights or BASELINE.weights
+
+    @property
+    def kv_or_default(self) -> KvFormat:
+        return self.asked_kv or BASELINE.kv_vllm
+
+    # -- the one translation from a request to each engine's settings ------------------------------------------------
+
+    def vllm_settings(self, choice: FormatChoice, *, max_model_len: int | None = None,
+                      tp: int | None = None) -> vllm_engine.VllmSettings:
+        """vLLM's settings for `choice`: max_model_len defaults to --max-model-len, else --context (what you
+        would start vLLM with to serve this context); tp defaults to --tp."""
+        return vllm_engine.VllmSettings(
+            weights=choice.weights, kv=choice.kv_vllm, gpu_memory_utilization=self.util,
+            max_model_len=max_model_len or self.max_model_len or self.context,
+            max_num_batched_tokens=self.max_num_batched_tokens, max_num_seqs=self.max_num_seqs,
+            enforce_eager=self.enforce_eager, version=self.vllm_version,
+            tensor_parallel=tp or self.tp, pipeline_parallel=self.pp)
+
+    def hf_settings(self, choice: FormatChoice) -> hf_engine.HfSettings:
+        """transformers' settings for `choice`: a prompt and a generation that end at --context. The generation is
+        min(256, context / 2) tokens, as a chat turn generates a few hundred tokens and the prefill peak comes from
+        the prompt; the cache at the end holds the whole context either way."""
+        new_tokens = max(1, min(256, self.context // 2))
+        return hf_engine.HfSettings(weights=choice.weights, kv=choice.kv_hf, batch=self.batch,
+                                    prompt_len=self.context - new_tokens + 1, new_tokens=new_tokens)
 
 
 @dataclass
@@ -80,21 +181,23 @@ class Row:
     def to_json(self) -> dict:
         out = {k: v for k, v in asdict(self).items() if k not in ("vllm", "hf")}
         if self.vllm is not None:
-            out["vllm_breakdown"] = asdict(self.vllm)
+            out["vllm_breakdown"] = self.vllm.to_json()
         if self.hf is not None:
-            out["hf_breakdown"] = asdict(self.hf)
+            out["hf_breakdown"] = self.hf.to_json()
         return out
 
 
-def configs_for(req: PlanRequest) -> list[Config]:
-    if req.weights is None and req.kv is None:
+def configs_for(req: PlanRequest) -> list[FormatChoice]:
+    """The standard table, or the baseline and the configuration --weights/--kv asked for."""
+    if not req.asked:
         return list(STANDARD_CONFIGS)
-    w = weight_format(req.weights or "bf16")
-    k = kv_format(req.kv or "auto")
+    w, k = req.weights_or_default, req.kv_or_default
+    if w.name == "bf16" and k.name == "auto":
+        return [BASELINE]
     parts = ([w.name] if w.name != "bf16" else []) + ([f"{k.name}-kv"] if k.name != "auto" else [])
-    custom = Config("+".join(parts) or "baseline", f"{w.label} weights + {k.label}", w.name,
-                    k.name if k.vllm_name else None, k.name if (k.hf_quantized or k.name == "auto") else None)
-    return [STANDARD_CONFIGS[0], custom] if custom.weights != "bf16" or k.name != "auto" else [STANDARD_CONFIGS[0]]
+    custom = FormatChoice("+".join(parts), f"{w.label} weights + {k.label}", w,
+                          k if k.vllm_name else None, k if (k.hf_quantized or k.name == "auto") else None)
+    return [BASELINE, custom]
 
 
 RISK_LEVELS = ("none", "low", "moderate", "high")
@@ -115,84 +218,125 @@ def _fits_batch(req: PlanRequest, est: vllm_engine.VllmEstimate, concurrency: in
     return False, (blocks_needed - est.num_gpu_blocks) * est.layout.bytes_per_block
 
 
-def _vllm_row(req: PlanRequest, cfg: Config) -> Row | None:
-    if cfg.kv_vllm is None:
+def _vllm_row(req: PlanRequest, choice: FormatChoice) -> Row | None:
+    w, k = choice.weights, choice.kv_vllm
+    if k is None or "vllm" not in w.engines:
         return None
-    w, k = weight_format(cfg.weights), kv_format(cfg.kv_vllm)
-    if "vllm" not in w.engines:
-        return None
-    settings = vllm_engine.VllmSettings(
-        weights=w, kv=k, gpu_memory_utilization=req.util,
-        max_model_len=req.max_model_len or req.context, max_num_batched_tokens=req.max_num_batched_tokens,
-        max_num_seqs=req.max_num_seqs, enforce_eager=req.enforce_eager, version=req.vllm_version,
-        tensor_parallel=req.tp, pipeline_parallel=req.pp,
-    )
-    est = vllm_engine.estimate(req.spec, req.gpu, settings)
+    est = vllm_engine.estimate(req.spec, req.gpu, req.vllm_settings(choice))
     concurrency = est.concurrency_at(req.context)
     fits, shortfall = _fits_batch(req, est, concurrency)
-    speed = decode_speed(req.spec, req.gpu, "vllm", w, k, req.batch, req.context, req.enforce_eager, req.tp)
+    speed = decode_speed(req.spec, req.gpu, "vllm", w, k, req.batch, req.context, req.enforce_eager, req.tp,
+                         pp=req.pp, kv_bytes_per_token=est.deployment_kv_bytes_per_token)
     # capacity as vLLM logs it ("GPU KV cache size"): group-aware, so hybrid models count tokens, not pool blocks.
     # Weights and KV bytes per token are the deployment's: each of tp x pp GPUs holds its share.
-    return Row(cfg.key, cfg.label, "vllm", w.name, k.name, est.weights_bytes * req.tp * req.pp,
-               est.kv_bytes_per_token * req.tp * req.pp, est.logged_kv_tokens, concurrency, None, speed.tokens_per_s,
-               fits, shortfall, _risk(req.spec, w, k), notes=est.notes + speed.notes, vllm=est)
+    return Row(config=choice.key, label=choice.label, engine="vllm", weights_format=w.name, kv_format=k.name,
+               weights_bytes=est.deployment_weights_bytes, kv_bytes_per_token=est.deployment_kv_bytes_per_token,
+               kv_capacity_tokens=est.logged_kv_tokens, max_concurrency=concurrency, hf_memory_bytes=None,
+               decode_tokens_per_s=speed.tokens_per_s, fits=fits, shortfall_bytes=shortfall,
+               quality_risk=_risk(req.spec, w, k), notes=est.notes + speed.notes,
+               quality_evidence=quality_cell(w.name, k.name), vllm=est)
 
 
-def _hf_row(req: PlanRequest, cfg: Config) -> Row | None:
-    if cfg.kv_hf is None or req.tp > 1 or req.pp > 1:
+def _hf_row(req: PlanRequest, choice: FormatChoice) -> Row | None:
+    w, k = choice.weights, choice.kv_hf
+    if k is None or req.tp > 1 or req.pp > 1 or "hf" not in w.engines:
         return None
-    w, k = weight_format(cfg.weights), kv_format(cfg.kv_hf)
-    if "hf" not in w.engines:
-        return None
-    new_tokens = max(1, min(256, req.context // 2))
-    settings = hf_engine.HfSettings(w, k, req.batch, req.context - new_tokens + 1, new_tokens)
+    settings = req.hf_settings(choice)
     est = hf_engine.estimate(req.spec, settings, req.gpu)
     longest = hf_engine.max_context(req.spec, settings, req.gpu)
     speed = decode_speed(req.spec, req.gpu, "hf", w, k, req.batch, req.context)
     # per token of context at --context: sliding-window layers stop growing past their window
     per_token = hf_cache_bytes(req.spec.layers, 1, req.context, req.context, k, 2) / req.context
-    return Row(cfg.key, cfg.label, "hf", w.name, k.name, est.static_bytes, per_token, longest, None, est.total_bytes, speed.tokens_per_s, est.fits, est.shortfall_bytes, _risk(req.spec, w, k),
-               notes=est.notes + speed.notes, hf=est)
+    return Row(config=choice.key, label=choice.label, engine="hf", weights_format=w.name, kv_format=k.name,
+               weights_bytes=est.static_bytes, kv_bytes_per_token=per_token, kv_capacity_tokens=longest,
+               max_concurrency=None, hf_memory_bytes=est.total_bytes, decode_tokens_per_s=speed.tokens_per_s,
+               fits=est.fits, shortfall_bytes=est.shortfall_bytes, quality_risk=_risk(req.spec, w, k),
+               notes=est.notes + speed.notes, quality_evidence=quality_cell(w.name, k.name), hf=est)
 
 
-def _mark_verdicts(rows: list[Row]) -> None:
+def verdicts(rows: list[Row]) -> list[list[str]]:
+    """The verdicts of each row, per engine among the rows that fit: the most context (KV capacity, then speed),
+    the fastest decode, and the most context among low-risk rows when that is another row."""
+    out: list[list[str]] = [[] for _ in rows]
     for engine in ("vllm", "hf"):
-        fitting = [r for r in rows if r.engine == engine and r.fits]
+        fitting = [i for i, r in enumerate(rows) if r.engine == engine and r.fits]
         if not fitting:
             continue
-        most = max(fitting, key=lambda r: (r.kv_capacity_tokens or 0, r.decode_tokens_per_s))
-        most.verdicts.append("most context")
-        fastest = max(fitting, key=lambda r: r.decode_tokens_per_s)
-        fastest.verdicts.append("fastest decode")
-        safest = [r for r in fitting if r.quality_risk in ("none", "low")]
+        most = max(fitting, key=lambda i: (rows[i].kv_capacity_tokens or 0, rows[i].decode_tokens_per_s))
+        out[most].append("most context")
+        fastest = max(fitting, key=lambda i: rows[i].decode_tokens_per_s)
+        out[fastest].append("fastest decode")
+        safest = [i for i in fitting if rows[i].quality_risk in ("none", "low")]
         if safest:
-            best = max(safest, key=lambda r: (r.kv_capacity_tokens or 0))
-            if "most context" not in best.verdicts:
-                best.verdicts.append("most context at low risk")
+            best = max(safest, key=lambda i: (rows[i].kv_capacity_tokens or 0))
+            if "most context" not in out[best]:
+                out[best].append("most context at low risk")
+    return out
+
+
+def request_warnings(req: PlanRequest) -> list[str]:
+    """What is legal but unwise in the request itself, before any engine is asked."""
+    spec, out = req.spec, []
+    if spec.max_position_embeddings and req.context > spec.max_position_embeddings:
+        out.append(f"context {req.context:,} exceeds {spec.name}'s max_position_embeddings "
+                   f"{spec.max_position_embeddings:,}: quality past it is not what the model was trained for")
+    newest = vllm_engine.DEFAULT_VERSION
+    if vllm_engine.parse_version(req.vllm_version) > vllm_engine.parse_version(newest):
+        out.append(f"vLLM {req.vllm_version} is newer than the newest release kvcalc has rules for ({newest}); "
+                   f"the {newest} rules apply")
+    return out
+
+
+def _left_out(req: PlanRequest, engine: str, choice: FormatChoice) -> str | None:
+    """Why `engine` has no row for the configuration the user asked for (None when it has one)."""
+    w, k = choice.weights, choice.kv_vllm if engine == "vllm" else choice.kv_hf
+    if engine not in w.engines:
+        return f"{engine}: {choice.label} left out: {engine} does not run {w.label} weights"
+    if k is None:
+        return f"{engine}: {choice.label} left out: {engine} has no {req.kv_or_default.label} cache"
+    return None
 
 
 def plan(req: PlanRequest, warnings: list[str] | None = None) -> list[Row]:
     """Rows for every configuration and engine. An engine that cannot account for this model is left out, with
-    the reason appended to `warnings` (the other engine's rows still come); with one engine asked, it raises."""
+    the reason appended to `warnings` (the other engine's rows still come); with one engine asked, it raises.
+    A configuration the user asked for that an engine does not run is left out with a warning saying why; a
+    request that leaves no row at all is refused (never an empty table)."""
     if req.batch < 1:
         raise UsageError("--batch must be at least 1")
+    refusal = parallel_refusal(req.spec, req.tp, req.pp)
+    if refusal:
+        raise UsageError(refusal)
+    if "vllm" in req.engines and req.max_model_len is not None and req.context > req.max_model_len:
+        raise UsageError(f"--context {req.context:,} exceeds --max-model-len {req.max_model_len:,}: vLLM rejects "
+                         "requests longer than max_model_len (raise --max-model-len, or leave it out to use --context)")
+    notes: list[str] = []
     rows: list[Row] = []
     for engine in req.engines:
+        if engine == "hf" and (req.tp > 1 or req.pp > 1):
+            notes.append(f"hf: left out: transformers runs on one GPU here; --tp {req.tp} / --pp {req.pp} apply "
+                         "to vLLM")
+            continue
         try:
-            for cfg in configs_for(req):
-                row = _vllm_row(req, cfg) if engine == "vllm" else _hf_row(req, cfg)
+            for choice in configs_for(req):
+                row = _vllm_row(req, choice) if engine == "vllm" else _hf_row(req, choice)
                 if row is not None:
                     rows.append(row)
+                elif req.asked and choice is not BASELINE and _left_out(req, engine, choice):
+                    notes.append(_left_out(req, engine, choice))
         except UnsupportedModelError as exc:
             if len(req.engines) == 1 or warnings is None:
                 raise
-            warnings.append(f"{engine}: {exc}")
-    _mark_verdicts(rows)
-    from .quality import quality_cell
-
-    for row in rows:
-        row.quality_evidence = quality_cell(row.weights_format, row.kv_format)
-    return rows
+            notes.append(f"{engine}: {exc}")
+    if not rows:
+        why = [n for n in notes if n.startswith(("vllm:", "hf:"))]
+        raise UsageError("nothing to show: " + "; ".join(why or ["no engine runs this request"]))
+    overflow = next((r.vllm for r in rows if r.vllm is not None and r.vllm.cudagraph_overflow_bytes), None)
+    if overflow is not None:
+        notes.append(next(n for n in overflow.notes if n.startswith("util ")))
+    if warnings is not None:
+        warnings.extend(notes)
+    return [replace(row, verdicts=marks) for row, marks in zip(rows, verdicts(rows))]
 
 
 def plan_json(req: PlanRequest, rows: list[Row], warnings: list[str], sweep: list | None = None) -> dict:
@@ -209,7 +353,7 @@ def plan_json(req: PlanRequest, rows: list[Row], warnings: list[str], sweep: lis
                      "pp": req.pp},
         "warnings": warnings,
         "rows": [r.to_json() for r in rows],
-        "tp_sweep": [asdict(o) for o in sweep] if sweep else None,
+        "tp_sweep": [o.to_json() for o in sweep] if sweep else None,
     }
 
 
@@ -223,28 +367,51 @@ class TpOption:
     max_concurrency: int
     decode_tokens_per_s: float
 
+    def to_json(self) -> dict:
+        return {"tp": self.tp, "fits": self.fits, "shortfall_bytes": self.shortfall_bytes,
+                "weights_per_gpu_bytes": self.weights_per_gpu_bytes, "kv_capacity_tokens": self.kv_capacity_tokens,
+                "max_concurrency": self.max_concurrency, "decode_tokens_per_s": self.decode_tokens_per_s}
+
 
 def custom_key(req: PlanRequest) -> str:
     """The config key of the configuration --weights/--kv asked for ('baseline' when neither)."""
-    if req.weights is None and req.kv is None:
-        return "baseline"
-    return configs_for(req)[-1].key
+    return configs_for(req)[-1].key if req.asked else BASELINE.key
 
 
-def tp_sweep(req: PlanRequest, sizes: tuple[int, ...] = (1, 2, 4, 8)) -> list[TpOption]:
-    """The baseline vLLM configuration at each tensor-parallel size: what the smallest fitting TP gives and what
+def sweep_choice(req: PlanRequest) -> FormatChoice:
+    """The configuration the TP sweep runs: --weights, with --kv when vLLM runs it (else BF16 KV)."""
+    k = req.asked_kv if req.asked_kv is not None and req.asked_kv.vllm_name else BASELINE.kv_vllm
+    return FormatChoice("sweep", "sweep", req.weights_or_default, k, None)
+
+
+SWEEP_MAX_TP = 8  # GPUs in one server
+
+
+def tp_sweep(req: PlanRequest, sizes: tuple[int, ...] | None = None) -> list[TpOption]:
+    """The asked vLLM configuration at each tensor-parallel size from 1 to 8 that vLLM accepts for this model
+    (parallel_refusal: 1, 2, 4, 8 for most models; 1, 3 for 9 heads): what the smallest fitting TP gives and what
     each larger one buys (per-GPU weights shrink; KV capacity and speed grow)."""
+    sizes = sizes or tuple(range(1, SWEEP_MAX_TP + 1))
     out = []
-    w, k = weight_format(req.weights or "bf16"), kv_format(req.kv if req.kv and kv_format(req.kv).vllm_name else "auto")
+    choice = sweep_choice(req)
+    w, k = choice.weights, choice.kv_vllm
     for tp in sizes:
-        settings = vllm_engine.VllmSettings(
-            weights=w, kv=k, gpu_memory_utilization=req.util, max_model_len=req.max_model_len or req.context,
-            max_num_batched_tokens=req.max_num_batched_tokens, max_num_seqs=req.max_num_seqs,
-            enforce_eager=req.enforce_eager, version=req.vllm_version, tensor_parallel=tp)
-        est = vllm_engine.estimate(req.spec, req.gpu, settings)
-        speed = decode_speed(req.spec, req.gpu, "vllm", w, k, req.batch, req.context, req.enforce_eager, tp)
+        if parallel_refusal(req.spec, tp, req.pp):
+            continue
+        est = vllm_engine.estimate(req.spec, req.gpu, req.vllm_settings(choice, tp=tp))
+        speed = decode_speed(req.spec, req.gpu, "vllm", w, k, req.batch, req.context, req.enforce_eager, tp,
+                             kv_bytes_per_token=est.deployment_kv_bytes_per_token)
         concurrency = est.concurrency_at(req.context)
         fits, shortfall = _fits_batch(req, est, concurrency)
         out.append(TpOption(tp, fits, shortfall, est.weights_bytes, est.logged_kv_tokens, concurrency,
                             speed.tokens_per_s))
     return out
+
+
+def should_sweep(req: PlanRequest, rows: list[Row], asked: bool = False) -> bool:
+    """Show the TP sweep when asked (--tp-sweep), or when the asked configuration (else the baseline) does not fit
+    vLLM on one GPU; never when the user already chose a TP or PP size."""
+    if "vllm" not in req.engines or req.tp != 1 or req.pp != 1:
+        return False
+    target = [r for r in rows if r.engine == "vllm" and r.config == custom_key(req)]
+    return asked or bool(target and not target[0].fits)

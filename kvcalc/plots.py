@@ -1,29 +1,37 @@
 """Pictures of a plan: vLLM concurrency vs context, decode speed vs batch, and where the GPU's memory goes.
 
-The data functions (`capacity_series`, `hf_longest_contexts`, `speed_series`, `measured_speed_points`,
-`memory_segments`) are plain Python and tested on their own; the `plot_*` functions draw them with matplotlib,
-which is optional (`pip install 'kvcalc[plot]'`) and imported only inside the drawing functions, on the Agg canvas
-(no pyplot, no GUI, no global backend switch).
+Drawing only: the numbers come from `sweeps.py` (plain Python, tested on their own), and this file imports no
+engine. matplotlib is optional (`pip install 'kvcalc[plot]'`) and imported only inside the drawing functions, on
+the Agg canvas (no pyplot, no GUI, no global backend switch).
 """
 
 from __future__ import annotations
 
-import json
 import math
-from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from .engines import vllm as vllm_engine
 from .errors import UnsupportedModelError, UsageError
-from .formats import kv_format, weight_format
-from .plan import Config, PlanRequest, Row, configs_for
-from .throughput import decode_speed
+from .sweeps import (
+    HF_SEGMENTS,
+    VLLM_SEGMENTS,
+    capacity_series,
+    config_labels,
+    context_grid,
+    hf_longest_contexts,
+    kv_label,
+    measured_speed_points,
+    memory_segments,
+    plan_rows,
+    speed_label,
+    speed_series,
+)
 from .units import GiB
 
+if TYPE_CHECKING:
+    from .plan import PlanRequest, Row
+
 DPI = 150
-MAX_CONTEXT = 128 * 1024
-MIN_CONTEXT = 1024
-BATCHES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)
 MISSING_MATPLOTLIB = "plots need matplotlib: pip install 'kvcalc[plot]'"
 OUTPUT_SUFFIXES = (".png", ".svg", ".pdf")
 
@@ -56,211 +64,6 @@ def _fmt_tokens(n: float) -> str:
     return str(n)
 
 
-# -- data -------------------------------------------------------------------------------------------------------------
-
-
-def vllm_configs(req: PlanRequest) -> list[Config]:
-    """The configurations of the plan that vLLM can run (kv cache auto/fp8, weights vLLM loads)."""
-    return [c for c in configs_for(req) if c.kv_vllm is not None and "vllm" in weight_format(c.weights).engines]
-
-
-def context_grid(req: PlanRequest) -> list[int]:
-    """Context lengths from 1k to the model's max positions (at most 128k): powers of two and the midpoints
-    1.5 x 2^n, plus the model's max itself when it is not on the grid."""
-    top = min(req.spec.max_position_embeddings or MAX_CONTEXT, MAX_CONTEXT)
-    top = max(top, MIN_CONTEXT)
-    grid = []
-    n = MIN_CONTEXT
-    while n <= top:
-        grid.append(n)
-        if n * 3 // 2 <= top:
-            grid.append(n * 3 // 2)
-        n *= 2
-    if grid[-1] != top:
-        grid.append(top)
-    return sorted(set(grid))
-
-
-def _vllm_settings(req: PlanRequest, cfg: Config, max_model_len: int) -> vllm_engine.VllmSettings:
-    return vllm_engine.VllmSettings(
-        weights=weight_format(cfg.weights), kv=kv_format(cfg.kv_vllm), gpu_memory_utilization=req.util,
-        max_model_len=max_model_len, max_num_batched_tokens=req.max_num_batched_tokens,
-        max_num_seqs=req.max_num_seqs, enforce_eager=req.enforce_eager, version=req.vllm_version,
-        tensor_parallel=req.tp, pipeline_parallel=req.pp)
-
-
-def capacity_series(req: PlanRequest) -> dict[str, list[tuple[int, int]]]:
-    """Per vLLM configuration: [(context, requests of that many tokens that fit at once)], vLLM re-estimated with
-    max_model_len = context (what you would start it with to serve that context). 0 = vLLM does not start."""
-    out: dict[str, list[tuple[int, int]]] = {}
-    grid = context_grid(req)
-    for cfg in vllm_configs(req):
-        points = []
-        for context in grid:
-            est = vllm_engine.estimate(req.spec, req.gpu, _vllm_settings(req, cfg, context))
-            points.append((context, est.concurrency_at(context)))
-        out[cfg.key] = points
-    return out
-
-
-def hf_longest_contexts(req: PlanRequest, rows: list[Row] | None = None) -> dict[str, int]:
-    """Per HF configuration: the longest context (prompt + generation) that fits at --batch, from the plan rows."""
-    if rows is None:
-        from .plan import plan
-
-        rows = plan(req, [])
-    return {r.config: int(r.kv_capacity_tokens) for r in rows if r.engine == "hf" and r.kv_capacity_tokens}
-
-
-@dataclass(frozen=True)
-class SpeedPoint:
-    batch: int
-    tokens_per_s: float
-    fits: bool  # the batch's KV at this context fits in vLLM's cache (max concurrency >= batch)
-    bound: str  # "memory" or "compute"
-
-
-def speed_kvs(req: PlanRequest) -> list[str]:
-    return ["auto", "fp8"]
-
-
-def _speed_label(weights: str, kv: str) -> str:
-    return f"{weight_format(weights).label} weights, {kv_format(kv).label}"
-
-
-def vllm_concurrency(req: PlanRequest, cfg: Config, context: int) -> int:
-    """Requests of `context` tokens vLLM holds at once in this configuration (0: it does not start)."""
-    try:
-        est = vllm_engine.estimate(req.spec, req.gpu, _vllm_settings(req, cfg, req.max_model_len or context))
-    except UnsupportedModelError:
-        return 0
-    return est.concurrency_at(context)
-
-
-def speed_series(req: PlanRequest, context: int | None = None) -> dict[str, list[SpeedPoint]]:
-    """Predicted vLLM decode tokens/s vs batch at `context` (default --context), BF16 KV and FP8 KV, with the
-    weights of --weights (default BF16). Keys: 'auto' and 'fp8' (the KV format)."""
-    context = context or req.context
-    w = weight_format(req.weights or "bf16")
-    out: dict[str, list[SpeedPoint]] = {}
-    for kv in speed_kvs(req):
-        k = kv_format(kv)
-        cfg = Config(kv, kv, w.name, kv, None)
-        capacity = vllm_concurrency(req, cfg, context)
-        points = []
-        for batch in BATCHES:
-            d = decode_speed(req.spec, req.gpu, "vllm", w, k, batch, context, req.enforce_eager, req.tp)
-            points.append(SpeedPoint(batch, d.tokens_per_s, batch <= capacity, d.bound))
-        out[kv] = points
-    return out
-
-
-@dataclass(frozen=True)
-class MeasuredPoint:
-    case: str
-    kv: str
-    batch: int
-    tokens_per_s: float
-    context: int  # the mean context during the measured decode: prompt + half the generated tokens
-    prompt_len: int
-    new_tokens: int
-    gpu: str  # e.g. "H200"
-    vllm_version: str
-
-
-def validation_data_dir() -> Path:
-    import kvcalc
-
-    return Path(kvcalc.__file__).resolve().parent.parent / "docs" / "validation" / "data"
-
-
-def measured_speed_points(model: str, gpu_id: str, tp: int = 1, weights: str = "bf16",
-                          data_dir: Path | None = None) -> list[MeasuredPoint]:
-    """Decode speeds measured with vLLM and CUDA graphs (docs/validation/data/*.jsonl) for this model on this GPU.
-    Only the H200 was measured; anything else, or a missing data folder (an installed wheel), gives []."""
-    if gpu_id != "h200":
-        return []
-    folder = data_dir or validation_data_dir()
-    if not folder.is_dir():
-        return []
-    out: list[MeasuredPoint] = []
-    for path in sorted(folder.glob("vllm*.jsonl")):
-        try:
-            lines = path.read_text().splitlines()
-        except OSError:
-            continue
-        for line in lines:
-            try:
-                rec = json.loads(line)
-            except ValueError:
-                continue
-            s = rec.get("settings") or {}
-            if rec.get("status") != "ok" or s.get("model") != model or s.get("enforce_eager", True):
-                continue
-            if int(s.get("tensor_parallel_size") or 1) != tp or (s.get("weights") or "bf16") != weights:
-                continue
-            env = rec.get("environment") or {}
-            gpu_name = (env.get("gpu_name") or "H200").replace("NVIDIA ", "")
-            version = (rec.get("versions") or {}).get("vllm", "")
-            speed = (rec.get("observed") or {}).get("speed") or {}
-            for value in speed.values():
-                if not isinstance(value, dict) or not value.get("decode_tokens_per_s"):
-                    continue
-                context = int(value.get("prompt_len", 0) + value.get("max_tokens", 0) / 2)
-                out.append(MeasuredPoint(rec.get("case_id", ""), s.get("kv", "auto"), int(value["batch"]),
-                                         float(value["decode_tokens_per_s"]), context,
-                                         int(value.get("prompt_len", 0)), int(value.get("max_tokens", 0)),
-                                         gpu_name, version))
-    return out
-
-
-VLLM_SEGMENTS = ("weights", "activation peak", "non-torch", "CUDA graphs", "KV cache", "unused (1 - util)")
-HF_SEGMENTS = ("weights", "KV cache", "transient", "CUDA context", "free")
-
-
-@dataclass(frozen=True)
-class MemoryBar:
-    label: str  # e.g. "vLLM  baseline"
-    config: str
-    engine: str
-    fits: bool
-    segments: list[tuple[str, int]]  # (name, bytes), in drawing order; negative KV (does not fit) is clipped to 0
-    kv_tokens: int = 0  # vLLM: the KV cache size it logs; HF: context x batch held at the end of generate
-    shortfall_bytes: int = 0  # the plan's: how much more memory the row needs (0 when it fits)
-
-    @property
-    def total(self) -> int:
-        return sum(b for _, b in self.segments)
-
-
-def memory_segments(req: PlanRequest, rows: list[Row]) -> list[MemoryBar]:
-    """Where one GPU's memory goes, per row. vLLM: its budget (total x util) is weights + activation peak +
-    non-torch + CUDA graphs + the KV cache it allocates from what is left, and the rest of the GPU is unused, so a
-    fitting row sums to the GPU total. HF: weights + the cache at --context x --batch + the largest activation or
-    transient buffer + the CUDA context, and what is left is free."""
-    total = req.gpu.memory_total_bytes
-    bars = []
-    for r in rows:
-        if r.engine == "vllm" and r.vllm is not None:
-            e = r.vllm
-            segs = [("weights", e.weights_bytes), ("activation peak", e.activation_bytes),
-                    ("non-torch", e.non_torch_bytes), ("CUDA graphs", e.cudagraph_bytes),
-                    ("KV cache", max(e.available_kv_bytes, 0)),
-                    ("unused (1 - util)", e.total_memory - e.requested_memory)]
-            bars.append(MemoryBar(f"vLLM  {r.config}", r.config, "vllm", r.fits, segs, e.logged_kv_tokens,
-                                  r.shortfall_bytes))
-        elif r.engine == "hf" and r.hf is not None:
-            h = r.hf
-            transient = h.peak_increment_bytes - h.cache_bytes
-            used = h.static_bytes + h.peak_increment_bytes + h.cuda_context_bytes
-            segs = [("weights", h.static_bytes), ("KV cache", h.cache_bytes),
-                    ("transient", transient), ("CUDA context", h.cuda_context_bytes),
-                    ("free", max(total - used, 0))]
-            bars.append(MemoryBar(f"HF  {r.config}", r.config, "hf", r.fits, segs, h.cache_tokens * req.batch,
-                                  r.shortfall_bytes))
-    return bars
-
-
 def check_output(path) -> Path:
     """Fail before any work when no plot can be written: matplotlib missing, an unknown image type, no folder."""
     import importlib.util
@@ -272,6 +75,8 @@ def check_output(path) -> Path:
         raise UsageError(f"cannot write a plot to {str(path)!r}: name it .png (or .svg, .pdf)")
     if not path.parent.is_dir():
         raise UsageError(f"cannot write a plot to {str(path)!r}: no folder {str(path.parent)!r}")
+    if path.is_dir():
+        raise UsageError(f"cannot write a plot to {str(path)!r}: it is a folder")
     return path
 
 
@@ -356,7 +161,7 @@ def _note(ax, text: str) -> None:
 
 
 def draw_capacity(ax, req: PlanRequest, rows: list[Row] | None = None) -> None:
-    labels = {c.key: c.label for c in configs_for(req)}
+    labels = config_labels(req)
     grid = context_grid(req)
     try:
         series = capacity_series(req)
@@ -405,13 +210,13 @@ def draw_capacity(ax, req: PlanRequest, rows: list[Row] | None = None) -> None:
 def draw_speed(ax, req: PlanRequest) -> None:
     from matplotlib.ticker import FixedLocator, NullLocator
 
-    weights = weight_format(req.weights or "bf16").name
+    weights = req.weights_or_default.name
     series = speed_series(req)
     colors = {"auto": CONFIG_COLORS["baseline"], "fp8": CONFIG_COLORS["fp8-kv"]}
     ymax, ymin = 0.0, math.inf
     dashed = False
     for kv, points in series.items():
-        label = _speed_label(weights, kv)
+        label = speed_label(req, kv)
         compute = next((p.batch for p in points if p.bound == "compute"), None)
         extra = f", compute-bound from batch {compute}" if compute else ", memory-bound throughout"
         if kv != "auto" and "auto" in series and all(
@@ -440,14 +245,14 @@ def draw_speed(ax, req: PlanRequest) -> None:
             if ctx != req.context and kv in colors:
                 ref = speed_series(req, ctx)[kv]
                 ax.plot([p.batch for p in ref], [p.tokens_per_s for p in ref], color=colors.get(kv, "k"),
-                        linewidth=1.2, linestyle=":", label=f"predicted, {kv_format(kv).label} @ {ctx} "
+                        linewidth=1.2, linestyle=":", label=f"predicted, {kv_label(kv)} @ {ctx} "
                                                              "(the measured runs' context)")
                 ymax = max(ymax, max(p.tokens_per_s for p in ref))
             first = kv == "auto"
             ax.plot([m.batch for m in ms], [m.tokens_per_s for m in ms], linestyle="none",
                     marker="o" if first else "D", markersize=10 if first else 6, zorder=5 if first else 6,
                     markerfacecolor=colors.get(kv, "k"), markeredgecolor="black",
-                    label=f"measured ({gpu}, vLLM {version}, CUDA graphs), {kv_format(kv).label}, "
+                    label=f"measured ({gpu}, vLLM {version}, CUDA graphs), {kv_label(kv)}, "
                           f"prompt {ms[0].prompt_len} + {ms[0].new_tokens} new" if kv not in shown else None)
             shown.add(kv)
             ymax = max(ymax, max(m.tokens_per_s for m in ms))
@@ -549,16 +354,10 @@ def draw_memory(ax, req: PlanRequest, rows: list[Row]) -> None:
               bbox_to_anchor=(1.01, 1.0), borderaxespad=0, frameon=False)
 
 
-def _plan_rows(req: PlanRequest) -> list[Row]:
-    from .plan import plan
-
-    return plan(req, [])
-
-
 def plot_capacity_vs_context(req: PlanRequest, path, rows: list[Row] | None = None) -> Path:
     """vLLM max concurrency vs context per configuration (HF's longest context at --batch as markers)."""
     fig = _figure(11, 5.2)
-    draw_capacity(fig.add_subplot(), req, rows if rows is not None else _plan_rows(req))
+    draw_capacity(fig.add_subplot(), req, rows if rows is not None else plan_rows(req))
     return _save(fig, path)
 
 

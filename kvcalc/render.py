@@ -2,17 +2,27 @@
 
 from __future__ import annotations
 
+import csv
+import io
+import shutil
+from typing import TYPE_CHECKING
+
 from rich.console import Console
 from rich.table import Table
 
 from .units import GiB, fmt_bytes, fmt_gib, fmt_tokens
 
-import shutil
+if TYPE_CHECKING:  # annotations only: render sits above plan and never runs it
+    from .plan import PlanRequest, Row, TpOption
+
+CSV_FIELDS = ["config", "engine", "weights_format", "kv_format", "weights_bytes", "kv_bytes_per_token",
+              "kv_capacity_tokens", "max_concurrency", "hf_memory_bytes", "decode_tokens_per_s", "fits",
+              "shortfall_bytes", "quality_risk", "verdicts"]
 
 
 def _console() -> Console:
     # Wide enough for the decision table even when piped (rich falls back to 80 columns without a terminal);
-    # made per call so COLUMNS set at run time (docs_sync) is honoured.
+    # made per call so a COLUMNS set at run time (tests/docs_sync.py, the golden test) is honoured.
     return Console(highlight=False, width=max(shutil.get_terminal_size((160, 24)).columns, 150))
 
 
@@ -20,7 +30,7 @@ def _gib(n: int | None) -> str:
     return "-" if n is None else f"{n / GiB:.2f}"
 
 
-def render_table(req, rows) -> None:
+def render_table(req: PlanRequest, rows: list[Row]) -> None:
     spec, gpu = req.spec, req.gpu
     title = (f"{spec.name} ({spec.params.total / 1e9:.2f} B params) on {gpu.name} "
              f"({gpu.memory_total_bytes / GiB:.2f} GiB usable), context {fmt_tokens(req.context)} tokens, "
@@ -59,11 +69,24 @@ def render_table(req, rows) -> None:
         style="dim")
 
 
-def render_sweep(req, sweep) -> None:
+def csv_text(rows: list[Row]) -> str:
+    """The plan table as CSV: the row fields of the JSON, verdicts joined with '; ', speed to 0.01 tok/s."""
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=CSV_FIELDS)
+    writer.writeheader()
+    for row in rows:
+        data = row.to_json()
+        data["verdicts"] = "; ".join(row.verdicts)
+        data["decode_tokens_per_s"] = round(row.decode_tokens_per_s, 2)
+        writer.writerow({k: data[k] for k in CSV_FIELDS})
+    return buf.getvalue()
+
+
+def render_sweep(req: PlanRequest, sweep: list[TpOption]) -> None:
     fitting = [o for o in sweep if o.fits]
     head = (f"smallest tensor-parallel size that fits: TP {fitting[0].tp}" if fitting
             else f"does not fit on up to {sweep[-1].tp} x {req.gpu.name}")
-    what = f"{req.weights or 'bf16'} weights, {req.kv or 'auto'} KV"
+    what = f"{req.weights_or_default.name} weights, {req.kv or 'auto'} KV"
     table = Table(title=f"vLLM ({what}) by tensor-parallel size: {head}", title_justify="left")
     for col in ("TP", "weights GiB/GPU", "KV capacity tokens", f"max conc. @{fmt_tokens(req.context)}",
                 "decode tok/s", "fits"):
@@ -75,7 +98,7 @@ def render_sweep(req, sweep) -> None:
     _console().print(table)
 
 
-def explain_text(req, row) -> str:
+def explain_text(req: PlanRequest, row: Row) -> str:
     spec, gpu = req.spec, req.gpu
     lines = [f"== {row.label} on {row.engine} ==",
              f"model {spec.name}: {spec.params.total:,} params ({spec.source}); "

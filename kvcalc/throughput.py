@@ -12,9 +12,11 @@ from dataclasses import dataclass, field
 from .constants import load
 from .formats import KvFormat, WeightFormat
 from .hardware import GpuProfile
-from .kvcache import hf_bytes_per_token, vllm_bytes_per_token
+from .engines.hf import hf_bytes_per_token
+from .engines.vllm_specs import vllm_bytes_per_token
 from .layers import FullAttention, MultiLatentAttention
 from .model import ModelSpec
+from .units import ceil_div
 from .engines.weights import weight_bytes_read_per_token
 
 
@@ -37,27 +39,44 @@ def _emulated(min_cc: float | None, gpu: GpuProfile) -> bool:
 
 
 def decode_speed(spec: ModelSpec, gpu: GpuProfile, engine: str, weights: WeightFormat, kv: KvFormat, batch: int,
-                 context: int, enforce_eager: bool = False, tp: int = 1, dtype_bytes: int = 2) -> DecodeEstimate:
+                 context: int, enforce_eager: bool = False, tp: int = 1, dtype_bytes: int = 2,
+                 pp: int = 1, kv_bytes_per_token: float | None = None) -> DecodeEstimate:
+    """Decode tokens/s of `batch` requests at `context` tokens.
+
+    kv_bytes_per_token: the deployment's KV bytes per token of context, as the plan row shows it (vLLM: the
+    VllmEstimate's deployment_kv_bytes_per_token, so Mamba state and capped sliding windows count as they are
+    stored). None: every attention layer counted in full per token (vllm_specs.vllm_bytes_per_token x tp).
+
+    Pipeline parallel (pp > 1): vLLM keeps pp batches in flight (config/vllm.py:max_concurrent_batches), so the batch
+    runs as m = min(pp, batch) micro-batches; each stage holds 1/pp of the layers and a token passes the pp stages in
+    turn. A round in which every request gains one token takes pp stage steps of one micro-batch, each reading the
+    stage's weights and its micro-batch's KV: weights are re-read per micro-batch, so PP spreads the KV reads but not
+    the weight reads (decode of one request is no faster than on one GPU). Each stage pays the fixed step cost (an
+    assumption until measured: every stage is its own process launching its own graphs)."""
     data = load("throughput")
     costs = data["conversion_cost_per_byte"]
     notes: list[str] = []
     e = data["engines"][engine]
+    layers = spec.num_layers / pp  # per stage
     if engine == "vllm":
-        fixed = (e["eager_fixed_step_s"] + e["eager_per_layer_s"] * spec.num_layers) if enforce_eager \
+        fixed = (e["eager_fixed_step_s"] + e["eager_per_layer_s"] * layers) if enforce_eager \
             else e["fixed_step_s"]
         if tp > 1:
-            fixed += e["tp_comm_per_layer_s"] * spec.num_layers  # an all-reduce after attention and after the MLP
-        kv_per_token = vllm_bytes_per_token(spec.layers, kv, dtype_bytes, tp) * tp
+            fixed += e["tp_comm_per_layer_s"] * layers  # an all-reduce after attention and after the MLP
+        kv_per_token = kv_bytes_per_token if kv_bytes_per_token is not None \
+            else vllm_bytes_per_token(spec.layers, kv, dtype_bytes, tp) * tp
     else:
-        fixed = e["fixed_step_s"] + e["per_layer_s"] * spec.num_layers
+        fixed = e["fixed_step_s"] + e["per_layer_s"] * layers
         if kv.hf_quantized:
-            fixed += e["kv_per_layer_s"][kv.backend] * spec.num_layers  # dequantize + re-quantize bookkeeping
+            fixed += e["kv_per_layer_s"][kv.backend] * layers  # dequantize + re-quantize bookkeeping
         if weights.name.startswith("nf4"):
-            fixed += e["nf4_per_layer_s"] * spec.num_layers  # bitsandbytes dequantize kernels per Linear
+            fixed += e["nf4_per_layer_s"] * layers  # bitsandbytes dequantize kernels per Linear
         kv_per_token = hf_bytes_per_token(spec.layers, kv, dtype_bytes)
 
-    w_bytes = weight_bytes_read_per_token(spec, weights, batch, dtype_bytes)
-    kv_bytes = kv_per_token * context * batch
+    micro_batches = min(pp, batch)
+    micro = batch / micro_batches  # requests per micro-batch (pp = 1: the whole batch)
+    w_bytes = weight_bytes_read_per_token(spec, weights, ceil_div(batch, micro_batches), dtype_bytes)
+    kv_bytes = kv_per_token * context * micro
     w_cost = 1.0
     if weights.needs_unpack and not (engine == "hf" and weights.name.startswith("nf4")):
         w_cost += costs.get(weights.name.split("-")[0], 1.5)
@@ -76,6 +95,7 @@ def decode_speed(spec: ModelSpec, gpu: GpuProfile, engine: str, weights: WeightF
         notes.append(f"{gpu.name}: decode bandwidth = datasheet x {gpu.achievable_bandwidth_fraction} "
                      "(assumption until measured)")
     bandwidth = per_gpu * tp
+    # pp stage steps per round, each reading 1/pp of the bytes: pp * (bytes / pp) / bandwidth
     memory_s = (w_bytes * w_cost + kv_bytes * kv_cost) / bandwidth
 
     attn_flops = 0
@@ -84,10 +104,14 @@ def decode_speed(spec: ModelSpec, gpu: GpuProfile, engine: str, weights: WeightF
             attn_flops += 4 * layer.num_heads * (layer.kv_lora_rank + layer.qk_rope_head_dim)
         elif isinstance(layer, FullAttention):
             attn_flops += 4 * spec.num_heads * layer.head_dim
-    flops = batch * (2 * spec.params.active + attn_flops * context)
+    flops = micro * (2 * spec.params.active + attn_flops * context)
     peak = gpu.flops_for("bf16") or gpu.flops_for("fp16") or gpu.flops_for("fp32") or 1e12
     compute_s = flops / (peak * data["compute"]["achievable_flops_fraction"] * tp)
-    step = fixed + max(memory_s, compute_s)
+    fixed *= pp
+    step = fixed + max(memory_s, compute_s)  # one round: every request gains a token
+    if pp > 1:
+        notes.append(f"pipeline parallel: {micro_batches} micro-batch(es) in flight over {pp} stages; a round of "
+                     f"one token per request takes {pp} stage steps (weights re-read per micro-batch)")
     return DecodeEstimate(
         tokens_per_s=batch / step, step_s=step, fixed_s=fixed, memory_s=memory_s, compute_s=compute_s,
         weight_bytes_read=w_bytes, kv_bytes_read=kv_bytes, bound="memory" if memory_s >= compute_s else "compute",

@@ -4,11 +4,17 @@ bytes keep GiB (2**30) and GB (10**9) strictly apart."""
 from __future__ import annotations
 
 import re
+from fractions import Fraction
 
-from .errors import UsageError
+from .errors import UsageError, shown
 
 KiB, MiB, GiB, TiB = 2**10, 2**20, 2**30, 2**40
 KB, MB, GB, TB = 10**3, 10**6, 10**9, 10**12
+
+
+def ceil_div(a: int, b: int) -> int:
+    """Integer ceiling of a / b (vLLM's vllm.utils.math_utils.cdiv)."""
+    return -(-a // b)
 
 _TOKEN_SUFFIX = {"": 1, "k": 1024, "m": 1024**2}
 _BYTE_SUFFIX = {
@@ -16,7 +22,19 @@ _BYTE_SUFFIX = {
     "kib": KiB, "mib": MiB, "gib": GiB, "tib": TiB,
     "kb": KB, "mb": MB, "gb": GB, "tb": TB,
 }
-_NUMBER = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?|\.[0-9]+)\s*([a-zA-Z]*)\s*$")
+_NUMBER = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?|\.[0-9]+)\s*([a-zA-Z]*)\s*$")  # ASCII digits only
+MAX_DIGITS = 24  # more digits than any size kvcalc can use: refused before any arithmetic on them
+
+
+def _number(text: str, what: str, suffixes: dict[str, int], example: str) -> Fraction:
+    """The exact value of `text` (digits, an optional fraction and a suffix from `suffixes`); never a float, so
+    '1.5k' is exactly 1536 and a 400-digit size is refused instead of overflowing to inf."""
+    match = _NUMBER.match(str(text).replace(",", "").replace("_", ""))
+    if not match or match.group(2).lower() not in suffixes:
+        raise UsageError(f"{what} {shown(text)} is not a size: {example}")
+    if len(match.group(1).replace(".", "").lstrip("0")) > MAX_DIGITS:
+        raise UsageError(f"{what} {shown(text)} is too large")
+    return Fraction(match.group(1)) * suffixes[match.group(2).lower()]
 
 
 def parse_tokens(text: str | int, what: str = "token count") -> int:
@@ -24,17 +42,13 @@ def parse_tokens(text: str | int, what: str = "token count") -> int:
     if isinstance(text, int):
         value = text
     else:
-        match = _NUMBER.match(str(text).replace(",", "").replace("_", ""))
-        if not match or match.group(2).lower() not in _TOKEN_SUFFIX:
-            raise UsageError(
-                f"{what} {text!r} is not a size: use a whole number with an optional k or m suffix, e.g. 32k or 8192"
-            )
-        exact = float(match.group(1)) * _TOKEN_SUFFIX[match.group(2).lower()]
-        if exact != int(exact):
-            raise UsageError(f"{what} {text!r} is not a whole number of tokens ({exact:g})")
+        exact = _number(text, what, _TOKEN_SUFFIX,
+                        "use a whole number with an optional k or m suffix, e.g. 32k or 8192")
+        if exact.denominator != 1:
+            raise UsageError(f"{what} {shown(text)} is not a whole number of tokens ({float(exact):g})")
         value = int(exact)
     if value <= 0:
-        raise UsageError(f"{what} must be positive, got {text!r}")
+        raise UsageError(f"{what} must be positive, got {shown(text)}")
     return value
 
 
@@ -43,12 +57,9 @@ def parse_bytes(text: str | int, what: str = "size") -> int:
     if isinstance(text, int):
         value = text
     else:
-        match = _NUMBER.match(str(text).replace(",", "").replace("_", ""))
-        if not match or match.group(2).lower() not in _BYTE_SUFFIX:
-            raise UsageError(f"{what} {text!r} is not a byte size: use e.g. 16GiB, 80GB or 512MiB")
-        value = int(round(float(match.group(1)) * _BYTE_SUFFIX[match.group(2).lower()]))
+        value = round(_number(text, what, _BYTE_SUFFIX, "use e.g. 16GiB, 80GB or 512MiB"))
     if value <= 0:
-        raise UsageError(f"{what} must be positive, got {text!r}")
+        raise UsageError(f"{what} must be positive, got {shown(text)}")
     return value
 
 

@@ -2,14 +2,14 @@
 
 from pathlib import Path
 
-from kvcalc.docs_sync import BLOCK, doc_files, stale_blocks
+from docs_sync import BLOCK, doc_files, stale_blocks
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_docs_show_real_output():
     stale = stale_blocks(ROOT)
-    assert not stale, "docs drifted from the tool; run `python -m kvcalc.docs_sync --write`: " + ", ".join(
+    assert not stale, "docs drifted from the tool; run `python tests/docs_sync.py --write`: " + ", ".join(
         f"{p.name}: kvcalc {a}" for p, a in stale)
 
 
@@ -34,7 +34,7 @@ def _shown_commands():
 
 def test_every_usage_example_runs():
 
-    from kvcalc.docs_sync import run_kvcalc
+    from docs_sync import run_kvcalc
 
     commands = list(_shown_commands())
     assert commands

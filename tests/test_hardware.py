@@ -259,8 +259,8 @@ def test_every_shipped_file_passes_the_schema_and_matches_the_fast_loader():
     """`kvcalc plan` loads shipped profiles without pydantic; this is where they are held to every rule."""
     from importlib import resources
 
-    from kvcalc.hardware import _read_yaml
-    from kvcalc.hardware_schema import validate_profile
+    from kvcalc.hardware.registry import _read_yaml
+    from kvcalc.hardware.schema import validate_profile
 
     folder = resources.files("kvcalc") / "hardware_profiles"
     by_id = {g.id: g for g in list_gpus()}
@@ -269,3 +269,44 @@ def test_every_shipped_file_passes_the_schema_and_matches_the_fast_loader():
     for entry in files:
         checked = validate_profile(_read_yaml(entry.read_text(), entry.name), entry.name)
         assert checked == by_id[checked.id]
+
+
+def _kvcalc_imports(module_file: Path) -> set[str]:
+    """The kvcalc modules a file imports (relative imports resolved), at any depth of the file."""
+    import ast
+
+    tree = ast.parse(module_file.read_text())
+    package = "kvcalc." + ".".join(module_file.relative_to(Path(__file__).parents[1] / "kvcalc").with_suffix("").parts[:-1])
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.rstrip(".").split(".")
+                base = base[: len(base) - (node.level - 1)]
+                found.add(".".join(base + ([node.module] if node.module else [])))
+            elif node.module and node.module.startswith("kvcalc"):
+                found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.startswith("kvcalc"))
+    return found
+
+
+def test_hardware_package_imports_one_way():
+    """profile is the leaf; schema imports only profile; registry imports profile (and the schema lazily)."""
+    folder = Path(__file__).parents[1] / "kvcalc" / "hardware"
+    assert _kvcalc_imports(folder / "profile.py") == {"kvcalc.units"}
+    assert _kvcalc_imports(folder / "schema.py") == {"kvcalc.errors", "kvcalc.schema_errors", "kvcalc.units",
+                                                     "kvcalc.hardware.profile"}
+    assert "kvcalc.hardware.registry" not in _kvcalc_imports(folder / "schema.py")
+
+
+def test_plan_on_a_shipped_gpu_never_imports_the_schema():
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom kvcalc.cli import main\n"
+            "try:\n    main(['plan', '--gpu', 'h200', '--context', '8k', '--json'])\nexcept SystemExit:\n    pass\n"
+            "print('kvcalc.hardware.schema' in sys.modules, 'pydantic' in sys.modules, file=sys.stderr)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                            cwd=Path(__file__).parents[1])
+    assert result.stderr.split()[-2:] == ["False", "False"]

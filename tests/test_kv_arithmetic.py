@@ -2,7 +2,8 @@
 
 from kvcalc.catalog import load_model
 from kvcalc.formats import kv_format
-from kvcalc.kvcache import hf_bytes_per_token, hf_cache_bytes, hf_quantized_split, vllm_bytes_per_token, vllm_page_bytes
+from kvcalc.engines.hf import hf_bytes_per_token, hf_cache_bytes, hf_quantized_split
+from kvcalc.engines.vllm_specs import vllm_bytes_per_token, vllm_page_bytes
 
 
 def spec():

@@ -9,7 +9,7 @@ import sys
 import pytest
 from cli_helper import invoke
 
-from kvcalc import plots
+from kvcalc import plots, sweeps
 from kvcalc.catalog import load_model
 from kvcalc.errors import UsageError
 from kvcalc.hardware import get_gpu
@@ -32,15 +32,15 @@ def _assert_png(path, min_bytes=10_000, max_bytes=400_000):
 
 
 def test_context_grid_spans_1k_to_the_model_max_or_128k():
-    grid = plots.context_grid(_req(model="llama-3.1-8b"))  # 128k max positions
+    grid = sweeps.context_grid(_req(model="llama-3.1-8b"))  # 128k max positions
     assert grid[0] == 1024 and grid[-1] == 128 * 1024
     assert grid == sorted(set(grid))
-    assert plots.context_grid(_req(model="llama-3.2-3b"))[-1] == 128 * 1024
+    assert sweeps.context_grid(_req(model="llama-3.2-3b"))[-1] == 128 * 1024
 
 
 @pytest.mark.parametrize("gpu,model", [("l4", "llama-3.1-8b"), ("t4", "llama-3.2-3b"), ("h200", "llama-3.1-8b")])
 def test_capacity_is_non_increasing_in_context(gpu, model):
-    series = plots.capacity_series(_req(gpu=gpu, model=model, context=16384))
+    series = sweeps.capacity_series(_req(gpu=gpu, model=model, context=16384))
     assert set(series) == {"baseline", "fp8-kv", "nf4", "nf4+fp8-kv", "awq"}
     for key, points in series.items():
         contexts = [c for c, _ in points]
@@ -53,28 +53,28 @@ def test_capacity_is_non_increasing_in_context(gpu, model):
 def test_capacity_matches_the_plan_at_the_asked_context():
     """Re-running vLLM with max_model_len = context is what the plan does at --context."""
     req = _req(gpu="l4", model="llama-3.1-8b", context=16384)
-    series = plots.capacity_series(req)
+    series = sweeps.capacity_series(req)
     rows = {r.config: r for r in plan(req) if r.engine == "vllm"}
     for key, points in series.items():
         assert dict(points)[16384] == rows[key].max_concurrency, key
 
 
 def test_fp8_kv_holds_about_twice_the_requests():
-    series = plots.capacity_series(_req(gpu="h200", model="llama-3.1-8b", context=8192))
+    series = sweeps.capacity_series(_req(gpu="h200", model="llama-3.1-8b", context=8192))
     base, fp8 = dict(series["baseline"]), dict(series["fp8-kv"])
     assert 1.8 < fp8[8192] / base[8192] < 2.2
 
 
 def test_hf_longest_context_markers_come_from_the_plan():
     req = _req()
-    longest = plots.hf_longest_contexts(req)
+    longest = sweeps.hf_longest_contexts(req)
     rows = {r.config: r for r in plan(req) if r.engine == "hf"}
     assert set(longest) == set(rows)
     assert all(longest[k] == rows[k].kv_capacity_tokens for k in longest)
 
 
 def test_speed_rises_with_batch_and_flattens():
-    series = plots.speed_series(_req(gpu="h200", model="llama-3.1-8b", context=8192))
+    series = sweeps.speed_series(_req(gpu="h200", model="llama-3.1-8b", context=8192))
     assert set(series) == {"auto", "fp8"}
     for kv, points in series.items():
         assert [p.batch for p in points][0] == 1 and points[-1].batch == 256
@@ -89,26 +89,26 @@ def test_speed_rises_with_batch_and_flattens():
 
 
 def test_measured_points_h200_only_with_cuda_graphs():
-    if not plots.validation_data_dir().is_dir():
+    if not sweeps.validation_data_dir().is_dir():
         pytest.skip("docs/validation/data is not next to the package (installed wheel)")
-    points = plots.measured_speed_points("llama-3.1-8b", "h200")
+    points = sweeps.measured_speed_points("llama-3.1-8b", "h200")
     assert {(p.kv, p.batch) for p in points} >= {("auto", 1), ("auto", 32), ("fp8", 1), ("fp8", 32)}
     assert all(p.tokens_per_s > 0 and p.context > 0 for p in points)
     by = {(p.kv, p.batch): p.tokens_per_s for p in points}
     assert by[("auto", 1)] == pytest.approx(208.41)
     # every point is from a CUDA-graph run: eager runs are much slower at batch 1 (about 64 tok/s for the 3B)
-    assert all(p.tokens_per_s > 150 for p in plots.measured_speed_points("llama-3.2-3b", "h200") if p.batch == 1)
-    assert plots.measured_speed_points("llama-3.1-8b", "l4") == []
-    assert plots.measured_speed_points("llama-3.1-8b", "h200", tp=2)  # the TP 2 run
-    assert plots.measured_speed_points("no-such-model", "h200") == []
+    assert all(p.tokens_per_s > 150 for p in sweeps.measured_speed_points("llama-3.2-3b", "h200") if p.batch == 1)
+    assert sweeps.measured_speed_points("llama-3.1-8b", "l4") == []
+    assert sweeps.measured_speed_points("llama-3.1-8b", "h200", tp=2)  # the TP 2 run
+    assert sweeps.measured_speed_points("no-such-model", "h200") == []
 
 
 def test_measured_points_skip_quietly_without_data(tmp_path):
-    assert plots.measured_speed_points("llama-3.1-8b", "h200", data_dir=tmp_path / "absent") == []
+    assert sweeps.measured_speed_points("llama-3.1-8b", "h200", data_dir=tmp_path / "absent") == []
     (tmp_path / "vllm-x.jsonl").write_text("not json\n" + json.dumps({"status": "ok", "settings": {
         "model": "llama-3.1-8b", "kv": "auto", "enforce_eager": False}, "observed": {"speed": {
             "b4": {"batch": 4, "prompt_len": 100, "max_tokens": 20, "decode_tokens_per_s": 500.0}}}}) + "\n")
-    (point,) = plots.measured_speed_points("llama-3.1-8b", "h200", data_dir=tmp_path)
+    (point,) = sweeps.measured_speed_points("llama-3.1-8b", "h200", data_dir=tmp_path)
     assert (point.batch, point.tokens_per_s, point.context) == (4, 500.0, 110)
 
 
@@ -117,12 +117,12 @@ def test_measured_points_skip_quietly_without_data(tmp_path):
 def test_memory_segments_of_a_fitting_row_sum_to_the_gpu_total(gpu, model, context):
     req = _req(gpu=gpu, model=model, context=context)
     rows = plan(req)
-    bars = plots.memory_segments(req, rows)
+    bars = sweeps.memory_segments(req, rows)
     assert len(bars) == len(rows)
     total = req.gpu.memory_total_bytes
     for bar, row in zip(bars, rows):
         names = [n for n, _ in bar.segments]
-        assert names == list(plots.VLLM_SEGMENTS if bar.engine == "vllm" else plots.HF_SEGMENTS)
+        assert names == list(sweeps.VLLM_SEGMENTS if bar.engine == "vllm" else sweeps.HF_SEGMENTS)
         assert all(size >= 0 for _, size in bar.segments), bar
         if row.fits:
             assert bar.total == total, bar.label
@@ -136,7 +136,7 @@ def test_memory_segments_of_a_fitting_row_sum_to_the_gpu_total(gpu, model, conte
 
 def test_memory_segments_of_a_row_that_does_not_fit_overflow_the_gpu():
     req = _req(gpu="t4", model="llama-3.1-8b", context=8192)
-    bars = {(b.engine, b.config): b for b in plots.memory_segments(req, plan(req))}
+    bars = {(b.engine, b.config): b for b in sweeps.memory_segments(req, plan(req))}
     base = bars[("hf", "baseline")]
     assert not base.fits and base.total > req.gpu.memory_total_bytes
     assert dict(base.segments)["free"] == 0
@@ -172,6 +172,9 @@ def test_bad_output_path_is_a_usage_error(mpl, tmp_path):
     with pytest.raises(UsageError, match="no folder"):
         plots.check_output(tmp_path / "missing" / "plot.png")
     assert plots.check_output(tmp_path / "plot.png") == tmp_path / "plot.png"
+    (tmp_path / "folder.png").mkdir()
+    with pytest.raises(UsageError, match="it is a folder"):  # refused before any work (fuzz review, 1d)
+        plots.check_output(tmp_path / "folder.png")
 
 
 def test_missing_matplotlib_says_how_to_install(monkeypatch, tmp_path):

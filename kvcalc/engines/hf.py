@@ -14,9 +14,77 @@ from ..constants import engine_constants
 from ..errors import UsageError
 from ..formats import KvFormat, WeightFormat
 from ..hardware import GpuProfile
-from ..kvcache import hf_cache_bytes, hf_elements_per_token, hf_tokens_kept
+from ..layers import FullAttention, LayerCache, MambaState, MultiLatentAttention, NoCache, SlidingWindow
 from ..model import ModelSpec
+from ..units import GiB
 from .weights import weight_bytes
+
+
+# ------------------------------------------------------------------------- cache bytes per layer (cache_utils.py)
+
+
+def hf_elements_per_token(layer: LayerCache) -> int:
+    """Elements transformers caches per token for one layer (MLA decompressed per head)."""
+    if isinstance(layer, MultiLatentAttention):
+        return layer.decompressed_elements_per_token()
+    if isinstance(layer, FullAttention):
+        return layer.elements_per_token()
+    return 0
+
+
+def hf_tokens_kept(layer: LayerCache, tokens: int, kv: KvFormat) -> int:
+    """DynamicSlidingWindowLayer keeps the last window-1 tokens; the quantized cache keeps every layer full length."""
+    if isinstance(layer, SlidingWindow) and not kv.hf_quantized:
+        return min(tokens, layer.window - 1)
+    return tokens
+
+
+def hf_quantized_split(tokens_after_prefill: int, prompt_len: int, residual_length: int) -> tuple[int, int]:
+    """(quantized tokens, full-precision residual tokens) after prefill of P tokens and k single-token updates.
+
+    QuantizedLayer.update quantizes the whole prompt at prefill; later tokens wait in a full-precision residual
+    and, on the update that would make it reach residual_length, everything is re-quantized (cache_utils.py).
+    """
+    k = tokens_after_prefill - prompt_len
+    r = k % residual_length
+    return tokens_after_prefill - r, r
+
+
+def hf_layer_cache_bytes(layer: LayerCache, batch: int, tokens: int, prompt_len: int, kv: KvFormat,
+                         dtype_bytes: int) -> int:
+    """Bytes one layer's cache object holds after `tokens` tokens (prompt_len of them from prefill)."""
+    if isinstance(layer, MambaState):
+        return batch * (layer.conv_state_elements + layer.ssm_state_elements) * dtype_bytes
+    if isinstance(layer, NoCache):
+        return 0
+    per_token = hf_elements_per_token(layer)
+    if not kv.hf_quantized:
+        return batch * hf_tokens_kept(layer, tokens, kv) * per_token * dtype_bytes
+    quantized_tokens, residual_tokens = hf_quantized_split(tokens, prompt_len, kv.residual_length)
+    # Keys and values are quantized as two separate tensors, each with its own groups.
+    half = per_token // 2 if isinstance(layer, FullAttention) and layer.head_dim == layer.v_head_dim else None
+    if half is not None:
+        quantized = 2 * kv.quantized_bytes(batch * quantized_tokens * half, dtype_bytes)
+    else:
+        quantized = kv.quantized_bytes(batch * quantized_tokens * per_token, dtype_bytes)
+    return quantized + batch * residual_tokens * per_token * dtype_bytes
+
+
+def hf_cache_bytes(layers: tuple[LayerCache, ...], batch: int, tokens: int, prompt_len: int, kv: KvFormat,
+                   dtype_bytes: int) -> int:
+    return sum(hf_layer_cache_bytes(layer, batch, tokens, prompt_len, kv, dtype_bytes) for layer in layers)
+
+
+def hf_bytes_per_token(layers: tuple[LayerCache, ...], kv: KvFormat, dtype_bytes: int) -> float:
+    """Average bytes per cached token for a long context (residual and window trimming ignored)."""
+    total = 0.0
+    for layer in layers:
+        n = hf_elements_per_token(layer)
+        total += n * (kv.bits_per_element(dtype_bytes) / 8 if kv.hf_quantized else dtype_bytes)
+    return total
+
+
+# ------------------------------------------------------------------------------------------------ the estimate
 
 
 @dataclass(frozen=True)
@@ -43,6 +111,16 @@ class HfEstimate:
     fits: bool
     shortfall_bytes: int
     notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        """The plan JSON's hf_breakdown (kvcalc.plan/1): these keys, in this order."""
+        return {
+            "static_bytes": self.static_bytes, "cache_bytes": self.cache_bytes, "cache_tokens": self.cache_tokens,
+            "transient_bytes": self.transient_bytes, "prefill_activation_bytes": self.prefill_activation_bytes,
+            "peak_increment_bytes": self.peak_increment_bytes, "cuda_context_bytes": self.cuda_context_bytes,
+            "total_bytes": self.total_bytes, "gpu_total_bytes": self.gpu_total_bytes, "fits": self.fits,
+            "shortfall_bytes": self.shortfall_bytes, "notes": list(self.notes),
+        }
 
 
 def _check(spec: ModelSpec, s: HfSettings) -> None:
@@ -102,7 +180,7 @@ def estimate(spec: ModelSpec, s: HfSettings, gpu: GpuProfile | None = None) -> H
     if s.weights.name.startswith("nf4") or s.weights.name == "int8":
         notes.append("bitsandbytes quantizes every nn.Linear but lm_head; embeddings and norms stay 16-bit")
     notes.append(f"prefill activation factors: {c['source']}")
-    notes.append(f"CUDA context {context / 2**30:.2f} GiB: an assumption (the runs measured torch's allocations only)")
+    notes.append(f"CUDA context {context / GiB:.2f} GiB: an assumption (the runs measured torch's allocations only)")
     return HfEstimate(
         static_bytes=static, cache_bytes=cache, cache_tokens=cache_tokens, transient_bytes=transient,
         prefill_activation_bytes=prefill, peak_increment_bytes=peak, cuda_context_bytes=context,

@@ -106,25 +106,19 @@ def _catalog_name(text: str) -> str | None:
 
 
 def load_config_text(text: str, name: str = "pasted") -> object:
-    """A pasted config.json: size-capped, parsed as JSON data (no NaN/Infinity), then read by the same
-    spec_from_config the CLI uses for a config.json file."""
+    """A pasted config.json: size-capped here, then read by the CLI's own JSON reader (bounded integers and nesting)
+    and spec_from_config with the user-config schema, exactly as `--model config.json` reads a file."""
+    from ..input_files import parse_json
     from ..model import spec_from_config
 
-    raw = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else bytes(text)
+    raw = text.encode("utf-8", "surrogatepass")
     if len(raw) > MAX_CONFIG_BYTES:
         raise UsageError(f"config.json is {len(raw):,} bytes; at most {MAX_CONFIG_BYTES:,} are read")
-
-    def _constant(word):
-        raise UsageError(f"config.json holds {word}, which is not a JSON number")
-
     try:
-        cfg = json.loads(raw.decode("utf-8"), parse_constant=_constant)
+        raw.decode("utf-8")
     except UnicodeDecodeError:
         raise UsageError("config.json is not UTF-8 text") from None
-    except RecursionError:
-        raise UsageError("config.json is nested too deeply") from None
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"config.json is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}") from None
+    cfg = parse_json(text, "config.json")
     if not isinstance(cfg, dict):
         raise UsageError("config.json must be a JSON object")
     label = re.sub(r"[^\w.+-]", "_", name or "pasted")[:60] or "pasted"
@@ -197,18 +191,61 @@ def parse(params: dict, allow_hub: bool = False) -> WebRequest:
 
     made = cli._request(**kwargs)
     req, warnings = made if isinstance(made, tuple) else (made, [])
-    if spec is not None:
+    if spec is not None:  # a pasted or hub config: the CLI's request with this spec, and the warnings for it
+        from ..plan import request_warnings
+
         req = dataclasses.replace(req, spec=spec)
-        warnings = [w for w in warnings if "max_position_embeddings" not in w]
-        if spec.max_position_embeddings and req.context > spec.max_position_embeddings:
-            warnings.append(f"context {req.context:,} exceeds {spec.name}'s max_position_embeddings "
-                            f"{spec.max_position_embeddings:,}: quality past it is not what the model was trained for")
+        warnings = request_warnings(req)
     key_parts = sorted((k, repr(v)) for k, v in kwargs.items())
     digest = hashlib.sha256(repr((key_parts, tp_sweep)).encode())
     if spec is not None:
         digest.update(repr((spec.name, spec.source)).encode())
         digest.update(json.dumps(params.get("config"), sort_keys=True).encode())
     return WebRequest(req, list(warnings), tp_sweep, digest.hexdigest())
+
+
+SEARCH_REFUSED = {"prices_file", "price", "as_json"}  # server files and per-request price overrides stay CLI-only
+
+
+def _search_command():
+    from .. import cli
+
+    return cli.cli.get_command(None, "search")
+
+
+def search_names() -> list[str]:
+    return sorted(p.name for p in _search_command().params if p.opts and p.name not in SEARCH_REFUSED)
+
+
+def parse_search(params: dict, allow_hub: bool = False) -> tuple[dict, object]:
+    """Query or JSON parameters -> (the parsed options of `kvcalc search`, a ModelSpec or None), through the search
+    command's own click parser; `model` and `gpus` are held to the same rules as for a plan."""
+    command = _search_command()
+    names = {p.name: p for p in command.params if p.opts and p.name not in SEARCH_REFUSED}
+    unknown = sorted(k for k in params if k not in names and k not in ("config", "config_name"))
+    if unknown:
+        raise UsageError(f"unknown search parameter {unknown[0]!r}; known: {', '.join(sorted(names))}")
+    model_name, spec = resolve_model(params, allow_hub)
+    argv: list[str] = []
+    for name, option in names.items():
+        if name == "model":
+            if model_name:
+                argv.append(f"--model={model_name}")
+            continue
+        if name not in params or params[name] is None:
+            continue
+        text = _text(name, params[name])
+        if name == "gpus":
+            for gpu in text.split(","):
+                check_gpu_name(gpu.strip() or "-")
+        if option.is_flag:
+            if _flag(name, text):
+                argv.append(option.opts[0])
+            continue
+        if text != "":
+            argv.append(f"{option.opts[0]}={text}")
+    ctx = command.make_context("search", argv)
+    return dict(ctx.params), spec
 
 
 def error_message(exc: BaseException) -> str | None:

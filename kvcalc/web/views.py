@@ -153,13 +153,28 @@ def models_bytes() -> bytes:
 
 
 def search_available() -> bool:
-    from .. import cli
+    """True once `kvcalc search` exists (kvcalc/search_cli.py)."""
+    import importlib.util
 
-    return "search" in cli.cli.commands or "search" in getattr(cli.cli, "list_commands", lambda ctx: [])(None)
+    return importlib.util.find_spec("kvcalc.search_cli") is not None
 
 
-def search_payload(params: dict, allow_hub: bool) -> dict:  # pragma: no cover - wired when `kvcalc search` lands
-    raise UsageError("kvcalc search is not wired into the web API yet")
+def search_payload(params: dict, allow_hub: bool) -> dict:
+    """`kvcalc search --json` (kvcalc.search/1) for the same options."""
+    from .. import search
+    from ..search_cli import search_result
+    from .inputs import parse_search
+
+    kw, spec = parse_search(params, allow_hub)
+    return search.search_json(search_result(kw, spec))
+
+
+def _search_options() -> list[str]:
+    if not search_available():
+        return []
+    from .inputs import search_names
+
+    return search_names()
 
 
 @lru_cache(maxsize=2)
@@ -178,6 +193,7 @@ def info_payload(allow_hub: bool) -> dict:
         "version": __version__,
         "allow_hub": allow_hub,
         "search": search_available(),
+        "search_options": _search_options(),
         "options": option_names(),
         "defaults": defaults,
         "engines": ["both", "vllm", "hf"],

@@ -83,6 +83,8 @@
     for (const f of CHECK_FIELDS) if (s[f]) q.set(f, "1");
     if (s.plot && s.gpu.length > 1 && s.plot !== s.gpu[0]) q.set("plot", s.plot);
     if (explainKey) q.set("explain", explainKey);
+    // the search form's fields (s_*) live in the link too; they change only when a search runs
+    for (const [k, v] of new URLSearchParams(location.search)) if (k.startsWith("s_") || k === "search") q.set(k, v);
     return q;
   }
 
@@ -485,19 +487,84 @@
     update();
   }
 
+  // -- search (kvcalc search, when this kvcalc has it) -----------------------------------------------------------
+  const SEARCH_FIELDS = ["input_len", "output_len", "concurrency", "request_rate", "max_ttft_ms", "max_tpot_ms",
+                         "max_quality_risk"];
+
+  function searchParams() {
+    const s = readForm();
+    const base = apiParams(s, s.gpu[0]);
+    const p = {};
+    for (const k of ["model", "config", "config_name"]) if (base[k] !== undefined) p[k] = base[k];
+    for (const f of SEARCH_FIELDS) { const v = $("s_" + f).value.trim(); if (v) p[f] = v; }
+    if ($("s_ticked").checked) p.gpus = s.gpu.join(",");
+    return p;
+  }
+
+  async function runSearch() {
+    const q = new URLSearchParams(location.search);
+    for (const f of SEARCH_FIELDS) { const v = $("s_" + f).value.trim(); if (v) q.set("s_" + f, v); else q.delete("s_" + f); }
+    if ($("s_ticked").checked) q.set("s_ticked", "1"); else q.delete("s_ticked");
+    q.set("search", "1");
+    history.replaceState(null, "", "?" + q.toString() + location.hash);
+    $("search-status").textContent = "searching...";
+    $("search-status").classList.remove("error");
+    $("search-out").textContent = "";
+    document.body.dataset.search = "busy";
+    try {
+      const res = await call("/api/search", searchParams());
+      renderSearch(res);
+      document.body.dataset.search = "ready";
+    } catch (err) {
+      $("search-status").textContent = err.message;
+      $("search-status").classList.add("error");
+      document.body.dataset.search = "error";
+    }
+  }
+
+  function renderSearch(res) {
+    $("search-status").textContent = `${res.model}: ${res.feasible.toLocaleString("en-US")} of ` +
+      `${res.evaluated.toLocaleString("en-US")} deployments meet the targets` + (res.message ? `; ${res.message}` : "");
+    const out = $("search-out");
+    out.textContent = "";
+    if (!res.results.length) return;
+    const table = document.createElement("table");
+    table.className = "plan search";
+    const cols = [
+      ["rank", (d) => String(d.rank)],
+      ["deployment", (d) => `${d.replicas} x ${d.gpu}` + (d.tp > 1 ? ` TP${d.tp}` : "") + (d.pp > 1 ? ` PP${d.pp}` : "")],
+      ["weights", (d) => d.weights_format], ["KV", (d) => d.kv_format], ["util", (d) => String(d.util)],
+      ["max_num_seqs", (d) => String(d.max_num_seqs)],
+      ["$/hour", (d) => commas(d.cost_per_hour, 2)],
+      ["$/M out tokens", (d) => commas(d.usd_per_million_output_tokens, 3)],
+      ["TTFT ms", (d) => commas(d.ttft_ms, 0)], ["TPOT ms", (d) => commas(d.tpot_ms, 1)],
+      ["out tok/s", (d) => commas(d.output_tokens_per_s, 0)], ["risk", (d) => d.quality_risk],
+      ["Pareto", (d) => (d.pareto ? "yes" : "")],
+    ];
+    const head = table.createTHead().insertRow();
+    for (const [name] of cols) { const th = document.createElement("th"); th.textContent = name; head.appendChild(th); }
+    const body = table.createTBody();
+    for (const d of res.results) {
+      const tr = body.insertRow();
+      tr.title = d.command;
+      for (const [, f] of cols) tr.insertCell().textContent = f(d);
+    }
+    out.appendChild(table);
+    if (res.winner_command) {
+      const code = document.createElement("code");
+      code.textContent = res.winner_command;
+      out.appendChild(code);
+    }
+  }
+
   function setupSearch() {
     $("search").hidden = false;
-    $("search-form").addEventListener("submit", async (e) => {
-      e.preventDefault();
-      const s = readForm();
-      const params = Object.fromEntries(new URLSearchParams($("search-options").value.trim()));
-      const base = apiParams(s, s.gpu[0]);
-      if (base.model) params.model = params.model || base.model;
-      try {
-        const out = await call("/api/search", params);
-        $("search-out").textContent = JSON.stringify(out, null, 1);
-      } catch (err) { $("search-out").textContent = err.message; }
-    });
+    const q = new URLSearchParams(location.search);
+    for (const f of SEARCH_FIELDS) if (q.has("s_" + f)) $("s_" + f).value = q.get("s_" + f);
+    $("s_ticked").checked = q.get("s_ticked") === "1";
+    if (q.has("s_request_rate") && !q.has("s_concurrency")) $("s_concurrency").value = "";
+    $("search-form").addEventListener("submit", (e) => { e.preventDefault(); runSearch(); });
+    if (q.get("search") === "1") runSearch();
   }
 
   window.kvcalcPage = { parseTokens, state: () => last };

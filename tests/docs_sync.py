@@ -1,33 +1,28 @@
 """Keep the commands shown in docs/ true: every block marked `<!-- kvcalc: ARGS -->` holds the real output of
-`kvcalc ARGS`. `python -m kvcalc.docs_sync --write` refreshes them; the tests call `stale_blocks()` and fail on drift.
+`kvcalc ARGS`. `python tests/docs_sync.py --write` refreshes them; tests/test_docs.py calls `stale_blocks()` and
+fails on drift. A repository tool: it lives in tests/, not in the package.
 """
 
 from __future__ import annotations
 
-import contextlib
-import io
 import os
 import re
 import shlex
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script: find cli_helper beside it
+
+from cli_helper import invoke  # noqa: E402
+
 BLOCK = re.compile(r"<!-- kvcalc: (?P<args>.+?) -->\n```(?:console|text)?\n(?P<body>.*?)```\n<!-- /kvcalc -->", re.S)
 WIDTH = "150"
 
 
 def run_kvcalc(args: str) -> tuple[int, str]:
-    from .cli import main
-
     os.environ["COLUMNS"] = WIDTH  # a fixed table width, whatever terminal the docs are built in
-    out, err = io.StringIO(), io.StringIO()
-    code = 0
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            main(shlex.split(args))
-        except SystemExit as exc:
-            code = exc.code or 0
-    text = err.getvalue() + out.getvalue()
+    code, out, err = invoke(shlex.split(args))
+    text = err + out
     return code, "\n".join(line.rstrip() for line in text.splitlines()) + "\n"
 
 

@@ -1,0 +1,194 @@
+"""Step 1 and 2 of vLLM's KV-cache set-up: the block size, and one page spec per layer (page bytes, blocks per request).
+
+Pure Python, no torch or vLLM import; mirrors vLLM 0.26.0 `v1/kv_cache_interface.py` (each KVCacheSpec answers
+page_size_bytes and max_memory_usage_bytes), `platforms/interface.py:update_block_size_for_backend` and
+`_align_hybrid_block_size`, and `model_executor/layers/attention/attention.py:Attention.get_kv_cache_spec`. The whole
+pipeline, with worked examples, is described in engines/vllm_groups.py, which groups these specs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..formats import KvFormat
+from ..layers import FullAttention, LayerCache, MambaState, MultiLatentAttention, SlidingWindow
+from ..units import ceil_div
+
+DEFAULT_BLOCK_SIZE = 16  # config/cache.py CacheConfig.DEFAULT_BLOCK_SIZE
+SMALLEST_KERNEL_BLOCK = 16  # FLASH_ATTN / TRITON_ATTN MultipleOf(16), FLASHINFER [16, 32, 64]
+
+
+def vllm_kv_heads_per_rank(num_kv_heads: int, tp: int) -> int:
+    """TP divides KV heads; when tp exceeds them each rank holds one replicated head (vLLM QKVParallelLinear)."""
+    return max(1, num_kv_heads // tp)
+
+
+def vllm_element_bytes(kv: KvFormat, dtype_bytes: int) -> int:
+    if kv.vllm_name is None:
+        raise ValueError(f"vLLM has no {kv.label} cache")
+    return kv.element_bytes(dtype_bytes)
+
+
+def vllm_page_bytes(layer: LayerCache, block_size: int, kv: KvFormat, dtype_bytes: int, tp: int = 1) -> int:
+    """page_size_bytes of one attention layer's block (kv_cache_interface.py: AttentionSpec / MLAAttentionSpec); the
+    only copy of the formula. Mamba pages: mamba_page; layers without a cache: 0."""
+    elem = vllm_element_bytes(kv, dtype_bytes)
+    if isinstance(layer, MultiLatentAttention):
+        # MLAAttentionSpec: one latent 'head' of kv_lora_rank + rope dim, replicated on every TP rank.
+        return block_size * layer.latent_elements_per_token() * elem
+    if isinstance(layer, FullAttention):
+        heads = vllm_kv_heads_per_rank(layer.num_kv_heads, tp)
+        return block_size * heads * (layer.head_dim + layer.v_head_dim) * elem
+    return 0
+
+
+def vllm_bytes_per_token(layers: tuple[LayerCache, ...], kv: KvFormat, dtype_bytes: int, tp: int = 1) -> int:
+    """KV bytes per token per rank of all attention layers, each counted in full (sliding windows and Mamba state
+    ignored): the per-token read of a long context."""
+    return sum(vllm_page_bytes(layer, 1, kv, dtype_bytes, tp) for layer in layers)
+
+
+@dataclass(frozen=True)
+class PageSpec:
+    """A layer's KVCacheSpec reduced to what grouping compares (equal specs share a group): its kind, tokens per
+    block, page_size_bytes, sliding window and shape."""
+
+    kind: str  # full, sliding, mla, mamba
+    block_size: int
+    page_bytes: int
+    window: int = 0
+    shape: tuple = ()
+
+    @property
+    def type_key(self) -> tuple:
+        """UniformTypeKVCacheSpecs.is_uniform_type: FullAttentionSpec (incl. MLA) / SlidingWindowSpec of one window /
+        MambaSpec are each one type (kv_cache_spec_registry.py uniform_type_base_spec)."""
+        if self.kind in ("full", "mla"):
+            return ("full",)
+        if self.kind == "sliding":
+            return ("sliding", self.window)
+        return ("mamba",)
+
+    def max_blocks(self, max_model_len: int, in_flight_tokens: int) -> int:
+        """max_memory_usage_bytes // page_size_bytes: blocks one max_model_len request holds (kv_cache_interface.py);
+        sliding: SlidingWindowSpec.max_admission_blocks_per_request; Mamba: one state block."""
+        if self.kind == "mamba":
+            return 1
+        if self.kind == "sliding":
+            return ceil_div(min(self.window - 1 + in_flight_tokens, max_model_len), self.block_size) + 1
+        return ceil_div(max_model_len, self.block_size)
+
+    def blocks_for(self, context: int, max_model_len: int, in_flight_tokens: int) -> int:
+        """Blocks the admission gate reserves for a request of `context` tokens (kv_cache_manager.py:allocate_slots,
+        single_type_kv_cache_manager.py:get_num_blocks_to_allocate with apply_admission_cap=True)."""
+        if self.kind == "mamba":
+            return 1
+        blocks = ceil_div(max(context, 0), self.block_size)
+        if self.kind == "sliding":
+            blocks = min(blocks, self.max_blocks(max_model_len, in_flight_tokens))
+        return blocks
+
+
+def mla_backend_block(compute_capability: float, fp8: bool, qk_nope_head_dim: int) -> tuple[str, int]:
+    """(backend, default block size) for MLA when --block-size is not given (platforms/cuda.py priorities)."""
+    major = int(compute_capability)
+    if major == 10:
+        if qk_nope_head_dim in (64, 128, 192):
+            return "FLASHINFER_MLA", 32  # flashinfer_mla.py: kernel blocks [32, 64]
+        return "CUTLASS_MLA", 128  # cutlass_mla.py: [128]
+    if major == 9:
+        if not fp8:
+            return "FLASH_ATTN_MLA", 16  # flashattn_mla.py: MultipleOf(16), kv dtypes auto/fp16/bf16
+        return "FLASHMLA", 64  # flashmla.py: [64], kv dtypes incl. fp8
+    return "TRITON_MLA", 16  # triton_mla.py: MultipleOf(16)
+
+
+def mamba_page(layer: MambaState, tp: int, conv_bytes: int, ssm_bytes: int) -> int:
+    # MambaStateShapeCalculator divides the conv channels and the SSM heads by tp (extra n_groups replicas for
+    # Mamba2 when n_groups % tp != 0 are not modelled: MambaState carries element counts, not shapes).
+    return (layer.conv_state_elements // tp) * conv_bytes + (layer.ssm_state_elements // tp) * ssm_bytes
+
+
+@dataclass(frozen=True)
+class BlockChoice:
+    """cache_config.block_size after the backend and Mamba adjustments, and the padded Mamba page (if any)."""
+
+    block_size: int
+    mamba_page_padded: int | None
+    notes: tuple[str, ...] = ()
+
+
+def choose_block_size(cached: list[LayerCache], kv: KvFormat, dtype_bytes: int, block_size: int | None, tp: int,
+                      compute_capability: float, conv_bytes: int, ssm_bytes: int) -> BlockChoice:
+    """Step 1: the backend's preferred block (MLA backends by GPU generation) unless --block-size is given, then
+    interface.py:_align_hybrid_block_size for attention + Mamba hybrids (runs even over a user --block-size)."""
+    elem = vllm_element_bytes(kv, dtype_bytes)
+    fp8 = kv.vllm_name is not None and kv.vllm_name.startswith("fp8")
+    notes: list[str] = []
+    mla_layers = [layer for layer in cached if isinstance(layer, MultiLatentAttention)]
+    attn_layers = [layer for layer in cached if isinstance(layer, (FullAttention, MultiLatentAttention))]
+    mamba_layers = [layer for layer in cached if isinstance(layer, MambaState)]
+    kernel_min = SMALLEST_KERNEL_BLOCK
+    if mla_layers:
+        backend, preferred = mla_backend_block(compute_capability, fp8, mla_layers[0].qk_nope_head_dim)
+        kernel_min = preferred  # the chosen backend's smallest kernel block (fixed-size kernels: that size)
+        if block_size is None:
+            notes.append(f"MLA on sm{int(compute_capability * 10)}: {backend} backend, block size {preferred} "
+                         "(platforms/cuda.py:_get_backend_priorities, get_preferred_block_size)")
+    else:
+        preferred = DEFAULT_BLOCK_SIZE
+    bs = block_size if block_size is not None else preferred
+
+    padded: int | None = None
+    if mamba_layers and attn_layers:
+        # interface.py:_align_hybrid_block_size (model-level attention page for one token; K and V of head_size).
+        first = attn_layers[0]
+        if isinstance(first, MultiLatentAttention):
+            attn_1tok = first.latent_elements_per_token() * elem
+        else:
+            attn_1tok = vllm_kv_heads_per_rank(first.num_kv_heads, tp) * 2 * first.head_dim * elem
+        state_page = mamba_page(mamba_layers[0], tp, conv_bytes, ssm_bytes)
+        if state_page > 0:
+            align = max(kernel_min, bs)
+            attn_block = align * ceil_div(state_page, align * attn_1tok)
+            if bs < attn_block:
+                notes.append(f"block size raised {bs} -> {attn_block} so the attention page ({attn_1tok} B/token) "
+                             f"covers the Mamba state page ({state_page} B) (interface.py:_align_hybrid_block_size)")
+                bs = attn_block
+            attn_page = bs * attn_1tok
+            if attn_page > state_page:
+                padded = attn_page
+                notes.append(f"Mamba page padded {state_page} -> {attn_page} B "
+                             f"(+{100 * (attn_page - state_page) / state_page:.2f}%)")
+    return BlockChoice(bs, padded, tuple(notes))
+
+
+def layer_specs(cached: list[LayerCache], kv: KvFormat, dtype_bytes: int, tp: int, choice: BlockChoice,
+                max_model_len: int, conv_bytes: int, ssm_bytes: int) -> list[PageSpec]:
+    """Step 2: one PageSpec per layer that keeps a cache (kv_cache_interface.py), pages from vllm_page_bytes."""
+    elem = vllm_element_bytes(kv, dtype_bytes)
+    bs = choice.block_size
+    specs: list[PageSpec] = []
+    for layer in cached:
+        if isinstance(layer, MultiLatentAttention):
+            n = layer.latent_elements_per_token()
+            specs.append(PageSpec("mla", bs, vllm_page_bytes(layer, bs, kv, dtype_bytes, tp), shape=(1, n, elem)))
+        elif isinstance(layer, SlidingWindow):
+            heads = vllm_kv_heads_per_rank(layer.num_kv_heads, tp)
+            sw_bs = SMALLEST_KERNEL_BLOCK  # attention.py:_largest_kernel_block_within(page_budget=None)
+            specs.append(PageSpec("sliding", sw_bs, vllm_page_bytes(layer, sw_bs, kv, dtype_bytes, tp),
+                                  window=layer.window, shape=(heads, layer.head_dim, layer.v_head_dim, elem)))
+        elif isinstance(layer, FullAttention):
+            heads = vllm_kv_heads_per_rank(layer.num_kv_heads, tp)
+            specs.append(PageSpec("full", bs, vllm_page_bytes(layer, bs, kv, dtype_bytes, tp),
+                                  shape=(heads, layer.head_dim, layer.v_head_dim, elem)))
+        elif isinstance(layer, MambaState):
+            page = mamba_page(layer, tp, conv_bytes, ssm_bytes)
+            if choice.mamba_page_padded is not None:
+                page = max(page, choice.mamba_page_padded)
+            # MambaModelConfig: without prefix caching mamba_block_size = max_model_len.
+            specs.append(PageSpec("mamba", max_model_len, page,
+                                  shape=(layer.conv_state_elements, layer.ssm_state_elements)))
+        else:  # pragma: no cover - LayerCache is closed
+            raise TypeError(f"unknown layer cache {layer!r}")
+    return specs
