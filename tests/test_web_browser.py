@@ -285,3 +285,32 @@ def test_downloads_are_the_cli_outputs(server, page):
         page.click("#download-csv")
     code, out, err = invoke(["plan", "--gpu", "l4", "--model", "qwen3-8b", "--context", "16k", "--csv"])
     assert Path(dl.value.path()).read_bytes().decode() == out
+
+
+def test_search_form_shows_the_cli_search(server, page):
+    code, out, err = invoke(["search", "--model", "qwen3-8b", "--input-len", "2k", "--output-len", "512",
+                             "--concurrency", "16", "--gpus", "l4,h100-sxm", "--json"])
+    if code == 2 and "No such command" in err:
+        pytest.skip("kvcalc search is not in this kvcalc")
+    assert code == 0, err
+    expected = json.loads(out)
+    page.goto(server + "/?gpu=l4,h100-sxm&model=qwen3-8b&context=8k")
+    wait_ready(page)
+    assert page.is_visible("#search")
+    page.fill("#s_input_len", "2k")
+    page.fill("#s_output_len", "512")
+    page.fill("#s_concurrency", "16")
+    page.check("#s_ticked")
+    page.click("#search-run")
+    page.wait_for_selector("body[data-search=ready]", timeout=60000)
+    rows = page.eval_on_selector_all("#search-out table tbody tr",
+                                     "rows => rows.map(tr => [...tr.cells].map(td => td.textContent))")
+    assert len(rows) == len(expected["results"]) > 0
+    for shown, d in zip(rows, expected["results"]):
+        assert shown[0] == str(d["rank"])
+        assert shown[1].startswith(f"{d['replicas']} x {d['gpu']}")
+        assert shown[2:6] == [d["weights_format"], d["kv_format"], str(d["util"]), str(d["max_num_seqs"])]
+        assert shown[6] == f"{d['cost_per_hour']:,.2f}"
+    assert expected["winner_command"] in page.inner_text("#search-out")
+    assert "s_input_len=2k" in page.url and "search=1" in page.url
+    page.locator("#search").screenshot(path=str(IMG / "web-search.png"))
