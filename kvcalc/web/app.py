@@ -87,7 +87,8 @@ def _error(status: int, message: str) -> JSONResponse:
 
 
 def _json_bytes(payload) -> bytes:
-    return json.dumps(payload, indent=1).encode()
+    # compact: the C encoder (indent would force the pure-Python one); the values are the CLI's JSON, byte layout aside
+    return json.dumps(payload, separators=(",", ":")).encode()
 
 
 async def _params(request: Request) -> dict:
