@@ -122,6 +122,10 @@ async def _params(request: Request) -> dict:
     return params
 
 
+def _raw_key(kind: str, params: dict) -> tuple:
+    return (kind, "raw", hashlib.sha256(json.dumps(params, sort_keys=True, default=str).encode()).hexdigest())
+
+
 def create_app(allow_hub: bool = False, cache_size: int = 2048, allowed_hosts: list[str] | None = None) -> Starlette:
     """The app. `allow_hub`: read hub ids outside the catalog (network); `cache_size`: answers kept (0: none);
     `allowed_hosts`: Host headers accepted (default: loopback names only, which stops DNS-rebinding pages)."""
@@ -133,12 +137,7 @@ def create_app(allow_hub: bool = False, cache_size: int = 2048, allowed_hosts: l
         if fmt not in ("json", "csv") or (fmt == "csv" and kind != "plan"):
             return _error(400, f"format {str(fmt)[:20]!r}: only plan answers CSV (format=csv); JSON is the default")
         extra = {k: params.get(k) for k in ("row", "row_engine") if kind == "explain"}
-        # the same request text again (a page re-sending its inputs) is answered before any parsing; a differently
-        # spelled but equal request (8k vs 8192) is found again after parsing, under the canonical key
-        raw_key = (kind, hashlib.sha256(json.dumps(params, sort_keys=True, default=str).encode()).hexdigest())
-        hit = cache.get(raw_key)
-        if hit is not None:
-            return Response(hit[0], media_type=hit[1], headers=SECURITY_HEADERS)
+        raw_key = _raw_key(kind, params)
         web = inputs.parse(params, allow_hub=allow_hub)
         key = (kind, fmt, web.key, json.dumps(extra, sort_keys=True, default=str))
         hit = cache.get(key)
@@ -158,6 +157,12 @@ def create_app(allow_hub: bool = False, cache_size: int = 2048, allowed_hosts: l
         async def handle(request: Request) -> Response:
             try:
                 params = await _params(request)
+                # the same request text again (a page re-sending its inputs) is answered here, without parsing or a
+                # worker thread; a differently spelled but equal request (8k vs 8192) is found after parsing, under
+                # the canonical key
+                hit = cache.get(_raw_key(kind, params))
+                if hit is not None:
+                    return Response(hit[0], media_type=hit[1], headers=SECURITY_HEADERS)
                 return await run_in_threadpool(answer, kind, params)
             except BadInput as exc:
                 return _error(400, str(exc))
