@@ -318,6 +318,22 @@ def models(as_json):
         render_models(specs)
 
 
+@cli.command()
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="address to bind; anything but loopback lets other machines use the page.")
+@click.option("--port", default=8000, type=click.IntRange(1, 65535), show_default=True)
+@click.option("--open", "open_browser", is_flag=True, help="open the page in the default browser.")
+@click.option("--allow-hub", is_flag=True, help="let the page read hub ids outside the catalog (network access).")
+def serve(host, port, open_browser, allow_hub):
+    """A local web page: the table, the plots, explain and search, updated as you type (needs kvcalc[web])."""
+    import importlib
+
+    # kvcalc/web/ is a surface above the CLI (it parses every request with the CLI's own options), so the CLI hands
+    # over to it by name, as an entry point would, rather than importing it (tests/test_import_graph.py)
+    importlib.import_module("kvcalc.web.server").serve(host=host, port=port, open_browser=open_browser,
+                                                       allow_hub=allow_hub)
+
+
 def main(argv: list[str] | None = None) -> None:
     run_command(cli, argv, "kvcalc")
 
