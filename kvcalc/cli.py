@@ -291,7 +291,9 @@ def gpus(as_json):
 
     profiles = list_gpus()
     if as_json:
-        click.echo(json.dumps([dataclasses.asdict(p) for p in profiles], indent=1))
+        from .render import gpus_payload
+
+        click.echo(json.dumps(gpus_payload(), indent=1))
     else:
         render_gpus(profiles)
 
@@ -301,7 +303,6 @@ def gpus(as_json):
 def models(as_json):
     """Models in the built-in catalog (any config.json also works with --model PATH)."""
     from .catalog import catalog_entry, catalog_names, load_model
-    from .checkpoint import checkpoint_label
     from .render import render_models
 
     specs = []
@@ -311,9 +312,9 @@ def models(as_json):
         except UsageError:
             continue
     if as_json:
-        click.echo(json.dumps([{"name": s.name, "hf_id": e.get("hf_id"), "params": s.params.total,
-                                "model_type": s.model_type, "layers": s.num_layers, "checkpoint_format": checkpoint_label(s)}
-                                for s, e in specs], indent=1))
+        from .render import models_payload
+
+        click.echo(json.dumps(models_payload(), indent=1))
     else:
         render_models(specs)
 

@@ -3,6 +3,7 @@ message ever comes back for bad input. Runs in-process through starlette's TestC
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import subprocess
@@ -191,11 +192,13 @@ def test_hub_ids_only_with_allow_hub(monkeypatch):
 
     asked = []
 
-    def fake_hub(hub_id):
-        asked.append(hub_id)
-        return json.loads((CONFIGS / "Qwen--Qwen3-32B.json").read_text())
+    real = catalog._from_checkpoint
 
-    monkeypatch.setattr(catalog, "_hub_config", fake_hub)
+    def fake_hub(hub_id):  # the hub id stands for a local copy of its config.json
+        asked.append(hub_id)
+        return dataclasses.replace(real(str(CONFIGS / "Qwen--Qwen3-32B.json")), name=hub_id)
+
+    monkeypatch.setattr(catalog, "_from_checkpoint", fake_hub)
     closed = TestClient(web_app.create_app(allow_hub=False))
     assert closed.get("/api/plan", params={"model": "Qwen/Qwen3-32B-New"}).status_code == 400
     assert asked == []

@@ -145,10 +145,9 @@ def resolve_model(params: dict, allow_hub: bool):
         if not allow_hub:
             raise UsageError(f"model {model!r} is not in the catalog, and this server reads no hub ids "
                              "(start it with `kvcalc serve --allow-hub`, or paste the model's config.json)")
-        from ..catalog import _hub_config
-        from ..model import spec_from_config
+        from ..catalog import load_model  # the CLI's own path: checkpoint reading, quantization, weight bytes
 
-        return None, spec_from_config(_hub_config(model), name=model, source=f"hub {model}")
+        return None, load_model(model)
     from ..catalog import catalog_names
     import difflib
 
