@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from .units import GiB, fmt_bytes, fmt_gib, fmt_tokens
+from .workload import ASSUMPTIONS
 
 if TYPE_CHECKING:  # annotations only: render sits above plan and never runs it
     from .plan import PlanRequest, Row, TpOption
@@ -67,6 +68,28 @@ def render_table(req: PlanRequest, rows: list[Row]) -> None:
         "--context x --batch; KV capacity = longest context that fits. Memory and speed constants are fitted on "
         "H200 runs (docs/validation/); other GPUs scale by their bandwidth (kvcalc explain shows every source).",
         style="dim")
+
+
+def render_bench(req: PlanRequest, rows: list[Row]) -> None:
+    """The --input-len workload per row, in vllm bench's terms."""
+    wl = req.workload
+    how = f"request rate {wl.request_rate:g}/s" if wl.request_rate else f"concurrency {wl.concurrency or 1}"
+    table = Table(title=f"Workload as vllm bench reports it: input {wl.input_len:,} + output {wl.output_len:,} "
+                        f"tokens, {how}", title_justify="left")
+    for name in ("config", "engine", "in flight", "TTFT\nms", "TPOT\nms", "e2e\ns", "output\ntok/s",
+                 "tok/s\nper user"):
+        table.add_column(name, justify="left" if name in ("config", "engine") else "right")
+    for r in rows:
+        b = r.bench
+        if b is None:
+            continue
+        table.add_row(r.config, r.engine, f"{b.concurrency:g}", f"{b.ttft_s * 1e3:,.1f}", f"{b.tpot_s * 1e3:,.2f}",
+                      f"{b.e2e_s:,.2f}", f"{b.output_tokens_per_s:,.1f}", f"{b.output_tokens_per_s_per_user:,.1f}")
+    _console().print(table)
+    for r in rows:
+        for note in (r.bench.notes if r.bench else []):
+            _console().print(f"  {r.config} ({r.engine}): {note}", style="yellow")
+    _console().print("Assumptions: " + "; ".join(ASSUMPTIONS) + ".", style="dim")
 
 
 def csv_text(rows: list[Row]) -> str:

@@ -295,7 +295,7 @@ def decode_speed(spec: ModelSpec, gpu: GpuProfile, engine: str, weights: WeightF
     the weight reads (decode of one request is no faster than on one GPU). Each stage pays the fixed step cost (an
     assumption until measured: every stage is its own process launching its own graphs)."""
     if engine != "vllm":
-        return _hf_decode_speed(spec, gpu, weights, kv, batch, context, dtype_bytes)
+        return hf_decode_speed(spec, gpu, weights, kv, batch, context, dtype_bytes)
     e = load("throughput")["engines"]["vllm"]
     rates = gpu_rates(gpu)
     notes: list[str] = []
@@ -359,10 +359,31 @@ def prefill_s(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFor
     return total
 
 
-def _hf_decode_speed(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFormat, batch: int,
-                     context: int, dtype_bytes: int = 2) -> DecodeEstimate:
+def _hf_fixed_s(spec: ModelSpec, weights: WeightFormat, kv: KvFormat) -> float:
+    e = load("throughput")["engines"]["hf"]
+    fixed = e["fixed_step_s"] + e["per_layer_s"] * spec.num_layers
+    if kv.hf_quantized:
+        fixed += e["kv_per_layer_s"][kv.backend] * spec.num_layers  # dequantize + re-quantize bookkeeping
+    if weights.name.startswith("nf4"):
+        fixed += e["nf4_per_layer_s"] * spec.num_layers  # bitsandbytes dequantize kernels per Linear
+    return fixed
+
+
+def hf_prefill_s(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFormat, input_len: int,
+                 batch: int = 1, dtype_bytes: int = 2) -> float:
+    """transformers' prefill: one forward over batch x input_len tokens (no chunking), eager: the per-layer launch
+    time plus the kernels (GEMMs over every prompt token, causal SDPA)."""
+    tokens = batch * input_len
+    pairs = batch * input_len * (input_len + 1) / 2
+    kernels = forward_kernels(spec, gpu, weights, kv, tokens, 0.0, pairs, 1, dtype_bytes, prefill=True)
+    return _hf_fixed_s(spec, weights, kv) + sum(k.time_s for k in kernels if k.name != "sampler")
+
+
+def hf_decode_speed(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFormat, batch: int,
+                    context: float, dtype_bytes: int = 2, kv_read_bytes: float | None = None) -> DecodeEstimate:
     """transformers (eager PyTorch): per-layer Python and launch time plus bytes / bandwidth, fitted on H200 runs
-    (kvcalc/data/throughput.yaml `hf`); conversion costs as a multiple of the bytes read."""
+    (kvcalc/data/throughput.yaml `hf`); conversion costs as a multiple of the bytes read. kv_read_bytes: the cache
+    bytes a step reads (default: a long context's bytes per token x context x batch)."""
     data = load("throughput")
     costs = data["conversion_cost_per_byte"]
     notes: list[str] = []
@@ -375,7 +396,7 @@ def _hf_decode_speed(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv
         fixed += e["nf4_per_layer_s"] * layers  # bitsandbytes dequantize kernels per Linear
     kv_per_token = hf_bytes_per_token(spec.layers, kv, dtype_bytes)
     w_bytes = weight_bytes_read_per_token(spec, weights, batch, dtype_bytes)
-    kv_bytes = kv_per_token * context * batch
+    kv_bytes = kv_per_token * context * batch if kv_read_bytes is None else kv_read_bytes
     w_cost = 1.0
     if weights.needs_unpack and not weights.name.startswith("nf4"):
         w_cost += costs.get(weights.name.split("-")[0], 1.5)
