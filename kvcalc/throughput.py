@@ -376,7 +376,10 @@ def hf_prefill_s(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: Kv
     tokens = batch * input_len
     pairs = batch * input_len * (input_len + 1) / 2
     kernels = forward_kernels(spec, gpu, weights, kv, tokens, 0.0, pairs, 1, dtype_bytes, prefill=True)
-    return _hf_fixed_s(spec, weights, kv) + sum(k.time_s for k in kernels if k.name != "sampler")
+    quantize = 0.0
+    if kv.hf_quantized:  # QuantizedLayer quantizes the whole prompt at prefill, layer by layer (cache_utils.py)
+        quantize = load("throughput")["engines"]["hf"]["kv_prefill_per_layer_s"][kv.backend] * spec.num_layers
+    return _hf_fixed_s(spec, weights, kv) + sum(k.time_s for k in kernels if k.name != "sampler") + quantize
 
 
 def hf_decode_speed(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFormat, batch: int,

@@ -13,6 +13,9 @@ Model (stated in every answer, `ASSUMPTIONS`):
   cached token), so the mean over the output is the step at the mean context input + output/2, exactly. vLLM mixes
   the other requests' prefill chunks into decode steps: over one request's output the other n-1 requests each
   prefill once, which adds (n-1) x their prefill time / (output-1) to the TPOT.
+- A burst (every request at once, none after: `vllm bench serve` with num_prompts <= max concurrency): the i-th
+  prompt waits for the prefills before it, so the mean TTFT is (n+1)/2 prefills, and each request decodes while the
+  ones after it prefill.
 - Request rate: Poisson arrivals at rate r hold r x e2e requests in flight (Little's law); the concurrency is the
   fixed point, capped at what vLLM holds at once.
 """
@@ -44,6 +47,7 @@ class Workload:
     output_len: int
     concurrency: int | None = None  # requests in flight (vllm bench --max-concurrency)
     request_rate: float | None = None  # requests/s (vllm bench --request-rate); None: all at once
+    burst: bool = False  # every request arrives at once and none follows (num_prompts <= max_concurrency)
 
     @property
     def context(self) -> int:
@@ -97,6 +101,10 @@ def vllm_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFo
     def at(n: int) -> tuple[float, float]:
         step = decode_speed(spec, gpu, "vllm", weights, kv, n, wl.input_len + wl.output_len / 2, enforce_eager, tp,
                             pp=pp, kv_bytes_per_token=kv_bytes_per_token).step_s
+        if wl.burst:
+            # n prompts at once: the i-th waits for the i-1 before it (mean (n+1)/2 prefills) and then decodes while
+            # the n-i after it prefill (mean (n-1)/2 prefills spread over its output)
+            return prefill * (n + 1) / 2, step + (n - 1) / 2 * prefill / max(wl.output_len - 1, 1)
         tpot = step + (n - 1) * prefill / max(wl.output_len - 1, 1)
         return prefill, tpot
 
@@ -109,7 +117,18 @@ def vllm_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFo
             ttft += (want - slots) / slots * e2e  # the requests past the slots wait for finished ones, in rounds
             notes.append(f"concurrency {want} exceeds the {slots} requests vLLM holds at once at this context: "
                          "the rest wait for a slot (their wait is in the TTFT)")
-        return _finish(wl, n, ttft, tpot, notes)
+            out = _finish(wl, n, ttft, tpot, notes)
+            # the deployment still finishes `slots` requests per e2e of a served one
+            out.request_throughput = slots / e2e
+            out.output_tokens_per_s = slots * wl.output_len / e2e
+            return out
+        out = _finish(wl, n, ttft, tpot, notes)
+        if wl.burst:  # the run lasts until the last prompt, prefilled last, has decoded its output
+            step = decode_speed(spec, gpu, "vllm", weights, kv, n, wl.input_len + wl.output_len / 2, enforce_eager,
+                                tp, pp=pp, kv_bytes_per_token=kv_bytes_per_token).step_s
+            duration = n * prefill + (wl.output_len - 1) * step
+            out.output_tokens_per_s, out.request_throughput = n * wl.output_len / duration, n / duration
+        return out
     # Poisson arrivals: find n = rate x e2e(n) (e2e grows with n, so the map is monotone; iterate on integers)
     n = 1
     for _ in range(64):

@@ -39,6 +39,7 @@ from kvcalc.hardware import get_gpu  # noqa: E402
 from kvcalc.model import ModelSpec, spec_from_config  # noqa: E402
 from kvcalc.throughput import decode_speed, prefill_s  # noqa: E402
 from kvcalc.validate.results import iter_jsonl  # noqa: E402
+from kvcalc.workload import Workload, hf_bench  # noqa: E402
 
 V2 = ROOT / "docs" / "validation" / "data" / "v2"
 V1 = ROOT / "docs" / "validation" / "data"
@@ -84,6 +85,9 @@ class Point:
     def predict(self) -> float:
         gpu = get_gpu("h200")
         w, k = weight_format(self.weights), kv_format(self.kv)
+        if self.kind.startswith("hf-"):  # transformers generate(): batch prompts of `context` tokens + `chunk` new
+            b = hf_bench(self.spec, gpu, w, k, Workload(int(self.context), self.chunk, concurrency=self.batch))
+            return b.ttft_s if self.kind == "hf-ttft" else b.tpot_s
         if self.kind == "ttft":
             return prefill_s(self.spec, gpu, w, k, int(self.context), self.chunk, self.tp, enforce_eager=self.eager)
         return decode_speed(self.spec, gpu, "vllm", w, k, self.batch, self.context, self.eager, self.tp).step_s
@@ -147,6 +151,56 @@ def v1_points() -> list[Point]:
     return out
 
 
+# the transformers constants (throughput.yaml `hf`) were fitted by scripts/fit_constants.py on these runs
+HF_FITTED = {"hf-llama-3.2-3b-bf16-auto-b1", "hf-llama-3.1-8b-bf16-auto-b1", "hf-llama-3.2-3b-bf16-hqq-4-b1",
+             "hf-llama-3.2-3b-bf16-quanto-4-b1", "hf-llama-3.2-3b-nf4-auto-b1"}
+
+
+HF_TTFT_FITTED = {"hf-llama-3.2-3b-bf16-hqq-4-b1", "hf-llama-3.2-3b-bf16-quanto-4-b1"}
+
+
+def hf_prefill_quantize_s() -> dict[str, float]:
+    """Quantizing the prompt's cache at prefill, per layer: (TTFT with the quantized cache - TTFT default) / layers,
+    on the 3B at batch 1 (HF_TTFT_FITTED)."""
+    rows = {r["case_id"]: r for r in iter_jsonl(V1 / "hf.jsonl") if r.get("status") == "ok"}
+    base = rows["hf-llama-3.2-3b-bf16-auto-b1"]["observed"]["prefill_seconds"]
+    layers = load_model("llama-3.2-3b").num_layers
+    return {rows[c]["settings"]["kv"].split("-")[0]: round((rows[c]["observed"]["prefill_seconds"] - base) / layers, 5)
+            for c in sorted(HF_TTFT_FITTED)}
+
+
+def hf_points(data: Path) -> list[Point]:
+    """transformers generate() at batch 1 and 8: the decode step (TPOT) and the time to the first token (TTFT).
+    Not refitted here: every point is held out except the runs the `hf` constants came from."""
+    out = []
+    for name in ("hf.jsonl", "hf-holdout.jsonl"):
+        for r in iter_jsonl(V1 / name):
+            o, s = r.get("observed") or {}, r.get("settings") or {}
+            if r.get("status") != "ok" or not o.get("decode_ms_per_step"):
+                continue
+            common = dict(spec=load_model(s["model"]), weights=s["weights"], kv=s["kv"], eager=True,
+                          batch=int(s["batch"]), context=int(s["prompt_len"]), chunk=int(s["new_tokens"]), tp=1,
+                          held_out=r["case_id"] not in HF_FITTED, source=f"data/{name}")
+            out.append(Point(r["case_id"], "hf-decode", measured_s=o["decode_ms_per_step"] / 1e3, **common))
+            if o.get("prefill_seconds"):
+                fitted = r["case_id"] in HF_TTFT_FITTED
+                out.append(Point(r["case_id"], "hf-ttft", measured_s=o["prefill_seconds"], **{**common,
+                                                                                            "held_out": not fitted}))
+    path = data / "hf.jsonl"
+    for r in iter_jsonl(path) if path.exists() else []:
+        s = r.get("settings") or {}
+        if r.get("status") != "ok":
+            continue
+        cache = s["cache"].removeprefix("quantized-")
+        common = dict(spec=load_model(s["config"].removesuffix(".json")), weights="bf16",
+                      kv="auto" if cache == "default" else cache, eager=True, batch=int(s["batch"]),
+                      context=int(s["prompt_len"]), chunk=int(s["new_tokens"]), tp=1, held_out=True,
+                      source=f"{data.name}/hf.jsonl")
+        out.append(Point(r["case_id"], "hf-decode", measured_s=r["decode_ms_per_step"] / 1e3, **common))
+        out.append(Point(r["case_id"], "hf-ttft", measured_s=r["t1_s"], **common))
+    return out
+
+
 def _set(values: dict[str, float]) -> None:
     """Put candidate constants where kvcalc reads them (the loaded YAML is cached and shared)."""
     speed, thr = load("speed"), load("throughput")
@@ -205,6 +259,8 @@ def errors(points: list[Point]) -> list[dict]:
 
 
 def _group(e: dict) -> str:
+    if e["kind"].startswith("hf-"):
+        return "transformers TTFT" if e["kind"] == "hf-ttft" else "transformers decode"
     if e["kind"] == "ttft":
         return "TTFT"
     if e["eager"]:
@@ -212,7 +268,8 @@ def _group(e: dict) -> str:
     return "decode, batch 1" if e["batch"] == 1 else "decode, batched"
 
 
-TARGETS = {"decode, batch 1": 0.10, "decode, batched": 0.15, "TTFT": 0.20, "decode, eager": 0.15}
+TARGETS = {"decode, batch 1": 0.10, "decode, batched": 0.15, "TTFT": 0.20, "decode, eager": 0.15,
+           "transformers decode": 0.15, "transformers TTFT": 0.20}
 
 
 def tables(rows: list[dict]) -> str:
@@ -280,6 +337,9 @@ def write_constants(values: dict[str, float], data: Path) -> None:
         "fp8_kv, fp8_weights, int4_weights: " + source + ". " + EMULATED_SOURCE)
     SPEED_YAML.write_text(header + yaml.safe_dump(speed, sort_keys=False))
     text = THROUGHPUT_YAML.read_text()
+    old_hf = yaml.safe_load(text)["engines"]["hf"]["kv_prefill_per_layer_s"]
+    for backend, value in hf_prefill_quantize_s().items():
+        text = text.replace(f"      {backend}: {old_hf[backend]}\n", f"      {backend}: {value}\n", 1)
     old = yaml.safe_load(text)["engines"]["vllm"]["eager_per_layer_s"]
     new = float(f"{values['eager_per_layer_s']:.4g}")
     THROUGHPUT_YAML.write_text(text.replace(f"eager_per_layer_s: {old}", f"eager_per_layer_s: {new}"))
@@ -304,7 +364,7 @@ def main() -> None:
     ap.add_argument("--report", action="store_true")
     args = ap.parse_args()
     data = Path(args.data).resolve()
-    points = v2_points(data) + v1_points()
+    points = v2_points(data) + v1_points() + hf_points(data)
     if not args.report:
         load("speed")["measured"]["h200"]["bandwidth_bytes_per_s"] = copy_bandwidth()
         values = fit(points)
