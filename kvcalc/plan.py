@@ -13,7 +13,7 @@ from .hardware import GpuProfile
 from .engines.hf import hf_cache_bytes
 from .model import ModelSpec
 from .quality import quality_cell
-from .throughput import decode_speed
+from .throughput import DecodeEstimate, decode_speed
 from .workload import ASSUMPTIONS as WORKLOAD_ASSUMPTIONS
 from .workload import BenchEstimate, Workload, hf_bench, vllm_bench
 
@@ -184,9 +184,10 @@ class Row:
     vllm: vllm_engine.VllmEstimate | None = field(default=None, repr=False)
     hf: hf_engine.HfEstimate | None = field(default=None, repr=False)
     bench: BenchEstimate | None = field(default=None, repr=False)  # the --input-len workload, when asked
+    speed: DecodeEstimate | None = field(default=None, repr=False, compare=False)  # the decode step, per kernel
 
     def to_json(self) -> dict:
-        out = {k: v for k, v in asdict(self).items() if k not in ("vllm", "hf", "bench")}
+        out = {k: v for k, v in asdict(self).items() if k not in ("vllm", "hf", "bench", "speed")}
         if self.bench is not None:
             out["bench"] = self.bench.to_json()
         if self.vllm is not None:
@@ -248,7 +249,7 @@ def _vllm_row(req: PlanRequest, choice: FormatChoice) -> Row | None:
                kv_capacity_tokens=est.logged_kv_tokens, max_concurrency=concurrency, hf_memory_bytes=None,
                decode_tokens_per_s=speed.tokens_per_s, fits=fits, shortfall_bytes=shortfall,
                quality_risk=_risk(req.spec, w, k), notes=est.notes + speed.notes,
-               quality_evidence=quality_cell(w.name, k.name), vllm=est, bench=bench)
+               quality_evidence=quality_cell(w.name, k.name), vllm=est, bench=bench, speed=speed)
 
 
 def _hf_row(req: PlanRequest, choice: FormatChoice) -> Row | None:
@@ -265,7 +266,7 @@ def _hf_row(req: PlanRequest, choice: FormatChoice) -> Row | None:
                weights_bytes=est.static_bytes, kv_bytes_per_token=per_token, kv_capacity_tokens=longest,
                max_concurrency=None, hf_memory_bytes=est.total_bytes, decode_tokens_per_s=speed.tokens_per_s,
                fits=est.fits, shortfall_bytes=est.shortfall_bytes, quality_risk=_risk(req.spec, w, k),
-               notes=est.notes + speed.notes, quality_evidence=quality_cell(w.name, k.name), hf=est,
+               notes=est.notes + speed.notes, quality_evidence=quality_cell(w.name, k.name), hf=est, speed=speed,
                bench=hf_bench(req.spec, req.gpu, w, k, req.workload) if req.workload is not None else None)
 
 

@@ -165,6 +165,19 @@ def explain_text(req: PlanRequest, row: Row) -> str:
             f"{fmt_gib(gpu.memory_total_bytes)}" + ("" if h.fits else f"; short by {fmt_gib(h.shortfall_bytes)}"),
         ]
     lines.append(f"decode ~ {row.decode_tokens_per_s:,.1f} tokens/s at batch {req.batch}, context {req.context:,}")
+    if row.speed is not None and row.speed.kernels:
+        d = row.speed
+        lines.append(f"  step {d.step_s * 1e3:.3f} ms = overhead {d.fixed_s * 1e3:.3f} ms + kernels (per GPU, "
+                     "each max-like of memory / tensor / CUDA-core time):")
+        for k in d.kernels:
+            lines.append(f"  - {k.name:<10} {k.time_s * 1e3:8.3f} ms ({k.bound}): {k.bytes / 1e9:,.3f} GB "
+                         f"-> {k.memory_s * 1e3:.3f} ms, {k.flops / 1e12:,.3f} TFLOP -> {k.compute_s * 1e3:.3f} ms, "
+                         f"{k.conversion_ops / 1e9:,.2f} G conversion ops -> {k.alu_s * 1e3:.3f} ms")
+    if row.bench is not None:
+        b = row.bench
+        lines.append(f"workload: TTFT {b.ttft_s * 1e3:,.1f} ms, TPOT {b.tpot_s * 1e3:,.2f} ms, e2e {b.e2e_s:,.2f} s, "
+                     f"{b.output_tokens_per_s:,.1f} output tok/s ({b.output_tokens_per_s_per_user:,.1f} per user) at "
+                     f"{b.concurrency:g} in flight")
     lines += [f"note: {n}" for n in row.notes]
     return "\n".join(lines) + "\n"
 

@@ -62,8 +62,9 @@ class Kernel:
 
     @property
     def bound(self) -> str:
-        t = self.time_s
-        return "memory" if t == self.memory_s else "compute" if t == self.compute_s else "alu"
+        """The resource with the longest time (memory on a tie)."""
+        return max((self.memory_s, "memory"), (self.compute_s, "compute"), (self.alu_s, "alu"),
+                   key=lambda pair: pair[0])[1]
 
 
 @dataclass
