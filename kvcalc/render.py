@@ -66,7 +66,8 @@ def render_table(req: PlanRequest, rows: list[Row]) -> None:
         "GiB = 2^30 bytes. vLLM: KV capacity = the 'GPU KV cache size' vLLM logs at --util "
         f"{req.util}; max conc. = requests of --context tokens that fit at once. HF: memory the process holds at "
         "--context x --batch; KV capacity = longest context that fits. Memory and speed constants are fitted on "
-        "H200 runs (docs/validation/); other GPUs scale by their bandwidth (kvcalc explain shows every source).",
+        "H200 runs (docs/validation/); other GPUs' speed derives from their datasheet bandwidth, tensor and FP32 "
+        "rates (kvcalc explain shows every source).",
         style="dim")
 
 
