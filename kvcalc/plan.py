@@ -154,9 +154,12 @@ class PlanRequest:
             tensor_parallel=tp or self.tp, pipeline_parallel=self.pp)
 
     def hf_settings(self, choice: FormatChoice) -> hf_engine.HfSettings:
-        """transformers' settings for `choice`: a prompt and a generation that end at --context. The generation is
-        min(256, context / 2) tokens, as a chat turn generates a few hundred tokens and the prefill peak comes from
+        """transformers' settings for `choice`: with a workload, its prompt and output; else a prompt and a generation
+        that end at --context. The generation is min(256, context / 2) tokens, as a chat turn generates a few hundred tokens and the prefill peak comes from
         the prompt; the cache at the end holds the whole context either way."""
+        if self.workload is not None:  # --input-len: the prompt sets the prefill peak, the output the cache's end
+            return hf_engine.HfSettings(weights=choice.weights, kv=choice.kv_hf, batch=self.batch,
+                                        prompt_len=self.workload.input_len, new_tokens=self.workload.output_len)
         new_tokens = max(1, min(256, self.context // 2))
         return hf_engine.HfSettings(weights=choice.weights, kv=choice.kv_hf, batch=self.batch,
                                     prompt_len=self.context - new_tokens + 1, new_tokens=new_tokens)

@@ -97,3 +97,12 @@ def test_bad_workloads_are_one_line_exit_2(args, capsys):
     assert exc.value.code == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error:") and "\n" not in err
+
+
+def test_hf_rows_take_the_prompt_and_output_of_the_workload():
+    """The prompt sets transformers' prefill peak: a long prompt with a short output peaks higher than a short prompt
+    with a long output at the same context."""
+    def hf_total(i, o):
+        req = PlanRequest(SPEC, get_gpu("l4"), context=i + o, engines=("hf",), workload=Workload(i, o))
+        return next(r for r in plan(req) if r.config == "baseline").hf_memory_bytes
+    assert hf_total(8000, 192) > hf_total(192, 8000)
