@@ -19,7 +19,7 @@ import numpy as np
 from . import latency
 from .engines import vllm as vllm_engine
 from .errors import UsageError
-from .formats import WeightFormat, kv_format, weight_format
+from .formats import kv_format, weight_format
 from .hardware import GpuProfile
 from .model import ModelSpec
 from .plan import RISK_LEVELS
