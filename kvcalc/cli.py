@@ -86,6 +86,23 @@ class _Name(click.ParamType):
         return text
 
 
+class _Rate(click.ParamType):
+    """Requests per second: a positive finite number."""
+
+    name = "rate"
+
+    def convert(self, value, param, ctx):
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            raise UsageError(f"{_option(param)} {shown(value)} is not a number") from None
+        if not (0 < number < 1e9):  # NaN and inf fail this too
+            raise UsageError(f"{_option(param)} must be a positive number of requests/s, got {shown(value)}")
+        return number
+
+
+
+
 class _VllmInt(click.ParamType):
     """A number as vLLM reads its own flags (units.parse_vllm_int: 32k = 32,000, 32K = 32,768); within
     limits.BOUNDS when the option has a bound there. With allow_auto, 'auto' and -1 mean the model's own maximum
@@ -107,7 +124,7 @@ class _VllmInt(click.ParamType):
 
 AUTO = -1  # --max-model-len auto / -1: the model's max_position_embeddings
 
-TOKENS, FRACTION, POSITIVE, NAME = _Tokens(), _Fraction(), _Positive(), _Name()
+TOKENS, FRACTION, POSITIVE, NAME, RATE = _Tokens(), _Fraction(), _Positive(), _Name(), _Rate()
 VLLM_INT, VLLM_LEN = _VllmInt(), _VllmInt(allow_auto=True)
 
 
@@ -173,17 +190,41 @@ def _plan_options(func):
         click.option("--vllm-command", default=None, type=NAME, metavar="'vllm serve MODEL ...'",
                      help="a vLLM command line as you would run it: its model and flags set the options above "
                           "(options given here as well win); unknown flags are warned about."),
+        click.option("--input-len", type=TOKENS, default=None,
+                     help="workload as vllm bench runs it: prompt tokens per request; sets --context to input + "
+                          "output and adds TTFT, TPOT, latency and output tokens/s per row."),
+        click.option("--output-len", type=TOKENS, default=None, help="generated tokens per request [default: 128]."),
+        click.option("--concurrency", type=POSITIVE, default=None,
+                     help="requests in flight (vllm bench --max-concurrency); sets --batch [default: 1]."),
+        click.option("--request-rate", type=RATE, default=None,
+                     help="Poisson arrivals in requests/s (vllm bench --request-rate); the concurrency follows."),
+        click.option("--no-calibration", is_flag=True,
+                     help="ignore your calibration (kvcalc calibrate) for this GPU and vLLM version."),
     ]
     for option in reversed(options):
         func = option(func)
     return func
 
 
+def _workload(input_len, output_len, concurrency, request_rate):
+    """The --input-len workload, or None; the other workload options need it."""
+    from .workload import Workload
+
+    if input_len is None:
+        given = [n for n, v in (("--output-len", output_len), ("--concurrency", concurrency),
+                                ("--request-rate", request_rate)) if v is not None]
+        if given:
+            raise UsageError(f"{given[0]} describes a vllm bench workload and needs --input-len")
+        return None
+    return Workload(input_len, output_len or 128, concurrency, request_rate)
+
+
 def _request(gpu, model, context, batch, engine, weights, kv, util, max_model_len, max_num_batched_tokens,
              max_num_seqs, enforce_eager, vllm_version, tp, pp, quantization=None, entrypoint="serve", dtype=None,
              block_size=None, kv_cache_memory_bytes=None, nccl_nvls="auto", vllm_command=None, enable_lora=False,
              max_loras=1, max_lora_rank=16, speculative_config=None, other_processes_memory=None,
-             vllm_engine="auto", enable_chunked_prefill=None):
+             vllm_engine="auto", enable_chunked_prefill=None, no_calibration=False, input_len=None, output_len=None,
+             concurrency=None, request_rate=None):
     from .catalog import DEFAULT_MODEL, load_model
     from .hardware import get_gpu
     from .plan import PlanRequest, request_warnings, weights_for_quantization
@@ -198,6 +239,12 @@ def _request(gpu, model, context, batch, engine, weights, kv, util, max_model_le
         if given["weights"]:
             raise UsageError("give --weights or --quantization, not both")
         given["weights"] = weights_for_quantization(given["quantization"])
+    workload = _workload(input_len, output_len, concurrency, request_rate)
+    context, batch = given["context"], given["batch"]
+    if workload is not None:
+        # before any model or GPU is read: a bad workload is a usage error
+        workload.check(given["max_model_len"] if given["max_model_len"] != AUTO else None)
+        context, batch = workload.context, workload.concurrency or 1
     spec = load_model(given["model"] or DEFAULT_MODEL)
     profile = get_gpu(given["gpu"])
     engine = given["engine"]
@@ -206,11 +253,10 @@ def _request(gpu, model, context, batch, engine, weights, kv, util, max_model_le
     if max_model_len == AUTO:
         max_model_len = spec.max_position_embeddings
         limits.check("max_model_len", max_model_len)
-    context = given["context"]
     if vllm_command and context is None:
         context = max_model_len or spec.max_position_embeddings  # the command's own length
     nvls = {"auto": None, "on": True, "off": False}[given["nccl_nvls"]]
-    req = PlanRequest(spec=spec, gpu=profile, context=context or 8192, batch=given["batch"], engines=engines,
+    req = PlanRequest(spec=spec, gpu=profile, context=context or 8192, batch=batch, engines=engines,
                       weights=given["weights"], kv=given["kv"], util=given["util"], max_model_len=max_model_len,
                       max_num_batched_tokens=given["max_num_batched_tokens"], max_num_seqs=given["max_num_seqs"],
                       enforce_eager=given["enforce_eager"], vllm_version=given["vllm_version"], tp=given["tp"],
@@ -220,8 +266,17 @@ def _request(gpu, model, context, batch, engine, weights, kv, util, max_model_le
                       max_lora_rank=given["max_lora_rank"], speculative_config=given["speculative_config"],
                       other_processes_bytes=parse_bytes(other_processes_memory, "--other-processes-memory")
                       if other_processes_memory else 0, vllm_engine=given["vllm_engine"],
-                      enable_chunked_prefill=given["enable_chunked_prefill"])
-    return req, notes + request_warnings(req)
+                      enable_chunked_prefill=given["enable_chunked_prefill"], workload=workload)
+    warnings = notes + request_warnings(req)
+    if "vllm" in engines and not no_calibration:
+        from .calibrate import find
+
+        req.calibration, why = find(profile.name, req.vllm_version)
+        if req.calibration is not None:
+            warnings.append("vllm: " + req.calibration.describe(req.tp, req.pp))
+        elif why:
+            warnings.append(why)
+    return req, warnings
 
 
 def _explicit_options() -> set[str]:
@@ -234,10 +289,10 @@ def _explicit_options() -> set[str]:
 
 
 class _Commands(click.Group):
-    """kvcalc's commands. `validate` (the measuring wing, kvcalc/validate/) and `fit`/`search` (kvcalc/search_cli.py)
-    are imported only when they are run or listed, so `kvcalc plan` never loads them."""
+    """kvcalc's commands. `validate` and `calibrate` (the measuring wing, kvcalc/validate/) and `fit`/`search`
+    (kvcalc/search_cli.py) are imported only when they are run or listed, so `kvcalc plan` never loads them."""
 
-    LAZY = ("validate", "fit", "search")
+    LAZY = ("validate", "calibrate", "fit", "search")
 
     def list_commands(self, ctx):
         return sorted([*super().list_commands(ctx), *self.LAZY])
@@ -247,6 +302,10 @@ class _Commands(click.Group):
             from .validate.cli import validate
 
             return validate
+        if name == "calibrate":
+            from .validate.calibration_fit import calibrate_command
+
+            return calibrate_command
         if name in ("fit", "search"):  # kvcalc/search_cli.py, on plan's own options
             from .search_cli import commands
 
@@ -301,6 +360,10 @@ def plan(as_json, as_csv, explain_config, tp_sweep, plot_path, **kwargs):
     for warning in warnings:
         click.echo(f"warning: {warning}", err=True)
     render_table(req, rows)
+    if req.workload is not None:
+        from .render import render_bench
+
+        render_bench(req, rows)
     if sweep:
         render_sweep(req, sweep)
     if explain_config:
@@ -373,7 +436,9 @@ def gpus(as_json):
 
     profiles = list_gpus()
     if as_json:
-        click.echo(json.dumps([dataclasses.asdict(p) for p in profiles], indent=1))
+        from .render import gpus_payload
+
+        click.echo(json.dumps(gpus_payload(), indent=1))
     else:
         render_gpus(profiles)
 
@@ -383,7 +448,6 @@ def gpus(as_json):
 def models(as_json):
     """Models in the built-in catalog (any config.json also works with --model PATH)."""
     from .catalog import catalog_entry, catalog_names, load_model
-    from .checkpoint import checkpoint_label
     from .render import render_models
 
     specs = []
@@ -393,11 +457,27 @@ def models(as_json):
         except UsageError:
             continue
     if as_json:
-        click.echo(json.dumps([{"name": s.name, "hf_id": e.get("hf_id"), "params": s.params.total,
-                                "model_type": s.model_type, "layers": s.num_layers, "checkpoint_format": checkpoint_label(s)}
-                                for s, e in specs], indent=1))
+        from .render import models_payload
+
+        click.echo(json.dumps(models_payload(), indent=1))
     else:
         render_models(specs)
+
+
+@cli.command()
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="address to bind; anything but loopback lets other machines use the page.")
+@click.option("--port", default=8000, type=click.IntRange(1, 65535), show_default=True)
+@click.option("--open", "open_browser", is_flag=True, help="open the page in the default browser.")
+@click.option("--allow-hub", is_flag=True, help="let the page read hub ids outside the catalog (network access).")
+def serve(host, port, open_browser, allow_hub):
+    """A local web page: the table, the plots, explain and search, updated as you type (needs kvcalc[web])."""
+    import importlib
+
+    # kvcalc/web/ is a surface above the CLI (it parses every request with the CLI's own options), so the CLI hands
+    # over to it by name, as an entry point would, rather than importing it (tests/test_import_graph.py)
+    importlib.import_module("kvcalc.web.server").serve(host=host, port=port, open_browser=open_browser,
+                                                       allow_hub=allow_hub)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
+from typing import Any
 
 from . import limits
 from .checkpoint import baseline_weights, weights_note
@@ -15,7 +16,9 @@ from .hardware import GpuProfile
 from .engines.hf import hf_cache_bytes
 from .model import ModelSpec
 from .quality import quality_cell
-from .throughput import decode_speed
+from .throughput import DecodeEstimate, decode_speed
+from .workload import ASSUMPTIONS as WORKLOAD_ASSUMPTIONS
+from .workload import BenchEstimate, Workload, hf_bench, vllm_bench
 
 SCHEMA = "kvcalc.plan/1"
 
@@ -175,13 +178,18 @@ class PlanRequest:
     max_loras: int = 1
     max_lora_rank: int = 16
     speculative_config: str | dict | None = None  # vLLM --speculative-config: JSON with method, num_speculative_tokens
+    workload: Workload | None = None  # --input-len/--output-len/--concurrency/--request-rate (vllm bench terms)
+    calibration: Any = None  # kvcalc.calibrate.EnvCalibration for this GPU and vLLM version (kvcalc calibrate)
     # --weights/--kv resolved once, here; everything below uses these objects, never the names
     asked_weights: WeightFormat | None = field(init=False, default=None, repr=False, compare=False)
     asked_kv: KvFormat | None = field(init=False, default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         for name in limits.BOUNDS:
-            limits.check(name, getattr(self, name))
+            if hasattr(self, name):
+                limits.check(name, getattr(self, name))
+        if self.workload is not None:
+            self.workload.check(self.max_model_len if "vllm" in self.engines else None)
         self.vllm_version = resolve_vllm_version(self.vllm_version)
         if self.entrypoint not in ENTRYPOINTS:
             raise UsageError(f"--entrypoint {shown(self.entrypoint)} is not serve or offline")
@@ -228,15 +236,21 @@ class PlanRequest:
             enforce_eager=self.enforce_eager, block_size=self.block_size, version=self.vllm_version,
             entrypoint=ENTRYPOINTS[self.entrypoint], tensor_parallel=tp or self.tp, pipeline_parallel=self.pp,
             dtype_bytes=dtype_bytes_for(self.dtype), kv_cache_memory_bytes=self.kv_cache_memory_bytes,
-            nccl_nvls=self.nccl_nvls, engine=self.vllm_engine, enable_chunked_prefill=self.enable_chunked_prefill, other_processes_bytes=self.other_processes_bytes, enable_lora=self.enable_lora, max_loras=self.max_loras,
+            nccl_nvls=self.nccl_nvls, engine=self.vllm_engine,
+            enable_chunked_prefill=self.enable_chunked_prefill, other_processes_bytes=self.other_processes_bytes,
+            enable_lora=self.enable_lora, max_loras=self.max_loras,
             max_lora_rank=self.max_lora_rank,
             speculative_method=(self.speculative_config or {}).get("method"),
-            num_speculative_tokens=int((self.speculative_config or {}).get("num_speculative_tokens") or 0))
+            num_speculative_tokens=int((self.speculative_config or {}).get("num_speculative_tokens") or 0),
+            calibration=self.calibration)
 
     def hf_settings(self, choice: FormatChoice) -> hf_engine.HfSettings:
-        """transformers' settings for `choice`: a prompt and a generation that end at --context. The generation is
-        min(256, context / 2) tokens, as a chat turn generates a few hundred tokens and the prefill peak comes from
+        """transformers' settings for `choice`: with a workload, its prompt and output; else a prompt and a generation
+        that end at --context. The generation is min(256, context / 2) tokens, as a chat turn generates a few hundred tokens and the prefill peak comes from
         the prompt; the cache at the end holds the whole context either way."""
+        if self.workload is not None:  # --input-len: the prompt sets the prefill peak, the output the cache's end
+            return hf_engine.HfSettings(weights=choice.weights, kv=choice.kv_hf, batch=self.batch,
+                                        prompt_len=self.workload.input_len, new_tokens=self.workload.output_len)
         new_tokens = max(1, min(256, self.context // 2))
         return hf_engine.HfSettings(weights=choice.weights, kv=choice.kv_hf, batch=self.batch,
                                     prompt_len=self.context - new_tokens + 1, new_tokens=new_tokens)
@@ -263,9 +277,13 @@ class Row:
     quality_evidence: str = ""  # measured on small real models (kvcalc/data/quality.json), not a prediction
     vllm: vllm_engine.VllmEstimate | None = field(default=None, repr=False)
     hf: hf_engine.HfEstimate | None = field(default=None, repr=False)
+    bench: BenchEstimate | None = field(default=None, repr=False)  # the --input-len workload, when asked
+    speed: DecodeEstimate | None = field(default=None, repr=False, compare=False)  # the decode step, per kernel
 
     def to_json(self) -> dict:
-        out = {k: v for k, v in asdict(self).items() if k not in ("vllm", "hf")}
+        out = {k: v for k, v in asdict(self).items() if k not in ("vllm", "hf", "bench", "speed")}
+        if self.bench is not None:
+            out["bench"] = self.bench.to_json()
         if self.vllm is not None:
             out["vllm_breakdown"] = self.vllm.to_json()
         if self.hf is not None:
@@ -293,7 +311,11 @@ def configs_for(req: PlanRequest) -> list[FormatChoice]:
 def checkpoint_configs(ckpt: WeightFormat) -> list[FormatChoice]:
     """The standard table for a checkpoint with its own format: the baseline and the KV levers run on the weights
     as shipped; the weight what-ifs (NF4, AWQ, and BF16 for a quantized checkpoint) stay beside them."""
-    rows = [replace(BASELINE, label=f"baseline ({ckpt.label} weights, BF16 KV)", weights=ckpt)]
+    base = replace(BASELINE, label=f"baseline ({ckpt.label} weights, BF16 KV)", weights=ckpt)
+    if getattr(ckpt, "kv_cache_fp8", False):  # vLLM's auto KV dtype is fp8 for this checkpoint (checkpoint.py)
+        base = replace(base, label=f"baseline ({ckpt.label} weights, FP8 KV on vLLM as the checkpoint asks)",
+                       kv_vllm=kv_format("fp8"))
+    rows = [base]
     rows += [replace(c, weights=ckpt) if c.weights is BASELINE.weights else c for c in STANDARD_CONFIGS[1:]]
     if ckpt.quantizes_linears:
         rows.append(FormatChoice.of("bf16", "BF16 weights (what-if)", "bf16", "auto", "auto"))
@@ -332,6 +354,11 @@ def _vllm_row(req: PlanRequest, choice: FormatChoice) -> Row | None:
     fits, shortfall = _fits_batch(req, est, concurrency)
     speed = decode_speed(req.spec, req.gpu, "vllm", w, k, req.batch, req.context, req.enforce_eager, req.tp,
                          pp=req.pp, kv_bytes_per_token=est.deployment_kv_bytes_per_token)
+    bench = None
+    if req.workload is not None:
+        bench = vllm_bench(req.spec, req.gpu, w, k, req.workload, chunk_tokens=est.max_num_batched_tokens,
+                           slots=min(est.max_num_seqs, concurrency),
+                           kv_bytes_per_token=est.deployment_kv_bytes_per_token, tp=req.tp, pp=req.pp, enforce_eager=req.enforce_eager)
     # capacity as vLLM logs it ("GPU KV cache size"): group-aware, so hybrid models count tokens, not pool blocks.
     # Weights and KV bytes per token are the deployment's: each of tp x pp GPUs holds its share.
     return Row(config=choice.key, label=choice.label, engine="vllm", weights_format=w.name, kv_format=k.name,
@@ -339,7 +366,7 @@ def _vllm_row(req: PlanRequest, choice: FormatChoice) -> Row | None:
                kv_capacity_tokens=est.logged_kv_tokens, max_concurrency=concurrency, hf_memory_bytes=None,
                decode_tokens_per_s=speed.tokens_per_s, fits=fits, shortfall_bytes=shortfall,
                quality_risk=_risk(req.spec, w, k), notes=_weights_notes(w) + est.notes + speed.notes,
-               quality_evidence=quality_cell(w.name, k.name), vllm=est)
+               quality_evidence=quality_cell(w.name, k.name), vllm=est, bench=bench, speed=speed)
 
 
 def _hf_row(req: PlanRequest, choice: FormatChoice) -> Row | None:
@@ -357,7 +384,8 @@ def _hf_row(req: PlanRequest, choice: FormatChoice) -> Row | None:
                max_concurrency=None, hf_memory_bytes=est.total_bytes, decode_tokens_per_s=speed.tokens_per_s,
                fits=est.fits, shortfall_bytes=est.shortfall_bytes, quality_risk=_risk(req.spec, w, k),
                notes=_weights_notes(w) + est.notes + speed.notes, quality_evidence=quality_cell(w.name, k.name),
-               hf=est)
+               hf=est, speed=speed,
+               bench=hf_bench(req.spec, req.gpu, w, k, req.workload) if req.workload is not None else None)
 
 
 def verdicts(rows: list[Row]) -> list[list[str]]:
@@ -462,7 +490,8 @@ def plan_json(req: PlanRequest, rows: list[Row], warnings: list[str], sweep: lis
         "warnings": warnings,
         "rows": [r.to_json() for r in rows],
         "tp_sweep": [o.to_json() for o in sweep] if sweep else None,
-    }
+    } | ({"workload": {**asdict(req.workload), "assumptions": list(WORKLOAD_ASSUMPTIONS)}}
+         if req.workload is not None else {})
 
 
 @dataclass

@@ -16,6 +16,7 @@ Sources, vLLM 0.26.0:
 from __future__ import annotations
 
 import math
+from typing import Any
 from dataclasses import dataclass, field
 
 from ..constants import engine_constants
@@ -69,6 +70,7 @@ class VllmSettings:
     other_processes_bytes: int = 0  # memory other processes hold on the fullest GPU (a desktop, another engine)
     kv_cache_memory_bytes: int | None = None  # --kv-cache-memory-bytes: the KV budget per GPU, util ignored
     nccl_nvls: bool | None = None  # None: NCCL's own choice (on for TP on SXM Hopper/Blackwell with NVSwitch)
+    calibration: Any = None  # kvcalc.calibrate.EnvCalibration: the user's own environment (kvcalc calibrate)
 
     @property
     def rules(self) -> VersionRules:
@@ -412,6 +414,9 @@ def estimate(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings) -> VllmEstimate:
     if nvls:
         non_torch += int(c["nccl_nvls_bytes"])
     cudagraph = 0 if (s.enforce_eager or v2 or not rules.cudagraph_estimate) else int(c["cudagraph_bytes"])
+    if s.calibration is not None:  # measured in the user's environment (kvcalc/calibrate.py)
+        non_torch, cudagraph = (s.calibration.non_torch(s.tensor_parallel, pp, non_torch),
+                                s.calibration.cudagraph(s.tensor_parallel, pp, cudagraph))
     # V2 runner: graphs are captured after the KV cache is allocated, on top of gpu_memory_utilization.
     capture = int(c["cudagraph_capture_bytes"]) if (v2 and not s.enforce_eager) else 0
     graph_overflow = max(requested + capture - total, 0)
@@ -456,6 +461,8 @@ def estimate(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings) -> VllmEstimate:
                      "(vllm/distributed/utils.py:get_pp_indices); each stage has its own budget, the smallest "
                      "stage's blocks serve the deployment")
     notes.append(f"activation, non-torch and CUDA-graph memory: {c['source']}")
+    if s.calibration is not None:
+        notes.append(s.calibration.describe(s.tensor_parallel, pp))
 
     others = s.other_processes_bytes
     if others and rules.others_reduce_kv:
@@ -528,6 +535,8 @@ def stage_budgets(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings, budget: int
             w += draft_weight_bytes(spec, s)
             layers = layers + (spec.layers[-1],) * draft_layers(spec, s)
         act = activation_bytes(spec, s, mnbt, seqs, v2, last_stage=last)
+        if s.calibration is not None:
+            act = s.calibration.activation(s.tensor_parallel, pp, act)
         available = budget - w - act
         if s.kv_cache_memory_bytes:
             # gpu_worker.py:determine_available_memory: kv_cache_memory_bytes set -> no profile, that budget as is
