@@ -34,6 +34,15 @@ class SlidingWindow(FullAttention):
 
 
 @dataclass(frozen=True)
+class ChunkedLocal(SlidingWindow):
+    """Llama 4's chunked local attention: a token attends within its own chunk of `window` (= attention_chunk_size)
+    tokens. transformers keeps it like a sliding window of that size; vLLM has its own ChunkedLocalAttentionSpec
+    (v1/kv_cache_interface.py) whose per-request reservation is min(chunk + in-flight tokens, max_model_len)."""
+
+    kind = "chunked"
+
+
+@dataclass(frozen=True)
 class MultiLatentAttention:
     """DeepSeek MLA. vLLM caches the compressed latent (kv_lora_rank + qk_rope_head_dim, one 'head', shared by all
     attention heads); transformers caches decompressed per-head keys (nope + rope) and values."""
@@ -43,6 +52,9 @@ class MultiLatentAttention:
     qk_rope_head_dim: int
     qk_nope_head_dim: int
     v_head_dim: int
+    # DeepSeek V3.2 sparse attention (DSA): the lightning indexer keeps its own key of index_head_dim per token
+    # (vLLM: DeepseekV32IndexerCache, fp8 key + one fp32 scale per 128 elements); 0 without an indexer.
+    index_head_dim: int = 0
 
     kind = "mla"
 
@@ -55,10 +67,19 @@ class MultiLatentAttention:
 
 @dataclass(frozen=True)
 class MambaState:
-    """A recurrent layer: a fixed state per sequence, whatever the context (conv state + SSM state)."""
+    """A recurrent layer: a fixed state per sequence, whatever the context (conv state + SSM state).
+
+    mixer names the recurrence, each with vLLM's shapes (model_executor/layers/mamba/mamba_utils.py,
+    MambaStateShapeCalculator): "mamba1" (Jamba), "mamba2" (Nemotron-H, Granite 4, Falcon-H1), "gdn" (Gated
+    DeltaNet linear attention: Qwen3-Next, Qwen3.5), "short_conv" (LFM2: a conv state only, ssm_state_elements 0).
+    ssm_dtype_bytes: the recurrent state's element size when the checkpoint fixes it (Qwen3.5's
+    mamba_ssm_dtype float32); None follows the engine's default.
+    """
 
     conv_state_elements: int
     ssm_state_elements: int
+    mixer: str = "mamba1"
+    ssm_dtype_bytes: int | None = None
 
     kind = "mamba"
 
@@ -72,4 +93,4 @@ class NoCache:
     kind = "none"
 
 
-LayerCache = FullAttention | SlidingWindow | MultiLatentAttention | MambaState | NoCache
+LayerCache = FullAttention | SlidingWindow | ChunkedLocal | MultiLatentAttention | MambaState | NoCache

@@ -57,7 +57,7 @@ from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 from ..formats import KvFormat
-from ..layers import LayerCache, MultiLatentAttention, NoCache
+from ..layers import LayerCache, MambaState, MultiLatentAttention, NoCache
 from ..units import ceil_div
 from .vllm_specs import (  # noqa: F401  (re-exported: the page arithmetic's old home)
     DEFAULT_BLOCK_SIZE, SMALLEST_KERNEL_BLOCK, PageSpec, choose_block_size, layer_specs,
@@ -168,14 +168,15 @@ def unify_hybrid_specs(specs: list[PageSpec], notes: list[str]) -> list[PageSpec
     if len(set(specs)) == 1 or _uniform_type(specs):
         return specs
     has_full = any(s.kind in ("full", "mla") for s in specs)
-    if has_full and any(s.kind == "sliding" for s in specs):
-        if len({s.window for s in specs if s.kind == "sliding"}) > 1:
+    if has_full and any(s.kind in ("sliding", "chunked") for s in specs):
+        if len({(s.kind, s.window) for s in specs if s.kind in ("sliding", "chunked")}) > 1:
             # FullAttentionSpec.merge_window_sizes
             raise ValueError("hybrid KV cache manager disabled: all attention layers in the same KV cache group "
                              "must have the same window size (vLLM refuses this configuration)")
-        specs = [PageSpec("full", s.block_size, s.page_bytes, shape=s.shape) if s.kind == "sliding" else s
-                 for s in specs]
-        notes.append("hybrid KV cache manager disabled: sliding-window layers keep every token (as full attention)")
+        specs = [PageSpec("full", s.block_size, s.page_bytes, shape=s.shape) if s.kind in ("sliding", "chunked")
+                 else s for s in specs]
+        notes.append("hybrid KV cache manager disabled: sliding-window / chunked-local layers keep every token "
+                     "(as full attention)")
     if len(set(specs)) != 1 and not _uniform_type(specs):
         raise ValueError("Hybrid KV cache manager is disabled but failed to convert the KV cache specs to one "
                          "unified type (vLLM refuses this configuration)")
@@ -277,7 +278,9 @@ def _check(layers: tuple[LayerCache, ...], kv: KvFormat, block_size: int | None,
         raise ValueError("no layer keeps a KV cache or state; vLLM treats the model as attention-free")
     if any(isinstance(layer, MultiLatentAttention) for layer in cached):
         if model_type in _UNSUPPORTED_MLA_MODELS:
-            raise NotImplementedError(f"{model_type}: sparse-MLA cache layouts (fp8_ds_mla, indexer) are not modelled")
+            raise NotImplementedError(
+                f"{model_type}: sparse MLA runs only on the FLASHMLA_SPARSE backends (block size 64, fp8_ds_mla "
+                "656 B/token with an fp8 cache), whose block and page choice kvcalc does not model yet")
         if kv.vllm_name == "fp8_e5m2":
             raise ValueError("no vLLM MLA backend accepts kv_cache_dtype=fp8_e5m2 (supported: auto, fp8/fp8_e4m3)")
     return cached
@@ -309,6 +312,9 @@ def vllm_kv_layout(
     Nemotron-H (model_executor/models/config.py:NemotronHForCausalLMConfig).
     """
     cached = _check(layers, kv, block_size, tp, max_model_len, model_type, mamba_cache_mode)
+    if mamba_ssm_dtype_bytes is None:  # the checkpoint's own mamba_ssm_dtype (Qwen3.5: float32), read by model.py
+        mamba_ssm_dtype_bytes = next((layer.ssm_dtype_bytes for layer in cached
+                                      if isinstance(layer, MambaState) and layer.ssm_dtype_bytes), None)
     conv_bytes, ssm_bytes = _mamba_dtype_bytes(model_type, dtype_bytes, mamba_conv_dtype_bytes,
                                                mamba_ssm_dtype_bytes)
     choice = choose_block_size(cached, kv, dtype_bytes, block_size, tp, compute_capability, conv_bytes, ssm_bytes)
@@ -334,6 +340,9 @@ def vllm_kv_layout(
     # The block size users see: the full-attention one; with only sliding layers, theirs.
     shown = next((r.block_size for r in rules if r.kind in ("full", "mla")),
                  next((r.block_size for r in rules if r.kind == "sliding"), choice.block_size))
+    if any(r.kind == "chunked" for r in rules):
+        notes.append(f"chunked-local groups reserve min(chunk+{in_flight}, max_model_len) tokens per request "
+                     "(ChunkedLocalAttentionSpec.max_admission_blocks_per_request)")
     if any(r.kind == "sliding" for r in rules):
         notes.append(f"sliding-window groups reserve min(W-1+{in_flight}, max_model_len) tokens + 1 block per request "
                      f"({max_concurrent_batches} in-flight batches x {max_num_batched_tokens} batched tokens)")

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..formats import KvFormat
-from ..layers import FullAttention, LayerCache, MambaState, MultiLatentAttention, SlidingWindow
+from ..layers import ChunkedLocal, FullAttention, LayerCache, MambaState, MultiLatentAttention, SlidingWindow
 from ..units import ceil_div
 
 DEFAULT_BLOCK_SIZE = 16  # config/cache.py CacheConfig.DEFAULT_BLOCK_SIZE
@@ -35,11 +35,23 @@ def vllm_page_bytes(layer: LayerCache, block_size: int, kv: KvFormat, dtype_byte
     elem = vllm_element_bytes(kv, dtype_bytes)
     if isinstance(layer, MultiLatentAttention):
         # MLAAttentionSpec: one latent 'head' of kv_lora_rank + rope dim, replicated on every TP rank.
-        return block_size * layer.latent_elements_per_token() * elem
+        return block_size * layer.latent_elements_per_token() * elem + indexer_page_bytes(layer, block_size)
     if isinstance(layer, FullAttention):
         heads = vllm_kv_heads_per_rank(layer.num_kv_heads, tp)
         return block_size * heads * (layer.head_dim + layer.v_head_dim) * elem
     return 0
+
+
+INDEXER_QUANT_BLOCK = 128  # models/deepseek_v2.py Indexer: quant_block_size = 128
+
+
+def indexer_page_bytes(layer: MultiLatentAttention, block_size: int) -> int:
+    """DeepSeek V3.2's indexer key cache (models/deepseek_v2.py:DeepseekV32IndexerCache.get_kv_cache_spec): an
+    MLAAttentionSpec of one head, head_size = index_head_dim + index_head_dim // 128 * 4, dtype uint8 (an fp8 key and
+    one fp32 scale per 128 elements), whatever the KV dtype: 132 B per token for index_head_dim 128."""
+    if not layer.index_head_dim:
+        return 0
+    return block_size * (layer.index_head_dim + layer.index_head_dim // INDEXER_QUANT_BLOCK * 4)
 
 
 def vllm_bytes_per_token(layers: tuple[LayerCache, ...], kv: KvFormat, dtype_bytes: int, tp: int = 1) -> int:
@@ -53,7 +65,7 @@ class PageSpec:
     """A layer's KVCacheSpec reduced to what grouping compares (equal specs share a group): its kind, tokens per
     block, page_size_bytes, sliding window and shape."""
 
-    kind: str  # full, sliding, mla, mamba
+    kind: str  # full, sliding, chunked, mla, mamba
     block_size: int
     page_bytes: int
     window: int = 0
@@ -65,8 +77,8 @@ class PageSpec:
         MambaSpec are each one type (kv_cache_spec_registry.py uniform_type_base_spec)."""
         if self.kind in ("full", "mla"):
             return ("full",)
-        if self.kind == "sliding":
-            return ("sliding", self.window)
+        if self.kind in ("sliding", "chunked"):
+            return (self.kind, self.window)
         return ("mamba",)
 
     def max_blocks(self, max_model_len: int, in_flight_tokens: int) -> int:
@@ -76,6 +88,10 @@ class PageSpec:
             return 1
         if self.kind == "sliding":
             return ceil_div(min(self.window - 1 + in_flight_tokens, max_model_len), self.block_size) + 1
+        if self.kind == "chunked":
+            # ChunkedLocalAttentionSpec.max_admission_blocks_per_request: at most one chunk plus the in-flight
+            # tokens, no extra block (H200 check: Llama 4 Scout, 16 layers, max_model_len 65536 -> 2560 blocks).
+            return ceil_div(min(self.window + in_flight_tokens, max_model_len), self.block_size)
         return ceil_div(max_model_len, self.block_size)
 
     def blocks_for(self, context: int, max_model_len: int, in_flight_tokens: int) -> int:
@@ -84,7 +100,7 @@ class PageSpec:
         if self.kind == "mamba":
             return 1
         blocks = ceil_div(max(context, 0), self.block_size)
-        if self.kind == "sliding":
+        if self.kind in ("sliding", "chunked"):
             blocks = min(blocks, self.max_blocks(max_model_len, in_flight_tokens))
         return blocks
 
@@ -173,6 +189,11 @@ def layer_specs(cached: list[LayerCache], kv: KvFormat, dtype_bytes: int, tp: in
         if isinstance(layer, MultiLatentAttention):
             n = layer.latent_elements_per_token()
             specs.append(PageSpec("mla", bs, vllm_page_bytes(layer, bs, kv, dtype_bytes, tp), shape=(1, n, elem)))
+        elif isinstance(layer, ChunkedLocal):
+            # attention.py: ChunkedLocalAttentionSpec(block_size=cache_config.block_size, attention_chunk_size)
+            heads = vllm_kv_heads_per_rank(layer.num_kv_heads, tp)
+            specs.append(PageSpec("chunked", bs, vllm_page_bytes(layer, bs, kv, dtype_bytes, tp),
+                                  window=layer.window, shape=(heads, layer.head_dim, layer.v_head_dim, elem)))
         elif isinstance(layer, SlidingWindow):
             heads = vllm_kv_heads_per_rank(layer.num_kv_heads, tp)
             sw_bs = SMALLEST_KERNEL_BLOCK  # attention.py:_largest_kernel_block_within(page_budget=None)
@@ -188,7 +209,7 @@ def layer_specs(cached: list[LayerCache], kv: KvFormat, dtype_bytes: int, tp: in
                 page = max(page, choice.mamba_page_padded)
             # MambaModelConfig: without prefix caching mamba_block_size = max_model_len.
             specs.append(PageSpec("mamba", max_model_len, page,
-                                  shape=(layer.conv_state_elements, layer.ssm_state_elements)))
+                                  shape=(layer.mixer, layer.conv_state_elements, layer.ssm_state_elements)))
         else:  # pragma: no cover - LayerCache is closed
             raise TypeError(f"unknown layer cache {layer!r}")
     return specs
