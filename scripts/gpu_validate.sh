@@ -61,6 +61,8 @@ case "$MODE" in
 esac
 [ "$QUICK" = quick ] && ARGS+=(--quick)
 [ -n "${KVCALC_VLLM_PER_PROCESS:-}" ] && ARGS+=(--per-process "$KVCALC_VLLM_PER_PROCESS")
+# KVCALC_RESUME=1: skip cases that already have a row in $OUT (after an interrupted run)
+[ "${KVCALC_RESUME:-0}" = 1 ] && ARGS+=(--resume)
 
 $PY -m kvcalc.validate.matrix "${ARGS[@]}" 2>&1 | tee -a "$OUT/console.txt"
 rc=${PIPESTATUS[0]}

@@ -27,7 +27,8 @@ from kvcalc.formats import kv_format, weight_format  # noqa: E402
 from kvcalc.hardware import get_gpu  # noqa: E402
 from kvcalc.throughput import decode_speed  # noqa: E402
 from kvcalc.validate.results import iter_jsonl  # noqa: E402
-from kvcalc.validate.vllm_runner import normalize_case, predict  # noqa: E402
+from kvcalc.validate.compare import rel_error as err  # noqa: E402
+from kvcalc.validate.predict import hf_case_settings, normalize_vllm_case, predict_vllm_case  # noqa: E402
 
 GiB = 2**30
 FITTED = {c for cases in FIT_CASES.values() for c in cases}
@@ -39,12 +40,6 @@ def load(name: str) -> list[dict]:
     return list(iter_jsonl(DATA / name))
 
 
-def err(pred, obs):
-    if pred is None or obs in (None, 0):
-        return None
-    return (pred - obs) / obs
-
-
 def vllm_rows() -> list[dict]:
     out = []
     for name in ("vllm-gpu0.jsonl", "vllm-gpu1.jsonl", "vllm-tp2.jsonl", "vllm-holdout.jsonl"):
@@ -54,10 +49,10 @@ def vllm_rows() -> list[dict]:
                 out.append({"case": cid, "engine": "vllm", "status": r.get("status"),
                             "message": (r.get("message") or "")[:160]})
                 continue
-            s = normalize_case({**r["settings"], "id": cid})
+            s = normalize_vllm_case({**r["settings"], "id": cid})
             internals = r["observed"].get("internals", {})
             total = internals.get("init_total_memory") or r["observed"]["total_bytes"]
-            est = predict(s, internals, total, "0.26.0")
+            est = predict_vllm_case(s, internals, total, "0.26.0")
             q = {}
             q["KV blocks"] = (est.num_gpu_blocks, internals.get("num_gpu_blocks"))
             q["logged KV tokens"] = (est.logged_kv_tokens, internals.get("kv_cache_size_tokens"))
@@ -110,8 +105,7 @@ def hf_rows() -> list[dict]:
                 continue
             s = r["settings"]
             spec = load_model(s["model"])
-            settings = hf_engine.HfSettings(weight_format(s["weights"]), kv_format(s["kv"]), s["batch"],
-                                            s["prompt_len"], s["new_tokens"])
+            settings = hf_case_settings(s, kv_format(s["kv"]))
             est = hf_engine.estimate(spec, settings)
             o = r["observed"]
             speed = decode_speed(spec, get_gpu("h200"), "hf", settings.weights, settings.kv, s["batch"],

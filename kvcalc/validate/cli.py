@@ -18,9 +18,12 @@ import click
 from ..errors import UsageError
 
 
-def _from_log(path: str, model: str | None, gpu: str | None, as_json: bool, overrides: dict) -> None:
+def _from_log(path: str, model: str | None, gpu: str | None, as_json: bool, overrides: dict, *, strict: bool = False,
+              vllm_version: str | None = None, run: int | None = None) -> None:
+    """Compare a start-up log with kvcalc: a verdict per row against compare.TOLERANCES, the reasons the log may be
+    another run than the one asked for (MISMATCH), and what was assumed. --strict: exit 1 on any MISS or MISMATCH."""
     from .compare import render_table
-    from .vllm_log import compare_log, parse_vllm_log
+    from .vllm_log import check_log, parse_vllm_log, read_log
 
     if not model:
         raise UsageError("--from-log needs --model (the catalog name or config.json the log's engine served)")
@@ -30,28 +33,51 @@ def _from_log(path: str, model: str | None, gpu: str | None, as_json: bool, over
     p = Path(path)
     if not p.is_file():
         raise UsageError(f"cannot read log {path!r}: no such file")
-    parsed = parse_vllm_log(p.read_text(encoding="utf-8", errors="replace"))
+    parsed = parse_vllm_log(read_log(p), run=run)
+    for warning in parsed["warnings"]:
+        click.echo(f"warning: {warning}", err=True)
     if not parsed["values"]:
         raise UsageError(f"{path}: no vLLM memory lines found (is this a vLLM start-up log?)")
-    rows = compare_log(parsed, model, gpu, **overrides)
+    report = check_log(parsed, model, gpu, vllm_version=vllm_version, run_given=run is not None, **overrides)
+    rows, mismatches = report["rows"], report["mismatches"]
+    misses = [r["quantity"] for r in rows if r.get("verdict") == "MISS"]
+    passes = sum(1 for r in rows if r.get("verdict") == "PASS")
     if as_json:
-        click.echo(json.dumps({"parsed": {k: parsed[k] for k in ("version", "settings", "values", "errors")},
-                               "comparison": rows}, indent=1))
-        return
-    version = parsed.get("version") or "unknown version"
-    click.echo(render_table(rows, title=f"vLLM {version} log {p.name} vs kvcalc ({model} on {gpu})"))
-    for err in parsed.get("errors", []):
-        click.echo(f"log reports a start-up failure: {err}")
+        click.echo(json.dumps({"parsed": {k: parsed[k] for k in ("version", "settings", "values", "errors",
+                                                                  "warnings", "runs", "run")},
+                               "comparison": rows, "mismatches": mismatches, "notes": report["notes"],
+                               "assumed": report["assumed"],
+                               "verdict": {"pass": passes, "miss": len(misses), "mismatch": len(mismatches)}},
+                              indent=1))
+    else:
+        version = parsed.get("version") or "unknown version"
+        click.echo(render_table(rows, title=f"vLLM {version} log {p.name} vs kvcalc ({model} on {gpu})"))
+        for err in parsed.get("errors", []):
+            click.echo(f"log reports a start-up failure: {err}")
+        for line in mismatches:
+            click.echo(f"MISMATCH {line}")
+        for line in report["notes"]:
+            click.echo(f"note: {line}")
+        shown = ", ".join(f"{k} {v['value']} ({v['from']})" for k, v in report["assumed"].items()
+                          if v["value"] is not None)
+        click.echo(f"settings: {shown}")
+        click.echo(f"verdict: {passes} PASS, {len(misses)} MISS" + (f" ({', '.join(misses)})" if misses else "")
+                   + (f", {len(mismatches)} MISMATCH" if mismatches else ""))
+    if strict and (misses or mismatches):
+        click.echo(f"error: --strict: {len(misses)} MISS, {len(mismatches)} MISMATCH", err=True)
+        raise SystemExit(1)
 
 
 def _report(path: str, as_json: bool) -> None:
     from .compare import render_report, summarize
-    from .results import read_jsonl
+    from .results import read_results
 
     p = Path(path)
     if not p.is_file():
         raise UsageError(f"cannot read results {path!r}: no such file")
-    rows = read_jsonl(p)
+    rows, warnings = read_results(p)
+    for warning in warnings:
+        click.echo(f"warning: {warning}", err=True)
     if as_json:
         click.echo(json.dumps(summarize(rows), indent=1))
     else:
@@ -59,7 +85,7 @@ def _report(path: str, as_json: bool) -> None:
 
 
 def _run(hf: bool, vllm: bool, quick: bool, out: str | None, device: str, model: str | None,
-         per_process: int, budget_s: float) -> None:
+         per_process: int, budget_s: float, resume: bool = False) -> None:
     if not out:
         raise UsageError("--hf / --vllm need --out DIR for the JSONL results and logs")
     if vllm and device != "cuda":
@@ -77,7 +103,7 @@ def _run(hf: bool, vllm: bool, quick: bool, out: str | None, device: str, model:
                   "new_tokens": 16 if quick else 64, "device": device}
                  for kv in ("auto", "hqq-4", "quanto-4")]
         Path(out).mkdir(parents=True, exist_ok=True)
-        run_hf_cases(cases, Path(out) / "hf.jsonl")
+        run_hf_cases(cases, Path(out) / "hf.jsonl", resume=resume)
         return
     argv = ["--out", out, "--budget-s", str(budget_s), "--per-process", str(per_process), "--device", device]
     if hf:
@@ -86,6 +112,8 @@ def _run(hf: bool, vllm: bool, quick: bool, out: str | None, device: str, model:
         argv.append("--vllm")
     if quick:
         argv.append("--quick")
+    if resume:
+        argv.append("--resume")
     matrix.main(argv)
 
 
@@ -106,9 +134,16 @@ def _run(hf: bool, vllm: bool, quick: bool, out: str | None, device: str, model:
 @click.option("--per-process", type=int, default=0, show_default=True,
               help="vLLM cases per child process (1 isolates every case)")
 @click.option("--budget-s", type=float, default=510.0, show_default=True, help="wall-clock budget of a matrix run")
+@click.option("--resume", is_flag=True, help="--hf/--vllm: skip cases that already have a row in --out")
+@click.option("--strict", is_flag=True, help="--from-log: exit 1 on any MISS or MISMATCH")
+@click.option("--vllm-version", "vllm_version", metavar="VERSION",
+              help="--from-log: predict with this version's rules (default: the log's); a log of another version "
+                   "is a MISMATCH")
+@click.option("--run", "run", type=click.IntRange(min=-1000, max=100000), default=None,
+              help="--from-log: which engine start of a log holding several (0-based; default the last)")
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
 def validate(from_log, report, model, gpu, kv, util, max_num_batched_tokens, entrypoint, hf, vllm, quick, out, device,
-             per_process, budget_s, as_json):
+             per_process, budget_s, resume, strict, vllm_version, run, as_json):
     """Compare kvcalc's predictions with real engines: a vLLM start-up log (--from-log), earlier results
     (--report), or new runs of transformers (--hf) and vLLM (--vllm)."""
     modes = [bool(from_log), bool(report), bool(hf or vllm)]
@@ -120,11 +155,12 @@ def validate(from_log, report, model, gpu, kv, util, max_num_batched_tokens, ent
     if from_log:
         overrides = {"kv": kv, "gpu_memory_utilization": util, "max_num_batched_tokens": max_num_batched_tokens,
                      "entrypoint": entrypoint}
-        _from_log(from_log, model, gpu, as_json, {k: v for k, v in overrides.items() if v is not None})
+        _from_log(from_log, model, gpu, as_json, {k: v for k, v in overrides.items() if v is not None},
+                  strict=strict, vllm_version=vllm_version, run=run)
     elif report:
         _report(report, as_json)
     else:
-        _run(hf, vllm, quick, out, device, model, per_process, budget_s)
+        _run(hf, vllm, quick, out, device, model, per_process, budget_s, resume)
 
 
 def main(argv: list[str] | None = None) -> None:

