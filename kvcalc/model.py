@@ -148,12 +148,12 @@ _DEFAULTS: dict[str, dict[str, Any]] = {
     "deepseek_v3": {"first_k_dense_replace": 3, "n_shared_experts": 1, "moe_layer_freq": 1},
     "deepseek_v32": {"first_k_dense_replace": 3, "n_shared_experts": 1, "moe_layer_freq": 1},
     "kimi_k2": {"first_k_dense_replace": 1, "n_shared_experts": 1, "moe_layer_freq": 1},
-    # Llama4TextConfig / Lfm2Config defaults the real configs leave out
+    # Llama4TextConfig defaults the real configs leave out
     "llama4_text": {"interleave_moe_layer_step": 1, "tie_word_embeddings": False},
-    "lfm2": {"tie_word_embeddings": True},
     "qwen3_moe": {"decoder_sparse_step": 1, "mlp_only_layers": []},
 }
-_TIED_BY_DEFAULT = {"gemma", "gemma2", "gemma3_text"}
+# tie_word_embeddings defaults of the config classes (True where the key may be left out)
+_TIED_BY_DEFAULT = {"gemma", "gemma2", "gemma3_text", "gemma3n_text", "gemma4_text", "lfm2", "smollm3"}
 
 DENSE_LLAMA_LIKE = {"llama", "mistral", "qwen2", "qwen3", "phi3", "granite", "olmo2", "gemma", "gemma2", "gemma3_text",
                     "smollm3", "ministral"}
