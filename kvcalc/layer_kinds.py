@@ -129,13 +129,15 @@ def state_cache(kind: str, cfg: dict[str, Any]) -> MambaState:
     if kind == "mamba":
         heads, head_dim, state, groups, kernel = mamba2_dims(cfg)
         conv_dim = heads * head_dim + 2 * groups * state
-        return MambaState((kernel - 1) * conv_dim, heads * head_dim * state, "mamba2", ssm_dtype)
+        return MambaState((kernel - 1) * conv_dim, heads * head_dim * state, "mamba2", ssm_dtype,
+                          conv_channels=conv_dim, n_groups=groups, d_state=state)
     if kind == "linear":
         nk, nv, dk, dv, kernel = gdn_dims(cfg)
-        return MambaState((kernel - 1) * (2 * nk * dk + nv * dv), nv * dk * dv, "gdn", ssm_dtype)
+        conv_dim = 2 * nk * dk + nv * dv
+        return MambaState((kernel - 1) * conv_dim, nv * dk * dv, "gdn", ssm_dtype, conv_channels=conv_dim)
     if kind == "conv":
         channels, length = short_conv_dims(cfg)
-        return MambaState((length - 1) * channels, 0, "short_conv", ssm_dtype)
+        return MambaState((length - 1) * channels, 0, "short_conv", ssm_dtype, conv_channels=channels)
     raise UnsupportedModelError(f"layer kind {kind!r} has no state reader; kvcalc refuses rather than guess")
 
 

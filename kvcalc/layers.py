@@ -74,12 +74,18 @@ class MambaState:
     DeltaNet linear attention: Qwen3-Next, Qwen3.5), "short_conv" (LFM2: a conv state only, ssm_state_elements 0).
     ssm_dtype_bytes: the recurrent state's element size when the checkpoint fixes it (Qwen3.5's
     mamba_ssm_dtype float32); None follows the engine's default.
+    Element counts are at TP 1; engines divide them per rank (vllm_specs.mamba_page).
     """
 
     conv_state_elements: int
     ssm_state_elements: int
     mixer: str = "mamba1"
     ssm_dtype_bytes: int | None = None
+    # conv channels (the conv state is (K-1) x channels in vLLM; transformers keeps K columns); 0 when not known
+    conv_channels: int = 0
+    # Mamba2 only: SSM groups and state size, for vLLM's group replication when TP does not divide n_groups
+    n_groups: int = 0
+    d_state: int = 0
 
     kind = "mamba"
 

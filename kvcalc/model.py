@@ -569,7 +569,8 @@ def _jamba(cfg: dict[str, Any], name: str, model_type: str, source: str) -> Mode
             counts.linear("other", "mamba.dt_proj", rank, big_i, bias=True)
             counts.add("other", big_i * n_state + big_i + rank + 2 * n_state)  # A_log, D, dt/b/c_layernorm
             counts.linear("other", "mamba.out_proj", big_i, h, bias=proj_bias)
-            layers.append(MambaState(conv_state_elements=big_i * (k_conv - 1), ssm_state_elements=big_i * n_state))
+            layers.append(MambaState(conv_state_elements=big_i * (k_conv - 1), ssm_state_elements=big_i * n_state,
+                                     conv_channels=big_i))
         if n_exp > 1 and i % e_period == e_offset:
             n_moe += 1
             _moe_mlp(counts, h, inter, n_exp, k)

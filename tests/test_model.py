@@ -177,7 +177,7 @@ def test_jamba_mamba_state():
     spec = spec_from_config(cfg)
     kinds = [layer.kind for layer in spec.layers]
     assert kinds == ["mamba", "mamba", "full", "mamba", "mamba", "mamba", "full", "mamba"]
-    assert spec.layers[0] == MambaState(conv_state_elements=256 * 3, ssm_state_elements=256 * 8)
+    assert spec.layers[0] == MambaState(conv_state_elements=256 * 3, ssm_state_elements=256 * 8, conv_channels=256)
     assert spec.moe.moe_layers == 4
 
 

@@ -119,10 +119,19 @@ def mla_backend_block(compute_capability: float, fp8: bool, qk_nope_head_dim: in
     return "TRITON_MLA", 16  # triton_mla.py: MultipleOf(16)
 
 
+def mamba2_extra_groups(n_groups: int, tp: int) -> int:
+    """mamba_utils.py:extra_groups_for_head_shards: groups are replicated so every rank holds whole ones."""
+    return 0 if n_groups % tp == 0 else tp - n_groups
+
+
 def mamba_page(layer: MambaState, tp: int, conv_bytes: int, ssm_bytes: int) -> int:
-    # MambaStateShapeCalculator divides the conv channels and the SSM heads by tp (extra n_groups replicas for
-    # Mamba2 when n_groups % tp != 0 are not modelled: MambaState carries element counts, not shapes).
-    return (layer.conv_state_elements // tp) * conv_bytes + (layer.ssm_state_elements // tp) * ssm_bytes
+    """MambaSpec.page_size_bytes on one rank: MambaStateShapeCalculator divides the conv channels and the SSM heads
+    by tp; Mamba2 first adds the replicated groups' 2 * extra * d_state channels when tp does not divide n_groups."""
+    conv = layer.conv_state_elements
+    if layer.mixer == "mamba2" and layer.n_groups and layer.conv_channels and tp > 1:
+        width = conv // layer.conv_channels  # K - 1
+        conv += width * 2 * mamba2_extra_groups(layer.n_groups, tp) * layer.d_state
+    return (conv // tp) * conv_bytes + (layer.ssm_state_elements // tp) * ssm_bytes
 
 
 @dataclass(frozen=True)
