@@ -218,3 +218,24 @@ def test_vllm_refuses_sparse_mla_with_its_reason():
     spec = load("deepseek-ai--DeepSeek-V3.2.json")
     with pytest.raises(NotImplementedError, match="FLASHMLA_SPARSE"):
         vllm_kv_layout(spec.layers, AUTO, 2, None, 1, 8192, spec.model_type)
+
+
+def test_transformers_recurrent_state_bytes():
+    """transformers 5.x LinearAttentionLayer: conv (channels x K) in bf16, recurrent state in fp32. Qwen3-Next GDN:
+    channels 2*16*128 + 32*128 = 8,192 -> 8,192 x 4 x 2 B = 65,536; state 32 x 128 x 128 x 4 B = 2,097,152."""
+    from kvcalc.engines.hf import hf_layer_cache_bytes
+
+    spec = load("Qwen--Qwen3-Next-80B-A3B-Instruct.json")
+    gdn = next(layer for layer in spec.layers if isinstance(layer, MambaState))
+    assert hf_layer_cache_bytes(gdn, 1, 1000, 1000, AUTO, BF16) == 65_536 + 2_097_152
+    assert hf_layer_cache_bytes(gdn, 3, 1000, 1000, AUTO, BF16) == 3 * (65_536 + 2_097_152)
+
+
+def test_vllm_replicates_mamba2_groups_under_tp():
+    """Granite 4.0-H-Tiny, TP 2: n_groups 1 is replicated to 2 (extra_groups_for_head_shards), so the conv channels are
+    3,072 + 2 x 2 x 128 = 3,584, halved: 3 x 1,792 x 2 B = 10,752; SSM 48/2 heads x 64 x 128 x 2 B = 393,216."""
+    from kvcalc.engines.vllm_specs import mamba_page
+
+    layer = next(layer for layer in load("granite-4.0-h-tiny.json").layers if isinstance(layer, MambaState))
+    assert mamba_page(layer, 1, 2, 2) == 806_400
+    assert mamba_page(layer, 2, 2, 2) == 10_752 + 393_216
