@@ -239,3 +239,11 @@ def test_vllm_replicates_mamba2_groups_under_tp():
     layer = next(layer for layer in load("granite-4.0-h-tiny.json").layers if isinstance(layer, MambaState))
     assert mamba_page(layer, 1, 2, 2) == 806_400
     assert mamba_page(layer, 2, 2, 2) == 10_752 + 393_216
+
+
+def test_the_plan_says_which_encoder_weights_it_left_out():
+    from cli_helper import invoke
+
+    code, out, err = invoke(["plan", "--model", str(FIXTURES / "Qwen--Qwen3.5-27B.json"), "--gpu", "h200"])
+    assert code == 0
+    assert "weights of the vision encoder (qwen3_5.vision_config) are not counted" in out + err
