@@ -31,6 +31,7 @@ from typing import Any, Literal
 
 from .errors import UnsupportedModelError, UsageError, shown
 from .input_files import MAX_CONFIG_BYTES, is_dir, load_json
+from .encoders import VISION_PARAMS
 from .layer_kinds import gdn_dims, layer_caches, mamba2_dims, mixer_kinds, short_conv_dims
 from .layers import FullAttention, LayerCache, MambaState, MultiLatentAttention, SlidingWindow
 
@@ -156,8 +157,8 @@ _DEFAULTS: dict[str, dict[str, Any]] = {
 _TIED_BY_DEFAULT = {"gemma", "gemma2", "gemma3_text", "gemma3n_text", "gemma4_text", "lfm2", "smollm3"}
 
 DENSE_LLAMA_LIKE = {"llama", "mistral", "qwen2", "qwen3", "phi3", "granite", "olmo2", "gemma", "gemma2", "gemma3_text",
-                    "smollm3", "ministral"}
-MOE = {"mixtral", "qwen3_moe"}
+                    "smollm3", "ministral", "qwen3_vl_text"}
+MOE = {"mixtral", "qwen3_moe", "qwen3_vl_moe_text"}
 MLA = {"deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2"}
 HYBRID = {"jamba"}
 # read layer by layer (layer_kinds.py + _layered): hybrids, chunked/sliding attention, their MoE flavours
@@ -167,7 +168,7 @@ SUPPORTED = DENSE_LLAMA_LIKE | MOE | MLA | HYBRID | LAYERED
 # multimodal wrappers whose text decoder sits under text_config with its own model_type (filled in when absent)
 TEXT_TYPE_OF_WRAPPER = {"gemma3": "gemma3_text", "qwen3_5": "qwen3_5_text", "qwen3_5_moe": "qwen3_5_moe_text",
                         "llama4": "llama4_text", "gemma3n": "gemma3n_text", "gemma4": "gemma4_text",
-                        "kimi_k25": "kimi_k2"}
+                        "kimi_k25": "kimi_k2", "qwen3_vl": "qwen3_vl_text", "qwen3_vl_moe": "qwen3_vl_moe_text"}
 # wrappers kvcalc plans as their text decoder while the vision/audio encoder weights are not counted yet: the plan
 # says so (ModelSpec.uncounted) instead of refusing
 TEXT_ONLY_WRAPPERS = set(TEXT_TYPE_OF_WRAPPER) - MULTIMODAL_WRAPPERS
@@ -231,9 +232,7 @@ def spec_from_config(cfg: dict[str, Any], name: str = "model", source: str = "",
         if vision is not None and outer_type in MULTIMODAL_WRAPPERS:
             spec = replace(spec, vision_params=_gemma3_vision_params(vision, spec.hidden_size))
         elif wrapped and outer_type in TEXT_ONLY_WRAPPERS:
-            parts = [key.removesuffix("_config") for key in ("vision_config", "audio_config") if cfg.get(key)]
-            if parts:
-                spec = replace(spec, uncounted=tuple(f"{p} encoder ({outer_type}.{p}_config)" for p in parts))
+            spec = _encoders(spec, cfg, outer_type)
     except UsageError:
         raise
     except KeyError as exc:
@@ -316,7 +315,8 @@ def _attention_kinds(cfg: dict[str, Any], model_type: str, n_layers: int) -> lis
     if model_type == "gemma3_text":  # configuration_gemma3.py: every sliding_window_pattern-th layer is full
         pattern = int(_get(cfg, "sliding_window_pattern", "_sliding_window_pattern", default=6))
         return ["sliding" if (i + 1) % pattern else "full" for i in range(n_layers)]
-    if model_type in ("qwen2", "qwen3", "qwen3_moe"):  # layers >= max_window_layers slide when use_sliding_window
+    if model_type in ("qwen2", "qwen3", "qwen3_moe", "qwen3_vl_text", "qwen3_vl_moe_text"):
+        # layers >= max_window_layers slide when use_sliding_window
         if cfg.get("use_sliding_window") and window:
             first = int(_get(cfg, "max_window_layers", default=n_layers))
             return ["sliding" if i >= first else "full" for i in range(n_layers)]
@@ -351,7 +351,7 @@ def _standard_attention(counts: _Count, cfg: dict[str, Any], model_type: str) ->
         counts.linear("attention", "k_proj", h, kv_out, bias=qkv_bias)
         counts.linear("attention", "v_proj", h, kv_out, bias=qkv_bias)
     counts.linear("attention", "o_proj", q_out, h, bias=o_bias)
-    if model_type in ("qwen3", "qwen3_moe", "gemma3_text"):  # per-head RMSNorm on q and k
+    if model_type in ("qwen3", "qwen3_moe", "qwen3_vl_text", "qwen3_vl_moe_text", "gemma3_text"):  # per-head q/k norms
         counts.add("attention", 2 * hd)
     elif model_type == "olmo2":  # full-width RMSNorm on q and k
         counts.add("attention", q_out + kv_out)
@@ -856,6 +856,23 @@ def _layered(cfg: dict[str, Any], name: str, model_type: str, source: str) -> Mo
 
 # ---------------------------------------------------------------------------------------------------------------------
 # Gemma 3 vision tower (SigLIP, modeling_siglip.py) + multimodal projector (modeling_gemma3.py)
+
+
+def _encoders(spec: ModelSpec, cfg: dict[str, Any], outer_type: str) -> ModelSpec:
+    """A text-only-planned wrapper's encoders: counted into vision_params where encoders.py knows the tower, and
+    named in `uncounted` either way (no weight row charges them yet)."""
+    notes, vision = [], 0
+    vc = cfg.get("vision_config")
+    if vc and outer_type in VISION_PARAMS:
+        vision = VISION_PARAMS[outer_type](vc, spec.hidden_size)
+        notes.append(f"vision encoder ({vision:,} params, {outer_type}.vision_config)")
+    elif vc:
+        notes.append(f"vision encoder ({outer_type}.vision_config, not counted)")
+    else:  # a trimmed copy (e.g. Llama 4's without vision_config): the checkpoint still holds a tower
+        notes.append(f"vision encoder ({outer_type}: no vision_config in this config.json, not counted)")
+    if cfg.get("audio_config"):
+        notes.append(f"audio encoder ({outer_type}.audio_config, not counted)")
+    return replace(spec, vision_params=vision, uncounted=tuple(notes))
 
 
 def _gemma3_vision_params(vc: dict[str, Any], text_hidden: int) -> int:

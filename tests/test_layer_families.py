@@ -180,7 +180,7 @@ def test_kimi_k25_text_decoder_and_its_uncounted_vision_tower():
     layout, and the plan names the vision tower it has not counted (471,143,920 parameters remain for it)."""
     k25 = load("moonshotai--Kimi-K2.5.json")
     assert k25.params.total == load("moonshotai--Kimi-K2-Instruct.json").params.total
-    assert k25.uncounted == ("vision encoder (kimi_k25.vision_config)",)
+    assert k25.uncounted == ("vision encoder (kimi_k25.vision_config, not counted)",)
     assert TOTALS["moonshotai/Kimi-K2.5"]["total_params"] - k25.params.total == 471_143_920
 
 
@@ -246,4 +246,4 @@ def test_the_plan_says_which_encoder_weights_it_left_out():
 
     code, out, err = invoke(["plan", "--model", str(FIXTURES / "Qwen--Qwen3.5-27B.json"), "--gpu", "h200"])
     assert code == 0
-    assert "weights of the vision encoder (qwen3_5.vision_config) are not counted" in out + err
+    assert "not in their weights: vision encoder (460,730,096 params, qwen3_5.vision_config)" in out + err

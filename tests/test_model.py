@@ -4,6 +4,7 @@ count against transformers' own modules (built on the meta device, so nothing is
 
 import copy
 import json
+from pathlib import Path
 
 import pytest
 
@@ -271,6 +272,10 @@ TINY = {
                      "kv_lora_rank": 32, "q_lora_rank": 48, "qk_rope_head_dim": 16, "qk_nope_head_dim": 32,
                      "v_head_dim": 24, "num_key_value_heads": 4, "n_group": 2, "topk_group": 1,
                      "index_n_heads": 4, "index_head_dim": 32, "index_topk": 8},
+    "qwen3_vl_text": {**LLAMA, "model_type": "qwen3_vl_text", "head_dim": 64},
+    "qwen3_vl_moe_text": {**LLAMA, "model_type": "qwen3_vl_moe_text", "head_dim": 64, "num_experts": 6,
+                          "num_experts_per_tok": 2, "moe_intermediate_size": 96, "decoder_sparse_step": 1,
+                          "mlp_only_layers": []},
     # Kimi K2 is DeepSeek V3's layout under its own name (transformers has no kimi_k2 config: skipped there)
     "kimi_k2": {**LLAMA, "model_type": "kimi_k2", "moe_intermediate_size": 64, "n_routed_experts": 8,
                 "n_shared_experts": 1, "num_experts_per_tok": 2, "first_k_dense_replace": 1,
@@ -297,7 +302,13 @@ def _transformers_count(cfg: dict) -> tuple[int, int]:
         if model_type == "gemma3":
             model = transformers.Gemma3ForConditionalGeneration(config)
         else:
-            model = transformers.AutoModelForCausalLM.from_config(config)
+            try:
+                model = transformers.AutoModelForCausalLM.from_config(config)
+            except ValueError:  # a text config with no causal-LM class of its own (qwen3_vl_text): its base model
+                model = transformers.AutoModel.from_config(config)
+                embed = model.get_input_embeddings().weight.numel()
+                untied = 0 if cfg.get("tie_word_embeddings") else embed
+                return sum(p.numel() for p in model.parameters()) + untied, 0
     params = sum(p.numel() for p in model.parameters())  # tied weights are yielded once
     stored_buffers = sum(b.numel() for n, b in model.named_buffers() if n.endswith("e_score_correction_bias"))
     return params, stored_buffers
@@ -322,3 +333,24 @@ def test_gemma3_multimodal_matches_transformers():
     params, _ = _transformers_count(cfg)
     spec = spec_from_config(cfg)
     assert spec.params.total + spec.vision_params == params
+
+
+@pytest.mark.parametrize("fixture, wrapper_part", [
+    ("Qwen--Qwen3.5-27B.json", "model.visual"),
+    ("Qwen--Qwen3-VL-30B-A3B-Instruct.json", "model.visual"),
+    ("google--gemma-4-26B-A4B.json", "model.vision_tower"),
+])
+def test_vision_encoders_match_transformers(fixture, wrapper_part):
+    """encoders.py against the multimodal classes transformers builds from the real configs (meta device): the
+    vision tower plus, for Gemma 4, its embed_vision projection; and the text decoder equals the rest."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    cfg = json.loads((Path(__file__).parent / "fixtures" / "configs" / fixture).read_text())
+    config = transformers.AutoConfig.for_model(**{k: v for k, v in cfg.items() if k != "quantization_config"})
+    with torch.device("meta"):
+        model = transformers.AutoModelForImageTextToText.from_config(config)
+    vision = sum(p.numel() for n, p in model.named_parameters()
+                 if n.startswith(wrapper_part) or n.startswith("model.embed_vision"))
+    spec = spec_from_config(cfg)
+    assert spec.vision_params == vision
+    assert spec.params.total + spec.vision_params == sum(p.numel() for p in model.parameters())
