@@ -290,6 +290,7 @@ class LayeredConfig(DecoderConfig):
     mamba_n_groups: Heads | None = None
     conv_kernel: _count(1024) | None = None
     mamba_d_conv: _count(1024) | None = None
+    mamba_d_ssm: Intermediate | None = None
     conv_L_cache: _count(1024) | None = None
     conv_dim: Hidden | None = None
     block_ff_dim: Intermediate | None = None
@@ -311,7 +312,7 @@ SCHEMAS: dict[str, type[DecoderConfig]] = {
     "qwen3_vl_moe_text": Qwen3MoeConfig,
     **{t: LayeredConfig for t in ("gpt_oss", "qwen3_next", "qwen3_5_text", "qwen3_5_moe_text", "llama4_text",
                                   "glm4_moe", "minimax_m2", "nemotron_h", "granitemoehybrid", "lfm2", "gemma3n_text",
-                                  "gemma4_text")},
+                                  "gemma4_text", "falcon_h1")},
 }
 VISION_SCHEMAS: dict[str, type[BaseModel]] = {"gemma3": SiglipVisionConfig}
 

@@ -10,6 +10,7 @@ Families share layouts under different names, so the reader keys on the fields p
   the others Gated DeltaNet.
 - ``attention_chunk_size`` (Llama 4): RoPE layers attend within chunks, NoPE layers (``no_rope_layers`` 0, by default
   every ``no_rope_layer_interval``-th = 4th) attend fully (vLLM models/llama4.py: use_chunked_local_attn = not nope).
+- ``mamba_d_ssm`` (Falcon-H1): every layer runs attention and a Mamba2 mixer in parallel (ParallelHybrid).
 - otherwise the older sliding-window conventions (model.py:_attention_kinds): sliding_window_pattern, gemma2's
   alternation, Qwen's max_window_layers, Mistral's one window.
 
@@ -28,7 +29,7 @@ from typing import Any
 
 from .errors import UnsupportedModelError, UsageError, shown
 from .layers import (
-    ChunkedLocal, FullAttention, LayerCache, MambaState, MultiLatentAttention, NoCache, SlidingWindow,
+    ChunkedLocal, FullAttention, LayerCache, MambaState, MultiLatentAttention, NoCache, ParallelHybrid, SlidingWindow,
 )
 
 # config layer_types entries -> kvcalc mixer kinds
@@ -83,6 +84,8 @@ def mixer_kinds(cfg: dict[str, Any], n_layers: int, fallback: Callable[[], list[
     if cfg.get("full_attention_interval") and cfg.get("linear_num_value_heads"):
         k = int(cfg["full_attention_interval"])
         return ["full" if (i + 1) % k == 0 else "linear" for i in range(n_layers)]
+    if cfg.get("mamba_d_ssm") is not None:  # Falcon-H1: attention and a Mamba2 mixer side by side in every layer
+        return ["parallel"] * n_layers
     if cfg.get("attention_chunk_size"):
         nope = cfg.get("no_rope_layers")
         if not nope:  # Llama4TextConfig default: every no_rope_layer_interval-th layer has no RoPE
@@ -113,6 +116,14 @@ def mamba2_dims(cfg: dict[str, Any]) -> tuple[int, int, int, int, int]:
     return heads, head_dim, state, groups, kernel
 
 
+def mamba2_inner(cfg: dict[str, Any]) -> int:
+    """The Mamba2 inner width: Falcon-H1's mamba_d_ssm when given, else heads x head_dim."""
+    if cfg.get("mamba_d_ssm"):
+        return int(cfg["mamba_d_ssm"])
+    heads, head_dim, _, _, _ = mamba2_dims(cfg)
+    return heads * head_dim
+
+
 def gdn_dims(cfg: dict[str, Any]) -> tuple[int, int, int, int, int]:
     """(key heads, value heads, key head dim, value head dim, conv kernel) of a Gated DeltaNet layer."""
     return (_int(cfg, "linear_num_key_heads"), _int(cfg, "linear_num_value_heads"), _int(cfg, "linear_key_head_dim"),
@@ -128,7 +139,7 @@ def state_cache(kind: str, cfg: dict[str, Any]) -> MambaState:
     ssm_dtype = dtype_bytes_of(cfg.get("mamba_ssm_dtype") or cfg.get("mamba_ssm_cache_dtype"))
     if kind == "mamba":
         heads, head_dim, state, groups, kernel = mamba2_dims(cfg)
-        conv_dim = heads * head_dim + 2 * groups * state
+        conv_dim = mamba2_inner(cfg) + 2 * groups * state
         return MambaState((kernel - 1) * conv_dim, heads * head_dim * state, "mamba2", ssm_dtype,
                           conv_channels=conv_dim, n_groups=groups, d_state=state)
     if kind == "linear":
@@ -163,6 +174,10 @@ def layer_caches(cfg: dict[str, Any], kinds: list[str], n_kv: int, head_dim: int
     for kind in kinds:
         if kind in ("full", "sliding", "chunked"):
             out.append(attention_cache(kind, cfg, n_kv, head_dim))
+        elif kind == "parallel":  # Falcon-H1: attention beside a Mamba2 mixer in every layer
+            attention = attention_cache("full", cfg, n_kv, head_dim)
+            assert isinstance(attention, FullAttention)
+            out.append(ParallelHybrid(attention, state_cache("mamba", cfg)))
         elif kind in ("mlp", "moe"):
             out.append(NoCache())
         else:

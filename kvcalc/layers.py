@@ -10,6 +10,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
+def flatten(layers) -> list:
+    """The caches one by one: a ParallelHybrid layer counts as its attention and its state."""
+    out = []
+    for layer in layers:
+        if isinstance(layer, ParallelHybrid):
+            out.extend((layer.attention, layer.state))
+        else:
+            out.append(layer)
+    return out
+
+
 @dataclass(frozen=True)
 class FullAttention:
     """Keys and values for every token: num_kv_heads * (head_dim + v_head_dim) elements per token."""
@@ -91,6 +102,17 @@ class MambaState:
 
 
 @dataclass(frozen=True)
+class ParallelHybrid:
+    """Falcon-H1: attention and a Mamba2 mixer side by side in one decoder layer, each keeping its own cache (vLLM
+    models/falcon_h1.py FalconH1ParallelHybrid registers both an Attention and a MambaMixer2)."""
+
+    attention: FullAttention
+    state: MambaState
+
+    kind = "parallel"
+
+
+@dataclass(frozen=True)
 class NoCache:
     """A layer that stores nothing of its own (KV shared with an earlier layer, or an MLP-only block)."""
 
@@ -99,4 +121,5 @@ class NoCache:
     kind = "none"
 
 
-LayerCache = FullAttention | SlidingWindow | ChunkedLocal | MultiLatentAttention | MambaState | NoCache
+LayerCache = (FullAttention | SlidingWindow | ChunkedLocal | MultiLatentAttention | MambaState | ParallelHybrid
+              | NoCache)

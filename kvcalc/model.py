@@ -32,8 +32,8 @@ from typing import Any, Literal
 from .errors import UnsupportedModelError, UsageError, shown
 from .input_files import MAX_CONFIG_BYTES, is_dir, load_json
 from .encoders import VISION_PARAMS
-from .layer_kinds import gdn_dims, layer_caches, mamba2_dims, mixer_kinds, short_conv_dims
-from .layers import FullAttention, LayerCache, MambaState, MultiLatentAttention, SlidingWindow
+from .layer_kinds import gdn_dims, layer_caches, mamba2_dims, mamba2_inner, mixer_kinds, short_conv_dims
+from .layers import FullAttention, LayerCache, MambaState, MultiLatentAttention, SlidingWindow, flatten
 
 
 @dataclass(frozen=True)
@@ -120,7 +120,7 @@ class ModelSpec:
 
     @property
     def layer_kinds(self) -> set[str]:
-        return {layer.kind for layer in self.layers}
+        return {layer.kind for layer in flatten(self.layers)}
 
 
 def _get(cfg: dict[str, Any], *names: str, default: Any = None) -> Any:
@@ -149,6 +149,7 @@ _DEFAULTS: dict[str, dict[str, Any]] = {
     "deepseek_v3": {"first_k_dense_replace": 3, "n_shared_experts": 1, "moe_layer_freq": 1},
     "deepseek_v32": {"first_k_dense_replace": 3, "n_shared_experts": 1, "moe_layer_freq": 1},
     "kimi_k2": {"first_k_dense_replace": 1, "n_shared_experts": 1, "moe_layer_freq": 1},
+    "falcon_h1": {"mamba_rms_norm": False, "mamba_conv_bias": True, "mamba_proj_bias": False},  # FalconH1Config
     # Llama4TextConfig defaults the real configs leave out
     "llama4_text": {"interleave_moe_layer_step": 1, "tie_word_embeddings": False},
     "qwen3_moe": {"decoder_sparse_step": 1, "mlp_only_layers": []},
@@ -163,7 +164,7 @@ MLA = {"deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2"}
 HYBRID = {"jamba"}
 # read layer by layer (layer_kinds.py + _layered): hybrids, chunked/sliding attention, their MoE flavours
 LAYERED = {"gpt_oss", "qwen3_next", "qwen3_5_text", "qwen3_5_moe_text", "llama4_text", "glm4_moe", "minimax_m2",
-           "nemotron_h", "granitemoehybrid", "lfm2", "gemma3n_text", "gemma4_text"}
+           "nemotron_h", "granitemoehybrid", "lfm2", "gemma3n_text", "gemma4_text", "falcon_h1"}
 SUPPORTED = DENSE_LLAMA_LIKE | MOE | MLA | HYBRID | LAYERED
 # multimodal wrappers whose text decoder sits under text_config with its own model_type (filled in when absent)
 TEXT_TYPE_OF_WRAPPER = {"gemma3": "gemma3_text", "qwen3_5": "qwen3_5_text", "qwen3_5_moe": "qwen3_5_moe_text",
@@ -636,13 +637,14 @@ def _mixer_params(counts: _Count, cfg: dict[str, Any], kind: str) -> None:
     h = int(cfg["hidden_size"])
     if kind == "mamba":  # modeling_nemotron_h.py / modeling_granitemoehybrid.py Mamba2Mixer
         heads, head_dim, state, groups, kernel = mamba2_dims(cfg)
-        inner = heads * head_dim
+        inner = mamba2_inner(cfg)
         conv_dim = inner + 2 * groups * state
         proj_bias = bool(_get(cfg, "mamba_proj_bias", "use_bias", default=False))
         conv_bias = bool(_get(cfg, "use_conv_bias", "mamba_conv_bias", default=True))
         counts.linear("other", "mixer.in_proj", h, inner + conv_dim + heads, bias=proj_bias)
         counts.add("other", conv_dim * kernel + (conv_dim if conv_bias else 0))  # depthwise conv1d
-        counts.add("other", 3 * heads + inner)  # dt_bias, A_log, D, gated RMSNorm
+        # dt_bias, A_log, D, and the gated RMSNorm (Falcon-H1 only with mamba_rms_norm)
+        counts.add("other", 3 * heads + (inner if cfg.get("mamba_rms_norm", True) else 0))
         counts.linear("other", "mixer.out_proj", inner, h, bias=proj_bias)
     elif kind == "linear":  # modeling_qwen3_next.py Qwen3NextGatedDeltaNet (Qwen3.5 splits in_proj, same sizes)
         nk, nv, dk, dv, kernel = gdn_dims(cfg)
@@ -825,10 +827,11 @@ def _layered(cfg: dict[str, Any], name: str, model_type: str, source: str) -> Mo
     counts = _Count()
     first_shared = n_layers - int(cfg.get("num_kv_shared_layers") or 0)
     for i, (kind, mlp) in enumerate(zip(kinds, mlps)):
-        if kind in ("full", "sliding", "chunked"):
-            _attention_params(counts, cfg, model_type, kind, n_kv, hd, kv_shared=i >= first_shared)
-        else:
-            _mixer_params(counts, cfg, kind)
+        if kind in ("full", "sliding", "chunked", "parallel"):
+            _attention_params(counts, cfg, model_type, "full" if kind == "parallel" else kind, n_kv, hd,
+                              kv_shared=i >= first_shared)
+        if kind not in ("full", "sliding", "chunked"):
+            _mixer_params(counts, cfg, "mamba" if kind == "parallel" else kind)
         _family_mlp(counts, cfg, model_type, mlp, i)
         # one norm before the mixer, one before the MLP (Nemotron-H: one per block, every block is one of them)
         counts.add("norms", (1 if model_type == "nemotron_h" else 2) * h)

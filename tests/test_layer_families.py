@@ -247,3 +247,29 @@ def test_the_plan_says_which_encoder_weights_it_left_out():
     code, out, err = invoke(["plan", "--model", str(FIXTURES / "Qwen--Qwen3.5-27B.json"), "--gpu", "h200"])
     assert code == 0
     assert "not in their weights: vision encoder (460,730,096 params, qwen3_5.vision_config)" in out + err
+
+
+def test_falcon_h1_parallel_hybrid_from_its_config_defaults():
+    """Falcon-H1 (no verbatim config.json found: FalconH1Config's defaults, transformers 5.24): 32 layers, each with
+    attention (8 KV heads x 4096/32 = 128: 8 x 128 x 2 x 2 B = 4,096 B/token) beside a Mamba2 mixer (mamba_d_ssm
+    1024, 128 heads x 8, 1 group, state 256: conv 3 x (1024 + 2 x 256) = 4,608, SSM 128 x 8 x 256 = 262,144
+    elements, bf16: 533,504 B). vLLM aligns the block so 16 x cdiv(533,504, 16 x 4,096) = 144 tokens of attention
+    cover one state page (144 x 4,096 = 589,824 B), then keeps 32 attention + 32 Mamba layers in 2 groups of 32."""
+    from kvcalc.engines.vllm_groups import vllm_kv_layout
+
+    cfg = {"model_type": "falcon_h1", "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
+           "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 128000, "mamba_d_ssm": 1024,
+           "mamba_n_heads": 128, "mamba_d_head": 8, "mamba_n_groups": 1, "mamba_d_state": 256, "mamba_d_conv": 4,
+           "mamba_expand": 2, "max_position_embeddings": 8192}
+    spec = spec_from_config(cfg, "falcon-h1-defaults")
+    assert spec.layer_kinds == {"full", "mamba"} and kinds(spec) == {"parallel": 32}
+    assert per_token(spec) == 32 * 4_096
+    states = [layer.state for layer in spec.layers]
+    assert {s.conv_state_elements for s in states} == {4_608} and {s.ssm_state_elements for s in states} == {262_144}
+    # transformers: its KV (1 token: 4,096 B) + conv 1,536 x 4 x 2 B + SSM 262,144 x 4 B (fp32)
+    from kvcalc.engines.hf import hf_layer_cache_bytes
+    assert hf_layer_cache_bytes(spec.layers[0], 1, 1, 1, AUTO, 2) == 4_096 + 12_288 + 1_048_576
+    layout = vllm_kv_layout(spec.layers, AUTO, 2, None, 1, 8192, spec.model_type)
+    assert layout.cache_block_size == 144 and layout.mamba_page_padded == 589_824
+    assert [(g.kind, g.n_layers) for g in layout.groups] == [("full", 32), ("mamba", 32)]
+    assert layout.bytes_per_block == 32 * 589_824

@@ -276,6 +276,9 @@ TINY = {
     "qwen3_vl_moe_text": {**LLAMA, "model_type": "qwen3_vl_moe_text", "head_dim": 64, "num_experts": 6,
                           "num_experts_per_tok": 2, "moe_intermediate_size": 96, "decoder_sparse_step": 1,
                           "mlp_only_layers": []},
+    "falcon_h1": {**LLAMA, "model_type": "falcon_h1", "num_hidden_layers": 3, "head_dim": 32, "mamba_d_ssm": 256,
+                  "mamba_n_heads": 8, "mamba_d_head": 32, "mamba_n_groups": 2, "mamba_d_state": 16,
+                  "mamba_d_conv": 4, "mamba_expand": 2},
     # Kimi K2 is DeepSeek V3's layout under its own name (transformers has no kimi_k2 config: skipped there)
     "kimi_k2": {**LLAMA, "model_type": "kimi_k2", "moe_intermediate_size": 64, "n_routed_experts": 8,
                 "n_shared_experts": 1, "num_experts_per_tok": 2, "first_k_dense_replace": 1,

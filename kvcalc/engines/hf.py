@@ -14,7 +14,9 @@ from ..constants import engine_constants
 from ..errors import UsageError
 from ..formats import KvFormat, WeightFormat
 from ..hardware import GpuProfile
-from ..layers import FullAttention, LayerCache, MambaState, MultiLatentAttention, NoCache, SlidingWindow
+from ..layers import (
+    FullAttention, LayerCache, MambaState, MultiLatentAttention, NoCache, ParallelHybrid, SlidingWindow,
+)
 from ..model import ModelSpec
 from ..units import GiB
 from .weights import weight_bytes
@@ -27,6 +29,8 @@ HF_RECURRENT_STATE_BYTES = 4  # LinearAttentionLayer keeps recurrent (SSM / delt
 
 def hf_elements_per_token(layer: LayerCache) -> int:
     """Elements transformers caches per token for one layer (MLA decompressed per head)."""
+    if isinstance(layer, ParallelHybrid):
+        layer = layer.attention
     if isinstance(layer, MultiLatentAttention):
         return layer.decompressed_elements_per_token()
     if isinstance(layer, FullAttention):
@@ -55,6 +59,9 @@ def hf_quantized_split(tokens_after_prefill: int, prompt_len: int, residual_leng
 def hf_layer_cache_bytes(layer: LayerCache, batch: int, tokens: int, prompt_len: int, kv: KvFormat,
                          dtype_bytes: int) -> int:
     """Bytes one layer's cache object holds after `tokens` tokens (prompt_len of them from prefill)."""
+    if isinstance(layer, ParallelHybrid):  # Falcon-H1: its attention KV and its Mamba2 state
+        return (hf_layer_cache_bytes(layer.attention, batch, tokens, prompt_len, kv, dtype_bytes)
+                + hf_layer_cache_bytes(layer.state, batch, tokens, prompt_len, kv, dtype_bytes))
     if isinstance(layer, MambaState):
         # cache_utils.py LinearAttentionLayer (transformers 5.x): conv_states (batch, channels, K) in the model dtype,
         # one column more than vLLM keeps; recurrent_states in float32 (checked on 5.24 for Jamba, Nemotron-H,

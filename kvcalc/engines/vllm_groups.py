@@ -57,7 +57,7 @@ from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 from ..formats import KvFormat
-from ..layers import LayerCache, MambaState, MultiLatentAttention, NoCache
+from ..layers import LayerCache, MambaState, MultiLatentAttention, NoCache, flatten
 from ..units import ceil_div
 from .vllm_specs import (  # noqa: F401  (re-exported: the page arithmetic's old home)
     DEFAULT_BLOCK_SIZE, SMALLEST_KERNEL_BLOCK, PageSpec, choose_block_size, layer_specs,
@@ -109,7 +109,7 @@ class KvLayout:
         """A group's admission rule as kvcalc.plan/1 has written it (it was a GroupRule dataclass)."""
         return {"kind": spec.kind, "block_size": spec.block_size, "window": spec.window,
                 "cap_blocks": spec.max_blocks(self.max_model_len, self.in_flight_tokens)
-                if spec.kind == "sliding" else None,
+                if spec.kind in ("sliding", "chunked") else None,
                 "fixed_blocks": 1 if spec.kind == "mamba" else None}
 
     @property
@@ -273,7 +273,7 @@ def _check(layers: tuple[LayerCache, ...], kv: KvFormat, block_size: int | None,
             f"mamba_cache_mode={mamba_cache_mode!r} (prefix caching for Mamba hybrids) is not modelled; "
             "vLLM 0.26 defaults to 'none' because prefix caching is off for hybrid models"
         )
-    cached = [layer for layer in layers if not isinstance(layer, NoCache)]
+    cached = [layer for layer in flatten(layers) if not isinstance(layer, NoCache)]
     if not cached:
         raise ValueError("no layer keeps a KV cache or state; vLLM treats the model as attention-free")
     if any(isinstance(layer, MultiLatentAttention) for layer in cached):

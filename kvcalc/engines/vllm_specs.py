@@ -11,7 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..formats import KvFormat
-from ..layers import ChunkedLocal, FullAttention, LayerCache, MambaState, MultiLatentAttention, SlidingWindow
+from ..layers import (
+    ChunkedLocal, FullAttention, LayerCache, MambaState, MultiLatentAttention, SlidingWindow, flatten,
+)
 from ..units import ceil_div
 
 DEFAULT_BLOCK_SIZE = 16  # config/cache.py CacheConfig.DEFAULT_BLOCK_SIZE
@@ -57,7 +59,7 @@ def indexer_page_bytes(layer: MultiLatentAttention, block_size: int) -> int:
 def vllm_bytes_per_token(layers: tuple[LayerCache, ...], kv: KvFormat, dtype_bytes: int, tp: int = 1) -> int:
     """KV bytes per token per rank of all attention layers, each counted in full (sliding windows and Mamba state
     ignored): the per-token read of a long context."""
-    return sum(vllm_page_bytes(layer, 1, kv, dtype_bytes, tp) for layer in layers)
+    return sum(vllm_page_bytes(layer, 1, kv, dtype_bytes, tp) for layer in flatten(layers))
 
 
 @dataclass(frozen=True)
