@@ -273,3 +273,13 @@ def test_falcon_h1_parallel_hybrid_from_its_config_defaults():
     assert layout.cache_block_size == 144 and layout.mamba_page_padded == 589_824
     assert [(g.kind, g.n_layers) for g in layout.groups] == [("full", 32), ("mamba", 32)]
     assert layout.bytes_per_block == 32 * 589_824
+
+
+def test_phi4_from_the_catalog():
+    """Phi-4 (catalog; Phi-4-mini's config.json was not found verbatim): 40 layers x 10 KV heads x 128 x 2 x 2 B, and
+    the hub's 14,659,507,200 parameters."""
+    from kvcalc.catalog import load_model
+
+    spec = load_model("phi-4")
+    assert per_token(spec) == 40 * 10 * 128 * 2 * 2
+    assert spec.params.total == TOTALS["microsoft/phi-4"]["total_params"]
