@@ -283,3 +283,37 @@ def test_phi4_from_the_catalog():
     spec = load_model("phi-4")
     assert per_token(spec) == 40 * 10 * 128 * 2 * 2
     assert spec.params.total == TOTALS["microsoft/phi-4"]["total_params"]
+
+
+REAL_SIZE = sorted(p.name for p in FIXTURES.glob("*.json")
+                   if p.name != "param_totals.json" and "hf_quant_config" not in p.name
+                   and json.loads(p.read_text()).get("model_type") not in ("molmo", "deepseek_v4", "kimi_k2", "kimi_k25"))
+
+
+@pytest.mark.parametrize("fixture", REAL_SIZE + ["gemma-3n-e4b-text.json", "granite-4.0-h-tiny.json"])
+def test_real_size_counts_match_transformers(fixture):
+    """Every fixture at its real size against the module transformers builds from it (meta device: nothing is
+    allocated): text decoder + counted vision encoder = transformers' parameters (+ the e_score_correction_bias
+    buffers checkpoints store). Llama 4's copies carry no vision_config, so transformers adds its default tower,
+    which kvcalc names as not counted. Kimi K2 / K2.5 have no transformers class (their total: param_totals.json)."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    path = FIXTURES / fixture if (FIXTURES / fixture).exists() else GPU_CONFIGS / fixture
+    cfg = json.loads(path.read_text())
+    cfg.pop("_source", None)
+    spec = spec_from_config(dict(cfg), fixture)
+    plain = {k: v for k, v in cfg.items() if k != "quantization_config"}
+    config = transformers.AutoConfig.for_model(**plain)
+    with torch.device("meta"):
+        if "text_config" in plain and "num_hidden_layers" not in plain:
+            model = transformers.AutoModelForImageTextToText.from_config(config)
+        else:
+            model = transformers.AutoModelForCausalLM.from_config(config)
+    total = sum(p.numel() for p in model.parameters())
+    total += sum(b.numel() for n, b in model.named_buffers() if n.endswith("e_score_correction_bias"))
+    if spec.model_type == "llama4_text":
+        vision = sum(p.numel() for n, p in model.named_parameters()
+                     if n.startswith(("vision_model.", "multi_modal_projector.")))
+        assert spec.uncounted and total - vision == spec.params.total
+        return
+    assert spec.params.total + spec.vision_params == total
