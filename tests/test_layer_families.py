@@ -212,12 +212,20 @@ def test_a_missing_state_field_is_named(field):
         spec_from_config(cfg, "x")
 
 
-def test_vllm_refuses_sparse_mla_with_its_reason():
+def test_deepseek_v32_sparse_mla_in_vllm():
+    """FLASHMLA_SPARSE (flashmla_sparse.py): block 64. Per layer and token: the latent 576 x 2 B (auto) or the
+    fp8_ds_mla record 512 + 4 x 4 + 64 x 2 = 656 B (fp8), plus the indexer's 132 B. A block of 61 layers:
+    61 x 64 x (1,152 + 132) = 5,012,736 B (auto), 61 x 64 x (656 + 132) = 3,076,352 B (fp8). No other GPU than
+    sm90 / sm100 has a sparse-MLA backend: refused, with that reason."""
     from kvcalc.engines.vllm_groups import vllm_kv_layout
 
     spec = load("deepseek-ai--DeepSeek-V3.2.json")
+    auto = vllm_kv_layout(spec.layers, AUTO, 2, None, 1, 8192, spec.model_type)
+    assert (auto.block_size, auto.bytes_per_block) == (64, 5_012_736)
+    fp8 = vllm_kv_layout(spec.layers, kv_format("fp8"), 2, None, 1, 8192, spec.model_type, compute_capability=10.0)
+    assert (fp8.block_size, fp8.bytes_per_block) == (64, 3_076_352)
     with pytest.raises(NotImplementedError, match="FLASHMLA_SPARSE"):
-        vllm_kv_layout(spec.layers, AUTO, 2, None, 1, 8192, spec.model_type)
+        vllm_kv_layout(spec.layers, AUTO, 2, None, 1, 8192, spec.model_type, compute_capability=8.0)
 
 
 def test_transformers_recurrent_state_bytes():

@@ -60,12 +60,12 @@ from ..formats import KvFormat
 from ..layers import LayerCache, MambaState, MultiLatentAttention, NoCache, flatten
 from ..units import ceil_div
 from .vllm_specs import (  # noqa: F401  (re-exported: the page arithmetic's old home)
-    DEFAULT_BLOCK_SIZE, SMALLEST_KERNEL_BLOCK, PageSpec, choose_block_size, layer_specs,
+    DEFAULT_BLOCK_SIZE, SMALLEST_KERNEL_BLOCK, SPARSE_MLA_MAJORS, PageSpec, choose_block_size, layer_specs,
 )
 
 DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192  # LLM class on GPUs < 70 GiB (engine/arg_utils.py:get_batch_defaults)
 DEFAULT_MAX_CONCURRENT_BATCHES = 2  # async scheduling on, pp=1 (config/vllm.py:max_concurrent_batches)
-_UNSUPPORTED_MLA_MODELS = ("deepseek_v32", "deepseek_v4", "glm_moe_dsa")  # sparse MLA / fp8_ds_mla layouts
+_UNSUPPORTED_MLA_MODELS = ("deepseek_v4", "glm_moe_dsa")  # compressed sparse-MLA layouts kvcalc does not read
 
 
 class KvGroup(NamedTuple):
@@ -261,7 +261,7 @@ def _mamba_dtype_bytes(model_type: str, dtype_bytes: int, conv: int | None, ssm:
 
 
 def _check(layers: tuple[LayerCache, ...], kv: KvFormat, block_size: int | None, tp: int, max_model_len: int,
-           model_type: str, mamba_cache_mode: str) -> list[LayerCache]:
+           model_type: str, mamba_cache_mode: str, compute_capability: float = 9.0) -> list[LayerCache]:
     if tp < 1:
         raise ValueError("tp must be at least 1")
     if max_model_len < 1:
@@ -278,9 +278,12 @@ def _check(layers: tuple[LayerCache, ...], kv: KvFormat, block_size: int | None,
         raise ValueError("no layer keeps a KV cache or state; vLLM treats the model as attention-free")
     if any(isinstance(layer, MultiLatentAttention) for layer in cached):
         if model_type in _UNSUPPORTED_MLA_MODELS:
+            raise NotImplementedError(f"{model_type}: its compressed sparse-MLA cache layout is not modelled")
+        sparse = any(isinstance(layer, MultiLatentAttention) and layer.index_head_dim for layer in cached)
+        if sparse and int(compute_capability) not in SPARSE_MLA_MAJORS:
             raise NotImplementedError(
-                f"{model_type}: sparse MLA runs only on the FLASHMLA_SPARSE backends (block size 64, fp8_ds_mla "
-                "656 B/token with an fp8 cache), whose block and page choice kvcalc does not model yet")
+                "DeepSeek V3.2's sparse MLA runs only on the FLASHMLA_SPARSE backend, i.e. on sm90 / sm100 GPUs "
+                f"(this GPU: compute capability {compute_capability}); vLLM has no other sparse-MLA backend")
         if kv.vllm_name == "fp8_e5m2":
             raise ValueError("no vLLM MLA backend accepts kv_cache_dtype=fp8_e5m2 (supported: auto, fp8/fp8_e4m3)")
     return cached
@@ -311,7 +314,7 @@ def vllm_kv_layout(
     values; None means 8192). mamba_*_dtype_bytes default to the model dtype, and the SSM state to fp32 for
     Nemotron-H (model_executor/models/config.py:NemotronHForCausalLMConfig).
     """
-    cached = _check(layers, kv, block_size, tp, max_model_len, model_type, mamba_cache_mode)
+    cached = _check(layers, kv, block_size, tp, max_model_len, model_type, mamba_cache_mode, compute_capability)
     if mamba_ssm_dtype_bytes is None:  # the checkpoint's own mamba_ssm_dtype (Qwen3.5: float32), read by model.py
         mamba_ssm_dtype_bytes = next((layer.ssm_dtype_bytes for layer in cached
                                       if isinstance(layer, MambaState) and layer.ssm_dtype_bytes), None)

@@ -37,6 +37,11 @@ def vllm_page_bytes(layer: LayerCache, block_size: int, kv: KvFormat, dtype_byte
     elem = vllm_element_bytes(kv, dtype_bytes)
     if isinstance(layer, MultiLatentAttention):
         # MLAAttentionSpec: one latent 'head' of kv_lora_rank + rope dim, replicated on every TP rank.
+        if layer.index_head_dim and elem == 1:
+            # fp8_ds_mla (FLASHMLA_SPARSE, DeepSeek V3.2): 512 fp8 NoPE values, one fp32 scale per 128 of them,
+            # and the 64 RoPE values kept in bf16: 512 + 16 + 128 = 656 B per token (flashmla_sparse.py)
+            per_token = layer.kv_lora_rank + layer.kv_lora_rank // 128 * 4 + layer.qk_rope_head_dim * 2
+            return block_size * per_token + indexer_page_bytes(layer, block_size)
         return block_size * layer.latent_elements_per_token() * elem + indexer_page_bytes(layer, block_size)
     if isinstance(layer, FullAttention):
         heads = vllm_kv_heads_per_rank(layer.num_kv_heads, tp)
@@ -107,9 +112,17 @@ class PageSpec:
         return blocks
 
 
-def mla_backend_block(compute_capability: float, fp8: bool, qk_nope_head_dim: int) -> tuple[str, int]:
-    """(backend, default block size) for MLA when --block-size is not given (platforms/cuda.py priorities)."""
+SPARSE_MLA_MAJORS = (9, 10)  # FlashMLASparseBackend.supports_compute_capability
+
+
+def mla_backend_block(compute_capability: float, fp8: bool, qk_nope_head_dim: int,
+                      sparse: bool = False) -> tuple[str, int]:
+    """(backend, default block size) for MLA when --block-size is not given (platforms/cuda.py priorities).
+    Sparse MLA (DeepSeek V3.2's indexer) has one backend, FLASHMLA_SPARSE: kernel block [64], KV auto/bf16 or
+    fp8 (= fp8_ds_mla), sm90 and sm100 (v1/attention/backends/mla/flashmla_sparse.py)."""
     major = int(compute_capability)
+    if sparse:
+        return "FLASHMLA_SPARSE", 64
     if major == 10:
         if qk_nope_head_dim in (64, 128, 192):
             return "FLASHINFER_MLA", 32  # flashinfer_mla.py: kernel blocks [32, 64]
@@ -157,7 +170,8 @@ def choose_block_size(cached: list[LayerCache], kv: KvFormat, dtype_bytes: int, 
     mamba_layers = [layer for layer in cached if isinstance(layer, MambaState)]
     kernel_min = SMALLEST_KERNEL_BLOCK
     if mla_layers:
-        backend, preferred = mla_backend_block(compute_capability, fp8, mla_layers[0].qk_nope_head_dim)
+        backend, preferred = mla_backend_block(compute_capability, fp8, mla_layers[0].qk_nope_head_dim,
+                                               sparse=bool(mla_layers[0].index_head_dim))
         kernel_min = preferred  # the chosen backend's smallest kernel block (fixed-size kernels: that size)
         if block_size is None:
             notes.append(f"MLA on sm{int(compute_capability * 10)}: {backend} backend, block size {preferred} "
