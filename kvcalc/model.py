@@ -616,7 +616,8 @@ def _attention_params(counts: _Count, cfg: dict[str, Any], model_type: str, kind
     rule = _ATTN_BIAS.get(model_type, "config")
     qkv_bias = rule == "qkv" or (rule == "config" and bool(cfg.get("attention_bias")))
     o_bias = rule == "config" and bool(cfg.get("attention_bias"))
-    gate = 2 if cfg.get("attn_output_gate", model_type in ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text")) else 1  # q_proj also yields the gate
+    # Qwen3-Next / Qwen3.5 gated attention: q_proj also yields the output gate
+    gate = 2 if cfg.get("attn_output_gate", model_type in ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text")) else 1
     counts.linear("attention", "q_proj", h, q_out * gate, bias=qkv_bias)
     norms = _q_k_norm(cfg, model_type, q_out, kv_out, hd)
     if kv_shared:  # Gemma 3n / 4 KV-sharing layers read an earlier layer's keys: no k/v projections, no k_norm
@@ -697,7 +698,8 @@ def _family_mlp(counts: _Count, cfg: dict[str, Any], model_type: str, kind: str,
             counts.active_mlp += counts.linear("mlp", "down_proj", int(cfg["intermediate_size"]), h,
                                                bias=bool(cfg.get("mlp_bias")))
             return
-        n_exp, k, inter = int(cfg["n_routed_experts"]), int(cfg["num_experts_per_tok"]), int(cfg["moe_intermediate_size"])
+        n_exp, k = int(cfg["n_routed_experts"]), int(cfg["num_experts_per_tok"])
+        inter = int(cfg["moe_intermediate_size"])
         shared = int(cfg.get("moe_shared_expert_intermediate_size") or 0) * int(cfg.get("n_shared_experts") or 1)
         router = counts.add("mlp", n_exp * h + n_exp)  # gate weight + e_score_correction_bias (fp32)
         counts.fp32 += router
@@ -741,7 +743,8 @@ def _family_mlp(counts: _Count, cfg: dict[str, Any], model_type: str, kind: str,
         _moe_mlp(counts, h, inter, n_exp, k, shared_inter=inter)
         return
     if model_type == "glm4_moe":  # Glm4MoeMoE: DeepSeek-style router (fp32 + correction bias), shared experts
-        n_exp, k, inter = int(cfg["n_routed_experts"]), int(cfg["num_experts_per_tok"]), int(cfg["moe_intermediate_size"])
+        n_exp, k = int(cfg["n_routed_experts"]), int(cfg["num_experts_per_tok"])
+        inter = int(cfg["moe_intermediate_size"])
         _moe_mlp(counts, h, inter, n_exp, k, router="fp32", router_bias=True,
                  shared_inter=inter * int(cfg.get("n_shared_experts") or 0))
         return

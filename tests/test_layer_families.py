@@ -295,7 +295,8 @@ def test_phi4_from_the_catalog():
 
 REAL_SIZE = sorted(p.name for p in FIXTURES.glob("*.json")
                    if p.name != "param_totals.json" and "hf_quant_config" not in p.name
-                   and json.loads(p.read_text()).get("model_type") not in ("molmo", "deepseek_v4", "kimi_k2", "kimi_k25"))
+                   and json.loads(p.read_text()).get("model_type")
+                   not in ("molmo", "deepseek_v4", "kimi_k2", "kimi_k25"))
 
 
 @pytest.mark.parametrize("fixture", REAL_SIZE + ["gemma-3n-e4b-text.json", "granite-4.0-h-tiny.json"])
