@@ -326,3 +326,15 @@ def test_real_size_counts_match_transformers(fixture):
         assert spec.uncounted and total - vision == spec.params.total
         return
     assert spec.params.total + spec.vision_params == total
+
+
+def test_glm45_air_at_its_full_depth():
+    """GLM-4.5-Air as published (the H200 config with its 46 layers restored, _source): 46 x 8 KV x 128 x 2 x 2 B of
+    KV per token; partial RoPE (partial_rotary_factor 0.5) changes no cache byte; first layer dense, 45 MoE with one
+    shared expert."""
+    cfg = json.loads((GPU_CONFIGS / "glm-4.5-air-l16.json").read_text())
+    cfg.pop("_source")
+    cfg["num_hidden_layers"] = 46
+    spec = spec_from_config(cfg, "glm-4.5-air")
+    assert per_token(spec) == 46 * 4_096
+    assert spec.moe.moe_layers == 45 and spec.moe.shared_experts == 1 and spec.moe.num_experts == 128
