@@ -113,6 +113,9 @@ class ModelSpec:
     # Parts of the checkpoint whose weights are not in params (multimodal encoders of wrappers kvcalc reads as their
     # text decoder); empty when everything is counted.
     uncounted: tuple[str, ...] = ()
+    # What kvcalc read from the checkpoint besides the architecture (checkpoint.Checkpoint: its quantization, the
+    # safetensors headers or the index's total_size); None for a bare config dict.
+    checkpoint: Any = field(default=None, repr=False, compare=False)
 
     @property
     def linear_params(self) -> int:
