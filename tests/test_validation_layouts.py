@@ -53,3 +53,8 @@ def test_weights_of_the_bf16_layouts_within_one_percent(rows):
         if "e2e_weights" in r:
             predicted, observed = r["e2e_weights"]
             assert abs(predicted - observed) <= 0.01 * observed, (r["case"], predicted, observed)
+
+
+def test_the_readme_table_is_the_scripts_output(rows):
+    readme = (ROOT / "docs" / "validation" / "README.md").read_text()
+    assert _module().markdown(rows) in readme, "re-run scripts/compare_layouts_v2.py into docs/validation/README.md"
