@@ -8,8 +8,8 @@ exact config.json vLLM was given, `config_used`, and vLLM's own KV-cache interna
    block size, blocks, KV tokens ("GPU KV cache size"), max concurrency. This isolates the per-layer cache specs,
    the subject of issue 9.2.
 2. end to end: kvcalc's whole vLLM estimate (weights, activation peak, non-torch memory; engines/vllm.py) on a GPU of
-   the observed total memory, where kvcalc can plan the checkpoint's weights (bf16 here; the mxfp4 gpt-oss checkpoint
-   needs the quantization_config reader of issue 9.1 and is shown as not planned).
+   the observed total memory, with the checkpoint's own weights (bf16, or the mxfp4 gpt-oss checkpoint read from its
+   quantization_config by kvcalc/checkpoint.py).
 
     python3 scripts/compare_layouts_v2.py            # markdown table (docs/validation/README.md, "New layouts")
     python3 scripts/compare_layouts_v2.py --json     # rows as JSON
@@ -22,11 +22,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from kvcalc.catalog import load_model  # noqa: E402
+from kvcalc.checkpoint import baseline_weights  # noqa: E402
 from kvcalc.engines import vllm as vllm_engine  # noqa: E402
 from kvcalc.engines.vllm_groups import vllm_kv_layout  # noqa: E402
 from kvcalc.errors import UsageError  # noqa: E402
@@ -85,12 +88,20 @@ def compare(row: dict) -> dict:
     )
     out["tokens_error_pct"] = _pct(*out["tokens"])
     quant = str(internals.get("quantization") or "None")
+    weights = weight_format("bf16")
     if quant not in ("None", "none", ""):
-        out["end_to_end"] = f"not planned: {quant} checkpoint weights (issue 9.1 quantization_config reader)"
-        return out
+        # the checkpoint's own format, read from its quantization_config as `kvcalc plan --model <folder>` does
+        with tempfile.TemporaryDirectory() as folder:
+            (Path(folder) / "config.json").write_text(json.dumps(cfg))
+            spec = load_model(folder)
+        weights = baseline_weights(spec)
+        if weights is None:
+            out["end_to_end"] = f"not planned: kvcalc does not read the {quant} checkpoint's weights"
+            return out
+        out["weights_format"] = weights.label
     llm = row["llm_kwargs"]
     settings = vllm_engine.VllmSettings(
-        weights=weight_format("bf16"), kv=kv, gpu_memory_utilization=float(llm["gpu_memory_utilization"]),
+        weights=weights, kv=kv, gpu_memory_utilization=float(llm["gpu_memory_utilization"]),
         max_model_len=mml, max_num_batched_tokens=llm.get("max_num_batched_tokens"),
         max_num_seqs=llm.get("max_num_seqs"), enforce_eager=bool(llm.get("enforce_eager")),
         version=row["environment"]["vllm_version"], entrypoint="llm")

@@ -50,7 +50,7 @@ def test_the_layouts_cover_every_new_layer_kind(rows):
 
 def test_weights_of_the_bf16_layouts_within_one_percent(rows):
     for r in rows:
-        if "e2e_weights" in r:
+        if "e2e_weights" in r and "weights_format" not in r:  # quantized checkpoints: checkpoint.py's (issue 9.1)
             predicted, observed = r["e2e_weights"]
             assert abs(predicted - observed) <= 0.01 * observed, (r["case"], predicted, observed)
 
