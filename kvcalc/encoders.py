@@ -7,6 +7,7 @@ against transformers 5.24's own modules built on the meta device from the fixtur
   blocks of LayerNorm + fused qkv + proj + GELU MLP (all biased), a patch merger (LayerNorm of hidden, then
   hidden*m^2 -> hidden*m^2 -> out_hidden_size, m = spatial_merge_size) and one "deepstack" merger per
   deepstack_visual_indexes entry (its LayerNorm over hidden*m^2).
+- Llama 4 vision model and projector (modeling_llama4.py), with Llama4VisionConfig's defaults for absent keys.
 - Gemma 4 vision tower (modeling_gemma4.py): a patch input projection (3 p^2 -> hidden, no bias), a two-axis position
   table (2 x position_embedding_size x hidden), layers of q/k/v/o (no bias) with per-head q/k RMSNorms, a gated MLP
   and four RMSNorms, and the embed_vision projection into the text width.
@@ -41,7 +42,30 @@ def gemma4_vision_params(vc: dict[str, Any], text_hidden: int) -> int:
     return embed + layers * layer + d * text_hidden  # + embed_vision.embedding_projection
 
 
+# Llama4VisionConfig's defaults (configuration_llama4.py): what transformers and vLLM build for a key left out, or for
+# a llama4 config.json without vision_config at all
+LLAMA4_VISION_DEFAULTS = {"hidden_size": 768, "num_hidden_layers": 34, "intermediate_size": 5632, "image_size": 448,
+                          "patch_size": 14, "num_channels": 3, "projector_input_dim": 4096,
+                          "projector_output_dim": 4096, "vision_output_dim": 7680}
+
+
+def llama4_vision_params(vc: dict[str, Any], text_hidden: int) -> int:
+    """modeling_llama4.py Llama4VisionModel + Llama4MultiModalProjector: class embedding, (image/patch)^2 + 1
+    positions, an unbiased patch Linear, pre/post LayerNorms, layers of biased q/k/v/o + biased fc1/fc2 + two
+    LayerNorms, the pixel-shuffle adapter MLP (intermediate -> projector_input_dim -> projector_output_dim, no
+    biases) and the projector vision_output_dim -> text hidden (no bias)."""
+    c = {**LLAMA4_VISION_DEFAULTS, **{k: v for k, v in vc.items() if v is not None}}
+    d, layers, inter = int(c["hidden_size"]), int(c["num_hidden_layers"]), int(c["intermediate_size"])
+    patch, channels = int(c["patch_size"]), int(c["num_channels"])
+    positions = (int(c["image_size"]) // patch) ** 2 + 1
+    embed = d + positions * d + channels * patch * patch * d + 2 * 2 * d
+    layer = 4 * (d * d + d) + (d * inter + inter) + (inter * d + d) + 2 * 2 * d
+    adapter = inter * int(c["projector_input_dim"]) + int(c["projector_output_dim"]) ** 2
+    return embed + layers * layer + adapter + int(c["vision_output_dim"]) * text_hidden
+
+
 VISION_PARAMS = {
+    "llama4": llama4_vision_params,
     "qwen3_5": lambda vc, text_hidden: qwen3_vl_vision_params(vc),
     "qwen3_5_moe": lambda vc, text_hidden: qwen3_vl_vision_params(vc),
     "qwen3_vl": lambda vc, text_hidden: qwen3_vl_vision_params(vc),

@@ -872,7 +872,10 @@ def _encoders(spec: ModelSpec, cfg: dict[str, Any], outer_type: str) -> ModelSpe
     named in `uncounted` either way (no weight row charges them yet)."""
     notes, vision = [], 0
     vc = cfg.get("vision_config")
-    if vc and outer_type in VISION_PARAMS:
+    if vc is None and outer_type == "llama4":  # transformers and vLLM build Llama4VisionConfig's defaults
+        vision = VISION_PARAMS["llama4"]({}, spec.hidden_size)
+        notes.append(f"vision encoder ({vision:,} params, llama4: no vision_config, Llama4VisionConfig defaults)")
+    elif vc and outer_type in VISION_PARAMS:
         vision = VISION_PARAMS[outer_type](vc, spec.hidden_size)
         notes.append(f"vision encoder ({vision:,} params, {outer_type}.vision_config)")
     elif vc:
