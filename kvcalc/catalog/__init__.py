@@ -6,14 +6,14 @@ from __future__ import annotations
 import difflib
 import json
 import re
+from dataclasses import replace
 from functools import lru_cache
 from importlib import resources
-from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError, shown
 from ..input_files import exists, is_dir
-from ..model import ModelSpec, load_config_file, spec_from_config
+from ..model import ModelSpec, spec_from_config
 
 DEFAULT_MODEL = "llama-3.2-3b"
 
@@ -51,16 +51,16 @@ def load_model(name_or_path: str) -> ModelSpec:
     if short:
         entry = _entries()[short]
         # shipped configs skip the schema at run time (start-up); tests/test_catalog.py holds them to it
-        return spec_from_config(entry["config"], name=short, source=f"catalog ({entry.get('hf_id', short)})",
+        spec = spec_from_config(entry["config"], name=short, source=f"catalog ({entry.get('hf_id', short)})",
                                 trusted=True)
+        return replace(spec, checkpoint=catalog_checkpoint(entry))
     if exists(key) or key.endswith(".json"):
-        return spec_from_config(load_config_file(key), name=Path(key).stem if key.endswith(".json") else Path(key).name,
-                                source=f"file {key}")
+        return _from_checkpoint(key)
     if _HUB_ID.match(key):
         if is_dir(key.split("/")[0]):  # "models/llama3" with a local models/ folder: a typo, not a hub id
             raise UsageError(f"no such file or folder {shown(key)} (and {shown(key.split('/')[0])} is a local folder, "
                              "so it is not read as a hub id)")
-        return spec_from_config(_hub_config(key), name=key, source=f"hub {key}")
+        return _from_checkpoint(key)
     close = difflib.get_close_matches(key.lower(), catalog_names(), n=3, cutoff=0.4) if len(key) <= 100 else []
     hint = (f"; did you mean {', '.join(close)}?" if close
             else f"; `kvcalc models` lists the {len(catalog_names())} built in")
@@ -72,18 +72,19 @@ _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]{0,95}/[\w.-]{1,96}$")
 
 
 
-def _hub_config(hub_id: str) -> dict[str, Any]:
-    try:
-        from huggingface_hub import hf_hub_download  # optional: only for ids outside the catalog
-    except ImportError:
-        raise UsageError(
-            f"{shown(hub_id)} is not in the catalog and huggingface_hub is not installed; "
-            "pass a local config.json with --model PATH"
-        ) from None
-    try:
-        return load_config_file(hf_hub_download(hub_id, "config.json"))
-    except UsageError:
-        raise
-    except Exception as exc:  # offline, gated, missing: all the same to the user
-        raise UsageError(f"cannot fetch config.json of {shown(hub_id)} from the hub ({type(exc).__name__}); "
-                         "offline? pass a local config.json with --model PATH") from None
+def _from_checkpoint(key: str) -> ModelSpec:
+    """A local checkpoint folder, config.json or hub id (checkpoint.py reads its quantization and weight bytes)."""
+    from ..checkpoint import load_checkpoint
+
+    cfg, name, ck = load_checkpoint(key)
+    return replace(spec_from_config(cfg, name=name, source=ck.origin), checkpoint=ck)
+
+
+def catalog_checkpoint(entry: dict[str, Any]):
+    """The checkpoint format a catalog entry ships in: its config's quantization_config (or the ModelOpt
+    hf_quant_config.json the entry carries)."""
+    from ..checkpoint import Checkpoint
+    from ..quant_config import find_quant_config, parse_scheme
+
+    scheme = parse_scheme(find_quant_config(entry["config"]), entry.get("hf_quant_config"))
+    return Checkpoint(f"catalog {entry.get('hf_id', '')}".strip(), scheme)
