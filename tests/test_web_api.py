@@ -186,16 +186,17 @@ def test_catalog_hub_id_works_without_hub_access(client):
 
 
 def test_hub_ids_only_with_allow_hub(monkeypatch):
-    """--allow-hub passes a hub id to the catalog's hub reader (faked here: tests never touch the network)."""
-    import kvcalc.catalog as catalog
+    """--allow-hub passes a hub id to the CLI's checkpoint reader (faked here: tests never touch the network)."""
+    import kvcalc.checkpoint as checkpoint
 
     asked = []
 
     def fake_hub(hub_id):
         asked.append(hub_id)
-        return json.loads((CONFIGS / "Qwen--Qwen3-32B.json").read_text())
+        cfg = json.loads((CONFIGS / "Qwen--Qwen3-32B.json").read_text())
+        return cfg, hub_id, checkpoint.Checkpoint(f"hub {hub_id}", None)
 
-    monkeypatch.setattr(catalog, "_hub_config", fake_hub)
+    monkeypatch.setattr(checkpoint, "load_checkpoint", fake_hub)
     closed = TestClient(web_app.create_app(allow_hub=False))
     assert closed.get("/api/plan", params={"model": "Qwen/Qwen3-32B-New"}).status_code == 400
     assert asked == []

@@ -148,8 +148,11 @@ def models_bytes() -> bytes:
             specs.append((load_model(name), catalog_entry(name)))
         except UsageError:
             continue
+    from ..checkpoint import checkpoint_label
+
     return json.dumps([{"name": s.name, "hf_id": e.get("hf_id"), "params": s.params.total,
-                        "model_type": s.model_type, "layers": s.num_layers} for s, e in specs], indent=1).encode()
+                        "model_type": s.model_type, "layers": s.num_layers, "checkpoint_format": checkpoint_label(s)}
+                       for s, e in specs], indent=1).encode()
 
 
 def search_available() -> bool:
