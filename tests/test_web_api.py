@@ -322,3 +322,12 @@ def test_search_is_the_cli_search(client):
                           ({"concurrency": None}, "exactly one of")):
         r = client.get("/api/search", params={k: v for k, v in {**params, **bad}.items() if v is not None})
         assert r.status_code == 400 and fragment in r.json()["error"], r.text
+
+
+def test_serve_binds_loopback_unless_told():
+    from kvcalc.cli import cli
+
+    serve = cli.get_command(None, "serve")
+    defaults = {p.name: p.default for p in serve.params}
+    assert defaults["host"] == "127.0.0.1" and defaults["port"] == 8000
+    assert defaults["allow_hub"] is False and defaults["open_browser"] is False
