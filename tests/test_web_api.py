@@ -3,6 +3,7 @@ message ever comes back for bad input. Runs in-process through starlette's TestC
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import subprocess
@@ -186,17 +187,18 @@ def test_catalog_hub_id_works_without_hub_access(client):
 
 
 def test_hub_ids_only_with_allow_hub(monkeypatch):
-    """--allow-hub passes a hub id to the CLI's checkpoint reader (faked here: tests never touch the network)."""
-    import kvcalc.checkpoint as checkpoint
+    """--allow-hub passes a hub id to the catalog's hub reader (faked here: tests never touch the network)."""
+    import kvcalc.catalog as catalog
 
     asked = []
 
-    def fake_hub(hub_id):
-        asked.append(hub_id)
-        cfg = json.loads((CONFIGS / "Qwen--Qwen3-32B.json").read_text())
-        return cfg, hub_id, checkpoint.Checkpoint(f"hub {hub_id}", None)
+    real = catalog._from_checkpoint
 
-    monkeypatch.setattr(checkpoint, "load_checkpoint", fake_hub)
+    def fake_hub(hub_id):  # the hub id stands for a local copy of its config.json
+        asked.append(hub_id)
+        return dataclasses.replace(real(str(CONFIGS / "Qwen--Qwen3-32B.json")), name=hub_id)
+
+    monkeypatch.setattr(catalog, "_from_checkpoint", fake_hub)
     closed = TestClient(web_app.create_app(allow_hub=False))
     assert closed.get("/api/plan", params={"model": "Qwen/Qwen3-32B-New"}).status_code == 400
     assert asked == []
@@ -331,3 +333,11 @@ def test_serve_binds_loopback_unless_told():
     defaults = {p.name: p.default for p in serve.params}
     assert defaults["host"] == "127.0.0.1" and defaults["port"] == 8000
     assert all(p.is_flag for p in serve.params if p.name in ("allow_hub", "open_browser"))  # off unless given
+
+
+def test_hub_like_local_path_is_never_read(monkeypatch):
+    """With --allow-hub, 'owner/name' that is a folder on the server would be read by load_model: refused."""
+    monkeypatch.chdir(ROOT)
+    opened = TestClient(web_app.create_app(allow_hub=True))
+    r = opened.get("/api/plan", params={"model": "tests/fixtures"})
+    assert r.status_code == 400 and "never reads" in r.json()["error"]

@@ -150,9 +150,14 @@ def resolve_model(params: dict, allow_hub: bool):
         if not allow_hub:
             raise UsageError(f"model {model!r} is not in the catalog, and this server reads no hub ids "
                              "(start it with `kvcalc serve --allow-hub`, or paste the model's config.json)")
-        from ..catalog import _from_checkpoint
+        import os
 
-        return None, _from_checkpoint(model)  # the CLI's hub reader (config, quantization, safetensors headers)
+        if os.path.lexists(model):  # load_model would read this local file or folder: never on a request's behalf
+            raise UsageError(f"model {model!r} names a file or folder on this server, which the web page never reads; "
+                             "give a hub id, or paste the config.json")
+        from ..catalog import load_model  # the CLI's own path: checkpoint reading, quantization, weight bytes
+
+        return None, load_model(model)
     from ..catalog import catalog_names
     import difflib
 

@@ -132,27 +132,17 @@ def plots_payload(web: WebRequest) -> dict:
 @lru_cache(maxsize=1)
 def gpus_bytes() -> bytes:
     """`kvcalc gpus --json`."""
-    from ..hardware import list_gpus
+    from ..render import gpus_payload
 
-    return json.dumps([dataclasses.asdict(p) for p in list_gpus()], indent=1).encode()
+    return json.dumps(gpus_payload(), indent=1).encode()
 
 
 @lru_cache(maxsize=1)
 def models_bytes() -> bytes:
     """`kvcalc models --json`."""
-    from ..catalog import catalog_entry, catalog_names, load_model
+    from ..render import models_payload
 
-    specs = []
-    for name in catalog_names():
-        try:
-            specs.append((load_model(name), catalog_entry(name)))
-        except UsageError:
-            continue
-    from ..checkpoint import checkpoint_label
-
-    return json.dumps([{"name": s.name, "hf_id": e.get("hf_id"), "params": s.params.total,
-                        "model_type": s.model_type, "layers": s.num_layers, "checkpoint_format": checkpoint_label(s)}
-                       for s, e in specs], indent=1).encode()
+    return json.dumps(models_payload(), indent=1).encode()
 
 
 def search_available() -> bool:
