@@ -211,7 +211,11 @@ def configs_for(req: PlanRequest) -> list[FormatChoice]:
 def checkpoint_configs(ckpt: WeightFormat) -> list[FormatChoice]:
     """The standard table for a checkpoint with its own format: the baseline and the KV levers run on the weights
     as shipped; the weight what-ifs (NF4, AWQ, and BF16 for a quantized checkpoint) stay beside them."""
-    rows = [replace(BASELINE, label=f"baseline ({ckpt.label} weights, BF16 KV)", weights=ckpt)]
+    base = replace(BASELINE, label=f"baseline ({ckpt.label} weights, BF16 KV)", weights=ckpt)
+    if getattr(ckpt, "kv_cache_fp8", False):  # vLLM's auto KV dtype is fp8 for this checkpoint (checkpoint.py)
+        base = replace(base, label=f"baseline ({ckpt.label} weights, FP8 KV on vLLM as the checkpoint asks)",
+                       kv_vllm=kv_format("fp8"))
+    rows = [base]
     rows += [replace(c, weights=ckpt) if c.weights is BASELINE.weights else c for c in STANDARD_CONFIGS[1:]]
     if ckpt.quantizes_linears:
         rows.append(FormatChoice.of("bf16", "BF16 weights (what-if)", "bf16", "auto", "auto"))
