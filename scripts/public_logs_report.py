@@ -39,21 +39,40 @@ GPU_PROFILE = {"A100": "a100-80gb", "RTX 4090": "rtx-4090", "RTX 3090": "rtx-309
 CAPACITY_ROWS = ("logged KV cache tokens", "GPU blocks", "KV tokens in the start-up error", "available KV memory")
 BREAKDOWN = ("weights", "activation peak", "non-torch memory", "CUDA-graph estimate")
 
-# Why a log misses by more than 5%, from its own breakdown lines (checked against the deltas printed beside it).
-CAUSES = {
-    "dennislee-a100-40gb-x2-qwen2-7b-tp2-u050": "two nodes over Ray: the log's non-torch memory per rank is ~1.3 GiB "
-    "above kvcalc's single-node NCCL figure on a 40 GB card with util 0.5 (KV is 11 GiB, so 1.3 GiB is 12%)",
-    "llmd-h100-gemma3-12b-8k": "vLLM 0.19 with prefix caching off prints tokens = KV memory / bytes of every layer "
-    "(every layer allocated at full length), kvcalc counts sliding-window groups at their window",
-    "llmd-h100-gemma2-9b-8k": "as Gemma 3: the printed token count treats sliding layers as full-length",
-    "vllm16199-24gb-gemma3-27b-awq-v0-4k": "V0 (0.8.3) allocates every Gemma-3 layer at full length; the AWQ "
-    "checkpoint keeps the vision tower and the 262k-token embeddings unquantized (2.6 GiB kvcalc's awq misses)",
-    "dennislee-a100-qwen2-7b-u025": "kvcalc's non-KV overhead is 0.19-0.20 GiB above this A100 / vLLM 0.10.1.1 "
-    "environment's at both util 0.25 and 0.5 (the same log pair at 0.5 is -0.8%): a per-environment term the log "
-    "prints no breakdown of; at util 0.25 the KV budget is 5 GiB, so 0.2 GiB is 4% (`kvcalc calibrate` fits such terms)",
-    "vllm13061-2x4090-r1-distill-qwen14b-tp2": "the other rank had less free memory (vLLM takes the minimum over "
-    "ranks); the post's own profile line gives 8.69 GiB = ~95k tokens on the rank it shows",
+# Why a log misses, reviewed against its own breakdown lines: (smallest |error|, largest |error|, cause). A cause
+# stands only while the error stays in its range (a rule change that moves the error makes it stale: then the
+# automatic cause below is shown, marked, until someone reviews it again).
+CAUSES: dict[str, list[tuple[float, float, str]]] = {
+    "dennislee-a100-40gb-x2-qwen2-7b-tp2-u050": [(0.05, 0.15, "two nodes over Ray: the log's non-torch memory per "
+        "rank is ~1.3 GiB above kvcalc's single-node NCCL figure on a 40 GB card with util 0.5 (KV is 11 GiB, so "
+        "1.3 GiB is 12%); kvcalc has no multi-node term")],
+    "llmd-h100-gemma3-12b-8k": [
+        (0.5, 10.0, "vLLM 0.19 with prefix caching off prints tokens = KV memory / bytes of every layer (every layer "
+         "allocated at full length), kvcalc counts sliding-window groups at their window"),
+        (0.02, 0.05, "kvcalc's Gemma-3-12B weights are 1.33 GiB below the log's (2.8% of the 47.7 GiB KV budget): "
+         "the text-only catalog entry leaves out the checkpoint's SigLIP vision tower and projector (~0.4B params, "
+         "~0.8 GiB); the other ~0.5 GiB is not yet attributed")],
+    "llmd-h100-gemma2-9b-8k": [(0.5, 10.0, "as Gemma 3: the printed token count treats sliding layers as "
+                                           "full-length")],
+    "vllm16199-24gb-gemma3-27b-awq-v0-4k": [(1.0, 100.0, "the post forced the V0 engine (VLLM_USE_V1=0) on 0.8.3, "
+        "whose default is V1: kvcalc's rules pick the engine by version, and V0 allocates every Gemma-3 layer at "
+        "full length (validate notes the engine mismatch); the AWQ checkpoint also keeps the vision tower and the "
+        "262k-token embeddings unquantized (2.57 GiB of weights kvcalc's awq misses)")],
+    "dennislee-a100-qwen2-7b-u025": [(0.02, 0.05, "kvcalc's non-KV overhead is 0.19-0.20 GiB above this A100 / vLLM "
+        "0.10.1.1 environment's at both util 0.25 and 0.5 (the same log pair at 0.5 is -0.8%): a per-environment "
+        "term the log prints no breakdown of; at util 0.25 the KV budget is 5 GiB, so 0.2 GiB is 4% "
+        "(`kvcalc calibrate` fits such terms)")],
+    "vllm13061-2x4090-r1-distill-qwen14b-tp2": [(0.05, 0.2, "the other rank had less free memory (vLLM takes the "
+        "minimum over ranks); the post's own profile line gives 8.69 GiB = ~95k tokens on the rank it shows")],
 }
+
+
+def _cause(log_id: str, error: float, by_q: dict) -> str:
+    for lo, hi, text in CAUSES.get(log_id, ()):
+        if lo <= abs(error) <= hi:
+            return text
+    auto = _largest_gap(by_q)
+    return (f"(not yet reviewed at this error) {auto}" if CAUSES.get(log_id) else auto)
 
 
 def _overrides(e: dict) -> dict:
@@ -133,7 +152,7 @@ def rows() -> list[dict]:
         r.update(quantity=cap["quantity"], observed=cap["observed"], predicted=cap["predicted"], error=cap["error"],
                  rules=f"{report['assumed']['version']['value']}{rules_note}",
                  deltas={q: (by_q[q]["predicted"] - by_q[q]["observed"]) / GiB for q in BREAKDOWN if q in by_q},
-                 cause=CAUSES.get(e["id"], "") or _largest_gap(by_q))
+                 cause=_cause(e["id"], cap["error"], by_q))
         out.append(r)
     return out
 
