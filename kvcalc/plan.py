@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
+from typing import Any
 
 from . import limits
 from .checkpoint import baseline_weights, weights_note
@@ -107,6 +108,7 @@ class PlanRequest:
     vllm_version: str = vllm_engine.DEFAULT_VERSION
     tp: int = 1
     pp: int = 1
+    calibration: Any = None  # kvcalc.calibrate.EnvCalibration for this GPU and vLLM version (kvcalc calibrate)
     # --weights/--kv resolved once, here; everything below uses these objects, never the names
     asked_weights: WeightFormat | None = field(init=False, default=None, repr=False, compare=False)
     asked_kv: KvFormat | None = field(init=False, default=None, repr=False, compare=False)
@@ -147,7 +149,7 @@ class PlanRequest:
             max_model_len=max_model_len or self.max_model_len or self.context,
             max_num_batched_tokens=self.max_num_batched_tokens, max_num_seqs=self.max_num_seqs,
             enforce_eager=self.enforce_eager, version=self.vllm_version,
-            tensor_parallel=tp or self.tp, pipeline_parallel=self.pp)
+            tensor_parallel=tp or self.tp, pipeline_parallel=self.pp, calibration=self.calibration)
 
     def hf_settings(self, choice: FormatChoice) -> hf_engine.HfSettings:
         """transformers' settings for `choice`: a prompt and a generation that end at --context. The generation is
