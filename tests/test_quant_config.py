@@ -207,6 +207,9 @@ def test_torchao_int4():
     ({"quant_method": "modelopt", "quant_algo": "W4A8_AWQ"}, "unknown ModelOpt quant_algo 'W4A8_AWQ'"),
     ({"quant_method": "torchao", "quant_type": {"default": {"_type": "UIntXWeightOnlyConfig"}}}, "safetensors"),
     ({"quant_method": "compressed-tensors", "config_groups": {}}, "no config_groups"),
+    ({"quant_method": "compressed-tensors", "format": "marlin-24",
+      "config_groups": {"g": {"weights": {"num_bits": 4, "type": "int", "strategy": "group", "group_size": 128}}}},
+     "2:4 sparsity"),
 ])
 def test_bad_quant_configs_are_one_line(qc, words):
     with pytest.raises(UsageError) as exc:
