@@ -291,7 +291,9 @@ def gpus(as_json):
 
     profiles = list_gpus()
     if as_json:
-        click.echo(json.dumps([dataclasses.asdict(p) for p in profiles], indent=1))
+        from .render import gpus_payload
+
+        click.echo(json.dumps(gpus_payload(), indent=1))
     else:
         render_gpus(profiles)
 
@@ -301,7 +303,6 @@ def gpus(as_json):
 def models(as_json):
     """Models in the built-in catalog (any config.json also works with --model PATH)."""
     from .catalog import catalog_entry, catalog_names, load_model
-    from .checkpoint import checkpoint_label
     from .render import render_models
 
     specs = []
@@ -311,11 +312,27 @@ def models(as_json):
         except UsageError:
             continue
     if as_json:
-        click.echo(json.dumps([{"name": s.name, "hf_id": e.get("hf_id"), "params": s.params.total,
-                                "model_type": s.model_type, "layers": s.num_layers, "checkpoint_format": checkpoint_label(s)}
-                                for s, e in specs], indent=1))
+        from .render import models_payload
+
+        click.echo(json.dumps(models_payload(), indent=1))
     else:
         render_models(specs)
+
+
+@cli.command()
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="address to bind; anything but loopback lets other machines use the page.")
+@click.option("--port", default=8000, type=click.IntRange(1, 65535), show_default=True)
+@click.option("--open", "open_browser", is_flag=True, help="open the page in the default browser.")
+@click.option("--allow-hub", is_flag=True, help="let the page read hub ids outside the catalog (network access).")
+def serve(host, port, open_browser, allow_hub):
+    """A local web page: the table, the plots, explain and search, updated as you type (needs kvcalc[web])."""
+    import importlib
+
+    # kvcalc/web/ is a surface above the CLI (it parses every request with the CLI's own options), so the CLI hands
+    # over to it by name, as an entry point would, rather than importing it (tests/test_import_graph.py)
+    importlib.import_module("kvcalc.web.server").serve(host=host, port=port, open_browser=open_browser,
+                                                       allow_hub=allow_hub)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -171,3 +171,29 @@ def render_models(specs) -> None:
         table.add_row(spec.name, entry.get("hf_id", ""), f"{spec.params.total / 1e9:.2f} B", spec.model_type,
                       str(spec.num_layers), kinds, checkpoint_label(spec))
     _console().print(table)
+
+
+def gpus_payload() -> list[dict]:
+    """`kvcalc gpus --json` and the page's /api/gpus: one list, built here only."""
+    import dataclasses
+
+    from .hardware import list_gpus
+
+    return [dataclasses.asdict(p) for p in list_gpus()]
+
+
+def models_payload() -> list[dict]:
+    """`kvcalc models --json` and the page's /api/models: one list, built here only (models that no longer build are
+    left out, as the table leaves them out)."""
+    from .catalog import catalog_entry, catalog_names, load_model
+    from .errors import UsageError
+
+    rows = []
+    for name in catalog_names():
+        try:
+            spec, entry = load_model(name), catalog_entry(name)
+        except UsageError:
+            continue
+        rows.append({"name": spec.name, "hf_id": entry.get("hf_id"), "params": spec.params.total,
+                     "model_type": spec.model_type, "layers": spec.num_layers, "checkpoint_format": checkpoint_label(spec)})
+    return rows
