@@ -86,7 +86,22 @@ class _Name(click.ParamType):
         return text
 
 
-TOKENS, FRACTION, POSITIVE, NAME = _Tokens(), _Fraction(), _Positive(), _Name()
+class _Rate(click.ParamType):
+    """Requests per second: a positive finite number."""
+
+    name = "rate"
+
+    def convert(self, value, param, ctx):
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            raise UsageError(f"{_option(param)} {shown(value)} is not a number") from None
+        if not (0 < number < 1e9):  # NaN and inf fail this too
+            raise UsageError(f"{_option(param)} must be a positive number of requests/s, got {shown(value)}")
+        return number
+
+
+TOKENS, FRACTION, POSITIVE, NAME, RATE = _Tokens(), _Fraction(), _Positive(), _Name(), _Rate()
 
 
 def _plan_options(func):
@@ -114,6 +129,14 @@ def _plan_options(func):
                      help=f"tensor-parallel GPUs (at most {limits.MAX_PARALLEL}; must divide the attention heads)."),
         click.option("--pp", default=1, type=POSITIVE, show_default=True,
                      help=f"pipeline-parallel stages (at most {limits.MAX_PARALLEL} and the model's layers)."),
+        click.option("--input-len", type=TOKENS, default=None,
+                     help="workload as vllm bench runs it: prompt tokens per request; sets --context to input + "
+                          "output and adds TTFT, TPOT, latency and output tokens/s per row."),
+        click.option("--output-len", type=TOKENS, default=None, help="generated tokens per request [default: 128]."),
+        click.option("--concurrency", type=POSITIVE, default=None,
+                     help="requests in flight (vllm bench --max-concurrency); sets --batch [default: 1]."),
+        click.option("--request-rate", type=RATE, default=None,
+                     help="Poisson arrivals in requests/s (vllm bench --request-rate); the concurrency follows."),
         click.option("--no-calibration", is_flag=True,
                      help="ignore your calibration (kvcalc calibrate) for this GPU and vLLM version."),
     ]
@@ -122,11 +145,30 @@ def _plan_options(func):
     return func
 
 
+def _workload(input_len, output_len, concurrency, request_rate):
+    """The --input-len workload, or None; the other workload options need it."""
+    from .workload import Workload
+
+    if input_len is None:
+        given = [n for n, v in (("--output-len", output_len), ("--concurrency", concurrency),
+                                ("--request-rate", request_rate)) if v is not None]
+        if given:
+            raise UsageError(f"{given[0]} describes a vllm bench workload and needs --input-len")
+        return None
+    return Workload(input_len, output_len or 128, concurrency, request_rate)
+
+
 def _request(gpu, model, context, batch, engine, weights, kv, util, max_model_len, max_num_batched_tokens,
-             max_num_seqs, enforce_eager, vllm_version, tp, pp, no_calibration=False):
+             max_num_seqs, enforce_eager, vllm_version, tp, pp, no_calibration=False, input_len=None, output_len=None,
+             concurrency=None, request_rate=None):
     from .catalog import DEFAULT_MODEL, load_model
     from .hardware import get_gpu
     from .plan import PlanRequest, request_warnings
+
+    workload = _workload(input_len, output_len, concurrency, request_rate)
+    if workload is not None:
+        workload.check(max_model_len)  # before any model or GPU is read: a bad workload is a usage error
+        context, batch = workload.context, workload.concurrency or 1
 
     spec = load_model(model or DEFAULT_MODEL)
     profile = get_gpu(gpu)
@@ -134,7 +176,7 @@ def _request(gpu, model, context, batch, engine, weights, kv, util, max_model_le
     req = PlanRequest(spec=spec, gpu=profile, context=context, batch=batch, engines=engines, weights=weights, kv=kv,
                       util=util, max_model_len=max_model_len, max_num_batched_tokens=max_num_batched_tokens,
                       max_num_seqs=max_num_seqs, enforce_eager=enforce_eager, vllm_version=vllm_version, tp=tp,
-                      pp=pp)
+                      pp=pp, workload=workload)
     warnings = request_warnings(req)
     if "vllm" in engines and not no_calibration:
         from .calibrate import find
@@ -219,6 +261,10 @@ def plan(as_json, as_csv, explain_config, tp_sweep, plot_path, **kwargs):
     for warning in warnings:
         click.echo(f"warning: {warning}", err=True)
     render_table(req, rows)
+    if req.workload is not None:
+        from .render import render_bench
+
+        render_bench(req, rows)
     if sweep:
         render_sweep(req, sweep)
     if explain_config:
