@@ -242,10 +242,13 @@ def test_deepseek_v3_fp8_block_layout_reproduces_the_published_dtype_split():
         fp8_main + 4 * scales_main
 
 
-def test_pending_catalog_entries_quantization_parses():
-    """The staged entries (tests/fixtures/catalog_pending/) already carry their checkpoint's format."""
+def test_catalog_entries_carry_their_checkpoint_format():
+    """The catalog's entries (and those staged in tests/fixtures/catalog_pending/) read as their checkpoints ship."""
     labels = {}
-    for path in sorted((Path(__file__).parent / "fixtures" / "catalog_pending").glob("*.json")):
+    root = Path(__file__).resolve().parent.parent
+    paths = [*(root / "kvcalc" / "catalog").glob("*.json"),
+             *(root / "tests" / "fixtures" / "catalog_pending").glob("*.json")]
+    for path in sorted(paths):
         entry = json.loads(path.read_text())
         scheme = parse_scheme(find_quant_config(entry["config"]), entry.get("hf_quant_config"))
         labels[path.stem] = scheme.label if scheme else None
@@ -254,6 +257,7 @@ def test_pending_catalog_entries_quantization_parses():
     assert labels["kimi-k2"] == labels["deepseek-v3.2"] == "FP8 e4m3, 128x128 block scales"
     assert labels["kimi-k2.5"] == "W4A16 int4 group 32 (compressed-tensors)"
     assert labels["qwen3.5-27b"] is None and labels["smollm3-3b"] is None
+    assert labels["qwen2.5-7b-awq"] == "AWQ int4 group 128 GEMM" and labels["llama-3.1-8b"] is None
 
 
 def test_module_paths_of_every_linear_kind():
