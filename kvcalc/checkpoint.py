@@ -21,15 +21,19 @@ huggingface_hub, the cache layout (HF_HUB_CACHE, HF_HOME/hub, ~/.cache/huggingfa
 
 from __future__ import annotations
 
+import logging
 import os
 import re
+import socket
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from .errors import UsageError, shown
-from .input_files import exists
 from .formats import WEIGHT_FORMATS, WeightFormat
+from .input_files import exists
 from .quant_config import QuantScheme, find_quant_config, parse_scheme
 from .safetensors_header import TensorEntry, read_header
 
@@ -89,8 +93,44 @@ def cached_snapshot(hub_id: str, revision: str = "main") -> Path | None:
     return None
 
 
+def _offline_env() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+@lru_cache(maxsize=1)
+def hub_reachable() -> bool:
+    """Whether the hub answers at all: one TCP connect (3 s) to huggingface_hub's endpoint. Without it, an offline
+    machine waits ~25 s in huggingface_hub's retries before every answer; with it, kvcalc goes to the cache at once."""
+    if _offline_env():
+        return False
+    try:
+        from urllib.parse import urlparse
+
+        from huggingface_hub import constants
+
+        url = urlparse(constants.ENDPOINT)
+        host, port = url.hostname or "huggingface.co", url.port or (443 if url.scheme == "https" else 80)
+        socket.create_connection((host, port), timeout=3).close()
+        return True
+    except (OSError, ValueError, ImportError):
+        return False
+
+
+@contextmanager
+def _quiet_hub():
+    """huggingface_hub logs its retries as warnings on stderr; kvcalc's errors are one line, so silence them."""
+    log = logging.getLogger("huggingface_hub")
+    level = log.level
+    log.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        log.setLevel(level)
+
+
 def _hub_download(hub_id: str) -> Path:
-    """config.json of hub_id through huggingface_hub (cache first when offline); the folder holding it."""
+    """The folder holding hub_id's config.json: through huggingface_hub when it is installed (online when the hub
+    answers, else its cache), or the cache read directly."""
     try:
         from huggingface_hub import hf_hub_download
     except ImportError:
@@ -99,19 +139,23 @@ def _hub_download(hub_id: str) -> Path:
             return snap
         raise UsageError(f"{shown(hub_id)} is not in the catalog or the huggingface_hub cache, and huggingface_hub "
                          "is not installed (pip install 'kvcalc[hub]'); or pass a local checkpoint folder") from None
+    online = hub_reachable()
     try:
-        return Path(hf_hub_download(hub_id, "config.json")).parent
-    except Exception as exc:  # offline and not cached, gated, missing: all the same to the user
+        with _quiet_hub():
+            return Path(hf_hub_download(hub_id, "config.json", local_files_only=not online,
+                                        cache_dir=hub_cache_dir())).parent
+    except Exception as exc:  # not cached, gated, missing: all the same to the user
         snap = cached_snapshot(hub_id)
         if snap is not None:
             return snap
-        raise UsageError(f"cannot get config.json of {shown(hub_id)} from the hub or its cache "
-                         f"({type(exc).__name__}); offline? pass a local checkpoint folder with --model PATH") from None
+        where = "from the hub or its cache" if online else "from the huggingface_hub cache (the hub is unreachable)"
+        raise UsageError(f"cannot get config.json of {shown(hub_id)} {where} ({type(exc).__name__}); "
+                         "pass a local checkpoint folder with --model PATH") from None
 
 
 def _hub_extras(hub_id: str, folder: Path) -> tuple[dict | None, list[TensorEntry] | None, int]:
     """Online only: the hub's small JSON files next to config.json and its safetensors header metadata."""
-    if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
+    if not hub_reachable():
         return None, None, 0
     try:
         from huggingface_hub import get_safetensors_metadata, hf_hub_download
@@ -119,13 +163,16 @@ def _hub_extras(hub_id: str, folder: Path) -> tuple[dict | None, list[TensorEntr
         return None, None, 0
     hf_quant = None
     try:
-        hf_quant = _read_json(Path(hf_hub_download(hub_id, "hf_quant_config.json")), "hf_quant_config.json")
+        with _quiet_hub():
+            path = Path(hf_hub_download(hub_id, "hf_quant_config.json", cache_dir=hub_cache_dir()))
+        hf_quant = _read_json(path, "hf_quant_config.json")
     except UsageError:
         raise
     except Exception:  # absent: most checkpoints have none
         pass
     try:
-        meta = get_safetensors_metadata(hub_id)
+        with _quiet_hub():
+            meta = get_safetensors_metadata(hub_id)
     except Exception:  # no safetensors, or unreachable: fall back to the other sources
         return hf_quant, None, 0
     from .safetensors_header import header_from_json

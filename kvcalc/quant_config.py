@@ -412,6 +412,10 @@ def _compressed_tensors(qc: dict[str, Any]) -> QuantScheme:
     if not isinstance(groups, dict) or not groups:
         raise UsageError("compressed-tensors quantization_config has no config_groups")
     fmt = str(qc.get("format") or "").lower()
+    sparsity = qc.get("sparsity_config")
+    if fmt == "marlin-24" or (isinstance(sparsity, dict) and sparsity.get("format") not in (None, "dense")):
+        raise UsageError("compressed-tensors with 2:4 sparsity (marlin-24 / sparse-24-bitmask) stores half the "
+                         "weights plus metadata; kvcalc has no layout for it yet")
     rules, labels, nearest = [], [], []
     for key, group in groups.items():
         if not isinstance(group, dict) or not isinstance(group.get("weights"), dict):

@@ -197,7 +197,9 @@ def weight_split(spec: ModelSpec, weights: WeightFormat, dtype_bytes: int = 2) -
     e, k = spec.moe.num_experts, spec.moe.experts_per_token
     per_expert = (spec.params.mlp - spec.params.active_mlp) / (e - k)
     expert_bytes = per_expert * ratio
-    dense_bytes = total - embed - e * expert_bytes
+    # an average bytes-per-parameter ratio over-counts experts when only they are quantized (a checkpoint's own
+    # format, e.g. gpt-oss MXFP4 experts with bf16 attention): never let the dense part go below nothing
+    dense_bytes = max(total - embed - e * expert_bytes, 0.0)
     return WeightSplit(dense_bytes, active - k * per_expert, expert_bytes, per_expert, quantized, e, k,
                        spec.moe.moe_layers or spec.num_layers)
 
