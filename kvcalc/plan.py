@@ -22,13 +22,13 @@ def resolve_vllm_version(text: str | None) -> str:
     """--vllm-version as packaging reads version numbers (PEP 440): '' or None is the default, 'v0.24' is 0.24,
     '0.26.0rc1' follows the 0.26.0 rules; anything else ('abc', '-1', '32k') is refused. The rules go by release
     number, and versions before 0.9.1 (no V1 engine accounting) are refused by the engine."""
-    from packaging.version import InvalidVersion, Version
+    from packaging.version import Version
 
     if text is None or not str(text).strip():
         return vllm_engine.DEFAULT_VERSION
     try:
         version = Version(str(text).strip())
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, or a 5,000-digit part past the interpreter's integer-digit limit
         raise UsageError(f"--vllm-version {shown(text)} is not a version number like "
                          f"{vllm_engine.DEFAULT_VERSION}") from None
     release = version.base_version
@@ -282,7 +282,7 @@ def request_warnings(req: PlanRequest) -> list[str]:
                    f"{spec.max_position_embeddings:,}: quality past it is not what the model was trained for")
     newest = vllm_engine.DEFAULT_VERSION
     if vllm_engine.parse_version(req.vllm_version) > vllm_engine.parse_version(newest):
-        out.append(f"vLLM {req.vllm_version} is newer than the newest release kvcalc has rules for ({newest}); "
+        out.append(f"vLLM {shown(req.vllm_version, 40, quote=False)} is newer than the newest release kvcalc has rules for ({newest}); "
                    f"the {newest} rules apply")
     return out
 

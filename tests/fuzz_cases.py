@@ -1,0 +1,690 @@
+"""Fuzz cases for every input kvcalc takes, and the oracle that judges each run (issue 14.4).
+
+Used by tests/test_fuzz.py (a few hundred cases, fixed seed, in CI) and benchmarks/fuzz.py (10,000+ cases, with a
+summary table in benchmarks/README.md). Each case is an argv for `kvcalc.cli.main` plus the files it names (written to
+a scratch folder): CLI options of plan/explain/plot/validate --from-log (bad values and valid combinations), config.json
+files (mutations of the catalog's configs and tests/fixtures/configs), GPU profile YAML (mutations of the shipped
+profiles and malformed files), and vLLM start-up logs (mutations of tests/fixtures/vllm_logs, public/ included).
+
+The oracle (`judge`) counts as a failure:
+- a traceback: any exception other than SystemExit escaping main;
+- a run over SLOW_S seconds (5 s) or killed by the alarm;
+- an exit 2 that is not exactly one line `error: ...` (the README's promise), or an exit code other than 0 and 2
+  (validate --strict may exit 1: that is its verdict);
+- NaN, inf or a negative number anywhere in JSON output;
+- a `plan --json` row that says fits yet breaks an invariant: weights over the GPU's memory, KV blocks x page bytes
+  over the KV budget, the logged KV tokens x bytes/token over the budget, max_concurrency < batch, a context over
+  max_model_len, TP that does not divide the attention heads, bytes that are not integers, fits without shortfall 0.
+
+Generators take a random.Random, so a seed fixes the case list (files included).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import math
+import os
+import random
+import signal
+import sys
+import time
+import traceback
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+LOGS = ROOT / "tests" / "fixtures" / "vllm_logs"
+CONFIG_FIXTURES = ROOT / "tests" / "fixtures" / "configs"
+PROFILES = ROOT / "kvcalc" / "hardware_profiles"
+CATALOG = ROOT / "kvcalc" / "catalog"
+
+SLOW_S = 5.0  # a run longer than this is a failure
+MAX_LINE = 400  # an error or warning line longer than this echoes input in full (fuzz review §1c)
+ALARM_S = 20  # a run is stopped after this long (and counted as a hang)
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Value pools
+
+GPUS = sorted(p.stem for p in PROFILES.glob("*.yaml"))
+MODELS = sorted(p.stem for p in CATALOG.glob("*.json"))
+WEIGHTS = ["bf16", "fp16", "fp32", "fp8", "int8", "nf4", "nf4-dq", "awq", "gptq", "hqq4"]
+KVS = ["auto", "fp8", "fp8-e5m2", "hqq-8", "hqq-4", "hqq-2", "quanto-4", "quanto-2"]
+CONTEXTS = ["1", "2", "16", "63", "64", "100", "512", "1k", "4k", "8k", "32k", "128k", "1m", "16m", "1024", "8192"]
+VERSIONS = ["0.9.1", "0.10.2", "0.11.0", "0.22.0", "0.24.0", "0.25.1", "0.26.0", "0.26.0rc1"]
+
+# Bad text for any option: the fuzz review's list (§1) and more.
+BAD_TEXT = [
+    "", " ", "abc", "-1", "0", "-0", "00", "+5", "1e400", "1e-400", "1e30", "1e300", "0x10", "0b11", "32k", "1.5M",
+    "1.5", "0.5", "nan", "NaN", "inf", "-inf", "9" * 19, "9" * 30, "9" * 400, "9" * 5000, "1" + "0" * 400,
+    "\uff13\uff12k", "\u0663\u0662", "\u200f5", "5\u200f", "a" * 10000, "x\ny", "8k\n", "1,000", "1_000", "  8k ",
+    "1k1", "..", "v", "[1]", "{}", "'", '"', "%s", "$(id)", "\\", "-", "--", "-5k", "2**30", "1/2", "½", "٣",
+    "\x00", "a\x00b", "\t", "k", "kk", "1kk", "1KiB", "1GiB", "1 GB", "0.26.x", "2.0.0", "99999999999999999999.0.0",
+    "../../etc/passwd", "/dev/null", "/dev/zero", "/dev/urandom", "/proc/self/status", "/", "/tmp", "/bin/ls",
+    "a/b", "x" * 300, "models/llama3", "meta-llama/Llama-3.1-8B", "é", "😀", "true", "None", "null",
+]
+TOKEN_OPTIONS = ["--context", "--max-model-len", "--max-num-batched-tokens"]
+COUNT_OPTIONS = ["--batch", "--max-num-seqs", "--tp", "--pp"]
+NAME_OPTIONS = ["--gpu", "--model", "--weights", "--kv", "--vllm-version"]
+ALL_PLAN_OPTIONS = TOKEN_OPTIONS + COUNT_OPTIONS + NAME_OPTIONS + ["--util", "--engine"]
+
+
+def _good_value(rng: random.Random, option: str) -> str:
+    if option == "--gpu":
+        return rng.choice(GPUS)
+    if option == "--model":
+        return rng.choice(MODELS)
+    if option in ("--context", "--max-model-len"):
+        return rng.choice(CONTEXTS)
+    if option == "--max-num-batched-tokens":
+        return rng.choice(["512", "2048", "8192", "16k", "64k"])
+    if option in ("--batch", "--max-num-seqs"):
+        return str(rng.choice([1, 2, 3, 8, 16, 64, 256, 512, 4096]))
+    if option == "--tp":
+        return str(rng.choice([1, 1, 2, 4, 8, 3, 16]))
+    if option == "--pp":
+        return str(rng.choice([1, 1, 2, 4, 3, 7]))
+    if option == "--weights":
+        return rng.choice(WEIGHTS)
+    if option == "--kv":
+        return rng.choice(KVS)
+    if option == "--util":
+        return rng.choice(["0.05", "0.3", "0.5", "0.85", "0.9", "0.95", "0.99", "1.0", "1"])
+    if option == "--engine":
+        return rng.choice(["hf", "vllm", "both"])
+    if option == "--vllm-version":
+        return rng.choice(VERSIONS)
+    raise KeyError(option)
+
+
+def _value(rng: random.Random, option: str, bad_share: float) -> str:
+    return rng.choice(BAD_TEXT) if rng.random() < bad_share else _good_value(rng, option)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Cases
+
+
+@dataclass
+class Case:
+    kind: str  # "cli", "config", "gpu-yaml", "log"
+    argv: list[str]  # "{dir}" in an argument is replaced by the case's scratch folder
+    files: dict[str, bytes] = field(default_factory=dict)
+    label: str = ""  # what was mutated, for the report
+
+    def materialize(self, folder: Path) -> list[str]:
+        for name, data in self.files.items():
+            path = folder / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+        return [a.replace("{dir}", str(folder)) for a in self.argv]
+
+
+def _base_options(rng: random.Random) -> dict[str, str]:
+    opts = {"--gpu": rng.choice(GPUS), "--model": rng.choice(MODELS), "--context": rng.choice(CONTEXTS[4:13])}
+    for option in ("--batch", "--engine", "--weights", "--kv", "--util", "--tp", "--max-model-len",
+                   "--max-num-seqs", "--max-num-batched-tokens", "--vllm-version", "--pp"):
+        if rng.random() < 0.25:
+            opts[option] = _good_value(rng, option)
+    return opts
+
+
+def _argv(command: list[str], opts: dict[str, str], flags: list[str]) -> list[str]:
+    argv = list(command)
+    for key, value in opts.items():
+        argv += [key, value]
+    return argv + flags
+
+
+def cli_case(rng: random.Random) -> Case:
+    """plan (table, --json, --csv, --explain, --tp-sweep), explain, plot, with 0-3 fuzzed options (30%: many)."""
+    opts = _base_options(rng)
+    if rng.random() < 0.3:
+        fuzzed = rng.sample(ALL_PLAN_OPTIONS, rng.randint(3, 8))
+    else:
+        fuzzed = rng.sample(ALL_PLAN_OPTIONS, rng.randint(0, 3))
+    for option in fuzzed:
+        opts[option] = _value(rng, option, bad_share=0.6)
+    flags = []
+    if rng.random() < 0.2:
+        flags.append("--enforce-eager")
+    roll = rng.random()
+    if roll < 0.45:
+        command, flags = ["plan"], flags + ["--json"]
+    elif roll < 0.6:
+        command = ["plan"]
+        flags += rng.choice([[], ["--csv"], ["--tp-sweep"], ["--explain", rng.choice(["baseline", "fp8-kv", "x"])]])
+    elif roll < 0.85:
+        command = ["explain"]
+    elif roll < 0.95:
+        kind = rng.choice(["capacity", "speed", "memory", "pie"])
+        out = rng.choice(["{dir}/p.png", "{dir}", "{dir}/missing/p.png", "{dir}/p.txt", "/proc/p.png"])
+        command = ["plot", kind, "--out", out]
+    else:  # option order, repeated options, unknown options, stray arguments
+        command = ["plan"]
+        flags += rng.choice([["--foo"], ["extra"], ["--context"], ["--json", "--csv"], ["-h"], ["--version"]])
+    if rng.random() < 0.05:  # an option with a NUL or newline in its name's value
+        opts[rng.choice(NAME_OPTIONS)] = rng.choice(["a\x00b", "l4\n", "\x00"])
+    return Case("cli", _argv(command, opts, flags), label=",".join(fuzzed) or "valid")
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# config.json
+
+BAD_NUMBERS = [0, -1, -4096, 1, 2, 3, 7, 10**6, 10**12, 10**18, 10**30, 10**100, 1.5, 0.5, -0.0, 1e308, float("inf"),
+               float("-inf"), float("nan"), "12", "abc", None, True, False, [], [8], {}, {"a": 1}]
+
+
+@lru_cache(maxsize=None)
+def _config_sources() -> tuple[tuple[str, str], ...]:
+    """(name, json text) of every catalog config and every config fixture (hf_quant_config sidecars excluded)."""
+    out = []
+    for path in sorted(CATALOG.glob("*.json")):
+        out.append((path.stem, json.dumps(json.loads(path.read_text())["config"])))
+    for path in sorted(CONFIG_FIXTURES.glob("*.json")):
+        if path.name.endswith(".hf_quant_config.json") or path.name == "param_totals.json":
+            continue
+        out.append((path.stem, path.read_text()))
+    return tuple(out)
+
+
+def _dumps(value) -> bytes:
+    return json.dumps(value, allow_nan=True).encode()
+
+
+def _mutate_dict(rng: random.Random, cfg: dict, steps: int) -> list[str]:
+    done = []
+    for _ in range(steps):
+        target = cfg
+        for key in ("text_config", "vision_config"):  # mutate nested configs too
+            if isinstance(cfg.get(key), dict) and rng.random() < 0.3:
+                target = cfg[key]
+        if not target:
+            break
+        key = rng.choice(sorted(target))
+        roll = rng.random()
+        if roll < 0.25:
+            target.pop(key)
+            done.append(f"-{key}")
+        elif roll < 0.85 and isinstance(target[key], (int, float)) and not isinstance(target[key], bool):
+            old = target[key]
+            target[key] = rng.choice(BAD_NUMBERS + [old * 2, old // 3 if isinstance(old, int) else old / 3, -old,
+                                                      old + 1])
+            done.append(f"{key}={target[key]!r:.20}")
+        else:
+            target[key] = rng.choice(BAD_NUMBERS + ["siglip", "", {"x": []}])
+            done.append(f"{key}:={target[key]!r:.20}")
+    return done
+
+
+SPECIAL_CONFIGS = [
+    (b"\x89PNG\r\n\x1a\n", "binary"), ("{}".encode("utf-16"), "utf-16"), (b"", "empty"), (b"{", "truncated"),
+    (b"[]", "list"), (b"3", "scalar"), (b"null", "null"), (b"[" * 200000 + b"]" * 200000, "deep"),
+    (b'{"num_hidden_layers": ' + b"9" * 5000 + b"}", "5000 digits"), (b'{"a": 1, "a": 2}', "duplicate keys"),
+    (b'{"model_type": "llama\x00"}', "NUL"), (b"\xef\xbb\xbf{}", "BOM"), (b'{"model_type": "nope"}', "unknown type"),
+    (b'{"model_type": "llama", "num_hidden_layers": 1e400}', "1e400"), (b"NaN", "NaN"),
+]
+
+
+def config_case(rng: random.Random) -> Case:
+    """plan/explain/validate on a mutated or malformed config.json."""
+    if rng.random() < 0.06:
+        data, label = rng.choice(SPECIAL_CONFIGS)
+    else:
+        name, text = rng.choice(_config_sources())
+        cfg = json.loads(text)
+        label = name + ":" + ";".join(_mutate_dict(rng, cfg, rng.choice([1, 1, 1, 2, 3, 6])))
+        data = _dumps(cfg)
+        if rng.random() < 0.04:
+            data = data[: rng.randrange(1, max(2, len(data)))]
+            label += ":truncated"
+    opts = _base_options(rng)
+    opts["--model"] = "{dir}/config.json"
+    files = {"config.json": data}
+    if rng.random() < 0.1:  # a folder holding config.json
+        opts["--model"] = "{dir}"
+    roll = rng.random()
+    if roll < 0.7:
+        argv = _argv(["plan"], opts, ["--json"])
+    elif roll < 0.9:
+        argv = _argv(["explain"], opts, [])
+    else:
+        argv = ["validate", "--from-log", str(rng.choice(_fixture_logs())), "--model", opts["--model"], "--gpu",
+                "h200", "--json"]
+    return Case("config", argv, files, label[:120])
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# GPU profile YAML
+
+BAD_YAML_VALUES = ["0", "-1", "1", "-.inf", ".inf", ".nan", "1e400", "9" * 400, "abc", "''", "[]", "{}", "null", "true",
+                   "0.0", "-0.5", "1.5", "2.0", "1e-30", "'8.9'", "[1, 2]", "2026-01-01", "0x10", "!!python/name:os.system"]
+
+SPECIAL_YAML = [
+    (b"", "empty"), (b"- a\n- b\n", "list"), (b"3\n", "scalar"), (b"id: [\n", "syntax"), (b"\tid: x\n", "tab"),
+    (b"\xff\xfe\x00\x00", "binary"), ("id: x\n".encode("utf-16"), "utf-16"), (b"id: !!python/object:os.system x\n", "tag"),
+    (b"id: a\nid: b\n", "duplicate keys"), (b"a: &a [1,1,1,1,1,1,1,1,1]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\n"
+                                            b"c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]\naliases: [*c,*c,*c,*c,*c,*c]\n", "laughs"),
+    (b"[" * 100000 + b"]" * 100000, "deep"), (b"sources:\n" + b"  k: v\n" * 200000, "1.4 MB"),
+]
+
+
+@lru_cache(maxsize=None)
+def _profile_texts() -> tuple[tuple[str, str], ...]:
+    return tuple((p.stem, p.read_text()) for p in sorted(PROFILES.glob("*.yaml")))
+
+
+def gpu_yaml_case(rng: random.Random) -> Case:
+    if rng.random() < 0.08:
+        data, label = rng.choice(SPECIAL_YAML)
+    else:
+        name, text = rng.choice(_profile_texts())
+        lines = text.splitlines()
+        keyed = [i for i, line in enumerate(lines) if ":" in line and not line.lstrip().startswith("#")]
+        done = []
+        for _ in range(rng.choice([1, 1, 2, 3])):
+            i = rng.choice(keyed)
+            key, _, _ = lines[i].partition(":")
+            if rng.random() < 0.25:
+                lines[i] = ""
+                done.append(f"-{key.strip()}")
+            else:
+                lines[i] = f"{key}: {rng.choice(BAD_YAML_VALUES)}"
+                done.append(f"{key.strip()}={lines[i].split(': ', 1)[1][:20]}")
+        data, label = ("\n".join(lines) + "\n").encode(), name + ":" + ";".join(done)
+    opts = _base_options(rng)
+    opts["--gpu"] = "{dir}/gpu.yaml"
+    argv = _argv(["plan"], opts, ["--json"]) if rng.random() < 0.8 else _argv(["explain"], opts, [])
+    return Case("gpu-yaml", argv, {"gpu.yaml": data}, label[:120])
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# vLLM logs
+
+
+@lru_cache(maxsize=None)
+def _fixture_logs() -> tuple[Path, ...]:
+    return tuple(sorted(LOGS.glob("*.log")) + sorted((LOGS / "public").glob("*.log")))
+
+
+@lru_cache(maxsize=None)
+def _log_models() -> dict[str, str]:
+    """Log file name -> the --model to validate it with (index.json for public logs, the file name for ours)."""
+    out = {}
+    index = json.loads((LOGS / "public" / "index.json").read_text())
+    for entry in index["logs"]:
+        model = entry.get("kvcalc_model")
+        if model:
+            out[entry["file"]] = str(ROOT / model) if model.endswith(".json") else model
+    ours = {"3b": "llama-3.2-3b", "8b": "llama-3.1-8b", "dsv2lite": "deepseek-v2-lite", "gemma3-1b": "gemma-3-1b",
+            "v1_debug": "qwen2.5-7b", "llama-3.1-8b": "llama-3.1-8b", "llama-3.2-3b": "llama-3.2-3b",
+            "kv_too_small": "llama-3.1-8b", "v0engine": "llama-3.1-8b"}
+    for path in sorted(LOGS.glob("*.log")):
+        out[path.name] = next((m for k, m in ours.items() if k in path.name), "llama-3.2-3b")
+    return out
+
+
+def _mutate_number(rng: random.Random, line: str) -> str:
+    import re
+
+    spans = [m.span() for m in re.finditer(r"\d[\d,]*(?:\.\d+)?", line)]
+    if not spans:
+        return line
+    a, b = rng.choice(spans[len(spans) // 3:] or spans)  # prefer numbers after the timestamp
+    old = line[a:b]
+    try:
+        value = float(old.replace(",", ""))
+    except ValueError:
+        value = 1.0
+    new = rng.choice([f"{value * 10:g}", f"{value / 10:g}", "0", f"-{old}", "9" * 400, "9" * 5000, "1.2.3", ",", "nan",
+                      f"{value * 1.01:.2f}", "", "..", "inf", "1e400", f"{old}.{old}", "-0"])
+    return line[:a] + new + line[b:]
+
+
+def log_case(rng: random.Random) -> Case:
+    path = rng.choice(_fixture_logs())
+    model = _log_models().get(path.name, "llama-3.2-3b")
+    lines = path.read_text(errors="replace").splitlines(keepends=True)
+    roll = rng.random()
+    if roll < 0.4:
+        for _ in range(rng.choice([1, 1, 2, 4])):
+            i = rng.randrange(len(lines))
+            lines[i] = _mutate_number(rng, lines[i])
+        label = "number"
+        data = "".join(lines).encode()
+    elif roll < 0.55:
+        for _ in range(rng.choice([1, 3, 10])):
+            if len(lines) > 1:
+                lines.pop(rng.randrange(len(lines)))
+        label, data = "lines removed", "".join(lines).encode()
+    elif roll < 0.63:
+        data = "".join(lines).encode()
+        data, label = data[: rng.randrange(len(data) + 1)], "truncated"
+    elif roll < 0.7:
+        other = rng.choice(_fixture_logs()).read_bytes()
+        data, label = "".join(lines).encode() + other, "concatenated"
+    elif roll < 0.76:
+        data = "".join(lines).encode()
+        at = rng.randrange(len(data) + 1)
+        data, label = data[:at] + bytes(rng.randrange(256) for _ in range(512)) + data[at:], "binary inserted"
+    elif roll < 0.84:
+        text = "".join(lines)
+        import re
+
+        new = rng.choice(["0.7.3", "0.9.0", "1.0.0", "99.0.0", "x.y.z", "0.26.0rc1", "0.26.0.dev12+g1234", ""])
+        data, label = re.sub(r"(?i)(vllm[^\n]{0,20}?(?:version|v)\s*)\d+\.\d+[.\w+]*", r"\g<1>" + new, text).encode(), \
+            f"version {new}"
+    elif roll < 0.9:
+        text = "".join(lines)
+        style = rng.choice(["crlf", "ansi", "prefix", "strip-prefix"])
+        if style == "crlf":
+            text = text.replace("\n", "\r\n")
+        elif style == "ansi":
+            text = "".join("\x1b[32m" + line for line in lines)
+        elif style == "prefix":
+            text = "".join(f"(EngineCore_DP0 pid=1) {line}" for line in lines)
+        else:
+            text = "".join(line.split("] ", 1)[-1] for line in lines)
+        data, label = text.encode(), style
+    else:
+        data, label = _adversarial_log(rng), "adversarial"
+    opts = ["validate", "--from-log", "{dir}/v.log", "--model", model, "--gpu", rng.choice(["h200", "h100-sxm", "l4"])]
+    if rng.random() < 0.5:
+        opts.append("--json")
+    if rng.random() < 0.15:
+        opts += [rng.choice(["--kv", "--util", "--max-num-batched-tokens", "--run", "--vllm-version", "--entrypoint"]),
+                 rng.choice(BAD_TEXT[:40] + ["fp8", "0.9", "2048", "0", "-1", "serve"])]
+    if rng.random() < 0.1:
+        opts.append("--strict")
+    return Case("log", opts, {"v.log": data}, f"{path.name}:{label}")
+
+
+def _adversarial_log(rng: random.Random) -> bytes:
+    base = (LOGS / "real_v0.26.0_v-3b-auto-eager-u90.log").read_text()
+    kind = rng.randrange(8)
+    if kind == 0:  # the ReDoS prefix of H2
+        return (f"(EngineCore{'_a' * rng.choice([24, 28, 40])} x\n" + base).encode()
+    if kind == 1:  # one long line (H3), needles included
+        needle = rng.choice(["", "CUDA out of memory", "GPU KV cache size: ", "Loading weights took ", "model="])
+        return (needle + "A" * rng.choice([80_000, 300_000]) + needle).encode()
+    if kind == 2:  # a big ordinary log (H4): ~2 MiB
+        return (base * 120).encode()
+    if kind == 3:
+        return b"\x00" * 10000
+    if kind == 4:
+        return (base.replace("\n", " ")).encode()
+    if kind == 5:  # 50k tiny lines
+        return b"\n" * 50000
+    if kind == 6:  # every key line repeated with different numbers
+        return "".join(base.splitlines(keepends=True)[:5] * 2000).encode()
+    return ("INFO " + "GiB " * 20000 + "\n").encode()
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Commands landing during the session: added here when they reach main (see CASE_KINDS).
+
+CASE_KINDS = {"cli": cli_case, "config": config_case, "gpu-yaml": gpu_yaml_case, "log": log_case}
+# share of each kind in a run
+MIX = {"cli": 0.45, "config": 0.2, "gpu-yaml": 0.12, "log": 0.23}
+
+
+def generate(seed: int, n: int, kinds: dict[str, float] | None = None) -> list[Case]:
+    rng = random.Random(seed)
+    mix = kinds or MIX
+    names, weights = list(mix), list(mix.values())
+    return [CASE_KINDS[rng.choices(names, weights)[0]](rng) for _ in range(n)]
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Running and judging
+
+
+@dataclass
+class Outcome:
+    case: Case
+    argv: list[str]
+    code: int | None
+    seconds: float
+    stdout: str
+    stderr: str
+    error: str | None = None  # "Type: message @ file:line" for a traceback, "hang" for the alarm
+    problems: list[str] = field(default_factory=list)
+
+
+class _Alarm(BaseException):
+    pass
+
+
+def _on_alarm(signum, frame):
+    raise _Alarm()
+
+
+def run_case(case: Case, folder: Path) -> Outcome:
+    from kvcalc.cli import main
+
+    argv = case.materialize(folder)
+    out, err = io.StringIO(), io.StringIO()
+    code, error = None, None
+    old = signal.signal(signal.SIGALRM, _on_alarm)
+    signal.alarm(ALARM_S)
+    start = time.perf_counter()
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                main(argv)
+                code = 0
+            except SystemExit as exc:
+                code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except _Alarm:
+        error = "hang"
+    except BaseException as exc:  # noqa: BLE001 - the point is to see every escape
+        frames = [f for f in traceback.extract_tb(exc.__traceback__) if "kvcalc" in f.filename]
+        where = f"{Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else "?"
+        error = f"{type(exc).__name__}: {str(exc)[:120]} @ {where}"
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    seconds = time.perf_counter() - start
+    outcome = Outcome(case, argv, code, seconds, out.getvalue(), err.getvalue(), error)
+    outcome.problems = judge(outcome)
+    return outcome
+
+
+def judge(o: Outcome) -> list[str]:
+    problems = []
+    if o.error == "hang":
+        return [f"hang (> {ALARM_S} s)"]
+    if o.error:
+        return ["traceback " + o.error]
+    if o.seconds > SLOW_S:
+        problems.append(f"slow {o.seconds:.1f} s")
+    if o.code == 2:
+        lines = o.stderr.splitlines()
+        errors = [line for line in lines if line.startswith("error: ")]
+        if len(errors) != 1 or len(lines) - sum(line.startswith("warning: ") for line in lines) != 1:
+            problems.append("exit 2 without exactly one error line: " + repr(o.stderr[:200]))
+        if "Traceback" in o.stderr or "Usage:" in o.stderr:
+            problems.append("exit 2 with a traceback or usage block")
+    if any(len(line) > MAX_LINE for line in o.stderr.splitlines()):
+        problems.append(f"exit {o.code}: a message line over {MAX_LINE} characters (input echoed in full?)")
+    if o.code == 2:
+        pass
+    elif o.code not in (0, 1) or (o.code == 1 and "--strict" not in o.argv):
+        problems.append(f"exit code {o.code}: {o.stderr[-200:]!r}")
+    if o.code == 0 and "--json" in o.argv and o.argv[0] in ("plan", "validate"):
+        try:
+            doc = json.loads(o.stdout, parse_constant=lambda c: float(c))
+        except ValueError as exc:
+            return problems + [f"--json output is not JSON ({exc})"]
+        problems += [f"{path} = {value!r}" for path, value in _bad_numbers(doc)]
+        if o.argv[0] == "plan":
+            problems += plan_invariants(doc, o.argv)
+    if o.code == 0 and o.argv[0] in ("plan", "explain") and not o.stdout.strip() and "-h" not in o.argv:
+        problems.append("exit 0 with no output")
+    return problems
+
+
+# Numbers that are signed by definition: validate's relative errors, and the memory figures vLLM itself computes as
+# differences and prints negative when the budget is overdrawn (kvcalc.validate.vllm_log.SIGNED_VALUES; the plan's
+# available_kv_bytes is that figure, and plan_invariants checks that a negative one never comes with fits).
+SIGNED_KEYS = {"error", "available_kv_bytes", "non_torch_bytes", "graph_capture_bytes", "cudagraph_estimate_bytes",
+               "cudagraph_pool_actual_bytes"}
+SIGNED_QUANTITIES = ("available KV memory", "non-torch memory", "CUDA graph")
+
+
+def _bad_numbers(value, path="$", key="", signed=False):
+    """NaN, inf and negative numbers anywhere in a JSON document (bools are not numbers here)."""
+    if isinstance(value, bool):
+        return
+    if isinstance(value, (int, float)):
+        if isinstance(value, float) and not math.isfinite(value):
+            yield path, value
+        elif value < 0 and not signed and key not in SIGNED_KEYS:
+            yield path, value
+    elif isinstance(value, dict):
+        quantity = str(value.get("quantity", ""))
+        row_signed = any(q.lower() in quantity.lower() for q in SIGNED_QUANTITIES)
+        for child_key, child in value.items():
+            yield from _bad_numbers(child, f"{path}.{child_key}", child_key,
+                                    row_signed and child_key in ("predicted", "observed"))
+    elif isinstance(value, list):
+        for i, child in enumerate(value):
+            yield from _bad_numbers(child, f"{path}[{i}]", key, signed)
+
+
+def _opt(argv: list[str], name: str, default: str | None = None) -> str | None:
+    value = default
+    for i, arg in enumerate(argv[:-1]):
+        if arg == name:
+            value = argv[i + 1]
+    return value
+
+
+@lru_cache(maxsize=256)
+def _heads(model: str) -> int | None:
+    from kvcalc.catalog import load_model
+    from kvcalc.errors import UsageError
+
+    try:
+        return load_model(model).num_heads
+    except (UsageError, Exception):  # noqa: BLE001 - the run itself judged the model
+        return None
+
+
+def plan_invariants(doc: dict, argv: list[str]) -> list[str]:
+    """The physical invariants of a `plan --json` answer (see the module docstring)."""
+    problems = []
+    total = doc.get("gpu_memory_total_bytes")
+    settings = doc.get("settings") or {}
+    tp = int(_opt(argv, "--tp", "1")) if (_opt(argv, "--tp", "1") or "").isdigit() else 1
+    pp = int(_opt(argv, "--pp", "1")) if (_opt(argv, "--pp", "1") or "").isdigit() else 1
+    context, batch = doc.get("context"), doc.get("batch")
+    if not doc.get("rows"):
+        problems.append("plan --json with no rows")
+    heads = _heads(_opt(argv, "--model") or "llama-3.2-3b") if tp > 1 else None
+    for row in doc.get("rows", []):
+        tag = f"{row.get('config')}/{row.get('engine')}"
+        for key, value in row.items():
+            if (key.endswith("_bytes") or key == "kv_bytes_per_token") and value is not None \
+                    and not isinstance(value, int):
+                problems.append(f"{tag}: {key} is not an integer ({value!r})")
+        fits = row.get("fits")
+        if fits != (row.get("shortfall_bytes") in (0, None)):
+            problems.append(f"{tag}: fits={fits} but shortfall_bytes={row.get('shortfall_bytes')}")
+        if not fits:
+            continue
+        if heads and heads % tp:
+            problems.append(f"{tag}: fits with TP {tp} not dividing {heads} attention heads")
+        if row.get("engine") == "vllm":
+            b = row.get("vllm_breakdown") or {}
+            mml = b.get("max_model_len")
+            if mml is not None and context is not None and context > mml:
+                problems.append(f"{tag}: fits with context {context} > max_model_len {mml}")
+            if (row.get("max_concurrency") or 0) < (batch or 1):
+                problems.append(f"{tag}: fits with max_concurrency {row.get('max_concurrency')} < batch {batch}")
+            if b.get("weights_bytes", 0) > b.get("total_memory", 0):
+                problems.append(f"{tag}: fits with weights per GPU {b.get('weights_bytes')} > {b.get('total_memory')}")
+            budget = b.get("available_kv_bytes") or 0
+            if budget < 0:
+                problems.append(f"{tag}: fits with a negative KV budget {budget}")
+            if (b.get("num_gpu_blocks") or 0) * (b.get("page_bytes_all_layers") or 0) > budget:
+                problems.append(f"{tag}: KV blocks x page bytes > available KV bytes {budget}")
+            if (b.get("requested_memory") or 0) > (b.get("total_memory") or 0):
+                problems.append(f"{tag}: requested memory over the GPU's total")
+            tokens, per_token = row.get("kv_capacity_tokens") or 0, b.get("kv_bytes_per_token") or 0
+            if tokens * per_token > budget * 1.0001 and b.get("layout", {}).get("layout") == "uniform":
+                problems.append(f"{tag}: KV tokens {tokens} x {per_token} B/token > KV budget {budget}")
+        elif row.get("engine") == "hf":
+            mem = row.get("hf_memory_bytes")
+            if mem is not None and total is not None and mem > total * tp * pp:
+                problems.append(f"{tag}: fits with HF memory {mem} > GPU memory {total}")
+            if (row.get("weights_bytes") or 0) > (total or 0) * tp * pp:
+                problems.append(f"{tag}: fits with weights {row.get('weights_bytes')} > GPU memory {total}")
+    mml = settings.get("max_model_len")
+    if isinstance(mml, int) and isinstance(context, int) and context > mml and any(r.get("fits") for r in
+                                                                                  doc.get("rows", [])):
+        problems.append(f"fits with context {context} > settings.max_model_len {mml}")
+    return problems
+
+
+def run_cases(cases: list[Case], scratch: Path, progress=None) -> list[Outcome]:
+    """Run every case in its own scratch subfolder (deleted after), offline: the hub is never asked."""
+    import shutil
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    outcomes = []
+    for i, case in enumerate(cases):
+        folder = scratch / f"c{i}"
+        folder.mkdir(parents=True, exist_ok=True)
+        outcomes.append(run_case(case, folder))
+        shutil.rmtree(folder, ignore_errors=True)
+        if progress and i % 500 == 0:
+            progress(i, outcomes)
+    return outcomes
+
+
+def summarize(outcomes: list[Outcome]) -> dict[str, dict[str, int]]:
+    table: dict[str, dict[str, int]] = {}
+    for o in outcomes:
+        cmd = o.argv[0] if o.argv else "?"
+        key = f"{o.case.kind}: {cmd}"
+        row = table.setdefault(key, {"cases": 0, "exit 0": 0, "exit 1": 0, "exit 2": 0, "traceback": 0, "over 5 s": 0,
+                                     "bad numbers": 0, "broken invariant": 0, "bad message": 0})
+        row["cases"] += 1
+        if o.error:
+            row["traceback" if o.error != "hang" else "over 5 s"] += 1
+            continue
+        row[f"exit {o.code}"] = row.get(f"exit {o.code}", 0) + 1
+        for p in o.problems:
+            if p.startswith("slow"):
+                row["over 5 s"] += 1
+            elif p.startswith("$"):
+                row["bad numbers"] += 1
+            elif "exit" in p:
+                row["bad message"] += 1
+            else:
+                row["broken invariant"] += 1
+    return table
+
+
+def failures(outcomes: list[Outcome]) -> list[Outcome]:
+    return [o for o in outcomes if o.error or o.problems]
+
+
+def describe(o: Outcome) -> str:
+    argv = " ".join(repr(a) if (not a or " " in a or "\n" in a) else a for a in o.argv)
+    return f"[{o.case.kind} {o.case.label}] {argv[:300]}\n    -> {o.error or ''} {o.problems[:3]}"
+
+
+if __name__ == "__main__":  # python3 tests/fuzz_cases.py SEED N: run and print failures
+    sys.path.insert(0, str(ROOT))
+    import tempfile
+
+    seed, n = int(sys.argv[1]), int(sys.argv[2])
+    with tempfile.TemporaryDirectory() as tmp:
+        results = run_cases(generate(seed, n), Path(tmp))
+    for o in failures(results):
+        print(describe(o))
+    print(json.dumps(summarize(results), indent=1))

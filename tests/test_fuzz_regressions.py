@@ -1,0 +1,54 @@
+"""One test per root cause the fuzz suite (tests/fuzz_cases.py, benchmarks/fuzz.py) found after phase 1 of issue 14,
+each reproducing the fuzzed one-liner."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from cli_helper import invoke
+
+LOG = str(Path(__file__).parent / "fixtures" / "vllm_logs" / "real_v0.26.0_v-3b-auto-eager-u90.log")
+VALIDATE = ["validate", "--from-log", LOG, "--model", "llama-3.2-3b", "--gpu", "h200"]
+
+
+def _one_error_line(args, needle):
+    code, out, err = invoke(args)
+    assert code == 2, (code, err[-500:])
+    lines = err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], err[:600]
+    assert len(lines[0]) < 400
+
+
+def test_validate_vllm_version_past_the_integer_digit_limit_is_one_line():
+    # packaging's Version() raised ValueError (not InvalidVersion) from int() on a 5,000-digit part
+    _one_error_line(VALIDATE + ["--vllm-version", "9" * 5000], "is not a version number")
+
+
+def test_a_huge_vllm_version_is_not_echoed_in_full():
+    # plan accepted a 4,000-digit version as "newer than kvcalc's rules" and echoed all 4,000 digits in the warning
+    code, out, err = invoke(["plan", "--vllm-version", "9" * 4000, "--json"])
+    assert code == 0
+    assert all(len(line) < 200 for line in json.loads(out)["warnings"])
+
+
+def _log_with(tmp_path, old, new):
+    text = Path(LOG).read_text()
+    assert old in text
+    path = tmp_path / "v.log"
+    path.write_text(text.replace(old, new))
+    return str(path)
+
+
+def test_a_negative_size_or_time_in_a_log_is_refused_naming_the_line(tmp_path):
+    # the parser's float pattern took a sign: "Loading weights took -6.04 GiB" became negative weights in the JSON
+    path = _log_with(tmp_path, "Model loading took 6.04 GiB", "Model loading took -6.04 GiB")
+    _one_error_line(["validate", "--from-log", path, "--model", "llama-3.2-3b", "--gpu", "h200"], "is negative")
+
+
+def test_a_negative_available_kv_memory_is_read_as_vllm_prints_it(tmp_path):
+    # vLLM prints the KV budget negative when it is overdrawn (then refuses to start): that reading is kept, signed
+    path = _log_with(tmp_path, "Available KV cache memory: 118.5 GiB", "Available KV cache memory: -1.5 GiB")
+    code, out, err = invoke(["validate", "--from-log", path, "--model", "llama-3.2-3b", "--gpu", "h200", "--json"])
+    assert code == 0, err
+    assert json.loads(out)["parsed"]["values"]["available_kv_bytes"] == -int(1.5 * 2**30)
