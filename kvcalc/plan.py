@@ -164,7 +164,7 @@ class Row:
     weights_format: str
     kv_format: str
     weights_bytes: int
-    kv_bytes_per_token: float
+    kv_bytes_per_token: int
     kv_capacity_tokens: int | None  # vLLM: the logged "GPU KV cache size"; HF: longest context that fits at --batch
     max_concurrency: int | None  # vLLM: requests of --context tokens at once; HF: None
     hf_memory_bytes: int | None  # HF: everything the process holds at --context and --batch
@@ -246,7 +246,8 @@ def _hf_row(req: PlanRequest, choice: FormatChoice) -> Row | None:
     longest = hf_engine.max_context(req.spec, settings, req.gpu)
     speed = decode_speed(req.spec, req.gpu, "hf", w, k, req.batch, req.context)
     # per token of context at --context: sliding-window layers stop growing past their window
-    per_token = hf_cache_bytes(req.spec.layers, 1, req.context, req.context, k, 2) / req.context
+    # (whole bytes, as every byte figure in the JSON: rounded as the table rounds it)
+    per_token = round(hf_cache_bytes(req.spec.layers, 1, req.context, req.context, k, 2) / req.context)
     return Row(config=choice.key, label=choice.label, engine="hf", weights_format=w.name, kv_format=k.name,
                weights_bytes=est.static_bytes, kv_bytes_per_token=per_token, kv_capacity_tokens=longest,
                max_concurrency=None, hf_memory_bytes=est.total_bytes, decode_tokens_per_s=speed.tokens_per_s,

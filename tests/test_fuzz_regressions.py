@@ -52,3 +52,14 @@ def test_a_negative_available_kv_memory_is_read_as_vllm_prints_it(tmp_path):
     code, out, err = invoke(["validate", "--from-log", path, "--model", "llama-3.2-3b", "--gpu", "h200", "--json"])
     assert code == 0, err
     assert json.loads(out)["parsed"]["values"]["available_kv_bytes"] == -int(1.5 * 2**30)
+
+
+def test_hf_kv_bytes_per_token_is_a_whole_number_in_json():
+    # fuzz review item 12 / §2: every HF row's kv_bytes_per_token was a JSON float (15607.808)
+    code, out, err = invoke(["plan", "--model", "gemma-3-1b", "--gpu", "t4", "--context", "1000", "--engine", "hf",
+                             "--json"])
+    assert code == 0, err
+    rows = json.loads(out)["rows"]
+    assert rows and all(isinstance(r["kv_bytes_per_token"], int) for r in rows)
+    # gemma-3-1b: sliding layers keep min(512, 1000) tokens; the mean over 1,000 tokens is not whole, so it is rounded
+    assert rows[0]["kv_bytes_per_token"] == 15608
