@@ -22,6 +22,7 @@ Generators take a random.Random, so a seed fixes the case list (files included).
 from __future__ import annotations
 
 import contextlib
+import copy
 import io
 import json
 import math
@@ -42,7 +43,8 @@ PROFILES = ROOT / "kvcalc" / "hardware_profiles"
 CATALOG = ROOT / "kvcalc" / "catalog"
 
 SLOW_S = 5.0  # a run longer than this is a failure
-MAX_LINE = 400  # an error or warning line longer than this echoes input in full (fuzz review §1c)
+MAX_LINE = 420  # an error or warning line longer than this echoes input in full (fuzz review §1c; cli_errors clips
+#                 error lines to "error: " + 400 characters)
 ALARM_S = 20  # a run is stopped after this long (and counted as a hang)
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -210,11 +212,11 @@ def _mutate_dict(rng: random.Random, cfg: dict, steps: int) -> list[str]:
             done.append(f"-{key}")
         elif roll < 0.85 and isinstance(target[key], (int, float)) and not isinstance(target[key], bool):
             old = target[key]
-            target[key] = rng.choice(BAD_NUMBERS + [old * 2, old // 3 if isinstance(old, int) else old / 3, -old,
-                                                      old + 1])
+            target[key] = copy.deepcopy(rng.choice(BAD_NUMBERS + [old * 2, old // 3 if isinstance(old, int) else old / 3, -old,
+                                                                    old + 1]))
             done.append(f"{key}={target[key]!r:.20}")
         else:
-            target[key] = rng.choice(BAD_NUMBERS + ["siglip", "", {"x": []}])
+            target[key] = copy.deepcopy(rng.choice(BAD_NUMBERS + ["siglip", "", {"x": []}]))
             done.append(f"{key}:={target[key]!r:.20}")
     return done
 
@@ -613,9 +615,17 @@ def plan_invariants(doc: dict, argv: list[str]) -> list[str]:
                 problems.append(f"{tag}: KV blocks x page bytes > available KV bytes {budget}")
             if (b.get("requested_memory") or 0) > (b.get("total_memory") or 0):
                 problems.append(f"{tag}: requested memory over the GPU's total")
-            tokens, per_token = row.get("kv_capacity_tokens") or 0, b.get("kv_bytes_per_token") or 0
-            if tokens * per_token > budget * 1.0001 and b.get("layout", {}).get("layout") == "uniform":
-                problems.append(f"{tag}: KV tokens {tokens} x {per_token} B/token > KV budget {budget}")
+            # the logged KV tokens at the physical bytes per token (a block's bytes / its tokens) fit the budget.
+            # (The KV B/token column is per token of one max_model_len request, block-rounded: 16x the physical
+            # figure at --context 1; README "Columns".) Full attention only: vLLM logs a sliding-window model's tokens as
+            # requests x max_model_len, more than its blocks hold, and hybrid layouts pad groups.
+            tokens, block = row.get("kv_capacity_tokens") or 0, b.get("block_size") or 1
+            physical = (b.get("page_bytes_all_layers") or 0) / block
+            layout = b.get("layout") or {}
+            full_only = layout.get("layout") == "uniform" and all(r.get("kind") == "full" and not r.get("window")
+                                                                   for r in layout.get("rules", []))
+            if tokens * physical > budget * 1.0001 and full_only:
+                problems.append(f"{tag}: KV tokens {tokens} x {physical:.0f} B/token > KV budget {budget}")
         elif row.get("engine") == "hf":
             mem = row.get("hf_memory_bytes")
             if mem is not None and total is not None and mem > total * tp * pp:
@@ -623,9 +633,9 @@ def plan_invariants(doc: dict, argv: list[str]) -> list[str]:
             if (row.get("weights_bytes") or 0) > (total or 0) * tp * pp:
                 problems.append(f"{tag}: fits with weights {row.get('weights_bytes')} > GPU memory {total}")
     mml = settings.get("max_model_len")
-    if isinstance(mml, int) and isinstance(context, int) and context > mml and any(r.get("fits") for r in
-                                                                                  doc.get("rows", [])):
-        problems.append(f"fits with context {context} > settings.max_model_len {mml}")
+    if isinstance(mml, int) and isinstance(context, int) and context > mml and any(
+            r.get("fits") and r.get("engine") == "vllm" for r in doc.get("rows", [])):
+        problems.append(f"vLLM fits with context {context} > settings.max_model_len {mml}")
     return problems
 
 

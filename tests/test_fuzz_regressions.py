@@ -63,3 +63,25 @@ def test_hf_kv_bytes_per_token_is_a_whole_number_in_json():
     assert rows and all(isinstance(r["kv_bytes_per_token"], int) for r in rows)
     # gemma-3-1b: sliding layers keep min(512, 1000) tokens; the mean over 1,000 tokens is not whole, so it is rounded
     assert rows[0]["kv_bytes_per_token"] == 15608
+
+
+def test_validate_overrides_are_bounded_as_on_plan():
+    # `--max-num-batched-tokens -1` reached the prediction and came back as a negative setting in the JSON
+    _one_error_line(VALIDATE + ["--max-num-batched-tokens", "-1"], "--max-num-batched-tokens")
+    for util in ("nan", "0", "1.5", "-0.5"):  # click's float type takes 'nan'
+        _one_error_line(VALIDATE + ["--util", util], "--util must be in (0, 1]")
+
+
+def test_validate_log_path_with_a_nul_byte_is_one_line():
+    _one_error_line(["validate", "--from-log", "a\x00b", "--model", "llama-3.2-3b", "--gpu", "h200"], "no such file")
+
+
+def test_a_config_whose_architectures_is_not_a_list_is_compared_without_a_traceback(tmp_path):
+    # a user's config.json is any JSON the schema does not read: "architectures": 7 broke the model-mismatch check
+    config = json.loads((Path(__file__).parent.parent / "kvcalc" / "catalog" / "llama-3.2-3b.json").read_text())
+    config = config["config"] | {"architectures": 7}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    code, out, err = invoke(["validate", "--from-log", LOG, "--model", str(path), "--gpu", "h200", "--json"])
+    assert code == 0, err
+    assert json.loads(out)["comparison"]

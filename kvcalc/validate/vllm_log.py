@@ -624,6 +624,7 @@ def log_mismatches(parsed: dict[str, Any], spec: Any, model: Any, vllm_version: 
     config = getattr(spec, "config", None) or {}
     arch = settings.get("architecture")
     archs = config.get("architectures") or [] if isinstance(config, dict) else []
+    archs = [a for a in archs if isinstance(a, str)] if isinstance(archs, list) else []  # a user's config: any JSON
     if arch and archs and arch not in archs:
         out.append(f"model: the log's engine resolved {arch}; --model {model} is {', '.join(map(str, archs))}")
     served = settings.get("model")
