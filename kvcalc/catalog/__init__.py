@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import difflib
 import json
+import logging
+import os
 import re
+import threading
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -72,7 +75,28 @@ _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]{0,95}/[\w.-]{1,96}$")
 
 
 
+# Seconds the hub may take to hand over a config.json (two small requests). huggingface_hub alone retries a failed DNS
+# lookup for ~24 s and waits ~400 s on an endpoint that accepts but never answers (fuzz review H9).
+HUB_TIMEOUT_S = 4.0
+
+
+def _hub_timeout() -> float:
+    try:
+        value = float(os.environ.get("KVCALC_HUB_TIMEOUT", HUB_TIMEOUT_S))
+    except ValueError:
+        return HUB_TIMEOUT_S
+    return value if 0 < value <= 600 else HUB_TIMEOUT_S
+
+
+def _offline() -> bool:
+    """HF_HUB_OFFLINE (or TRANSFORMERS_OFFLINE) as huggingface_hub reads it, also when set after it was imported."""
+    return any(os.environ.get(k, "").strip().upper() in {"1", "ON", "YES", "TRUE"}
+               for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+
+
 def _hub_config(hub_id: str) -> dict[str, Any]:
+    """config.json of a hub id: the local hub cache first (no network), then the hub, within _hub_timeout() seconds
+    and without huggingface_hub's retry chatter; never the network when HF_HUB_OFFLINE is set."""
     try:
         from huggingface_hub import hf_hub_download  # optional: only for ids outside the catalog
     except ImportError:
@@ -81,9 +105,31 @@ def _hub_config(hub_id: str) -> dict[str, Any]:
             "pass a local config.json with --model PATH"
         ) from None
     try:
-        return load_config_file(hf_hub_download(hub_id, "config.json"))
+        return load_config_file(hf_hub_download(hub_id, "config.json", local_files_only=True))
     except UsageError:
         raise
-    except Exception as exc:  # offline, gated, missing: all the same to the user
-        raise UsageError(f"cannot fetch config.json of {shown(hub_id)} from the hub ({type(exc).__name__}); "
-                         "offline? pass a local config.json with --model PATH") from None
+    except Exception:  # noqa: BLE001 - not in the cache (or a broken cache entry): ask the hub
+        pass
+    if _offline():
+        raise UsageError(f"{shown(hub_id)} is not in the catalog nor in the local hub cache, and HF_HUB_OFFLINE is "
+                         "set; pass a local config.json with --model PATH")
+    timeout = _hub_timeout()
+    result: dict[str, Any] = {}
+
+    def fetch() -> None:
+        try:
+            result["path"] = hf_hub_download(hub_id, "config.json", etag_timeout=timeout)
+        except BaseException as exc:  # noqa: BLE001 - reported below as one line
+            result["error"] = exc
+
+    logging.getLogger("huggingface_hub").setLevel(logging.ERROR)  # "Retrying in 8s [Retry 4/5]" x 12 lines
+    worker = threading.Thread(target=fetch, name="kvcalc-hub", daemon=True)  # daemon: exit does not wait for it
+    worker.start()
+    worker.join(timeout)
+    if worker.is_alive():
+        raise UsageError(f"no answer from the hub for config.json of {shown(hub_id)} within {timeout:g} s; offline? "
+                         "pass a local config.json with --model PATH (or raise KVCALC_HUB_TIMEOUT)")
+    if "error" in result:
+        raise UsageError(f"cannot fetch config.json of {shown(hub_id)} from the hub "
+                         f"({type(result['error']).__name__}); offline? pass a local config.json with --model PATH")
+    return load_config_file(result["path"])
