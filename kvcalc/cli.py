@@ -1,4 +1,4 @@
-"""The `kvcalc` command: plan, explain, plot, gpus, models, validate.
+"""The `kvcalc` command: plan, explain, plot, gpus, models, validate, fit, search.
 
 Usage errors print one line and exit with code 2; no traceback reaches the user for bad input.
 """
@@ -137,10 +137,10 @@ def _request(gpu, model, context, batch, engine, weights, kv, util, max_model_le
 
 
 class _Commands(click.Group):
-    """kvcalc's commands. `validate` (the measuring wing, kvcalc/validate/) is imported only when it is run or
-    listed, so `kvcalc plan` never loads it."""
+    """kvcalc's commands. `validate` (the measuring wing, kvcalc/validate/) and `fit`/`search` (kvcalc/search_cli.py)
+    are imported only when they are run or listed, so `kvcalc plan` never loads them."""
 
-    LAZY = ("validate",)
+    LAZY = ("validate", "fit", "search")
 
     def list_commands(self, ctx):
         return sorted([*super().list_commands(ctx), *self.LAZY])
@@ -150,6 +150,10 @@ class _Commands(click.Group):
             from .validate.cli import validate
 
             return validate
+        if name in ("fit", "search"):  # kvcalc/search_cli.py, on plan's own options
+            from .search_cli import commands
+
+            return commands(_plan_options, _request, TOKENS)[name]
         return super().get_command(ctx, name)
 
 

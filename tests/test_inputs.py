@@ -30,8 +30,8 @@ def one_line_error(args: list[str], *needles: str) -> str:
     assert code == 2, (code, out, err)
     assert err.startswith("error: ") and err.count("\n") == 1, err
     assert len(err) < 300, err
-    for needle in needles:
-        assert needle in err, err
+    for needle in needles:  # "a|b": either wording passes
+        assert any(alternative in err for alternative in needle.split("|")), err
     return err
 
 
@@ -295,7 +295,8 @@ LAUGHS = 'a: &a ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]\
      + "aliases: &x [a, b]\nform_factor: *x\n", "uses a YAML anchor or alias"),  # H5: inside a field
     (gpu_profile_text() + "gfx: !!python/object/apply:os.system ['echo hi']\n", "uses the YAML tag"),
     (gpu_profile_text().replace("name:", "name: !custom", 1), "uses the YAML tag '!custom'"),
-    ("a: " + "[" * 100_000 + "]" * 100_000 + "\n", "deeper than 64 levels"),
+    # PyYAML >= 6.0.4 stops at its own depth limit first ("exceeded maximum nesting depth"): one line either way
+    ("a: " + "[" * 100_000 + "]" * 100_000 + "\n", "nesting depth|deeper than 64 levels"),
     (gpu_profile_text().replace("memory_total_bytes: 23661969408", "memory_total_bytes: " + "9" * 5000),
      "holds an integer of 5,000 characters"),
     ("id:\tx\n\tname: y\n", "is not valid YAML: found a tab character"),

@@ -1,0 +1,567 @@
+"""`kvcalc search`: from a workload and its targets to the cheapest vLLM deployment that meets them.
+
+The space is GPU type x TP x PP x replicas x weight format x KV format x gpu_memory_utilization x max_num_seqs.
+Memory comes from the vectorized core (search_core.py, equal to `kvcalc plan` by construction and by test); TTFT and
+TPOT from latency.py (stand-ins until issue 11); prices from prices.py. Constraints are checked in a fixed order, and
+the first one a deployment fails is the one that binds it:
+
+    quality risk -> memory (vLLM starts with one max_model_len request) -> throughput (request-rate workloads: some
+    concurrency reaches the rate) -> KV concurrency (and max_num_seqs) -> TTFT -> TPOT
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import latency
+from .engines import vllm as vllm_engine
+from .engines.weights import weight_bytes_read_per_token
+from .errors import UsageError
+from .formats import WeightFormat, kv_format, weight_format
+from .hardware import GpuProfile
+from .model import ModelSpec
+from .plan import RISK_LEVELS
+from .plan import _risk  # the quality-risk rule of plan's rows, one source
+from .prices import Price
+from .search_core import Structure, build_structure, evaluate_grid, valid_tp_sizes
+
+SCHEMA = "kvcalc.search/1"
+CONSTRAINTS = ("quality", "memory", "throughput", "concurrency", "ttft", "tpot")
+DEFAULT_WEIGHTS = ("bf16", "fp8", "awq")
+DEFAULT_KV = ("auto", "fp8")
+DEFAULT_TP = (1, 2, 4, 8)
+DEFAULT_UTILS = tuple(round(0.80 + 0.01 * i, 2) for i in range(16))  # 0.80 .. 0.95
+DEFAULT_SEQS = tuple(2 ** i for i in range(11))  # 1 .. 1024
+MAX_CONFIGURATIONS = 50_000_000  # a few bytes each in the boolean arrays: bounded memory
+PREFERRED_UTIL = 0.9  # vLLM's default gpu_memory_utilization: kept when it works
+
+
+@dataclass
+class Workload:
+    input_len: int
+    output_len: int
+    concurrency: int | None = None
+    request_rate: float | None = None  # requests per second, all replicas together
+
+    @property
+    def context(self) -> int:
+        return self.input_len + self.output_len
+
+
+@dataclass
+class Targets:
+    max_ttft_ms: float | None = None
+    max_tpot_ms: float | None = None
+    min_context: int | None = None
+    max_quality_risk: str | None = None
+
+
+@dataclass
+class Space:
+    gpus: list[GpuProfile]
+    weights: tuple[str, ...] = DEFAULT_WEIGHTS
+    kv: tuple[str, ...] = DEFAULT_KV
+    tp: tuple[int, ...] = DEFAULT_TP
+    pp: tuple[int, ...] = (1,)
+    max_replicas: int = 8
+    max_gpus_per_replica: int = 8
+    utils: tuple[float, ...] = DEFAULT_UTILS
+    seqs: tuple[int, ...] = DEFAULT_SEQS
+
+
+@dataclass
+class SearchRequest:
+    spec: ModelSpec
+    workload: Workload
+    targets: Targets
+    space: Space
+    prices: dict[str, Price]
+    vllm_version: str = vllm_engine.DEFAULT_VERSION
+    max_num_batched_tokens: int | None = None  # None: `vllm serve`'s default for each GPU
+    top: int = 10
+
+
+@dataclass
+class Deployment:
+    rank: int
+    gpu: str
+    gpu_name: str
+    tp: int
+    pp: int
+    replicas: int
+    gpus_total: int
+    weights_format: str
+    kv_format: str
+    util: float
+    min_util: float  # the smallest util of the grid that also meets every target
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    max_model_len: int
+    cost_per_hour: float
+    usd_per_million_output_tokens: float
+    ttft_ms: float
+    tpot_ms: float
+    output_tokens_per_s: float
+    concurrency_per_replica: int  # requests each replica holds to serve the workload
+    max_concurrency: int  # requests of input+output tokens the KV caches of all replicas hold at once at this util
+    kv_capacity_tokens: int  # per replica: num_gpu_blocks x block_size
+    quality_risk: str
+    price_source: str
+    price_is_estimate: bool
+    pareto: bool = False
+    command: str = ""
+
+    def to_json(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass
+class Rejection:
+    gpu: str
+    tp: int
+    pp: int
+    replicas: int
+    weights_format: str
+    kv_format: str
+    constraint: str
+    value: float | None
+    limit: float | None
+    detail: str
+    cost_per_hour: float | None = None
+
+    def to_json(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass
+class SearchResult:
+    request: SearchRequest
+    results: list[Deployment]
+    pareto: list[Deployment]
+    feasible: int
+    evaluated: int
+    structures: int
+    rejected_by: dict[str, int]
+    rejected: list[Rejection]
+    message: str | None
+    binding: str | None
+    closest: dict | None
+    warnings: list[str] = field(default_factory=list)
+
+
+# ------------------------------------------------------------------------------------------------ helpers
+
+
+def _weight_ratio_table(spec: ModelSpec, w: WeightFormat, bmax: int) -> np.ndarray:
+    """W(b) / W(1) for b = 0..bmax: the weights a decode step reads grow with the batch only for MoE models
+    (more distinct experts touched; engines/weights.py weight_bytes_read_per_token)."""
+    if spec.moe is None or spec.params.active_mlp is None:
+        return np.ones(bmax + 1)
+    one = weight_bytes_read_per_token(spec, w, 1)
+    table = np.array([weight_bytes_read_per_token(spec, w, max(b, 1)) / one for b in range(bmax + 1)])
+    return table
+
+
+def _ratio(table: np.ndarray, b) -> np.ndarray:
+    idx = np.clip(np.asarray(b, dtype=np.int64), 0, len(table) - 1)
+    return table[idx]
+
+
+def serve_command(spec: ModelSpec, hf_id: str | None, d: Deployment) -> str:
+    """The `vllm serve` line that reproduces the deployment (one replica)."""
+    model = hf_id or spec.name
+    parts = ["vllm serve", model]
+    w = d.weights_format
+    if w in ("awq", "gptq"):
+        parts[1] = f"<{w.upper()} int4 checkpoint of {model}>"
+        parts += ["--quantization", w]
+    elif w == "fp8":
+        parts += ["--quantization", "fp8"]
+    elif w == "nf4":
+        parts += ["--quantization", "bitsandbytes"]
+    if d.tp > 1:
+        parts += ["--tensor-parallel-size", str(d.tp)]
+    if d.pp > 1:
+        parts += ["--pipeline-parallel-size", str(d.pp)]
+    parts += ["--gpu-memory-utilization", f"{d.util:.2f}", "--max-model-len", str(d.max_model_len),
+              "--max-num-seqs", str(d.max_num_seqs), "--max-num-batched-tokens", str(d.max_num_batched_tokens)]
+    if d.kv_format != "auto":
+        parts += ["--kv-cache-dtype", kv_format(d.kv_format).vllm_name]
+    return " ".join(parts)
+
+
+def pareto_front(rows: list[Deployment]) -> list[Deployment]:
+    """Deployments no other beats on both cost per hour and TPOT."""
+    front, best_tpot = [], math.inf
+    for d in sorted(rows, key=lambda r: (r.cost_per_hour, r.tpot_ms)):
+        if d.tpot_ms < best_tpot:
+            front.append(d)
+            best_tpot = d.tpot_ms
+    return front
+
+
+# ------------------------------------------------------------------------------------------------ search
+
+
+@dataclass
+class _Candidate:
+    structure: Structure
+    risk: str
+    price: Price
+    line: latency.DecodeLine
+    ratio: np.ndarray
+
+
+def _structures(req: SearchRequest, max_model_len: int, warnings: list[str]) -> tuple[list[_Candidate], list[Rejection]]:
+    spec, sp, wl = req.spec, req.space, req.workload
+    cands: list[_Candidate] = []
+    unsupported: list[Rejection] = []
+    tps = [t for t in valid_tp_sizes(spec, sp.tp)]
+    bmax = max(max(sp.seqs), 1)
+    ratios: dict[str, np.ndarray] = {}
+    lines: dict[tuple, latency.DecodeLine] = {}
+    for gpu in sp.gpus:
+        price = req.prices.get(gpu.id)
+        if price is None:
+            warnings.append(f"{gpu.id}: no price known; left out (give one with --price {gpu.id}=USD)")
+            continue
+        mnbt = req.max_num_batched_tokens or vllm_engine.batch_defaults(gpu, "serve")[0]
+        for wname in sp.weights:
+            w = weight_format(wname)
+            if "vllm" not in w.engines:
+                continue
+            for kname in sp.kv:
+                k = kv_format(kname)
+                if k.vllm_name is None:
+                    continue
+                for tp in tps:
+                    for pp in sp.pp:
+                        if tp * pp > sp.max_gpus_per_replica or pp > spec.num_layers:
+                            continue
+                        try:
+                            s = build_structure(spec, gpu, w, k, tp, pp, max_model_len, mnbt, list(sp.seqs),
+                                                wl.context, req.vllm_version)
+                        except UsageError as exc:
+                            unsupported.append(Rejection(gpu.id, tp, pp, 1, w.name, k.name, "unsupported", None,
+                                                         None, str(exc)))
+                            continue
+                        key = (gpu.id, w.name, k.name, tp)
+                        if key not in lines:
+                            lines[key] = latency.decode_line(spec, gpu, w, k, 1, False, tp)
+                        if w.name not in ratios:
+                            ratios[w.name] = _weight_ratio_table(spec, w, bmax)
+                        cands.append(_Candidate(s, _risk(spec, w, k), price, lines[key], ratios[w.name]))
+    return cands, unsupported
+
+
+def _latencies(cands: list[_Candidate], wl: Workload, n: np.ndarray, mnbt: np.ndarray):
+    """TTFT (S,) and TPOT (S, R) in seconds for per-replica concurrency n (S, R)."""
+    fixed = np.array([c.line.fixed for c in cands])
+    mem0 = np.array([c.line.mem0 for c in cands])
+    mem1 = np.array([c.line.mem1 for c in cands])
+    cmp0 = np.array([c.line.cmp0 for c in cands])
+    cmp1 = np.array([c.line.cmp1 for c in cands])
+    ratio_n = np.stack([_ratio(c.ratio, n[i]) for i, c in enumerate(cands)]) if cands else np.zeros_like(n, float)
+    ratio_chunk = np.array([_ratio(c.ratio, min(int(mnbt[i]), wl.input_len)) for i, c in enumerate(cands)])
+    line = latency.DecodeLine(fixed, mem0, mem1, cmp0, cmp1)
+    ttft = latency.ttft_s(line, wl.input_len, mnbt, mem0 * ratio_chunk)
+    col = (slice(None), None)
+    line_r = latency.DecodeLine(fixed[col], mem0[col], mem1[col], cmp0[col], cmp1[col])
+    tpot = latency.tpot_s(line_r, wl.input_len, wl.output_len, batch_scale=n, mem0=mem0[col] * ratio_n)
+    return np.asarray(ttft, dtype=float), np.asarray(tpot, dtype=float)
+
+
+def _rate_concurrency(cands, wl: Workload, replicas: np.ndarray, mnbt: np.ndarray, nmax: int):
+    """Per-replica concurrency a request rate needs (Little's law at the rate each replica serves): the smallest n
+    whose throughput n / (TTFT + (output-1) x TPOT(n)) reaches rate / replicas; nmax + 1 where none does."""
+    s = len(cands)
+    target = wl.request_rate / replicas[None, :]  # (1, R)
+    lo = np.ones((s, len(replicas)), dtype=np.int64)
+    hi = np.full((s, len(replicas)), nmax, dtype=np.int64)
+
+    def throughput(n):
+        ttft, tpot = _latencies(cands, wl, n, mnbt)
+        return n / (ttft[:, None] + (wl.output_len - 1) * tpot)
+
+    ok_hi = throughput(hi) >= target
+    for _ in range(int(math.ceil(math.log2(max(nmax, 2)))) + 1):
+        mid = (lo + hi) // 2
+        good = throughput(mid) >= target
+        hi = np.where(good, mid, hi)
+        lo = np.where(good, lo, mid + 1)
+    n = np.where(ok_hi, hi, nmax + 1)
+    return n, throughput(np.minimum(n, nmax))
+
+
+def run_search(req: SearchRequest) -> SearchResult:
+    spec, wl, tg, sp = req.spec, req.workload, req.targets, req.space
+    warnings: list[str] = []
+    if (wl.concurrency is None) == (wl.request_rate is None):
+        raise UsageError("give exactly one of --concurrency and --request-rate")
+    max_model_len = max(wl.context, tg.min_context or 0)
+    empty = SearchResult(req, [], [], 0, 0, 0, {}, [], None, None, None, warnings)
+    if spec.max_position_embeddings and max_model_len > spec.max_position_embeddings:
+        empty.binding = "context"
+        empty.message = (f"no configuration can serve max_model_len {max_model_len:,}: {spec.name} was trained for "
+                         f"{spec.max_position_embeddings:,} tokens and vLLM refuses a longer max_model_len; the "
+                         f"closest achievable is {spec.max_position_embeddings:,}")
+        empty.closest = {"constraint": "context", "value": spec.max_position_embeddings}
+        return empty
+
+    cands, unsupported = _structures(req, max_model_len, warnings)
+    return evaluate(req, cands, unsupported, max_model_len, warnings)
+
+
+def evaluate(req: SearchRequest, cands: list[_Candidate], unsupported: list[Rejection], max_model_len: int,
+             warnings: list[str]) -> SearchResult:
+    """The numeric part of the search, over structures already built (benchmarks/search_bench.py times it)."""
+    spec, wl, tg, sp = req.spec, req.workload, req.targets, req.space
+    empty = SearchResult(req, [], [], 0, 0, 0, {}, [], None, None, None, warnings)
+    if not cands:
+        missing = [w for w in warnings if "no price" in w]
+        empty.message = ("no GPU in the search space has a price: " + "; ".join(missing) if missing and not unsupported
+                         else "no GPU, format and parallelism in the search space can run this model under vLLM")
+        empty.binding = "unsupported"
+        empty.rejected = unsupported[:20]
+        return empty
+    structures = [c.structure for c in cands]
+    utils = np.array(sp.utils, dtype=float)
+    seqs = np.array(sp.seqs, dtype=np.int64)
+    max_r = sp.max_replicas if wl.concurrency is None else min(sp.max_replicas, wl.concurrency)
+    replicas = np.arange(1, max_r + 1)
+    R, S = len(replicas), len(structures)
+    if S * len(utils) * len(seqs) * R > MAX_CONFIGURATIONS:
+        raise UsageError(f"the search space has {S * len(utils) * len(seqs) * R:,} configurations, more than "
+                         f"{MAX_CONFIGURATIONS:,}: narrow --gpus, --utils, --max-num-seqs or --max-replicas")
+    grid = evaluate_grid(structures, utils, list(sp.seqs))  # (S, U, Q)
+    S, U, Q = grid.blocks.shape
+    mnbt = np.array([s.max_num_batched_tokens for s in structures])
+    if wl.concurrency is not None:
+        n = np.broadcast_to(-(-wl.concurrency // replicas)[None, :], (S, R)).copy()  # ceil(N / r)
+        ttft, tpot = _latencies(cands, wl, n, mnbt)
+        e2e = ttft[:, None] + (wl.output_len - 1) * tpot
+        tokens_per_s = wl.concurrency * wl.output_len / e2e
+        rate_ok = np.ones((S, R), dtype=bool)
+        reach = None
+    else:
+        n, _ = _rate_concurrency(cands, wl, replicas, mnbt, int(seqs.max()))
+        # the most requests a replica can hold (KV at the grid's largest util, max_num_seqs): the rate is in reach
+        # only at a concurrency within it
+        cap = np.minimum(grid.concurrency.max(axis=(1, 2)), seqs.max())  # (S,)
+        cap_sr = np.broadcast_to(np.maximum(cap, 1)[:, None], (S, R)).copy()
+        t_cap, p_cap = _latencies(cands, wl, cap_sr, mnbt)
+        reach = cap_sr / (t_cap[:, None] + (wl.output_len - 1) * p_cap) * replicas[None, :]  # requests/s served
+        reach = np.where(cap[:, None] > 0, reach, 0.0)
+        rate_ok = n <= cap[:, None]
+        n = np.minimum(n, cap_sr)  # where the rate is out of reach, judge the rest at the most the replica holds
+        ttft, tpot = _latencies(cands, wl, n, mnbt)
+        tokens_per_s = np.full((S, R), wl.request_rate * wl.output_len)
+    evaluated = S * U * Q * R
+
+    # constraint masks, in binding order
+    risk_ok = np.array([RISK_LEVELS.index(c.risk) <= RISK_LEVELS.index(tg.max_quality_risk or "high")
+                        for c in cands])  # (S,)
+    starts = grid.starts  # (S, U, Q)
+    fits_n = (grid.concurrency[:, :, :, None] >= n[:, None, None, :]) & (seqs[None, None, :, None] >= n[:, None, None, :])
+    ttft_ok = ttft * 1e3 <= (tg.max_ttft_ms if tg.max_ttft_ms is not None else math.inf)  # (S,)
+    tpot_ok = tpot * 1e3 <= (tg.max_tpot_ms if tg.max_tpot_ms is not None else math.inf)  # (S, R)
+    feasible = (risk_ok[:, None, None, None] & starts[:, :, :, None] & fits_n & rate_ok[:, None, None, :]
+                & ttft_ok[:, None, None, None] & tpot_ok[:, None, None, :])  # (S, U, Q, R)
+
+    # per deployment (S, R): which constraint binds (the first failed), for every deployment
+    any_start = starts.any(axis=(1, 2))  # (S,)
+    any_fit = (starts[:, :, :, None] & fits_n).any(axis=(1, 2))  # (S, R)
+    stage = np.full((S, R), len(CONSTRAINTS), dtype=np.int64)  # index of the binding constraint; len = feasible
+    checks = [np.broadcast_to(risk_ok[:, None], (S, R)), np.broadcast_to(any_start[:, None], (S, R)), rate_ok,
+              any_fit, np.broadcast_to(ttft_ok[:, None], (S, R)), tpot_ok]
+    for i in reversed(range(len(CONSTRAINTS))):
+        stage = np.where(~checks[i], i, stage)
+    dep_ok = feasible.any(axis=(1, 2))
+    assert np.array_equal(dep_ok, stage == len(CONSTRAINTS))
+
+    price = np.array([c.price.usd_per_gpu_hour for c in cands])
+    gpus_per = np.array([s.tp * s.pp for s in structures])
+    cost = price[:, None] * gpus_per[:, None] * replicas[None, :]  # (S, R)
+    usd_per_m = np.where(tokens_per_s > 0, cost / (tokens_per_s * 3600) * 1e6, np.inf)
+
+    # choose util and max_num_seqs per feasible deployment: vLLM's default util when it works, else the closest
+    # above it, else below; the smallest max_num_seqs that holds the replica's requests
+    util_pref = np.where(utils <= PREFERRED_UTIL + 1e-9, PREFERRED_UTIL - utils, 1 + utils - PREFERRED_UTIL)
+    score = util_pref[None, :, None, None] * 1e4 + np.arange(Q)[None, None, :, None]
+    score = np.where(feasible, score, np.inf)
+    flat = score.reshape(S, U * Q, R).argmin(axis=1)  # (S, R)
+    u_idx, q_idx = flat // Q, flat % Q
+    idx_s, idx_r = np.nonzero(dep_ok)
+    rows: list[Deployment] = []
+    from .catalog import catalog_entry
+
+    try:
+        hf_id = catalog_entry(spec.name).get("hf_id")
+    except KeyError:  # a config.json or hub model: no catalog entry
+        hf_id = None
+    for si, ri in zip(idx_s.tolist(), idx_r.tolist()):
+        c, s = cands[si], structures[si]
+        ui, qi = int(u_idx[si, ri]), int(q_idx[si, ri])
+        r = int(replicas[ri])
+        min_u = float(utils[feasible[si, :, :, ri].any(axis=1)].min())
+        conc = int(grid.concurrency[si, ui, qi])
+        rows.append(Deployment(
+            0, s.gpu.id, s.gpu.name, s.tp, s.pp, r, s.tp * s.pp * r, s.weights.name, s.kv.name, float(utils[ui]), min_u,
+            int(seqs[qi]), s.max_num_batched_tokens, max_model_len, float(cost[si, ri]), float(usd_per_m[si, ri]),
+            float(ttft[si]) * 1e3, float(tpot[si, ri]) * 1e3, float(tokens_per_s[si, ri]), int(n[si, ri]),
+            conc * r, int(grid.blocks[si, ui, qi]) * s.block_size, c.risk, c.price.source, c.price.estimate))
+    rows.sort(key=lambda d: (round(d.cost_per_hour, 6), d.usd_per_million_output_tokens, d.tpot_ms, d.gpus_total,
+                             d.gpu, d.weights_format, d.kv_format, d.tp))
+    for i, d in enumerate(rows, 1):
+        d.rank = i
+    front = pareto_front(rows)
+    for d in front:
+        d.pareto = True
+    if rows:
+        rows[0].command = serve_command(spec, hf_id, rows[0])
+
+    # rejections: counts per binding constraint, and per GPU the rejected deployment that got furthest
+    rejected_by = {CONSTRAINTS[i]: int((stage == i).sum()) for i in range(len(CONSTRAINTS)) if (stage == i).any()}
+    if unsupported:
+        rejected_by["unsupported"] = len(unsupported)
+    rejected = _furthest_rejections(cands, structures, stage, replicas, n, grid, ttft, tpot, cost, tg, wl, dep_ok)
+    result = SearchResult(req, rows[: req.top], front, len(rows), evaluated, S, rejected_by, rejected, None, None,
+                          None, warnings)
+    if not rows:
+        _explain_empty(result, cands, stage, replicas, n, grid, ttft, tpot, tg, wl, reach)
+    return result
+
+
+def _label(s: Structure, r: int) -> str:
+    par = f"TP {s.tp}" + (f" PP {s.pp}" if s.pp > 1 else "")
+    kv = "" if s.kv.name == "auto" else f" + {s.kv.name} KV"
+    return f"{r} x ({s.tp * s.pp} x {s.gpu.id}, {par}, {s.weights.name}{kv})"
+
+
+def _detail(i: int, si: int, ri: int, structures, replicas, n, grid, ttft, tpot, tg, wl) -> tuple:
+    s = structures[si]
+    name = CONSTRAINTS[i]
+    if name == "quality":
+        return None, None, f"quality risk above --max-quality-risk {tg.max_quality_risk}"
+    if name == "memory":
+        need = max(s.min_kv_bytes[k] + s.base_bytes[k] + min(s.activation_bytes[k]) for k in range(len(s.page_bytes)))
+        return float(need), float(s.total_bytes), (f"vLLM does not start: weights, activations and one "
+                                                   f"max_model_len request need {need / 2**30:.2f} GiB per GPU of "
+                                                   f"{s.total_bytes / 2**30:.2f} GiB")
+    if name == "concurrency":
+        best = int(grid.concurrency[si].max())
+        return float(best), float(n[si, ri]), f"holds {best} requests per replica, needs {int(n[si, ri])}"
+    if name == "throughput":
+        return None, float(wl.request_rate), "cannot reach the request rate at any concurrency"
+    if name == "ttft":
+        return float(ttft[si] * 1e3), tg.max_ttft_ms, f"TTFT {ttft[si] * 1e3:.1f} ms > {tg.max_ttft_ms:g} ms"
+    return float(tpot[si, ri] * 1e3), tg.max_tpot_ms, f"TPOT {tpot[si, ri] * 1e3:.2f} ms > {tg.max_tpot_ms:g} ms"
+
+
+def _furthest_rejections(cands, structures, stage, replicas, n, grid, ttft, tpot, cost, tg, wl, dep_ok):
+    """Per GPU type with no feasible deployment: the rejected one that passed the most constraints (cheapest first)."""
+    out = []
+    for gpu_id in dict.fromkeys(s.gpu.id for s in structures):
+        idx = [i for i, s in enumerate(structures) if s.gpu.id == gpu_id]
+        if dep_ok[idx].any():
+            continue
+        best = max(((int(stage[si, ri]), -float(cost[si, ri]), si, ri) for si in idx for ri in range(len(replicas))))
+        i, _, si, ri = best
+        value, limit, text = _detail(i, si, ri, structures, replicas, n, grid, ttft, tpot, tg, wl)
+        s = structures[si]
+        out.append(Rejection(gpu_id, s.tp, s.pp, int(replicas[ri]), s.weights.name, s.kv.name, CONSTRAINTS[i], value,
+                             limit, text, float(cost[si, ri])))
+    return out
+
+
+def _explain_empty(result: SearchResult, cands, stage, replicas, n, grid, ttft, tpot, tg, wl, reach) -> None:
+    """Name the constraint that empties the set (the furthest any deployment got) and the closest value to it."""
+    structures = [c.structure for c in cands]
+    furthest = int(stage.max())
+    name = CONSTRAINTS[furthest]
+    at = np.argwhere(stage == furthest)
+    if name == "tpot":
+        vals = np.array([tpot[si, ri] for si, ri in at]) * 1e3
+        j = int(vals.argmin())
+        si, ri = at[j]
+        closest = {"constraint": "tpot", "value_ms": round(float(vals[j]), 3), "limit_ms": tg.max_tpot_ms,
+                   "deployment": _label(structures[si], int(replicas[ri]))}
+        text = (f"--max-tpot-ms {tg.max_tpot_ms:g} binds: the lowest TPOT among deployments that meet every other "
+                f"target is {vals[j]:.2f} ms ({closest['deployment']})")
+    elif name == "ttft":
+        vals = np.array([ttft[si] for si, _ in at]) * 1e3
+        j = int(vals.argmin())
+        si, ri = at[j]
+        closest = {"constraint": "ttft", "value_ms": round(float(vals[j]), 3), "limit_ms": tg.max_ttft_ms,
+                   "deployment": _label(structures[si], int(replicas[ri]))}
+        text = (f"--max-ttft-ms {tg.max_ttft_ms:g} binds: the lowest TTFT among deployments that meet the memory and "
+                f"concurrency targets is {vals[j]:.1f} ms ({closest['deployment']})")
+    elif name == "throughput":
+        vals = np.array([reach[si, ri] for si, ri in at])
+        j = int(vals.argmax())
+        si, ri = at[j]
+        closest = {"constraint": "throughput", "value": round(float(vals[j]), 3), "limit": wl.request_rate,
+                   "deployment": _label(structures[si], int(replicas[ri]))}
+        text = (f"--request-rate {wl.request_rate:g} binds: the most any deployment of up to {int(replicas.max())} "
+                f"replicas serves, with the requests its KV cache holds, is {vals[j]:.2f} requests/s "
+                f"({closest['deployment']}); raise --max-replicas")
+    elif name == "concurrency":
+        per = [(int(grid.concurrency[si].max()) * int(replicas[ri]), si, ri) for si, ri in at]
+        best, si, ri = max(per)
+        closest = {"constraint": "concurrency", "value": best, "limit": wl.concurrency,
+                   "deployment": _label(structures[si], int(replicas[ri]))}
+        lower = "--concurrency" if wl.concurrency is not None else "--request-rate"
+        text = (f"the concurrency binds: at most {best} requests of {wl.context:,} tokens fit at once "
+                f"({closest['deployment']}); raise --max-replicas or lower {lower}")
+    elif name == "memory":
+        need = []
+        for si, ri in at:
+            s = structures[si]
+            k = 0
+            need.append((s.min_kv_bytes[k] + s.base_bytes[k] + min(s.activation_bytes[k]) - s.total_bytes, si, ri))
+        short, si, ri = min(need)
+        closest = {"constraint": "memory", "shortfall_bytes": int(short),
+                   "deployment": _label(structures[si], int(replicas[ri]))}
+        text = (f"memory binds: no GPU in the space holds the weights plus one request of max_model_len "
+                f"{max(wl.context, tg.min_context or 0):,} tokens; the closest ({closest['deployment']}) is "
+                f"{short / 2**30:.2f} GiB short at util 1.0")
+    else:
+        closest = {"constraint": "quality", "limit": tg.max_quality_risk}
+        text = f"--max-quality-risk {tg.max_quality_risk} binds: every format in the space carries more risk"
+    result.binding = name
+    result.closest = closest
+    result.message = "no configuration meets the targets: " + text
+
+
+def search_json(res: SearchResult) -> dict:
+    req = res.request
+    wl, tg, sp = req.workload, req.targets, req.space
+    return {
+        "schema": SCHEMA,
+        "model": req.spec.name,
+        "workload": {"input_len": wl.input_len, "output_len": wl.output_len, "concurrency": wl.concurrency,
+                     "request_rate": wl.request_rate},
+        "targets": {"max_ttft_ms": tg.max_ttft_ms, "max_tpot_ms": tg.max_tpot_ms, "min_context": tg.min_context,
+                    "max_quality_risk": tg.max_quality_risk},
+        "space": {"gpus": [g.id for g in sp.gpus], "weights": list(sp.weights), "kv": list(sp.kv), "tp": list(sp.tp),
+                  "pp": list(sp.pp), "max_replicas": sp.max_replicas, "utils": list(sp.utils), "max_num_seqs": list(sp.seqs),
+                  "vllm_version": req.vllm_version},
+        "evaluated": res.evaluated,
+        "structures": res.structures,
+        "feasible": res.feasible,
+        "results": [d.to_json() for d in res.results],
+        "pareto": [d.to_json() for d in res.pareto],
+        "winner_command": res.results[0].command if res.results else None,
+        "rejected_by": res.rejected_by,
+        "rejected": [r.to_json() for r in res.rejected],
+        "binding": res.binding,
+        "closest": res.closest,
+        "message": res.message,
+        "assumptions": list(latency.ASSUMPTIONS) + [
+            "memory: kvcalc plan's vLLM accounting (engines/vllm.py), exact at block granularity",
+            "cost: on-demand price per GPU-hour x GPUs x replicas; $/M output tokens at the workload's throughput"],
+        "warnings": res.warnings,
+    }

@@ -1,0 +1,70 @@
+"""Human output of `kvcalc search`: the ranked table, the Pareto front, the winner's command, the rejections."""
+
+from __future__ import annotations
+
+from rich.table import Table
+
+from .latency import ASSUMPTIONS
+from .render import _console
+
+
+def _deployment(d) -> str:
+    par = f"TP{d.tp}" + (f"xPP{d.pp}" if d.pp > 1 else "")
+    return f"{d.replicas} x {d.tp * d.pp} {d.gpu} {par}" if d.replicas > 1 else f"{d.tp * d.pp} {d.gpu} {par}"
+
+
+def _table(title: str, rows) -> Table:
+    table = Table(title=title, title_justify="left")
+    for name, justify in (("#", "right"), ("deployment", "left"), ("weights", "left"), ("KV", "left"),
+                          ("util", "right"), ("max\nseqs", "right"), ("$/h", "right"), ("$/M out\ntokens", "right"),
+                          ("TTFT\nms", "right"), ("TPOT\nms", "right"), ("max\nconc.", "right"),
+                          ("quality\nrisk", "left"), ("pareto", "left")):
+        table.add_column(name, justify=justify, overflow="fold")
+    for d in rows:
+        table.add_row(str(d.rank), _deployment(d), d.weights_format, d.kv_format, f"{d.util:.2f}",
+                      str(d.max_num_seqs), f"{d.cost_per_hour:,.2f}" + ("*" if d.price_is_estimate else ""),
+                      f"{d.usd_per_million_output_tokens:,.3f}", f"{d.ttft_ms:,.0f}", f"{d.tpot_ms:,.1f}",
+                      f"{d.max_concurrency:,}", d.quality_risk, "yes" if d.pareto else "")
+    return table
+
+
+def render_search(res) -> None:
+    req = res.request
+    wl, tg = req.workload, req.targets
+    console = _console()
+    load = (f"concurrency {wl.concurrency}" if wl.concurrency is not None else f"{wl.request_rate:g} requests/s")
+    targets = ", ".join(t for t in (
+        f"TTFT <= {tg.max_ttft_ms:g} ms" if tg.max_ttft_ms is not None else "",
+        f"TPOT <= {tg.max_tpot_ms:g} ms" if tg.max_tpot_ms is not None else "",
+        f"context >= {tg.min_context:,}" if tg.min_context else "",
+        f"quality risk <= {tg.max_quality_risk}" if tg.max_quality_risk else "") if t) or "none"
+    console.print(f"{req.spec.name}: {wl.input_len:,} in + {wl.output_len:,} out tokens, {load}; targets: {targets}")
+    console.print(f"evaluated {res.evaluated:,} configurations ({res.structures:,} GPU x format x TP/PP structures "
+                  f"x util x max_num_seqs x replicas); {res.feasible:,} deployments meet the targets")
+    for warning in res.warnings:
+        console.print(f"warning: {warning}")
+    if not res.results:
+        console.print(res.message)
+    else:
+        console.print(_table("Cheapest deployments that meet the targets (ranked by $/h, then $/M output tokens)",
+                             res.results))
+        front = [d for d in res.pareto]
+        console.print(_table("Pareto front: cost per hour vs TPOT (no other deployment is both cheaper and faster)",
+                             front[:12]))
+        console.print("Winner, per replica:" if res.results[0].replicas > 1 else "Winner:")
+        console.print(f"  {res.results[0].command}", soft_wrap=True)
+        if res.results[0].replicas > 1:
+            console.print(f"  ({res.results[0].replicas} replicas behind a load balancer)")
+    if res.rejected_by:
+        counts = ", ".join(f"{k} {v:,}" for k, v in res.rejected_by.items())
+        console.print(f"Rejected deployments by the constraint that binds them: {counts}")
+    for r in res.rejected:
+        console.print(f"  {r.gpu}: best tried {r.replicas} x TP{r.tp}" + (f"xPP{r.pp}" if r.pp > 1 else "")
+                      + f" {r.weights_format}/{r.kv_format}: {r.constraint}: {r.detail}")
+    estimates = sorted({d.gpu for d in res.results if d.price_is_estimate})
+    notes = ["$/h: on-demand price per GPU-hour (kvcalc/data/prices.yaml, with source and date) x GPUs; "
+             "* = estimated price" + (f" ({', '.join(estimates)})" if estimates else "") + "; override with "
+             "--price GPU=USD or --prices FILE",
+             "max conc.: requests of input+output tokens the KV caches of all replicas hold at once (raise --max-num-seqs to use them)"]
+    for line in notes + list(ASSUMPTIONS):
+        console.print(line, style="dim")
