@@ -425,11 +425,118 @@ def _adversarial_log(rng: random.Random) -> bytes:
 
 
 # ---------------------------------------------------------------------------------------------------------------------
-# Commands landing during the session: added here when they reach main (see CASE_KINDS).
+# search and fit (landed on main during the fuzz session)
 
-CASE_KINDS = {"cli": cli_case, "config": config_case, "gpu-yaml": gpu_yaml_case, "log": log_case}
+_PRICES = (ROOT / "kvcalc" / "data" / "prices.yaml")
+
+
+def _list_value(rng: random.Random, pool: list[str]) -> str:
+    if rng.random() < 0.3:
+        return rng.choice(BAD_TEXT + [",", ",,", "a,b", "1,,2", "1," * 200, "-1,2", "0"])
+    return ",".join(rng.sample(pool, rng.randint(1, min(4, len(pool)))))
+
+
+def search_case(rng: random.Random) -> Case:
+    """kvcalc search: workload, targets, grids, prices (flags and price files)."""
+    opts = {"--model": rng.choice(MODELS[:20] + ["llama-3.1-8b", "qwen3-8b"]),
+            "--input-len": rng.choice(["128", "2k", "8k"]), "--output-len": rng.choice(["64", "512", "1k"]),
+            rng.choice(["--concurrency", "--request-rate"]): rng.choice(["1", "8", "32"])}
+    choices = {
+        "--max-ttft-ms": lambda: rng.choice(["200", "2000", "1e4"]),
+        "--max-tpot-ms": lambda: rng.choice(["10", "50", "200"]),
+        "--min-context": lambda: rng.choice(["4k", "32k"]),
+        "--max-quality-risk": lambda: rng.choice(["none", "low", "moderate", "high"]),
+        "--gpus": lambda: _list_value(rng, GPUS[:8] + ["{dir}/gpu.yaml"]),
+        "--weights": lambda: _list_value(rng, WEIGHTS),
+        "--kv": lambda: _list_value(rng, KVS),
+        "--tp": lambda: _list_value(rng, ["1", "2", "4", "8", "3"]),
+        "--pp": lambda: _list_value(rng, ["1", "2", "4"]),
+        "--max-replicas": lambda: str(rng.choice([1, 2, 8, 64])),
+        "--max-gpus-per-replica": lambda: str(rng.choice([1, 4, 8, 16])),
+        "--utils": lambda: rng.choice(["0.80:0.95:0.01", "0.9", "0.5,0.9", "0.9:0.8:0.01", "0:1:0", "0.1:0.99:1e-9",
+                                       "0.5:0.6:0", "1:2:0.1", "a:b:c", "0.9:", "::"]),
+        "--max-num-seqs": lambda: _list_value(rng, ["1", "8", "64", "256", "1024"]),
+        "--max-num-batched-tokens": lambda: rng.choice(["2048", "8k"]),
+        "--price": lambda: rng.choice(["h200=3.5", "l4=0", "h200=-1", "h200=nan", "h200=inf", "x=1", "h200", "=",
+                                       "h200=1e400", "t4=0.0001"]),
+        "--prices": lambda: "{dir}/prices.yaml",
+        "--vllm-version": lambda: rng.choice(VERSIONS),
+        "--top": lambda: str(rng.choice([1, 3, 10, 10000])),
+    }
+    if rng.random() < 0.05:  # both, or the other one too
+        opts[rng.choice(["--concurrency", "--request-rate"])] = rng.choice(["4", "0.5"])
+    bad_share = 0.0 if rng.random() < 0.5 else 0.35  # half the cases valid throughout
+    for option in rng.sample(sorted(choices), rng.randint(1, 5)):
+        opts[option] = choices[option]() if rng.random() >= bad_share else rng.choice(BAD_TEXT)
+    files = {}
+    if "--prices" in opts:
+        text = _PRICES.read_text()
+        if rng.random() < 0.7:
+            lines = text.splitlines()
+            for _ in range(rng.choice([1, 2, 4])):
+                i = rng.randrange(len(lines))
+                key = lines[i].partition(":")[0]
+                lines[i] = f"{key}: {rng.choice(BAD_YAML_VALUES)}" if ":" in lines[i] else ""
+            text = "\n".join(lines)
+        files["prices.yaml"] = text.encode() if rng.random() > 0.1 else rng.choice(SPECIAL_YAML)[0]
+    if "{dir}/gpu.yaml" in opts.get("--gpus", ""):
+        files["gpu.yaml"] = dict(_profile_texts())[rng.choice(GPUS)].encode()
+    flags = ["--json"] if rng.random() < 0.7 else []
+    return Case("search", _argv(["search"], opts, flags), files, ",".join(opts)[:120])
+
+
+FIT_QUESTIONS = ["max-context", "max-concurrency", "min-util", "min-gpus", "auto"]
+
+
+def fit_case(rng: random.Random) -> Case:
+    opts = _base_options(rng)
+    for option in rng.sample(ALL_PLAN_OPTIONS, rng.randint(0, 2)):
+        opts[option] = _value(rng, option, bad_share=0.5)
+    if rng.random() < 0.2:
+        opts["--max-gpus"] = rng.choice(["1", "8", "64", "65", "0", "abc"])
+    question = rng.choice(FIT_QUESTIONS) if rng.random() < 0.95 else rng.choice(BAD_TEXT)
+    flags = ["--json"] if rng.random() < 0.75 else []
+    return Case("fit", _argv(["fit", question], opts, flags), label=question[:30])
+
+
+def search_invariants(doc: dict, argv: list[str]) -> list[str]:
+    """Every ranked deployment meets the stated targets, with positive sizes and non-decreasing cost by rank."""
+    problems = []
+    ttft, tpot = _opt(argv, "--max-ttft-ms"), _opt(argv, "--max-tpot-ms")
+    last = -1.0
+    for r in doc.get("results") or []:
+        tag = f"rank {r.get('rank')}"
+        try:
+            if ttft is not None and r.get("ttft_ms") is not None and r["ttft_ms"] > float(ttft) * 1.0001:
+                problems.append(f"{tag}: ttft {r['ttft_ms']:.1f} ms over the target {ttft}")
+            if tpot is not None and r.get("tpot_ms") is not None and r["tpot_ms"] > float(tpot) * 1.0001:
+                problems.append(f"{tag}: tpot {r['tpot_ms']:.1f} ms over the target {tpot}")
+        except ValueError:
+            pass
+        if (r.get("max_concurrency") or 0) < (r.get("concurrency_per_replica") or 0):
+            problems.append(f"{tag}: holds {r.get('max_concurrency')} requests, needs {r.get('concurrency_per_replica')}")
+        if not all((r.get(k) or 0) >= 1 for k in ("tp", "pp", "replicas", "gpus_total")):
+            problems.append(f"{tag}: a size below 1")
+        if r.get("gpus_total") != (r.get("tp") or 0) * (r.get("pp") or 0) * (r.get("replicas") or 0):
+            problems.append(f"{tag}: gpus_total {r.get('gpus_total')} != tp x pp x replicas")
+        if not 0 < (r.get("util") or 0) <= 1:
+            problems.append(f"{tag}: util {r.get('util')}")
+    return problems
+
+
+def fit_invariants(doc: dict, argv: list[str]) -> list[str]:
+    problems = []
+    if doc.get("fits_at_answer") is False and doc.get("value") not in (None, 0):
+        problems.append(f"answer {doc.get('value')} that does not fit")
+    if doc.get("fits_one_step_beyond") is True:
+        problems.append(f"one step beyond {doc.get('value')} still fits: not the extreme")
+    return problems
+
+
+CASE_KINDS = {"cli": cli_case, "config": config_case, "gpu-yaml": gpu_yaml_case, "log": log_case, "search": search_case,
+              "fit": fit_case}
 # share of each kind in a run
-MIX = {"cli": 0.45, "config": 0.2, "gpu-yaml": 0.12, "log": 0.23}
+MIX = {"cli": 0.36, "config": 0.18, "gpu-yaml": 0.1, "log": 0.2, "search": 0.08, "fit": 0.08}
 
 
 def generate(seed: int, n: int, kinds: dict[str, float] | None = None) -> list[Case]:
@@ -515,7 +622,7 @@ def judge(o: Outcome) -> list[str]:
         pass
     elif o.code not in (0, 1) or (o.code == 1 and "--strict" not in o.argv):
         problems.append(f"exit code {o.code}: {o.stderr[-200:]!r}")
-    if o.code == 0 and "--json" in o.argv and o.argv[0] in ("plan", "validate"):
+    if o.code == 0 and "--json" in o.argv and o.argv[0] in ("plan", "validate", "search", "fit"):
         try:
             doc = json.loads(o.stdout, parse_constant=lambda c: float(c))
         except ValueError as exc:
@@ -523,6 +630,10 @@ def judge(o: Outcome) -> list[str]:
         problems += [f"{path} = {value!r}" for path, value in _bad_numbers(doc)]
         if o.argv[0] == "plan":
             problems += plan_invariants(doc, o.argv)
+        elif o.argv[0] == "search":
+            problems += search_invariants(doc, o.argv)
+        elif o.argv[0] == "fit":
+            problems += fit_invariants(doc, o.argv)
     if o.code == 0 and o.argv[0] in ("plan", "explain") and not o.stdout.strip() and "-h" not in o.argv:
         problems.append("exit 0 with no output")
     return problems

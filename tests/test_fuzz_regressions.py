@@ -85,3 +85,22 @@ def test_a_config_whose_architectures_is_not_a_list_is_compared_without_a_traceb
     code, out, err = invoke(["validate", "--from-log", LOG, "--model", str(path), "--gpu", "h200", "--json"])
     assert code == 0, err
     assert json.loads(out)["comparison"]
+
+
+SEARCH = ["search", "--model", "llama-3.2-3b", "--input-len", "2k", "--output-len", "512", "--concurrency", "8"]
+
+
+def test_search_utils_grid_is_bounded_before_it_is_built():
+    # `--utils 0.1:0.99:1e-9` built a list of ~9 x 10^8 utilizations before checking "at most 1000 values"
+    _one_error_line(SEARCH + ["--utils", "0.1:0.99:1e-9"], "at most 1000")
+
+
+def test_search_price_files_are_read_as_data(tmp_path):
+    # a binary --prices file raised UnicodeDecodeError; a 300-character name raised OSError ENAMETOOLONG
+    binary = tmp_path / "p.yaml"
+    binary.write_bytes(b"\xff\xfe\x00\x00")
+    _one_error_line(SEARCH + ["--prices", str(binary)], "not UTF-8")
+    _one_error_line(SEARCH + ["--prices", "9" * 300], "no such file")
+    laughs = tmp_path / "laughs.yaml"
+    laughs.write_text("a: &a [1, 1]\nb: [*a, *a]\n")
+    _one_error_line(SEARCH + ["--prices", str(laughs)], "anchor or alias")
