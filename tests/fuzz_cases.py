@@ -539,6 +539,62 @@ CASE_KINDS = {"cli": cli_case, "config": config_case, "gpu-yaml": gpu_yaml_case,
 MIX = {"cli": 0.36, "config": 0.18, "gpu-yaml": 0.1, "log": 0.2, "search": 0.08, "fit": 0.08}
 
 
+# ---------------------------------------------------------------------------------------------------------------------
+# hypothesis: argv for plan/explain/fit drawn from strategies (valid values, edge values and arbitrary text mixed)
+
+
+def argv_strategy():
+    """A hypothesis strategy of plan/explain/fit argv: each option absent, a valid value, an edge value or any text."""
+    from hypothesis import strategies as st
+
+    def option(name: str, good: list[str], edge: list[str]):
+        # mostly valid values, so most argv get past the parser and reach the arithmetic the invariants judge
+        value = st.one_of(st.sampled_from(good), st.sampled_from(good), st.sampled_from(good), st.sampled_from(edge),
+                          st.text(max_size=12))
+        return st.one_of(st.just([]), st.just([]), value.map(lambda v: [name, v]))
+
+    ints = [str(n) for n in (0, 1, 2, 3, 7, 64, 256, 257, 65536, 65537, 2**24, 2**24 + 1)]
+    parts = st.tuples(
+        st.sampled_from([["plan", "--json"], ["plan"], ["explain"], ["fit", "max-context", "--json"],
+                         ["fit", "max-concurrency", "--json"], ["fit", "min-util", "--json"],
+                         ["fit", "min-gpus", "--json"], ["fit", "auto", "--json"]]),
+        option("--model", MODELS, ["", "a/b", "x" * 300]),
+        option("--gpu", GPUS, ["", "h10", "4090"]),
+        option("--context", CONTEXTS, ints + ["1e3", "0.5k", "-1", "1k1"]),
+        option("--batch", ["1", "4", "32"], ints),
+        option("--engine", ["hf", "vllm", "both"], ["HF", ""]),
+        option("--weights", WEIGHTS, ["BF16", "nf4 ", "q4"]),
+        option("--kv", KVS, ["FP8", "int8", "q4_0"]),
+        option("--util", ["0.5", "0.9", "0.95", "1"], ["0", "1.0000001", "nan", "1e-9", "-0.5"]),
+        option("--max-model-len", CONTEXTS, ints),
+        option("--max-num-seqs", ["1", "64", "256"], ints),
+        option("--max-num-batched-tokens", ["2048", "8192"], ints),
+        option("--tp", ["1", "2", "4", "8"], ints),
+        option("--pp", ["1", "2", "3"], ints),
+        option("--vllm-version", VERSIONS, ["0.9.0", "1!0.26", "0.26.0.post1", "v0.24", "0.26.0-x"]),
+        st.sampled_from([[], ["--enforce-eager"]]),
+    )
+    return parts.map(lambda ps: [a for p in ps for a in p])
+
+
+def hypothesis_cases(n: int, seed: int) -> list[Case]:
+    """n argv drawn from argv_strategy() with a fixed seed (hypothesis as a generator: no shrinking here; the CI test
+    runs the same strategy under @given, which shrinks a failure to its smallest argv)."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import seed as hyp_seed
+
+    drawn: list[list[str]] = []
+
+    @hyp_seed(seed)
+    @settings(max_examples=n, database=None, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(argv_strategy())
+    def draw(argv):
+        drawn.append(argv)
+
+    draw()
+    return [Case("hypothesis", argv, label="hypothesis") for argv in drawn[:n]]
+
+
 def generate(seed: int, n: int, kinds: dict[str, float] | None = None) -> list[Case]:
     rng = random.Random(seed)
     mix = kinds or MIX
