@@ -104,3 +104,22 @@ def test_search_price_files_are_read_as_data(tmp_path):
     laughs = tmp_path / "laughs.yaml"
     laughs.write_text("a: &a [1, 1]\nb: [*a, *a]\n")
     _one_error_line(SEARCH + ["--prices", str(laughs)], "anchor or alias")
+
+
+def test_hf_capacity_without_max_position_embeddings_is_searched_to_kvcalcs_bound(tmp_path):
+    # fuzz review 1d / item 14: the bisection's upper bound was max(max_position_embeddings, 2), so a config.json
+    # without the field showed "2 (model max)" while the same run said 8k fits
+    from kvcalc.limits import MAX_CONTEXT
+
+    config = json.loads((Path(__file__).parent.parent / "kvcalc" / "catalog" / "llama-3.2-3b.json").read_text())
+    config = config["config"]
+    config.pop("max_position_embeddings")
+    path = tmp_path / "nomax.json"
+    path.write_text(json.dumps(config))
+    code, out, err = invoke(["plan", "--model", str(path), "--gpu", "h200", "--engine", "hf", "--json"])
+    assert code == 0, err
+    rows = json.loads(out)["rows"]
+    # 8k fits, so the longest context is well past it (and below kvcalc's bound: 140 GiB hold ~1.2M tokens)
+    assert all(8192 < r["kv_capacity_tokens"] < MAX_CONTEXT for r in rows), [r["kv_capacity_tokens"] for r in rows]
+    code, table, err = invoke(["plan", "--model", str(path), "--gpu", "h200", "--engine", "hf"])
+    assert "(model max)" not in table and "(max ctx)" in table

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .. import limits
 from ..constants import engine_constants
 from ..errors import UsageError
 from ..formats import KvFormat, WeightFormat
@@ -191,8 +192,9 @@ def estimate(spec: ModelSpec, s: HfSettings, gpu: GpuProfile | None = None) -> H
 
 def max_context(spec: ModelSpec, s: HfSettings, gpu: GpuProfile) -> int:
     """Longest prompt+generation (at s.batch, generating s.new_tokens) that fits on the GPU, by bisection; at most
-    the model's max_position_embeddings (what the model was trained for)."""
-    lo, hi = 0, max(spec.max_position_embeddings, 2)
+    the model's max_position_embeddings (what the model was trained for), or kvcalc's MAX_CONTEXT when config.json
+    states none (the bound was 2 then: "2 (model max)" beside a context that fits, fuzz review 1d)."""
+    lo, hi = 0, max(spec.max_position_embeddings, 2) if spec.max_position_embeddings else limits.MAX_CONTEXT
     while lo < hi:
         mid = (lo + hi + 1) // 2
         prompt = max(mid - s.new_tokens, 1)
