@@ -123,3 +123,15 @@ def test_hf_capacity_without_max_position_embeddings_is_searched_to_kvcalcs_boun
     assert all(8192 < r["kv_capacity_tokens"] < MAX_CONTEXT for r in rows), [r["kv_capacity_tokens"] for r in rows]
     code, table, err = invoke(["plan", "--model", str(path), "--gpu", "h200", "--engine", "hf"])
     assert "(model max)" not in table and "(max ctx)" in table
+
+
+def test_vllm_names_for_the_same_formats_are_read(tmp_path):
+    # fuzz review §3: valid vLLM settings were refused as unknown formats
+    from kvcalc.formats import kv_format, weight_format
+
+    assert kv_format("bfloat16").name == kv_format("float16").name == "auto"
+    assert weight_format("awq_marlin").name == "awq" and weight_format("gptq_marlin").name == "gptq"
+    path = _log_with(tmp_path, "'max_model_len': 8192", "'max_model_len': 8192, 'kv_cache_dtype': 'bfloat16'")
+    code, out, err = invoke(["validate", "--from-log", path, "--model", "llama-3.2-3b", "--gpu", "h200", "--json"])
+    assert code == 0, err
+    assert json.loads(out)["assumed"]["kv_cache_dtype"]["value"] in ("auto", "bfloat16")
