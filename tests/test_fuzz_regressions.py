@@ -135,3 +135,15 @@ def test_vllm_names_for_the_same_formats_are_read(tmp_path):
     code, out, err = invoke(["validate", "--from-log", path, "--model", "llama-3.2-3b", "--gpu", "h200", "--json"])
     assert code == 0, err
     assert json.loads(out)["assumed"]["kv_cache_dtype"]["value"] in ("auto", "bfloat16")
+
+
+def test_search_table_prints_at_most_table_rows():
+    # `kvcalc search ... --top 10000` spent ~7 s (28 s on a loaded machine) laying out a 10,000-row rich table
+    from kvcalc.search_render import TABLE_ROWS
+
+    code, out, err = invoke(["search", "--model", "gemma-3-270m", "--input-len", "2k", "--output-len", "1k",
+                             "--request-rate", "1", "--max-replicas", "64", "--top", "10000"])
+    assert code == 0, err
+    ranks = [line for line in out.splitlines() if line.startswith("│") and line.split("│")[1].strip().isdigit()]
+    assert TABLE_ROWS < len(ranks) <= TABLE_ROWS + 12  # the ranked table, then the Pareto front's 12 at most
+    assert f"more (--json lists all --top" in out
