@@ -42,9 +42,10 @@ def _work(job):
     cases = _cases(args)[index::workers]
     with tempfile.TemporaryDirectory() as tmp:
         outcomes = F.run_cases(cases, Path(tmp))
-    slowest = max(outcomes, key=lambda o: o.seconds)
+    slowest = max(outcomes, key=lambda o: o.cpu_seconds)
     return (F.summarize(outcomes), [F.describe(o) for o in F.failures(outcomes)],
-            (slowest.seconds, " ".join(slowest.argv)[:160]), sum(o.seconds for o in outcomes))
+            (slowest.cpu_seconds, " ".join(slowest.argv)[:160], slowest.seconds), sum(o.seconds for o in outcomes),
+            sum(o.cpu_seconds for o in outcomes), sorted(o.cpu_seconds for o in outcomes))
 
 
 def merge(tables):
@@ -57,7 +58,7 @@ def merge(tables):
     return dict(sorted(out.items()))
 
 
-def markdown(table, args, wall, slowest, run_seconds) -> str:
+def markdown(table, args, wall, slowest, run_seconds, cpu_seconds, cpus) -> str:
     total = dict.fromkeys(COLUMNS, 0)
     lines = ["| input kind: command | " + " | ".join(COLUMNS) + " |", "|---|" + "---:|" * len(COLUMNS)]
     for key, row in table.items():
@@ -68,8 +69,12 @@ def markdown(table, args, wall, slowest, run_seconds) -> str:
     head = (f"`python3 benchmarks/fuzz.py --cases {args.cases} --hypothesis {args.hypothesis} --seed {args.seed} "
             f"--workers {args.workers}`, {time.strftime('%Y-%m-%d')}, Python {platform.python_version()}, "
             f"{os.cpu_count()} cores shared with other sessions: {total['cases']:,} cases in {wall:.0f} s wall "
-            f"({run_seconds / max(total['cases'], 1) * 1000:.0f} ms per case); slowest run {slowest[0]:.2f} s "
-            f"(`kvcalc {slowest[1]}`).")
+            f"({run_seconds / max(total['cases'], 1) * 1000:.0f} ms wall, "
+            f"{cpu_seconds / max(total['cases'], 1) * 1000:.0f} ms CPU per case; 99th percentile "
+            f"{cpus[int(len(cpus) * 0.99)]:.2f} s CPU); the slowest run took {slowest[0]:.2f} s of CPU "
+            f"({slowest[2]:.2f} s wall): `kvcalc {slowest[1]}`. A run is \"over 5 s\" on CPU time (the machine is "
+            f"shared, so wall time stretches with other sessions' load; load average {os.getloadavg()[0]:.1f} at the "
+            f"end) or when it is still running after {F.ALARM_S} s wall.")
     return head + "\n\n" + "\n".join(lines) + "\n"
 
 
@@ -112,7 +117,8 @@ def main() -> int:
     table = merge(r[0] for r in results)
     failures = [f for r in results for f in r[1]]
     slowest = max((r[2] for r in results), key=lambda s: s[0])
-    text = markdown(table, args, wall, slowest, sum(r[3] for r in results))
+    cpus = sorted(c for r in results for c in r[5])
+    text = markdown(table, args, wall, slowest, sum(r[3] for r in results), sum(r[4] for r in results), cpus)
     print(text)
     for failure in failures:
         print(failure)
