@@ -16,6 +16,7 @@ from pathlib import Path
 import click
 
 from .. import limits
+from ..cli_errors import CONTEXT_SETTINGS
 from ..errors import UsageError, shown
 from ..input_files import is_file
 
@@ -126,7 +127,7 @@ def _run(hf: bool, vllm: bool, quick: bool, out: str | None, device: str, model:
     matrix.main(argv)
 
 
-@click.command("validate", context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+@click.command("validate", context_settings=CONTEXT_SETTINGS)
 @click.option("--from-log", "from_log", metavar="FILE", help="a vLLM start-up log to compare with kvcalc")
 @click.option("--report", metavar="FILE", help="print the tables and summary of a results JSONL file")
 @click.option("--model", help="model the log's engine served (catalog name or config.json); with --hf: the model")
