@@ -286,6 +286,7 @@ def gpus(as_json):
 def models(as_json):
     """Models in the built-in catalog (any config.json also works with --model PATH)."""
     from .catalog import catalog_entry, catalog_names, load_model
+    from .checkpoint import checkpoint_label
     from .render import render_models
 
     specs = []
@@ -296,7 +297,8 @@ def models(as_json):
             continue
     if as_json:
         click.echo(json.dumps([{"name": s.name, "hf_id": e.get("hf_id"), "params": s.params.total,
-                                "model_type": s.model_type, "layers": s.num_layers} for s, e in specs], indent=1))
+                                "model_type": s.model_type, "layers": s.num_layers, "checkpoint_format": checkpoint_label(s)}
+                                for s, e in specs], indent=1))
     else:
         render_models(specs)
 

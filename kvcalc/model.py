@@ -108,6 +108,9 @@ class ModelSpec:
     # (_keep_in_fp32_modules_strict: DeepSeek routers and e_score_correction_bias). Recorded, not yet charged at 4 bytes
     # by the weight ledger (0.016% of DeepSeek-V3's parameters).
     fp32_params: int = 0
+    # What kvcalc read from the checkpoint besides the architecture (checkpoint.Checkpoint: its quantization, the
+    # safetensors headers or the index's total_size); None for a bare config dict.
+    checkpoint: Any = field(default=None, repr=False, compare=False)
 
     @property
     def linear_params(self) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, replace
 
 from . import limits
+from .checkpoint import baseline_weights, weights_note
 from .engines import hf as hf_engine
 from .engines import vllm as vllm_engine
 from .errors import UnsupportedModelError, UsageError, shown
@@ -128,7 +129,8 @@ class PlanRequest:
 
     @property
     def weights_or_default(self) -> WeightFormat:
-        return self.asked_weights or BASELINE.weights
+        """--weights, else the weights as the checkpoint ships them (checkpoint.py), else BF16."""
+        return self.asked_weights or baseline_weights(self.spec) or BASELINE.weights
 
     @property
     def kv_or_default(self) -> KvFormat:
@@ -188,16 +190,35 @@ class Row:
 
 
 def configs_for(req: PlanRequest) -> list[FormatChoice]:
-    """The standard table, or the baseline and the configuration --weights/--kv asked for."""
+    """The standard table, or the baseline and the configuration --weights/--kv asked for. A checkpoint with its
+    own format (a quantization_config, or exact bytes from its safetensors headers / index) is the baseline."""
+    ckpt = baseline_weights(req.spec)
+    standard = list(STANDARD_CONFIGS) if ckpt is None else checkpoint_configs(ckpt)
     if not req.asked:
-        return list(STANDARD_CONFIGS)
-    w, k = req.weights_or_default, req.kv_or_default
-    if w.name == "bf16" and k.name == "auto":
-        return [BASELINE]
-    parts = ([w.name] if w.name != "bf16" else []) + ([f"{k.name}-kv"] if k.name != "auto" else [])
+        return standard
+    w, k = req.asked_weights or ckpt or BASELINE.weights, req.kv_or_default
+    own = w is ckpt if ckpt is not None else w.name == "bf16"
+    if own and k.name == "auto":
+        return [standard[0]]
+    parts = ([w.name] if not own else []) + ([f"{k.name}-kv"] if k.name != "auto" else [])
     custom = FormatChoice("+".join(parts), f"{w.label} weights + {k.label}", w,
                           k if k.vllm_name else None, k if (k.hf_quantized or k.name == "auto") else None)
-    return [BASELINE, custom]
+    return [standard[0], custom]
+
+
+def checkpoint_configs(ckpt: WeightFormat) -> list[FormatChoice]:
+    """The standard table for a checkpoint with its own format: the baseline and the KV levers run on the weights
+    as shipped; the weight what-ifs (NF4, AWQ, and BF16 for a quantized checkpoint) stay beside them."""
+    rows = [replace(BASELINE, label=f"baseline ({ckpt.label} weights, BF16 KV)", weights=ckpt)]
+    rows += [replace(c, weights=ckpt) if c.weights is BASELINE.weights else c for c in STANDARD_CONFIGS[1:]]
+    if ckpt.quantizes_linears:
+        rows.append(FormatChoice.of("bf16", "BF16 weights (what-if)", "bf16", "auto", "auto"))
+    return rows
+
+
+def _weights_notes(w: WeightFormat) -> list[str]:
+    note = weights_note(w)
+    return [note] if note else []
 
 
 RISK_LEVELS = ("none", "low", "moderate", "high")
@@ -233,7 +254,7 @@ def _vllm_row(req: PlanRequest, choice: FormatChoice) -> Row | None:
                weights_bytes=est.deployment_weights_bytes, kv_bytes_per_token=est.deployment_kv_bytes_per_token,
                kv_capacity_tokens=est.logged_kv_tokens, max_concurrency=concurrency, hf_memory_bytes=None,
                decode_tokens_per_s=speed.tokens_per_s, fits=fits, shortfall_bytes=shortfall,
-               quality_risk=_risk(req.spec, w, k), notes=est.notes + speed.notes,
+               quality_risk=_risk(req.spec, w, k), notes=_weights_notes(w) + est.notes + speed.notes,
                quality_evidence=quality_cell(w.name, k.name), vllm=est)
 
 
@@ -252,7 +273,8 @@ def _hf_row(req: PlanRequest, choice: FormatChoice) -> Row | None:
                weights_bytes=est.static_bytes, kv_bytes_per_token=per_token, kv_capacity_tokens=longest,
                max_concurrency=None, hf_memory_bytes=est.total_bytes, decode_tokens_per_s=speed.tokens_per_s,
                fits=est.fits, shortfall_bytes=est.shortfall_bytes, quality_risk=_risk(req.spec, w, k),
-               notes=est.notes + speed.notes, quality_evidence=quality_cell(w.name, k.name), hf=est)
+               notes=_weights_notes(w) + est.notes + speed.notes, quality_evidence=quality_cell(w.name, k.name),
+               hf=est)
 
 
 def verdicts(rows: list[Row]) -> list[list[str]]:
@@ -323,7 +345,7 @@ def plan(req: PlanRequest, warnings: list[str] | None = None) -> list[Row]:
                 row = _vllm_row(req, choice) if engine == "vllm" else _hf_row(req, choice)
                 if row is not None:
                     rows.append(row)
-                elif req.asked and choice is not BASELINE and _left_out(req, engine, choice):
+                elif req.asked and choice.key != BASELINE.key and _left_out(req, engine, choice):
                     notes.append(_left_out(req, engine, choice))
         except UnsupportedModelError as exc:
             if len(req.engines) == 1 or warnings is None:

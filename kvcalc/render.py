@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.table import Table
 
+from .checkpoint import baseline_weights, checkpoint_label
 from .units import GiB, fmt_bytes, fmt_gib, fmt_tokens
 
 if TYPE_CHECKING:  # annotations only: render sits above plan and never runs it
@@ -35,6 +36,9 @@ def render_table(req: PlanRequest, rows: list[Row]) -> None:
     title = (f"{spec.name} ({spec.params.total / 1e9:.2f} B params) on {gpu.name} "
              f"({gpu.memory_total_bytes / GiB:.2f} GiB usable), context {fmt_tokens(req.context)} tokens, "
              f"batch {req.batch}" + (f", TP {req.tp}" if req.tp > 1 else "") + (f", PP {req.pp}" if req.pp > 1 else ""))
+    shipped = baseline_weights(spec)
+    if shipped is not None:  # the checkpoint's own format is the baseline (checkpoint.py)
+        title += f"; baseline = the checkpoint as shipped: {shipped.scheme_label} weights ({shipped.source})"
     table = Table(title=title, title_justify="left")
     for name, justify in (("config", "left"), ("engine", "left"), ("weights\nGiB", "right"),
                           ("KV\nB/token", "right"), ("KV capacity\ntokens", "right"),
@@ -160,10 +164,10 @@ def render_gpus(profiles) -> None:
 
 def render_models(specs) -> None:
     table = Table(title="Model catalog", title_justify="left")
-    for col in ("name", "hub id", "params", "type", "layers", "cache layers"):
+    for col in ("name", "hub id", "params", "type", "layers", "cache layers", "checkpoint format"):
         table.add_column(col)
     for spec, entry in specs:
         kinds = ", ".join(sorted(spec.layer_kinds))
         table.add_row(spec.name, entry.get("hf_id", ""), f"{spec.params.total / 1e9:.2f} B", spec.model_type,
-                      str(spec.num_layers), kinds)
+                      str(spec.num_layers), kinds, checkpoint_label(spec))
     _console().print(table)

@@ -21,7 +21,8 @@ CONFIG = json.loads((Path(__file__).parent.parent / "kvcalc" / "catalog" / "llam
 
 @pytest.fixture
 def empty_cache(tmp_path, monkeypatch):
-    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))  # huggingface_hub's own cache lookups
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))  # kvcalc.checkpoint.cached_snapshot
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
     return tmp_path / "hub"
@@ -88,8 +89,36 @@ def test_a_config_in_the_local_hub_cache_is_read_offline(empty_cache, monkeypatc
     assert doc["model"] == "kvcalc-test/cached" and doc["rows"]
 
 
+def test_the_extras_after_config_json_share_the_bound(empty_cache, monkeypatch):
+    """config.json came, then hf_quant_config.json and the safetensors header metadata never answer: the plan is made
+    from the other sources once the bound is spent, not after huggingface_hub's retries."""
+    import threading
+
+    from kvcalc.checkpoint import load_checkpoint
+
+    snapshot = empty_cache / "cfg"
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").write_text(json.dumps(CONFIG))
+    never = threading.Event()
+
+    def download(repo_id, filename, **_):
+        if filename == "config.json":
+            return str(snapshot / "config.json")
+        never.wait()  # the endpoint that accepts and never answers
+
+    monkeypatch.setattr(hub, "hf_hub_download", download)
+    monkeypatch.setattr(hub, "get_safetensors_metadata", lambda repo_id, **_: never.wait())
+    monkeypatch.setenv("KVCALC_HUB_TIMEOUT", "1")
+    try:
+        cfg, name, ck = load_checkpoint("kvcalc-test/slow-extras")
+    finally:
+        never.set()
+    assert name == "kvcalc-test/slow-extras" and cfg["num_hidden_layers"] == CONFIG["num_hidden_layers"]
+    assert ck.tensors is None  # the header metadata did not come: the closed form is used
+
+
 def test_a_bad_timeout_setting_falls_back_to_the_default(monkeypatch):
-    from kvcalc.catalog import HUB_TIMEOUT_S, _hub_timeout
+    from kvcalc.checkpoint import HUB_TIMEOUT_S, _hub_timeout
 
     for value in ("abc", "nan", "-1", "0", "1e9"):
         monkeypatch.setenv("KVCALC_HUB_TIMEOUT", value)

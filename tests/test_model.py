@@ -66,7 +66,7 @@ def test_config_file_and_folder(tmp_path):
     from_file = load_config_file(tmp_path / "config.json")
     assert from_dir == from_file == LLAMA
     spec = load_model(str(tmp_path))  # a folder path through the catalog loader
-    assert spec.num_layers == 4 and spec.source.startswith("file ")
+    assert spec.num_layers == 4 and spec.source.startswith("folder ")  # a checkpoint folder (checkpoint.py)
     other = tmp_path / "my-model.json"
     other.write_text(json.dumps(LLAMA))
     assert load_model(str(other)).name == "my-model"

@@ -8,7 +8,11 @@ from ..model import ModelSpec
 
 def weight_bytes(spec: ModelSpec, fmt: WeightFormat, dtype_bytes: int = 2) -> int:
     """Quantizable Linear weights in `fmt`; embeddings, norms, biases, routers' leftovers and lm_head in the compute
-    dtype (bitsandbytes and AWQ/GPTQ leave lm_head unquantized; a tied lm_head is the embedding itself)."""
+    dtype (bitsandbytes and AWQ/GPTQ leave lm_head unquantized; a tied lm_head is the embedding itself).
+    A checkpoint's own format (checkpoint.CheckpointWeights) carries its exact total: headers, index or closed form."""
+    total = getattr(fmt, "total_bytes", None)
+    if total:
+        return total
     if not fmt.quantizes_linears:
         per = fmt.bits // 8
         return spec.params.total * per
