@@ -319,14 +319,23 @@ def _is_dir(p: Path) -> bool:
 _LAYER = re.compile(r"(?:^|\.)layers\.(\d+)\.")
 
 
+def _is_mtp(name: str, num_layers: int) -> bool:
+    """A tensor of the multi-token-prediction module, which vLLM loads only for speculative decoding: DeepSeek's
+    model.layers.{num_hidden_layers + k} (deepseek_v2.py get_spec_layer_idx_from_weight_name) or Qwen3-Next /
+    Qwen3.5's mtp.* (qwen3_next.py skips them). Vision towers have their own layer numbering and are kept."""
+    if name.startswith("mtp.") or ".mtp." in name:
+        return True
+    m = _LAYER.search(name)
+    return bool(m and int(m.group(1)) >= num_layers and "vision" not in name and "visual" not in name)
+
+
 def weights_total(spec: Any, ck: Checkpoint) -> WeightsTotal:
     """The checkpoint's weight bytes and where they came from (headers > index total > closed form)."""
     if ck.tensors is not None:
         skipped = 0
         total = 0
         for t in ck.tensors:
-            m = _LAYER.search(t.name)
-            if m and int(m.group(1)) >= spec.num_layers and "vision" not in t.name and "visual" not in t.name:
+            if _is_mtp(t.name, spec.num_layers):
                 skipped += t.nbytes
                 continue
             total += t.nbytes
@@ -362,10 +371,12 @@ def module_paths(name: str, layer: int, wrapped: bool) -> list[str]:
         sub = f"mlp.experts.0.{name.split('.', 1)[1]}"
     elif name.startswith("shared_experts."):
         sub = f"mlp.{name}"
-    elif name.startswith("mamba."):
-        sub = name
+    elif name.startswith("indexer."):  # DeepSeek V3.2's sparse indexer sits in the attention module
+        sub = f"self_attn.{name}"
     elif name == "router":
         sub = "mlp.gate"
+    elif "." in name:  # a mixer with its own module: mamba.*, mixer.* (Nemotron-H), linear_attn.*, conv.* (LFM2)
+        sub = name
     else:
         sub = f"mlp.{name}"
     bases = ["model.layers"]
@@ -418,6 +429,7 @@ class CheckpointWeights(WeightFormat):
     source: str = ""  # safetensors headers | model.safetensors.index.json | closed form
     detail: str = ""
     scheme_label: str = ""
+    kv_cache_fp8: bool = False  # vLLM runs this checkpoint's KV cache in fp8 under --kv-cache-dtype auto
 
 
 # formats that are not in formats.WEIGHT_FORMATS: how vLLM runs them (mxfp4.py / modelopt.py: native from
@@ -444,6 +456,7 @@ def checkpoint_format(spec: Any, ck: Checkpoint) -> CheckpointWeights:
         quality_risk_small=base.quality_risk_small,
         engines=("vllm",) if ck.scheme and ck.scheme.method == "modelopt" else ("hf", "vllm"),
         total_bytes=total.bytes, source=total.source, detail=total.detail,
+        kv_cache_fp8=bool(ck.scheme and ck.scheme.kv_cache_fp8),
         scheme_label=label)
 
 
@@ -453,7 +466,17 @@ def baseline_weights(spec: Any) -> CheckpointWeights | None:
     ck = getattr(spec, "checkpoint", None)
     if ck is None or (ck.scheme is None and ck.tensors is None and ck.index_total is None):
         return None
-    return checkpoint_format(spec, ck)
+    cached = _FORMATS.get(id(spec))
+    if cached is not None and cached[0] is spec:  # one plan asks several times; a header sum is worth keeping
+        return cached[1]
+    fmt = checkpoint_format(spec, ck)
+    if len(_FORMATS) > 64:
+        _FORMATS.clear()
+    _FORMATS[id(spec)] = (spec, fmt)
+    return fmt
+
+
+_FORMATS: dict[int, tuple[Any, CheckpointWeights]] = {}
 
 
 def weights_note(fmt: WeightFormat) -> str | None:

@@ -114,6 +114,8 @@ def _plan_options(func):
                      help=f"tensor-parallel GPUs (at most {limits.MAX_PARALLEL}; must divide the attention heads)."),
         click.option("--pp", default=1, type=POSITIVE, show_default=True,
                      help=f"pipeline-parallel stages (at most {limits.MAX_PARALLEL} and the model's layers)."),
+        click.option("--no-calibration", is_flag=True,
+                     help="ignore your calibration (kvcalc calibrate) for this GPU and vLLM version."),
     ]
     for option in reversed(options):
         func = option(func)
@@ -121,7 +123,7 @@ def _plan_options(func):
 
 
 def _request(gpu, model, context, batch, engine, weights, kv, util, max_model_len, max_num_batched_tokens,
-             max_num_seqs, enforce_eager, vllm_version, tp, pp):
+             max_num_seqs, enforce_eager, vllm_version, tp, pp, no_calibration=False):
     from .catalog import DEFAULT_MODEL, load_model
     from .hardware import get_gpu
     from .plan import PlanRequest, request_warnings
@@ -133,14 +135,23 @@ def _request(gpu, model, context, batch, engine, weights, kv, util, max_model_le
                       util=util, max_model_len=max_model_len, max_num_batched_tokens=max_num_batched_tokens,
                       max_num_seqs=max_num_seqs, enforce_eager=enforce_eager, vllm_version=vllm_version, tp=tp,
                       pp=pp)
-    return req, request_warnings(req)
+    warnings = request_warnings(req)
+    if "vllm" in engines and not no_calibration:
+        from .calibrate import find
+
+        req.calibration, why = find(profile.name, req.vllm_version)
+        if req.calibration is not None:
+            warnings.append("vllm: " + req.calibration.describe(req.tp, req.pp))
+        elif why:
+            warnings.append(why)
+    return req, warnings
 
 
 class _Commands(click.Group):
-    """kvcalc's commands. `validate` (the measuring wing, kvcalc/validate/) and `fit`/`search` (kvcalc/search_cli.py)
-    are imported only when they are run or listed, so `kvcalc plan` never loads them."""
+    """kvcalc's commands. `validate` and `calibrate` (the measuring wing, kvcalc/validate/) and `fit`/`search`
+    (kvcalc/search_cli.py) are imported only when they are run or listed, so `kvcalc plan` never loads them."""
 
-    LAZY = ("validate", "fit", "search")
+    LAZY = ("validate", "calibrate", "fit", "search")
 
     def list_commands(self, ctx):
         return sorted([*super().list_commands(ctx), *self.LAZY])
@@ -150,6 +161,10 @@ class _Commands(click.Group):
             from .validate.cli import validate
 
             return validate
+        if name == "calibrate":
+            from .validate.calibration_fit import calibrate_command
+
+            return calibrate_command
         if name in ("fit", "search"):  # kvcalc/search_cli.py, on plan's own options
             from .search_cli import commands
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
+from typing import Any
 
 from . import limits
 from .checkpoint import baseline_weights, weights_note
@@ -107,6 +108,7 @@ class PlanRequest:
     vllm_version: str = vllm_engine.DEFAULT_VERSION
     tp: int = 1
     pp: int = 1
+    calibration: Any = None  # kvcalc.calibrate.EnvCalibration for this GPU and vLLM version (kvcalc calibrate)
     # --weights/--kv resolved once, here; everything below uses these objects, never the names
     asked_weights: WeightFormat | None = field(init=False, default=None, repr=False, compare=False)
     asked_kv: KvFormat | None = field(init=False, default=None, repr=False, compare=False)
@@ -147,7 +149,7 @@ class PlanRequest:
             max_model_len=max_model_len or self.max_model_len or self.context,
             max_num_batched_tokens=self.max_num_batched_tokens, max_num_seqs=self.max_num_seqs,
             enforce_eager=self.enforce_eager, version=self.vllm_version,
-            tensor_parallel=tp or self.tp, pipeline_parallel=self.pp)
+            tensor_parallel=tp or self.tp, pipeline_parallel=self.pp, calibration=self.calibration)
 
     def hf_settings(self, choice: FormatChoice) -> hf_engine.HfSettings:
         """transformers' settings for `choice`: a prompt and a generation that end at --context. The generation is
@@ -209,7 +211,11 @@ def configs_for(req: PlanRequest) -> list[FormatChoice]:
 def checkpoint_configs(ckpt: WeightFormat) -> list[FormatChoice]:
     """The standard table for a checkpoint with its own format: the baseline and the KV levers run on the weights
     as shipped; the weight what-ifs (NF4, AWQ, and BF16 for a quantized checkpoint) stay beside them."""
-    rows = [replace(BASELINE, label=f"baseline ({ckpt.label} weights, BF16 KV)", weights=ckpt)]
+    base = replace(BASELINE, label=f"baseline ({ckpt.label} weights, BF16 KV)", weights=ckpt)
+    if getattr(ckpt, "kv_cache_fp8", False):  # vLLM's auto KV dtype is fp8 for this checkpoint (checkpoint.py)
+        base = replace(base, label=f"baseline ({ckpt.label} weights, FP8 KV on vLLM as the checkpoint asks)",
+                       kv_vllm=kv_format("fp8"))
+    rows = [base]
     rows += [replace(c, weights=ckpt) if c.weights is BASELINE.weights else c for c in STANDARD_CONFIGS[1:]]
     if ckpt.quantizes_linears:
         rows.append(FormatChoice.of("bf16", "BF16 weights (what-if)", "bf16", "auto", "auto"))

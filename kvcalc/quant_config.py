@@ -5,17 +5,26 @@ One function reads every form vLLM loads (vllm/model_executor/layers/quantizatio
 each layout below cites the vLLM file whose create_weights() allocates those tensors (the same tensors the
 checkpoint's safetensors hold, so the closed form and a header sum agree). n = in_features x out_features.
 
-| method | per quantized Linear (in x out) | vLLM source |
-|---|---|---|
-| awq, awq_marlin | qweight int32 [in, out*b/32] + qzeros int32 [G, out*b/32] + scales fp16 [G, out]; G = in/group | awq.py |
-| gptq, gptq_marlin | qweight int32 [in*b/32, out] + qzeros int32 [G, out*b/32] + scales fp16 [G, out] + g_idx int32 [in] (stored whatever desc_act; group_size -1: G = 1) | gptq.py |
-| fp8 | weight fp8 [out, in] + block-wise weight_scale_inv fp32 [ceil(out/bo), ceil(in/bi)], or per-tensor weight_scale fp32; input_scale fp32 when activation_scheme is static | fp8.py |
-| compressed-tensors | per config group: WNA16 pack-quantized (weight_packed int32 + weight_scale [out, G] + weight_shape int64[2] + packed zero points when asymmetric), W8A8 int8 / fp8 (weight + fp32 scale per tensor, channel or block, input_scale when static), NVFP4 (weight_packed uint8 n/2 + fp8 scale per 16 + fp32 global scale(s)), MXFP4 (uint8 n/2 + e8m0 scale per 32) | compressed_tensors/schemes/*.py |
-| bitsandbytes | 4-bit: uint8 n/2 + fp32 absmax per 64 (double quant: uint8 absmax + fp32 per 256 absmax + 256-entry code); 8-bit: int8 n + fp32 SCB per row | bitsandbytes.py, formats.py |
-| mxfp4 (gpt-oss) | routed experts only: blocks uint8 n/2 + scales uint8 (e8m0) n/32; everything else bf16 | mxfp4.py |
-| hqq | W_q 4-bit n/2 + scale and zero [out, in/64] in the compute dtype | hqq_marlin.py |
-| modelopt (FP8, FP8_PER_CHANNEL_PER_TOKEN, FP8_PB_WO, NVFP4, MXFP8) | FP8: fp8 n + fp32 weight_scale + fp32 input_scale; NVFP4: uint8 n/2 + fp8 scale per 16 + fp32 weight_scale_2 + fp32 input_scale | modelopt.py |
-| torchao | Int4WeightOnly: int4 n/2 + bf16 scale_and_zero [in/g, out, 2]; Int8WeightOnly: int8 n + bf16 scale per row; Float8WeightOnly / Float8DynamicActivationFloat8Weight: fp8 n + fp32 scale per row (PerRow) or per tensor; Int8DynamicActivationInt8Weight: int8 n + bf16 scale per row | torchao.py (layouts: torchao's tensor subclasses) |
+Per quantized Linear (in x out, b bits, G = in / group_size groups), and the vLLM file (under
+vllm/model_executor/layers/quantization/) whose create_weights() allocates it:
+- awq, awq_marlin (awq.py): qweight int32 [in, out*b/32] + qzeros int32 [G, out*b/32] + scales fp16 [G, out].
+- gptq, gptq_marlin (gptq.py): qweight int32 [in*b/32, out] + qzeros int32 [G, out*b/32] + scales fp16 [G, out]
+  + g_idx int32 [in] (stored whatever desc_act; group_size -1: G = 1).
+- fp8 (fp8.py): weight fp8 [out, in] + block-wise weight_scale_inv fp32 [ceil(out/bo), ceil(in/bi)], or a
+  per-tensor weight_scale fp32; input_scale fp32 when activation_scheme is static.
+- compressed-tensors (compressed_tensors/schemes/*.py), per config group: WNA16 pack-quantized (weight_packed
+  int32 + weight_scale [out, G] + weight_shape int64[2] + packed zero points when asymmetric); W8A8 int8 / fp8
+  (weight + fp32 scale per tensor, channel or block, input_scale when static); NVFP4 (weight_packed uint8 n/2 +
+  fp8 scale per 16 + fp32 global scale(s)); MXFP4 (uint8 n/2 + e8m0 scale per 32).
+- bitsandbytes (bitsandbytes.py; formats.py): 4-bit uint8 n/2 + fp32 absmax per 64 (double quant: uint8 absmax +
+  fp32 absmax per 256 + 256-entry code); 8-bit int8 n + fp32 SCB per row.
+- mxfp4, gpt-oss (mxfp4.py): routed experts only: blocks uint8 n/2 + scales uint8 (e8m0) n/32; the rest bf16.
+- hqq (hqq_marlin.py): W_q 4-bit n/2 + scale and zero [out, in/64] in the compute dtype.
+- modelopt (modelopt.py): FP8 fp8 n + fp32 weight_scale + fp32 input_scale; FP8_PER_CHANNEL_PER_TOKEN,
+  FP8_PB_WO (128x128 blocks), MXFP8; NVFP4 uint8 n/2 + fp8 scale per 16 + fp32 weight_scale_2 + fp32 input_scale.
+- torchao (torchao.py; layouts: torchao's tensor subclasses): Int4WeightOnly int4 n/2 + bf16 scale_and_zero
+  [in/g, out, 2]; Int8WeightOnly / Int8DynamicActivationInt8Weight int8 n + bf16 scale per row;
+  Float8WeightOnly / Float8DynamicActivationFloat8Weight fp8 n + fp32 scale per row (PerRow) or per tensor.
 
 What stays unquantized, as vLLM decides it: embeddings and lm_head (not LinearBase layers), MoE routers (built with
 quant_config=None in vLLM's MoE models, e.g. qwen3_moe.py, deepseek_v2.py, mixtral.py), and every module the
@@ -23,7 +32,7 @@ checkpoint's ignore list names (`modules_to_not_convert`, `ignore`, `ignored_lay
 `llm_int8_skip_modules`, `skip_modules`), matched the way each method matches them (exact or prefix, fnmatch globs,
 `re:` regexes, substrings).
 
-Module paths: ModelSpec.linears aggregates Linear weights by name; model_paths() rebuilds each one's path in
+Module paths: ModelSpec.linears aggregates Linear weights by name; checkpoint.module_paths() rebuilds each one's path in
 transformers' naming (model.layers.{i}.self_attn.q_proj, model.layers.{i}.mlp.experts.{e}.down_proj, ...) for every
 layer i, so per-layer ignore lists are applied layer by layer. Linear names starting with "experts." are routed
 experts, "shared_experts." shared ones, "router" routers; builders in model.py keep to that convention.
@@ -34,6 +43,7 @@ from __future__ import annotations
 import fnmatch
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from .errors import UsageError, shown
@@ -131,13 +141,16 @@ class QuantScheme:
     match: str = "exact"  # how ignore entries match a module path: exact | substring | component
     experts_only: bool = False  # mxfp4: only routed experts are quantized
     nearest: str = "bf16"  # the registered weight format whose speed and quality model applies
-    kv_cache_fp8: bool = False  # the checkpoint carries FP8 KV-cache scales (ModelOpt/compressed-tensors kv scheme)
+    # ModelOpt checkpoints with kv_cache_quant_algo FP8 (or a static fp8 kv_cache_scheme): vLLM resolves
+    # --kv-cache-dtype auto to fp8_e4m3 for them (vllm/utils/torch_utils.py resolve_kv_cache_dtype_string, read at
+    # vllm-project/vllm@0024350b5da3; only quant_method modelopt*)
+    kv_cache_fp8: bool = False
     notes: tuple[str, ...] = field(default=())
 
     def layout_for(self, paths: list[str], name: str) -> Layout | None:
         """The layout of the Linear at any of `paths` (aliases of one module), or None when it stays unquantized."""
-        if name == "router" or name.endswith(".router"):
-            return None
+        if name in ("router", "shared_expert_gate") or name.endswith((".router", ".shared_expert_gate")):
+            return None  # routers and Qwen3-Next's shared-expert gate: built with quant_config=None in vLLM
         if self.experts_only and not name.startswith("experts."):
             return None
         if self._ignored(paths):
@@ -148,30 +161,37 @@ class QuantScheme:
         return None
 
     def _ignored(self, paths: list[str]) -> bool:
-        if not self.ignore:
-            return False
-        for pattern in self.ignore:
-            for path in paths:
-                if _ignore_matches(pattern, path, self.match):
-                    return True
-        return False
+        matcher = _ignore_regex(self.ignore, self.match)
+        return matcher is not None and any(matcher.match(path) for path in paths)
 
 
-def _ignore_matches(pattern: str, path: str, style: str) -> bool:
-    if pattern.startswith("re:"):  # compressed-tensors: re.match from the start (utils.py _is_equal_or_regex_match)
-        try:
-            return re.match(pattern[3:], path) is not None
-        except re.error:
-            return False
-    if style == "substring":  # awq.py is_layer_skipped_awq / bitsandbytes.py is_layer_skipped_bnb
-        return pattern in path
-    if style == "component":  # hqq_marlin.py: a skip module equal to one dot-separated component
-        return pattern in path.split(".")
-    # fp8 / modelopt / compressed-tensors names: exact, a parent module, or an fnmatch glob (modelopt.py)
-    if path == pattern or path.startswith(pattern + "."):
-        return True
-    return any(ch in pattern for ch in "*?[") and (fnmatch.fnmatchcase(path, pattern)
-                                                    or fnmatch.fnmatchcase(path, pattern + ".*"))
+@lru_cache(maxsize=64)
+def _ignore_regex(patterns: tuple[str, ...], style: str) -> re.Pattern | None:
+    """One compiled regex for a whole ignore list (a real list has ~300 per-layer entries; matching them one by
+    one for every Linear of every layer would cost seconds). Each entry matches as its method matches it:
+    - `re:` entries (compressed-tensors): re.match from the start (utils.py _is_equal_or_regex_match);
+    - substring (awq.py is_layer_skipped_awq, bitsandbytes.py is_layer_skipped_bnb): anywhere in the path;
+    - component (hqq_marlin.py is_layer_skipped): equal to one dot-separated component;
+    - exact (fp8, modelopt, compressed-tensors names): the module itself or a parent of it, or an fnmatch glob
+      (modelopt.py) on the module or its parent."""
+    parts = []
+    for pattern in patterns:
+        if pattern.startswith("re:"):
+            try:
+                re.compile(pattern[3:])
+            except re.error:
+                continue
+            parts.append(pattern[3:])
+        elif style == "substring":
+            parts.append(".*" + re.escape(pattern))
+        elif style == "component":
+            parts.append(r"(?:.*\.)?" + re.escape(pattern) + r"(?:\..*)?\Z")
+        else:
+            parts.append(re.escape(pattern) + r"(?:\..*)?\Z")
+            if any(ch in pattern for ch in "*?["):
+                parts.append(fnmatch.translate(pattern))
+                parts.append(fnmatch.translate(pattern + ".*"))
+    return re.compile("|".join(f"(?:{p})" for p in parts), re.S) if parts else None
 
 
 def _target_matches(target: str, path: str) -> bool:
@@ -237,7 +257,8 @@ def parse_scheme(qc: dict[str, Any] | None, hf_quant: dict[str, Any] | None = No
 
 
 def _awq(qc: dict[str, Any]) -> QuantScheme:
-    bits, group = _int(qc.get("bits", qc.get("w_bit", 4)), "bits"), _int(qc.get("group_size", qc.get("q_group_size", 128)), "group_size")
+    bits = _int(qc.get("bits", qc.get("w_bit", 4)), "bits")
+    group = _int(qc.get("group_size", qc.get("q_group_size", 128)), "group_size")
     if bits not in (4, 8):
         raise UsageError(f"AWQ with {bits}-bit weights is not a layout vLLM loads (4 or 8)")
     version = str(qc.get("version", "gemm")).lower()
@@ -341,7 +362,9 @@ def _modelopt(q: dict[str, Any]) -> QuantScheme:
 
 
 def _kv_scheme_fp8(scheme: Any) -> bool:
-    return isinstance(scheme, dict) and scheme.get("type") == "float" and scheme.get("num_bits") == 8
+    """A static fp8 kv_cache_scheme, as vllm/utils/torch_utils.py get_kv_cache_quant_algo_string reads it."""
+    return (isinstance(scheme, dict) and scheme.get("type") == "float" and scheme.get("num_bits") == 8
+            and scheme.get("dynamic") is False)
 
 
 def _ct_layout(weights: dict[str, Any], acts: dict[str, Any] | None, fmt: str) -> tuple[Layout, str, str]:
@@ -400,7 +423,7 @@ def _compressed_tensors(qc: dict[str, Any]) -> QuantScheme:
         nearest.append(near)
     ignore = _strings(qc.get("ignore"), "ignore")
     return QuantScheme("compressed-tensors", " + ".join(dict.fromkeys(labels)), tuple(rules), ignore=ignore,
-                       match="exact", nearest=nearest[0], kv_cache_fp8=_kv_scheme_fp8(qc.get("kv_cache_scheme")))
+                       match="exact", nearest=nearest[0])
 
 
 _TORCHAO = {

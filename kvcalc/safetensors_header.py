@@ -87,7 +87,8 @@ def read_header(path: str) -> list[TensorEntry]:
     try:
         header = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError, ValueError) as exc:
-        raise _fail(path, f"header is not valid JSON ({shown(str(exc).splitlines()[0] if str(exc) else type(exc).__name__, 80, quote=False)})") from None
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise _fail(path, f"header is not valid JSON ({shown(first, 80, quote=False)})") from None
     if not isinstance(header, dict):
         raise _fail(path, "header is not a JSON object")
     if len(header) > MAX_TENSORS:

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
+
 import pytest
+
+# No test reads the developer's own calibration profile (kvcalc calibrate): an empty config directory for the session;
+# tests of calibrate point KVCALC_CONFIG_DIR at their own tmp_path.
+os.environ["KVCALC_CONFIG_DIR"] = tempfile.mkdtemp(prefix="kvcalc-config-")
 
 
 @pytest.fixture(scope="session")

@@ -116,6 +116,7 @@ class Case:
     argv: list[str]  # "{dir}" in an argument is replaced by the case's scratch folder
     files: dict[str, bytes] = field(default_factory=dict)
     label: str = ""  # what was mutated, for the report
+    env: dict[str, str] = field(default_factory=dict)  # set while the case runs ("{dir}" replaced too)
 
     def materialize(self, folder: Path) -> list[str]:
         for name, data in self.files.items():
@@ -349,6 +350,22 @@ def _mutate_number(rng: random.Random, line: str) -> str:
 def log_case(rng: random.Random) -> Case:
     path = rng.choice(_fixture_logs())
     model = _log_models().get(path.name, "llama-3.2-3b")
+    data, label = mutated_log(rng, path)
+    opts = ["validate", "--from-log", "{dir}/v.log", "--model", model, "--gpu", rng.choice(["h200", "h100-sxm", "l4"])]
+    if rng.random() < 0.5:
+        opts.append("--json")
+    if rng.random() < 0.15:
+        opts += [rng.choice(["--kv", "--util", "--max-num-batched-tokens", "--run", "--vllm-version", "--entrypoint",
+                             "--tp", "--pp", "--max-model-len", "--max-num-seqs", "--weights"]),
+                 rng.choice(BAD_TEXT[:40] + ["fp8", "0.9", "2048", "0", "-1", "serve", "bfloat16", "awq_marlin"])]
+    if rng.random() < 0.1:
+        opts.append("--strict")
+    return Case("log", opts, {"v.log": data}, f"{path.name}:{label}")
+
+
+def mutated_log(rng: random.Random, path: Path) -> tuple[bytes, str]:
+    """A fixture log with numbers changed, lines removed, truncated, concatenated, binary inserted, another version,
+    CRLF/ANSI/prefixes, or an adversarial file instead."""
     lines = path.read_text(errors="replace").splitlines(keepends=True)
     roll = rng.random()
     if roll < 0.4:
@@ -393,15 +410,7 @@ def log_case(rng: random.Random) -> Case:
         data, label = text.encode(), style
     else:
         data, label = _adversarial_log(rng), "adversarial"
-    opts = ["validate", "--from-log", "{dir}/v.log", "--model", model, "--gpu", rng.choice(["h200", "h100-sxm", "l4"])]
-    if rng.random() < 0.5:
-        opts.append("--json")
-    if rng.random() < 0.15:
-        opts += [rng.choice(["--kv", "--util", "--max-num-batched-tokens", "--run", "--vllm-version", "--entrypoint"]),
-                 rng.choice(BAD_TEXT[:40] + ["fp8", "0.9", "2048", "0", "-1", "serve"])]
-    if rng.random() < 0.1:
-        opts.append("--strict")
-    return Case("log", opts, {"v.log": data}, f"{path.name}:{label}")
+    return data, label
 
 
 def _adversarial_log(rng: random.Random) -> bytes:
@@ -423,6 +432,66 @@ def _adversarial_log(rng: random.Random) -> bytes:
     if kind == 6:  # every key line repeated with different numbers
         return "".join(base.splitlines(keepends=True)[:5] * 2000).encode()
     return ("INFO " + "GiB " * 20000 + "\n").encode()
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# calibrate (landed on main during the fuzz session): logs in, a profile out; and plan reading a damaged profile
+
+CALIBRATION = ROOT / "tests" / "fixtures" / "calibration_h200.json"  # written by `kvcalc calibrate` on two real logs
+
+
+def calibrate_case(rng: random.Random) -> Case:
+    """kvcalc calibrate on 1-3 mutated (or intact) fixture logs, profile written under the case's own folder."""
+    files, argv = {}, ["calibrate"]
+    for i in range(rng.choice([1, 1, 2, 3])):
+        path = rng.choice(_fixture_logs())
+        data, _ = mutated_log(rng, path) if rng.random() < 0.6 else (path.read_bytes(), "intact")
+        files[f"l{i}.log"] = data
+        argv.append(f"{{dir}}/l{i}.log")
+    model = rng.choice([None, "llama-3.2-3b", "llama-3.1-8b", "qwen2.5-7b"] + BAD_TEXT[:12])
+    if model is not None:
+        argv += ["--model", model]
+    if rng.random() < 0.9:
+        argv += ["--gpu", rng.choice(["h200", "h100-sxm", "a100-80gb", "l4"] + BAD_TEXT[:8])]
+    for flag in ("--dry-run", "--force", "--json", "--show"):
+        if rng.random() < 0.3:
+            argv.append(flag)
+    if rng.random() < 0.15:
+        argv += ["--vllm-version", rng.choice(VERSIONS + BAD_TEXT[:20])]
+    if rng.random() < 0.2:  # an existing profile, intact or damaged, beside which the new calibration is written
+        files["cfg/calibration.json"] = _profile_mutation(rng)
+    return Case("calibrate", argv, files, f"{len(files)} files", env={"KVCALC_CONFIG_DIR": "{dir}/cfg"})
+
+
+def _profile_mutation(rng: random.Random) -> bytes:
+    doc = json.loads(CALIBRATION.read_text())
+    roll = rng.random()
+    if roll < 0.1:
+        return rng.choice(SPECIAL_CONFIGS)[0]
+    if roll < 0.2:
+        return b""
+    env = doc["environments"][0]
+    for _ in range(rng.choice([0, 1, 2, 3])):
+        target = rng.choice([doc, env] + [env[k] for k in ("non_torch_bytes_by_tp", "activation_scale_by_tp",
+                                                             "cudagraph_bytes_by_tp") if isinstance(env.get(k), dict)])
+        if target and rng.random() < 0.3:
+            target.pop(rng.choice(sorted(target)))
+        else:
+            key = rng.choice(sorted(target) + ["tp2", "tp0", "tp1pp2", "tpx", "pp2", "tp1" * 10])
+            target[key] = copy.deepcopy(rng.choice(BAD_NUMBERS + ["NVIDIA H200 SXM 141GB", "0.26.0", "x.y.z"]))
+    return _dumps(doc)
+
+
+def calibrated_plan_case(rng: random.Random) -> Case:
+    """plan/explain/fit with a user calibration profile (intact or damaged) in KVCALC_CONFIG_DIR."""
+    opts = _base_options(rng)
+    opts["--gpu"] = rng.choice(["h200", "h200", "h100-sxm"])
+    opts["--vllm-version"] = rng.choice(["0.26.0", "0.26.0", "0.24.0"])
+    command = rng.choice([["plan"], ["plan"], ["explain"], ["fit", "max-context"]])
+    flags = ["--json"] if command[0] != "explain" and rng.random() < 0.7 else []
+    data = CALIBRATION.read_bytes() if rng.random() < 0.3 else _profile_mutation(rng)
+    return Case("calibration", _argv(command, opts, flags), {"cfg/calibration.json": data}, "profile",
+                env={"KVCALC_CONFIG_DIR": "{dir}/cfg"})
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -535,9 +604,10 @@ def fit_invariants(doc: dict, argv: list[str]) -> list[str]:
 
 
 CASE_KINDS = {"cli": cli_case, "config": config_case, "gpu-yaml": gpu_yaml_case, "log": log_case, "search": search_case,
-              "fit": fit_case}
+              "fit": fit_case, "calibrate": calibrate_case, "calibration": calibrated_plan_case}
 # share of each kind in a run
-MIX = {"cli": 0.36, "config": 0.18, "gpu-yaml": 0.1, "log": 0.2, "search": 0.08, "fit": 0.08}
+MIX = {"cli": 0.32, "config": 0.17, "gpu-yaml": 0.09, "log": 0.18, "search": 0.07, "fit": 0.07, "calibrate": 0.05,
+       "calibration": 0.05}
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -632,6 +702,8 @@ def run_case(case: Case, folder: Path) -> Outcome:
     from kvcalc.cli import main
 
     argv = case.materialize(folder)
+    saved = {k: os.environ.get(k) for k in case.env}
+    os.environ.update({k: v.replace("{dir}", str(folder)) for k, v in case.env.items()})
     out, err = io.StringIO(), io.StringIO()
     code, error = None, None
     old = signal.signal(signal.SIGALRM, _on_alarm)
@@ -653,6 +725,11 @@ def run_case(case: Case, folder: Path) -> Outcome:
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, old)
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
     seconds, cpu = time.perf_counter() - start, time.process_time() - cpu_start
     outcome = Outcome(case, argv, code, seconds, out.getvalue(), err.getvalue(), error, cpu_seconds=cpu)
     outcome.problems = judge(outcome)
@@ -680,7 +757,7 @@ def judge(o: Outcome) -> list[str]:
         pass
     elif o.code not in (0, 1) or (o.code == 1 and "--strict" not in o.argv):
         problems.append(f"exit code {o.code}: {o.stderr[-200:]!r}")
-    if o.code == 0 and "--json" in o.argv and o.argv[0] in ("plan", "validate", "search", "fit"):
+    if o.code == 0 and "--json" in o.argv and o.argv[0] in ("plan", "validate", "search", "fit", "calibrate"):
         try:
             doc = json.loads(o.stdout, parse_constant=lambda c: float(c))
         except ValueError as exc:
@@ -813,6 +890,8 @@ def run_cases(cases: list[Case], scratch: Path, progress=None) -> list[Outcome]:
     import shutil
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    # no case may read or write the user's own calibration profile: each calibrate/calibration case sets its own
+    os.environ["KVCALC_CONFIG_DIR"] = str(scratch / "no-profile")
     outcomes = []
     for i, case in enumerate(cases):
         folder = scratch / f"c{i}"

@@ -94,7 +94,8 @@ def test_folder_headers_win_and_mtp_layers_are_left_out(tmp_path):
                           {"model.embed_tokens.weight": ("BF16", (151936, 896))})
     b = write_safetensors(folder / "model-00002-of-00002.safetensors",
                           {"model.layers.23.mlp.down_proj.weight": ("BF16", (896, 4864)),
-                           "model.layers.24.mlp.down_proj.weight": ("BF16", (896, 4864))})  # past layer 23: MTP
+                           "model.layers.24.mlp.down_proj.weight": ("BF16", (896, 4864)),  # past layer 23: MTP
+                           "mtp.fc.weight": ("BF16", (896, 1792))})  # Qwen3-Next / Qwen3.5 MTP naming
     (folder / "model.safetensors.index.json").write_text(json.dumps({
         "metadata": {"total_size": 123}, "weight_map": {"model.embed_tokens.weight": "model-00001-of-00002.safetensors",
                                                         "x": "model-00002-of-00002.safetensors"}}))
@@ -103,7 +104,7 @@ def test_folder_headers_win_and_mtp_layers_are_left_out(tmp_path):
     spec = spec_from_config(cfg, name)
     total = weights_total(spec, ck)
     assert total.source == "safetensors headers"
-    assert total.bytes == a + b - 896 * 4864 * 2 == (151936 * 896 + 896 * 4864) * 2
+    assert total.bytes == a + b - 896 * 4864 * 2 - 896 * 1792 * 2 == (151936 * 896 + 896 * 4864) * 2
     assert "MTP" in total.detail
 
 

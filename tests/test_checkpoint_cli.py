@@ -53,3 +53,16 @@ def test_truncated_shard_is_refused(tmp_path):
     with open(f, "r+b") as fh:
         fh.truncate(1000)
     _one_line_exit_2(["plan", "--model", str(folder)], "truncated")
+
+
+def test_modelopt_fp8_kv_checkpoint_runs_its_kv_in_fp8_on_vllm():
+    """nvidia/Llama-3.1-70B-Instruct-FP8's hf_quant_config.json says kv_cache_quant_algo FP8: vLLM resolves
+    --kv-cache-dtype auto to fp8 for it (vllm/utils/torch_utils.py resolve_kv_cache_dtype_string), so the baseline's
+    KV bytes per token are 80 layers x 8 KV heads x (128 + 128) x 1 byte."""
+    code, out, err = invoke(["plan", "--model", "llama-3.1-70b-fp8", "--gpu", "h200", "--context", "8k",
+                             "--engine", "vllm", "--json"])
+    assert code == 0, err
+    rows = {r["config"]: r for r in json.loads(out)["rows"]}
+    assert rows["baseline"]["kv_format"] == "fp8"
+    assert rows["baseline"]["kv_bytes_per_token"] == 80 * 8 * 256 * 1
+    assert rows["bf16"]["kv_format"] == "auto" and rows["bf16"]["kv_bytes_per_token"] == 80 * 8 * 256 * 2

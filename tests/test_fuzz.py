@@ -15,7 +15,8 @@ from hypothesis import HealthCheck, given, settings
 import fuzz_cases as F
 
 SEED = 20261130
-PER_KIND = {"cli": 120, "config": 60, "gpu-yaml": 40, "log": 60, "search": 20, "fit": 30}
+PER_KIND = {"cli": 120, "config": 60, "gpu-yaml": 40, "log": 60, "search": 20, "fit": 30, "calibrate": 20,
+            "calibration": 20}
 
 
 @pytest.fixture(autouse=True)

@@ -68,8 +68,9 @@ def test_hf_kv_bytes_per_token_is_a_whole_number_in_json():
 def test_validate_overrides_are_bounded_as_on_plan():
     # `--max-num-batched-tokens -1` reached the prediction and came back as a negative setting in the JSON
     _one_error_line(VALIDATE + ["--max-num-batched-tokens", "-1"], "--max-num-batched-tokens")
-    for util in ("nan", "0", "1.5", "-0.5"):  # click's float type takes 'nan'
-        _one_error_line(VALIDATE + ["--util", util], "--util must be in (0, 1]")
+    _one_error_line(VALIDATE + ["--util", "nan"], "--util must be in (0, 1]")  # click's FloatRange lets NaN by
+    for util in ("0", "1.5", "-0.5"):
+        _one_error_line(VALIDATE + ["--util", util], "--util")
 
 
 def test_validate_log_path_with_a_nul_byte_is_one_line():
@@ -147,3 +148,12 @@ def test_search_table_prints_at_most_table_rows():
     ranks = [line for line in out.splitlines() if line.startswith("│") and line.split("│")[1].strip().isdigit()]
     assert TABLE_ROWS < len(ranks) <= TABLE_ROWS + 12  # the ranked table, then the Pareto front's 12 at most
     assert f"more (--json lists all --top" in out
+
+
+def test_a_deeply_nested_calibration_profile_is_one_line(tmp_path, monkeypatch):
+    # the user's calibration profile was read with json.loads: a 200,000-deep array raised RecursionError on every plan
+    (tmp_path / "calibration.json").write_text("[" * 200000 + "]" * 200000)
+    monkeypatch.setenv("KVCALC_CONFIG_DIR", str(tmp_path))
+    _one_error_line(["plan", "--gpu", "h200"], "deeper than 64 levels")
+    (tmp_path / "calibration.json").write_bytes(b"\xff\xfe{}")
+    _one_error_line(["plan", "--gpu", "h200"], "not UTF-8")

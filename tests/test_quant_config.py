@@ -33,7 +33,8 @@ def _fixture(name):
 
 
 def test_awq_linear_bytes():
-    # q_proj 896 x 896, group 128 -> 7 groups: qweight 896*896/2, qzeros int32 [7, 896/8] = 7*896/2, scales fp16 [7, 896]
+    # q_proj 896 x 896, group 128 -> 7 groups: qweight 896*896/2, qzeros int32 [7, 896/8] = 7*896/2,
+    # scales fp16 [7, 896]
     assert Layout("awq", 4, 128).linear_bytes(896, 896) == 896 * 896 // 2 + 7 * 896 // 2 + 7 * 896 * 2 == 417_088
 
 
@@ -145,7 +146,8 @@ def test_fp8_modules_to_not_convert_keeps_named_modules_bf16():
 
 def test_mxfp4_quantizes_routed_experts_only():
     spec = load_model("qwen3-30b-a3b")  # 48 layers x 128 experts of 2048 -> 768
-    total, quantized = closed_form_bytes(spec, parse_scheme(_fixture("openai--gpt-oss-20b.json")["quantization_config"]))
+    scheme = parse_scheme(_fixture("openai--gpt-oss-20b.json")["quantization_config"])
+    total, quantized = closed_form_bytes(spec, scheme)
     experts = 48 * 128 * 3 * 2048 * 768
     assert quantized == experts
     expert_bytes = 48 * 128 * (2 * (2048 * 768 // 2 + 768 * 2048 // 32) + (768 * 2048 // 2 + 2048 * 768 // 32))
@@ -249,3 +251,24 @@ def test_pending_catalog_entries_quantization_parses():
     assert labels["kimi-k2"] == labels["deepseek-v3.2"] == "FP8 e4m3, 128x128 block scales"
     assert labels["kimi-k2.5"] == "W4A16 int4 group 32 (compressed-tensors)"
     assert labels["qwen3.5-27b"] is None and labels["smollm3-3b"] is None
+
+
+def test_module_paths_of_every_linear_kind():
+    from kvcalc.checkpoint import module_paths
+
+    first = {name: module_paths(name, 3, False)[0] for name in (
+        "q_proj", "kv_b_proj", "indexer.wk", "experts.down_proj", "shared_experts.up_proj", "gate_proj", "router",
+        "linear_attn.in_proj_qkvz", "mixer.in_proj", "conv.out_proj", "mamba.x_proj")}
+    assert first == {
+        "q_proj": "model.layers.3.self_attn.q_proj", "kv_b_proj": "model.layers.3.self_attn.kv_b_proj",
+        "indexer.wk": "model.layers.3.self_attn.indexer.wk",
+        "experts.down_proj": "model.layers.3.mlp.experts.0.down_proj",
+        "shared_experts.up_proj": "model.layers.3.mlp.shared_experts.up_proj",
+        "gate_proj": "model.layers.3.mlp.gate_proj",
+        "router": "model.layers.3.mlp.gate", "linear_attn.in_proj_qkvz": "model.layers.3.linear_attn.in_proj_qkvz",
+        "mixer.in_proj": "model.layers.3.mixer.in_proj", "conv.out_proj": "model.layers.3.conv.out_proj",
+        "mamba.x_proj": "model.layers.3.mamba.x_proj"}
+    assert module_paths("q_proj", 0, True)[1] == "model.language_model.layers.0.self_attn.q_proj"
+    scheme = parse_scheme({"quant_method": "fp8", "weight_block_size": [128, 128]})
+    assert scheme.layout_for(["model.layers.0.mlp.shared_expert_gate"], "shared_expert_gate") is None
+    assert scheme.layout_for(["model.layers.0.mlp.gate"], "router") is None

@@ -39,7 +39,7 @@ def test_real_log_passes_strict():
     code, out, err = _validate(REAL, "llama-3.2-3b", "--strict")
     assert code == 0, err
     assert "verdict: 8 PASS, 0 MISS" in out and "MISMATCH" not in out
-    assert "max_model_len 8192 (log)" in out and "weights bf16 (default)" in out
+    assert "max_model_len 8192 (log)" in out and "weights bf16 (log (dtype " in out
 
 
 def test_a_number_ten_times_off_is_a_miss_and_strict_exits_1(tmp_path):

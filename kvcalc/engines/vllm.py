@@ -15,6 +15,7 @@ Sources, vLLM 0.26.0:
 from __future__ import annotations
 
 import math
+from typing import Any
 from dataclasses import dataclass, field
 
 from ..constants import engine_constants
@@ -59,6 +60,7 @@ class VllmSettings:
     tensor_parallel: int = 1
     pipeline_parallel: int = 1
     dtype_bytes: int = 2
+    calibration: Any = None  # kvcalc.calibrate.EnvCalibration: the user's own environment (kvcalc calibrate)
 
 
 @dataclass(frozen=True)
@@ -273,6 +275,9 @@ def estimate(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings) -> VllmEstimate:
     world = s.tensor_parallel * pp
     non_torch = int(c["non_torch_bytes_tp"] if world > 1 else c["non_torch_bytes"])
     cudagraph = 0 if (s.enforce_eager or not subtracts_cudagraph_estimate(spec, version)) else int(c["cudagraph_bytes"])
+    if s.calibration is not None:  # measured in the user's environment (kvcalc/calibrate.py)
+        non_torch, cudagraph = (s.calibration.non_torch(s.tensor_parallel, pp, non_torch),
+                                s.calibration.cudagraph(s.tensor_parallel, pp, cudagraph))
     # V2 runner: graphs are captured after the KV cache is allocated, on top of gpu_memory_utilization.
     capture = int(c["cudagraph_capture_bytes"]) if (v2 and not s.enforce_eager) else 0
     graph_overflow = max(requested + capture - total, 0)
@@ -297,6 +302,8 @@ def estimate(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings) -> VllmEstimate:
                      "(vllm/distributed/utils.py:get_pp_indices); each stage has its own budget, the smallest "
                      "stage's blocks serve the deployment")
     notes.append(f"activation, non-torch and CUDA-graph memory: {c['source']}")
+    if s.calibration is not None:
+        notes.append(s.calibration.describe(s.tensor_parallel, pp))
 
     stages = stage_budgets(spec, gpu, s, requested - non_torch - cudagraph, max_model_len, mnbt, seqs, v2)
     # kv_cache_utils.py:get_kv_cache_configs: "change the num_blocks of each rank to the smallest among all ranks"
@@ -335,6 +342,8 @@ def stage_budgets(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings, budget: int
         first, last = stage == 0, stage == pp - 1
         w = vllm_weight_bytes(spec, s, n_layers, has_embedding=first, has_lm_head=last)
         act = activation_bytes(spec, s, mnbt, seqs, v2, last_stage=last)
+        if s.calibration is not None:
+            act = s.calibration.activation(s.tensor_parallel, pp, act)
         available = budget - w - act
         try:
             layout = vllm_kv_layout(spec.layers[start: start + n_layers], s.kv, s.dtype_bytes, s.block_size,

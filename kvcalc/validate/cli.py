@@ -35,8 +35,6 @@ def _from_log(path: str, model: str | None, gpu: str | None, as_json: bool, over
     from .compare import render_table
     from .vllm_log import check_log, parse_vllm_log, read_log
 
-    if not model:
-        raise UsageError("--from-log needs --model (the catalog name or config.json the log's engine served)")
     if not gpu:
         raise UsageError("--from-log needs --gpu (e.g. h100-sxm); the log's own total memory replaces the "
                          "profile's when the log states it")
@@ -48,6 +46,15 @@ def _from_log(path: str, model: str | None, gpu: str | None, as_json: bool, over
         click.echo(f"warning: {warning}", err=True)
     if not parsed["values"]:
         raise UsageError(f"{path}: no vLLM memory lines found (is this a vLLM start-up log?)")
+    if not model:
+        from ..catalog import _by_hub_id
+
+        served = parsed["settings"].get("model")
+        model = _by_hub_id(served.strip()) if isinstance(served, str) else None
+        if not model:
+            raise UsageError("--from-log needs --model (the catalog name or config.json the log's engine served)"
+                             + (f": the log's {served!r} is not in kvcalc's catalog" if served else ""))
+        click.echo(f"note: model {model} (the log served {served})", err=True)
     report = check_log(parsed, model, gpu, vllm_version=vllm_version, run_given=run is not None, **overrides)
     rows, mismatches = report["rows"], report["mismatches"]
     misses = [r["quantity"] for r in rows if r.get("verdict") == "MISS"]
@@ -78,13 +85,25 @@ def _from_log(path: str, model: str | None, gpu: str | None, as_json: bool, over
         raise SystemExit(1)
 
 
+def _tokens(option: str, text: str | None) -> int | None:
+    """A token count as plan reads it (8192, 32k, 32K); one line when it is not one."""
+    if text is None:
+        return None
+    from ..units import parse_tokens
+
+    value = parse_tokens(str(text), what=option)  # one-line UsageError on a bad count
+    if value > 2**40:
+        raise UsageError(f"{option} {str(text)[:40]!r} is out of range (1 to 2**40)")
+    return value
+
+
 def _report(path: str, as_json: bool) -> None:
     from .compare import render_report, summarize
     from .results import read_results
 
     p = Path(path)
-    if not p.is_file():
-        raise UsageError(f"cannot read results {path!r}: no such file")
+    if not is_file(path):  # (a NUL byte or an over-long name is "no such file", not a traceback)
+        raise UsageError(f"cannot read results {shown(path)}: no such file")
     rows, warnings = read_results(p)
     for warning in warnings:
         click.echo(f"warning: {warning}", err=True)
@@ -132,11 +151,26 @@ def _run(hf: bool, vllm: bool, quick: bool, out: str | None, device: str, model:
 @click.option("--report", metavar="FILE", help="print the tables and summary of a results JSONL file")
 @click.option("--model", help="model the log's engine served (catalog name or config.json); with --hf: the model")
 @click.option("--gpu", help="GPU id or alias for --from-log (e.g. h100-sxm, h200)")
-@click.option("--kv", help="override the log's kv cache dtype (auto, fp8)")
-@click.option("--util", type=float, callback=_fraction, help="override gpu_memory_utilization when the log does not state it")
-@click.option("--max-num-batched-tokens", type=click.IntRange(1, limits.MAX_BATCHED_TOKENS),
-              help="override when the log does not state it")
-@click.option("--entrypoint", type=click.Choice(["llm", "serve"]), help="what started the engine (batch defaults)")
+@click.option("--kv", "--kv-cache-dtype", "kv", help="--from-log: KV cache dtype (kvcalc's or vLLM's name: auto, fp8, "
+              "bfloat16, fp8_e5m2) [default: the log's]")
+@click.option("--util", "--gpu-memory-utilization", "util", type=click.FloatRange(0, 1, min_open=True),
+              callback=_fraction,
+              help="--from-log: gpu_memory_utilization [default: the log's, else the version's default]")
+@click.option("--weights", "--quantization", "weights",
+              help="--from-log: weight format (kvcalc's or vLLM's name: bf16, fp8, awq, awq_marlin, gptq, nf4) "
+                   "[default: the log's quantization / dtype]")
+@click.option("--tp", "-tp", "--tensor-parallel-size", "tp", type=click.IntRange(1, 1024),
+              help="--from-log: tensor-parallel size [default: the log's]")
+@click.option("--pp", "-pp", "--pipeline-parallel-size", "pp", type=click.IntRange(1, 1024),
+              help="--from-log: pipeline-parallel size [default: the log's]")
+@click.option("--max-model-len", "max_model_len", metavar="TOKENS",
+              help="--from-log: max_model_len (8192, 32k) [default: the log's]")
+@click.option("--max-num-batched-tokens", metavar="TOKENS", help="--from-log: [default: the log's, else vLLM's]")
+@click.option("--max-num-seqs", type=click.IntRange(1, 2**20), help="--from-log: [default: the log's, else vLLM's]")
+@click.option("--enforce-eager", is_flag=True, default=None, help="--from-log: vLLM ran without CUDA graphs")
+@click.option("--entrypoint", type=click.Choice(["serve", "offline", "llm"]),
+              help="--from-log: what started the engine: `vllm serve` or the offline LLM class (batch defaults) "
+                   "[default: the log's, else kvcalc's]")
 @click.option("--hf", is_flag=True, help="run the transformers matrix (needs torch, transformers, hqq, quanto)")
 @click.option("--vllm", is_flag=True, help="run the vLLM matrix (needs vLLM on a CUDA GPU)")
 @click.option("--quick", is_flag=True, help="a small matrix (< 5 min on one GPU)")
@@ -153,8 +187,9 @@ def _run(hf: bool, vllm: bool, quick: bool, out: str | None, device: str, model:
 @click.option("--run", "run", type=click.IntRange(min=-1000, max=100000), default=None,
               help="--from-log: which engine start of a log holding several (0-based; default the last)")
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
-def validate(from_log, report, model, gpu, kv, util, max_num_batched_tokens, entrypoint, hf, vllm, quick, out, device,
-             per_process, budget_s, resume, strict, vllm_version, run, as_json):
+def validate(from_log, report, model, gpu, kv, util, weights, tp, pp, max_model_len, max_num_batched_tokens,
+             max_num_seqs, enforce_eager, entrypoint, hf, vllm, quick, out, device, per_process, budget_s, resume,
+             strict, vllm_version, run, as_json):
     """Compare kvcalc's predictions with real engines: a vLLM start-up log (--from-log), earlier results
     (--report), or new runs of transformers (--hf) and vLLM (--vllm)."""
     modes = [bool(from_log), bool(report), bool(hf or vllm)]
@@ -164,8 +199,11 @@ def validate(from_log, report, model, gpu, kv, util, max_num_batched_tokens, ent
     if sum(modes) > 1:
         raise UsageError("choose one of --from-log, --report, or --hf/--vllm")
     if from_log:
-        overrides = {"kv": kv, "gpu_memory_utilization": util, "max_num_batched_tokens": max_num_batched_tokens,
-                     "entrypoint": entrypoint}
+        overrides = {"kv": kv, "gpu_memory_utilization": util, "weights": weights, "tensor_parallel_size": tp,
+                     "pipeline_parallel_size": pp, "max_model_len": _tokens("--max-model-len", max_model_len),
+                     "max_num_batched_tokens": _tokens("--max-num-batched-tokens", max_num_batched_tokens),
+                     "max_num_seqs": max_num_seqs, "enforce_eager": enforce_eager,
+                     "entrypoint": {"offline": "llm"}.get(entrypoint, entrypoint)}
         _from_log(from_log, model, gpu, as_json, {k: v for k, v in overrides.items() if v is not None},
                   strict=strict, vllm_version=vllm_version, run=run)
     elif report:

@@ -69,6 +69,7 @@ TOLERANCES: dict[str, Tolerance] = {
     "available KV memory": Tolerance(0.01, _ROUNDING, "KV capacity within 1%"),
     "GPU blocks": Tolerance(0.01, 0.0, "KV capacity within 1%"),
     "logged KV cache tokens": Tolerance(0.01, 0.0, "KV capacity within 1%"),
+    "KV tokens in the start-up error": Tolerance(0.01, 0.0, "KV capacity within 1% (V0: blocks x block size)"),
     "max concurrency": Tolerance(0.01, 0.01, "KV capacity within 1% (the log prints 2 decimals)"),
     "max_num_batched_tokens": Tolerance(0.0, 0.0, "a default vLLM picks: exact"),
 }

@@ -131,8 +131,52 @@ def log_settings(parsed: dict[str, Any], overrides: dict[str, Any]):
     return settings_with_sources(parsed, overrides)[0]
 
 
+# vLLM's names (the log's `quantization` / `kv_cache_dtype`, its --quantization / --kv-cache-dtype flags) -> kvcalc's
+# formats. One table: vllm/model_executor/layers/quantization/__init__.py QUANTIZATION_METHODS and
+# vllm/config/cache.py CacheDType. None: vLLM's name does not fix the bytes (compressed-tensors, modelopt hold several
+# schemes; mxfp4/nvfp4 have no kvcalc format yet): --weights must say which.
+VLLM_QUANTIZATION: dict[str, str | None] = {
+    "awq": "awq", "awq_marlin": "awq", "gptq": "gptq", "gptq_marlin": "gptq", "gptq_marlin_24": "gptq",
+    "fp8": "fp8", "fbgemm_fp8": "fp8", "ptpc_fp8": "fp8", "bitsandbytes": "nf4",
+    "compressed-tensors": None, "compressed_tensors": None, "modelopt": None, "modelopt_fp4": None, "mxfp4": None,
+    "gguf": None, "auto-round": None, "auto_round": None, "hqq": "hqq4",
+}
+VLLM_KV_CACHE_DTYPE: dict[str, str] = {
+    "auto": "auto", "bfloat16": "auto", "float16": "auto", "half": "auto",  # the model dtype's 2 bytes
+    "fp8": "fp8", "fp8_e4m3": "fp8", "fp8_inc": "fp8", "fp8_e5m2": "fp8-e5m2",
+}
+_VLLM_DTYPE_WEIGHTS = {"bfloat16": "bf16", "torch.bfloat16": "bf16", "float16": "fp16", "torch.float16": "fp16",
+                       "half": "fp16", "float32": "fp32", "torch.float32": "fp32", "float": "fp32"}
+
+
+def weights_from_vllm(quantization: Any, dtype: Any = None) -> str | None:
+    """kvcalc's weight format for the log's quantization (and dtype when unquantized); UsageError for a vLLM scheme
+    kvcalc cannot size from its name alone."""
+    from ..errors import UsageError
+
+    q = None if quantization in (None, "None", "none", "") else str(quantization)
+    if q is None:
+        return _VLLM_DTYPE_WEIGHTS.get(str(dtype)) if dtype not in (None, "auto", "None") else None
+    key = q.lower()
+    if key in VLLM_QUANTIZATION:
+        fmt = VLLM_QUANTIZATION[key]
+        if fmt is None:
+            raise UsageError(f"the log's quantization {q!r} does not say how many bytes a weight takes (several "
+                             "schemes share the name): give --weights (e.g. fp8, awq, gptq, nf4)")
+        return fmt
+    return q  # kvcalc's own name, or a one-line 'unknown weight format' from formats
+
+
+def kv_from_vllm(name: Any) -> str:
+    key = str(name).strip().lower()
+    return VLLM_KV_CACHE_DTYPE.get(key, key)
+
+
 def settings_with_sources(parsed: dict[str, Any], overrides: dict[str, Any]):
-    """(VllmSettings, {setting: where it came from}) for a parsed log; sources are 'override', 'log' or 'default'."""
+    """(VllmSettings, {setting: where it came from}) for a parsed log; sources are 'override', 'log', 'log (...)' or
+    'default' (kvcalc's engine default for that setting: the version's gpu_memory_utilization, the entry point...).
+    Settings the user passes win over the log; vLLM's names for formats are mapped (VLLM_QUANTIZATION,
+    VLLM_KV_CACHE_DTYPE)."""
     from ..engines.vllm import DEFAULT_VERSION, VllmSettings
     from ..formats import kv_format, weight_format
 
@@ -153,15 +197,26 @@ def settings_with_sources(parsed: dict[str, Any], overrides: dict[str, Any]):
         sources[name] = "default"
         return default
 
-    kv_name = str(pick("kv", "kv_cache_dtype", default="auto", label="kv_cache_dtype"))
-    weights = pick("weights", default=None)
-    if weights is None:
-        quant = logged.get("quantization")
-        if quant not in (None, "None", "none"):
-            weights, sources["weights"] = str(quant), "log (quantization)"
+    kv_name = kv_from_vllm(pick("kv", "kv_cache_dtype", default="auto", label="kv_cache_dtype"))
+    weights = given.get("weights")
+    if weights is not None:
+        sources["weights"] = "override"
+        weights = weights_from_vllm(weights) if str(weights).lower() in VLLM_QUANTIZATION else weights
+    else:
+        weights = weights_from_vllm(logged.get("quantization"), logged.get("dtype"))
+        if weights is not None:
+            q = logged.get("quantization")
+            sources["weights"] = (f"log (quantization {q})" if q not in (None, "None", "none")
+                                  else f"log (dtype {logged.get('dtype')})")
         else:
-            weights = "bf16"
-    util = pick("gpu_memory_utilization", "util", default=0.9)  # vLLM's default is 0.9
+            weights, sources["weights"] = "bf16", "default"
+    kwargs: dict[str, Any] = {}
+    util = pick("gpu_memory_utilization", "util", default=None)
+    if util is not None:
+        kwargs["gpu_memory_utilization"] = float(util)
+    # vllm serve unless the log or the user says otherwise: how people deploy (issue 10), and what posted logs show
+    entrypoint = pick("entrypoint", default="serve")
+    kwargs["entrypoint"] = {"offline": "llm"}.get(str(entrypoint), str(entrypoint))
     max_model_len = pick("max_model_len")
     mnbt = pick("max_num_batched_tokens")
     max_num_seqs = pick("max_num_seqs")
@@ -172,15 +227,14 @@ def settings_with_sources(parsed: dict[str, Any], overrides: dict[str, Any]):
     settings = VllmSettings(
         weights=weight_format(str(weights)),
         kv=kv_format(kv_name),
-        gpu_memory_utilization=float(util),
         max_model_len=int(max_model_len) if max_model_len else None,
         max_num_batched_tokens=int(mnbt) if mnbt else None,
         max_num_seqs=int(max_num_seqs) if max_num_seqs else None,
         enforce_eager=bool(pick("enforce_eager", default=False)),
         block_size=int(block_size) if block_size else None,
         version=str(version or DEFAULT_VERSION),
-        entrypoint=str(pick("entrypoint", default="llm")),
-        tensor_parallel=int(pick("tensor_parallel_size", default=1) or 1),
-        pipeline_parallel=int(pick("pipeline_parallel_size", default=1) or 1),
+        tensor_parallel=int(pick("tensor_parallel_size", "tp", default=1, label="tensor_parallel_size") or 1),
+        pipeline_parallel=int(pick("pipeline_parallel_size", "pp", default=1, label="pipeline_parallel_size") or 1),
+        **kwargs,
     )
     return settings, sources

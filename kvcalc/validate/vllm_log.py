@@ -102,6 +102,69 @@ def _lines(text: str) -> list[str]:
     return text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
 
 
+# Terminal capture: a terminal of ~140 columns splits a long message mid-word onto lines that carry no prefix
+# ("... Model loading took 7.1217 GiB" / "and 198.94 seconds", "... Available KV cache me" / "mory: 11.03 GiB").
+_WRAP_MIN_CHARS = 80  # a wrapped line is long; short un-prefixed lines after it are something else
+_WRAP_MAX_JOINS = 64  # the engine-config dump wraps onto ~12 lines at 140 columns
+_NEW_MESSAGE = re.compile(r"\s{0,8}(?:Traceback|File \"|[A-Z]\w{0,60}(?:Error|Exception|Warning)\b|#|\[rank|\*|-{3}|={3}|\$ )")
+
+
+def _has_prefix(line: str) -> bool:
+    line = line.lstrip()
+    return bool(_PROC_PREFIX.match(line) or _LEVEL_PREFIX.match(line))
+
+
+def _logical_lines(text: str) -> tuple[list[str], dict[int, str], dict[int, str]]:
+    """Cleaned lines, with terminal-wrapped continuations joined onto the log line they belong to (the continuation's
+    own index becomes ""), so line numbers stay the file's. A wrap may have eaten a space ("GiB" / "and"): spaced[i]
+    is the same joined line with a space at each join, tried when the direct join matches no pattern; files[i] is the
+    engine ("v0"/"v1") that line i's prefix names (_engine_sign).
+    A continuation: no log prefix, not empty, not a new message (traceback, error, '#'), after a prefixed line of at
+    least _WRAP_MIN_CHARS characters (or after its previous continuation)."""
+    raws = _lines(text)
+    lines: list[str] = []
+    spaced: dict[int, str] = {}
+    files: dict[int, str] = {}  # line -> "v0" / "v1": the engine its prefix names
+    head: int | None = None
+    joins = 0
+    for i, raw in enumerate(raws):
+        raw = raw[:MAX_LINE_CHARS]
+        plain = _ANSI.sub("", raw) if "\x1b" in raw else raw
+        if (head is not None and joins < _WRAP_MAX_JOINS and plain.strip() and not _has_prefix(plain)
+                and not _NEW_MESSAGE.match(plain)):
+            tail = plain.rstrip()
+            lines[head] = (lines[head] + tail)[:MAX_LINE_CHARS]
+            sep = "" if tail[:1].isspace() else " "
+            spaced[head] = (spaced.get(head, lines[head][:len(lines[head]) - len(tail)]) + sep + tail)[:MAX_LINE_CHARS]
+            lines.append("")
+            joins += 1
+            continue
+        lines.append(_clean_line(raw))
+        sign = _engine_sign(plain[:400])
+        if sign:
+            files[i] = sign
+        head, joins = (i, 0) if (len(plain.rstrip()) >= _WRAP_MIN_CHARS and _has_prefix(plain)) else (None, 0)
+    return lines, spaced, files
+
+
+# Which engine logged a line, from its prefix: V1's engine-core process and v1/worker files, V0's worker processes
+# and worker/executor files. model_runner.py alone says nothing (V0's worker/model_runner.py, and V1's V2 runner
+# v1/worker/gpu/model_runner.py from 0.2x).
+_V1_SIGNS = ("(EngineCore", "gpu_worker.py:", "gpu_model_runner.py:", "kv_cache_utils.py:", "core.py:")
+_V0_SIGNS = ("(VllmWorkerProcess", " worker.py:", "[worker.py:", "executor_base.py:", "distributed_gpu_executor.py:",
+             "llm_engine.py:", "cache_engine.py:",
+             # V0-only messages: worker.py raise_if_cache_size_invalid, 0.4-0.7 model_runner.py load_model
+             "maximum number of tokens that can be stored in KV cache (", "Loading model weights took ")
+
+
+def _engine_sign(head: str) -> str | None:
+    if any(sign in head for sign in _V1_SIGNS):
+        return "v1"
+    if any(sign in head for sign in _V0_SIGNS):
+        return "v0"
+    return None
+
+
 def clean_log(text: str) -> str:
     """The log's messages only: ANSI codes, process prefixes and logger prefixes removed, one message line per line."""
     return "\n".join(_clean_line(raw) for raw in _lines(text))
@@ -193,6 +256,9 @@ class Pattern:
 PATTERNS: tuple[Pattern, ...] = (
     Pattern("Using max model len ", rf"Using max model len {_W}", (("settings", "max_model_len", "int"),),
             "config/model.py:1788 'Using max model len %s'"),
+    Pattern("Setting max_num_batched_tokens to ", rf"Setting max_num_batched_tokens to {_V} for",
+            (("values", "max_num_batched_tokens", "int"),),
+            "engine/arg_utils.py _set_default_args (0.7-0.10): the usage-context default"),
     Pattern("Chunked prefill is enabled with max_num_batched_tokens=",
             rf"max_num_batched_tokens={_W}", (("values", "max_num_batched_tokens", "int"),),
             "config/scheduler.py:253 (the resolved value: an observation, not a setting)"),
@@ -232,8 +298,8 @@ PATTERNS: tuple[Pattern, ...] = (
             (("values", "available_kv_bytes", "gib"),), "gpu_worker.py:561 (0.7+: '%.2f GiB')"),
     Pattern("GPU KV cache size: ", rf"GPU KV cache size: {_V} tokens", (("values", "kv_cache_tokens", "int"),),
             "kv_cache_utils.py:2177 (thousands separators)"),
-    Pattern(" blocks: ", rf"# (?:GPU|cuda|CUDA|gpu) blocks: {_V}(?:,|$)", (("values", "num_gpu_blocks", "int"),),
-            "V0 (0.4-0.10) executor '# GPU blocks: %d, # CPU blocks: %d'"),
+    Pattern(" blocks: ", rf"(?:^|# )(?:GPU|cuda|CUDA|gpu) blocks: {_V}(?:,|$)", (("values", "num_gpu_blocks", "int"),),
+            "V0 (0.4-0.10) executor '# GPU blocks: %d, # CPU blocks: %d' (posts often lose the '# ')"),
     Pattern("cache_config_info with initialization after num_gpu_blocks is",
             rf"cache_config_info with initialization after num_gpu_blocks is:? {_W}",
             (("values", "num_gpu_blocks", "int"),),
@@ -285,6 +351,35 @@ PATTERNS: tuple[Pattern, ...] = (
             (("values", "init_engine_seconds", "float"),), "core.py (0.7+)"),
     Pattern("the estimated maximum model length is ", rf"the estimated maximum model length is {_W}",
             (("values", "estimated_max_model_len", "int"),), "kv_cache_utils.py check_enough_kv_cache_memory"),
+    Pattern("maximum number of tokens that can be stored in KV cache (",
+            r"max seq len \((\d{1,12})\) is larger than the maximum number of tokens that can be stored in KV cache "
+            r"\((\d{1,12})\)",
+            (("settings", "max_model_len", "int"), ("values", "kv_tokens_in_error", "int")),
+            "V0 worker/worker.py raise_if_cache_size_invalid (0.4-0.10): the start-up error names the KV tokens"),
+    # vLLM 0.6.3-0.6.4 V0 worker.py: one line of key=value pairs ("duration=..., " and commas from 0.6.4)
+    Pattern("total_gpu_memory=", r"total_gpu_memory=([0-9.]{1,20}?) ?GiB",
+            (("values", "total_memory_bytes", "gib"),), "0.6.3-0.6.4 worker.py 'Memory profiling results: ...'"),
+    Pattern("non_torch_memory=", r"non_torch_memory=([0-9.]{1,20}?) ?GiB",
+            (("values", "non_torch_bytes", "gib"),), "the same line"),
+    Pattern("kv_cache_size=", r"kv_cache_size=([0-9.]{1,20}?) ?GiB",
+            (("values", "available_kv_bytes", "gib"),), "the same line"),
+    Pattern("gpu_memory_utilization=", r"GiB,? gpu_memory_utilization=(\d{1,3}(?:\.\d{1,10})?)",
+            (("settings", "gpu_memory_utilization", "util"),), "the same line"),
+    # vLLM 0.6.5-0.6.6 V0 worker.py: "Memory profiling results:" then one "name   value" line each
+    Pattern("total_gpu_memory", r"^total_gpu_memory\s{1,40}([0-9.]{1,20}) ?GiB$",
+            (("values", "total_memory_bytes", "gib"),), "0.6.5 worker.py multi-line profiling table"),
+    Pattern("gpu_memory_utilization", r"^gpu_memory_utilization\s{1,40}([0-9.]{1,20})$",
+            (("settings", "gpu_memory_utilization", "util"),), "the same table"),
+    Pattern("the current vLLM instance can use", r"^the current vLLM instance can use\s{1,40}([0-9.]{1,20}) ?GiB$",
+            (("values", "requested_memory_bytes", "gib"),), "the same table"),
+    Pattern("model weights take", r"^model weights take\s{1,40}([0-9.]{1,20}) ?GiB$",
+            (("values", "weights_profiled_bytes", "gib"),), "the same table"),
+    Pattern("non_torch_memory", r"^non_torch_memory\s{1,40}([0-9.]{1,20}) ?GiB$",
+            (("values", "non_torch_bytes", "gib"),), "the same table"),
+    Pattern("PyTorch activation peak memory", r"^PyTorch activation peak memory\s{1,40}([0-9.]{1,20}) ?GiB$",
+            (("values", "activation_bytes", "gib"),), "the same table"),
+    Pattern("available_kv_cache_memory", r"^available_kv_cache_memory\s{1,40}([0-9.]{1,20}) ?GiB$",
+            (("values", "available_kv_bytes", "gib"),), "the same table"),
 )
 _COMPILED = {p.regex: re.compile(p.regex) for p in PATTERNS}
 
@@ -296,6 +391,16 @@ _TEXT_SETTINGS = (
     ("Profiling CUDA graph memory: ", re.compile(r"Profiling CUDA graph memory: (.{1,500})"), "cudagraph_groups",
      str),
     ("Resolved architecture: ", re.compile(r"Resolved architecture: (\w{1,100})"), "architecture", str),
+    # Which engine ran: V0's worker/model_runner.py and executor vs V1's v1/worker/gpu_*.py (0.8-0.10 ran either,
+    # by VLLM_USE_V1). "Initializing a V0/V1 LLM engine" (0.8+) says it outright.
+    ("LLM engine (v", re.compile(r"Initializing an? (V[01]) LLM engine"), "engine", str.lower),
+    (" blocks: ", re.compile(r"(?:^|# )(?:GPU|cuda|CUDA|gpu) blocks: \d{1,12}(, # CPU) blocks"), "engine",
+     lambda _: "v0"),
+    # entrypoints/openai/api_server.py: only `vllm serve` (the OpenAI server) prints its version this way
+    ("vLLM API server version", re.compile(r"vLLM (API server) version"), "entrypoint", lambda _: "serve"),
+    # engine/arg_utils.py _set_default_args (0.7-0.10): "Setting max_num_batched_tokens to %d for %s usage context."
+    (" usage context", re.compile(r"for (\w{1,40}) usage context"), "entrypoint",
+     lambda ctx: {"OPENAI_API_SERVER": "serve", "LLM_CLASS": "llm"}.get(ctx, ctx.lower())),
 )
 
 # Start-up failures worth recording: (needle, keep the line from the needle on (True) or the whole line (False))
@@ -438,6 +543,8 @@ def _non_default_args(line: str, lineno: int, out: dict) -> None:
                 args[mm.group(1)] = value
     if not isinstance(args, dict):
         return
+    if "model_tag" in args:  # `vllm serve MODEL` puts the positional model here; the LLM class has no model_tag
+        out["settings"].setdefault("entrypoint", "serve")
     out["non_default_args"] = {str(k): v for k, v in args.items()
                                if isinstance(v, (str, int, float, bool)) or v is None}
     for key in _ARG_WANTED:
@@ -501,7 +608,7 @@ def parse_vllm_log(text: str, run: int | None = None) -> dict[str, Any]:
     equivalent_util_without_cudagraph_profiling, kv_cache_memory_to_requested_bytes, kv_cache_memory_to_gpu_bytes,
     kv_cache_in_use_bytes, profile_seconds, init_engine_seconds, free_after_profiling_bytes.
     """
-    all_lines = [_clean_line(raw) for raw in _lines(text)]
+    all_lines, spaced, files = _logical_lines(text)
     runs = _split_runs(all_lines)
     index = len(runs) - 1 if run is None else run
     if not -len(runs) <= index < len(runs):
@@ -514,20 +621,23 @@ def parse_vllm_log(text: str, run: int | None = None) -> dict[str, Any]:
     matches: dict[int, tuple[int, str, re.Match]] = {}
     counts = {key: 0 for key, _ in _REPEATED}
     config_line = args_line = None
+    signs: set[str] = set()
     for i in range(first, end):
         line = all_lines[i]
         if not line:
             continue
         lineno = i + 1
         for j, pat in enumerate(PATTERNS):
-            if pat.needle not in line:
-                continue
-            m = pat.compiled.search(line)
-            if m is None:
-                continue
-            for (_, key, kind), value in zip(pat.fields, m.groups()):
-                _cast(kind, value, lineno, line, key)  # every capture checked, repeats included
-            matches.setdefault(j, (lineno, line, m))
+            for variant in (line, spaced.get(i)):  # a wrapped line: the direct join, then with a space at joins
+                if variant is None or pat.needle not in variant:
+                    continue
+                m = pat.compiled.search(variant)
+                if m is None:
+                    continue
+                for (_, key, kind), value in zip(pat.fields, m.groups()):
+                    _cast(kind, value, lineno, variant, key)  # every capture checked, repeats included
+                matches.setdefault(j, (lineno, variant, m))
+                break
         for key, needle in _REPEATED:
             if needle in line:
                 counts[key] += 1
@@ -544,6 +654,8 @@ def parse_vllm_log(text: str, run: int | None = None) -> dict[str, Any]:
         for needle, regex, key, cast in _TEXT_SETTINGS:
             if needle in line and key not in out["settings"] and (m := regex.search(line)):
                 out["settings"][key] = cast(m.group(1).strip())
+        if i in files:
+            signs.add(files[i])
         if "CUDA graph memory profiling is disabled" in line:
             out["settings"].setdefault("cudagraph_memory_profiling", False)
         for needle, from_needle in _FAILURES:
@@ -561,6 +673,12 @@ def parse_vllm_log(text: str, run: int | None = None) -> dict[str, Any]:
         _non_default_args(args_line[1], args_line[0], out)
     for key, value in text_settings.items():
         out["settings"].setdefault(key, value)
+    if "entrypoint" not in out["settings"] and "non_default_args" in out:
+        # the LLM class logs its non-default args too, but `vllm serve` adds model_tag and the API server's version
+        # line (both would have set "serve" above): a logged args line without them is an offline LLM() start
+        out["settings"]["entrypoint"] = "llm"
+    if "engine" not in out["settings"] and signs:  # any V1 process or file wins: V0 names survive in V1 logs
+        out["settings"]["engine"] = "v1" if "v1" in signs else "v0"
     for j, pat in enumerate(PATTERNS):
         if j not in matches:
             continue
@@ -572,6 +690,11 @@ def parse_vllm_log(text: str, run: int | None = None) -> dict[str, Any]:
             elif key not in out["values"]:  # an earlier (more direct) row already gave it
                 out["values"][key] = number
                 out["raw"][key] = line.strip()
+    if "weights_bytes" not in out["values"] and "weights_profiled_bytes" in out["values"]:
+        # V0 (0.6-0.8) prints the weights only in its profiling summary ("model weights take X GiB"): the same
+        # measurement as "Model loading took" (memory after loading minus before), so it stands for it
+        out["values"]["weights_bytes"] = out["values"]["weights_profiled_bytes"]
+        out["raw"]["weights_bytes"] = out["raw"].get("weights_profiled_bytes", "")
     for key, n in counts.items():
         if n > 1:
             out["repeats"][key] = n
@@ -708,10 +831,16 @@ def check_log(parsed: dict[str, Any], model: Any, gpu: Any, *, vllm_version: str
     if total is None:
         notes.append(f"the log states no total GPU memory: kvcalc used the {profile.name} profile's "
                      f"{profile.memory_total_bytes / GiB:.2f} GiB")
-    notes += _version_notes(parsed)
+    if overrides.get("version") is None:  # a version given by the user is said in `settings: version X (override)`
+        notes += _version_notes(parsed)
     if parsed.get("version") and not _valid_version(parsed["version"]):
         parsed = dict(parsed, version=None)  # said in the note above; the default rules apply
     settings, sources = settings_with_sources(parsed, overrides)
+    logged_engine = parsed.get("settings", {}).get("engine")
+    rules = getattr(settings, "rules", None)  # the version's rules (engines/vllm_versions.py)
+    if logged_engine and rules is not None and getattr(rules, "engine", logged_engine) != logged_engine:
+        notes.append(f"the log ran vLLM's {logged_engine.upper()} engine, but kvcalc's rules for {settings.version} "
+                     f"are the {rules.engine.upper()} engine's (VLLM_USE_V1 set?): capacity may differ")
     for key, what in _EXPECTED:
         if key not in values:
             notes.append(f"no {what}")
@@ -735,6 +864,7 @@ def check_log(parsed: dict[str, Any], model: Any, gpu: Any, *, vllm_version: str
     add("available KV memory", est.available_kv_bytes, "available_kv_bytes", note=note_gib)
     add("GPU blocks", est.num_gpu_blocks, "num_gpu_blocks", unit="blocks")
     add("logged KV cache tokens", est.logged_kv_tokens, "kv_cache_tokens", unit="tokens")
+    add("KV tokens in the start-up error", est.kv_capacity_tokens, "kv_tokens_in_error", unit="tokens")
     add("max concurrency", est.logged_concurrency, "max_concurrency", unit="x")
     add("max_num_batched_tokens", est.max_num_batched_tokens, "max_num_batched_tokens", unit="tokens")
     assumed = {k: {"value": _setting_value(settings, k), "from": v} for k, v in sources.items()}

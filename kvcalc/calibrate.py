@@ -1,0 +1,200 @@
+"""The user's own vLLM environment (GPU, driver, vLLM version), fitted by `kvcalc calibrate LOG...` from their
+start-up logs and kept in a user profile; plan and explain use it when the GPU and the vLLM version match.
+
+Only the per-environment terms of vLLM's memory budget that have a mechanism are calibrated
+(vllm/v1/worker/gpu_worker.py determine_available_memory: KV = total x util - weights - activation peak - non-torch
+- CUDA-graph estimate):
+- non-torch memory per rank, by tensor-parallel size: the CUDA context, cuBLAS/cuDNN workspaces and, with TP, NCCL
+  and custom all-reduce buffers: set by the driver, the NCCL build and the interconnect, not by the model;
+- the CUDA-graph memory vLLM subtracts (its estimate, or the captured pool where it prints no estimate);
+- the activation peak as a scale on kvcalc's formula (the profile run's kernels: attention backend, torch.compile,
+  fused-MoE and quantized kernels' workspaces differ per build).
+Weights and the KV layout are not calibrated: they follow from the checkpoint and vLLM's rules, not the environment.
+
+Where the profile lives: $KVCALC_CONFIG_DIR/calibration.json, else $XDG_CONFIG_HOME/kvcalc/calibration.json, else
+~/.config/kvcalc/calibration.json. This module reads and writes that file and applies a calibration; fitting it from
+logs is kvcalc/validate/calibration_fit.py (the log parser lives in validate/).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import UsageError
+from .units import GiB
+
+SCHEMA = "kvcalc.calibration/1"
+MAX_PROFILE_BYTES = 1 << 20  # a profile is a few KiB; a larger file is not one kvcalc wrote
+
+
+def profile_path() -> Path:
+    """$KVCALC_CONFIG_DIR/calibration.json, else the XDG config directory's kvcalc/calibration.json."""
+    override = os.environ.get("KVCALC_CONFIG_DIR")
+    if override:
+        return Path(override) / "calibration.json"
+    xdg = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(xdg) / "kvcalc" / "calibration.json"
+
+
+def release(version: str) -> str:
+    """'0.19.0rc1' -> '0.19.0', '0.10.1.1' -> '0.10.1.1': the release a calibration is keyed by."""
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return ".".join(str(n) for n in Version(str(version)).release)
+    except InvalidVersion:
+        raise UsageError(f"vLLM version {str(version)[:40]!r} is not a version number (e.g. 0.19.0)") from None
+
+
+Layout = tuple[int, int]  # (tensor-parallel size, pipeline-parallel size)
+
+
+def layout_key(layout: Layout) -> str:
+    """(2, 1) -> "tp2" and (1, 2) -> "tp1pp2": the profile's JSON keys."""
+    tp, pp = layout
+    return f"tp{tp}" + (f"pp{pp}" if pp > 1 else "")
+
+
+def parse_layout(key: str) -> Layout:
+    m = re.fullmatch(r"tp(\d{1,4})(?:pp(\d{1,4}))?", str(key))
+    if not m:
+        raise ValueError(f"layout key {str(key)[:20]!r} is not like tp2 or tp1pp2")
+    return int(m.group(1)), int(m.group(2) or 1)
+
+
+def layout_text(layout: Layout) -> str:
+    tp, pp = layout
+    return f"TP {tp}" + (f" x PP {pp}" if pp > 1 else "")
+
+
+@dataclass(frozen=True)
+class EnvCalibration:
+    """One environment's fitted terms (bytes are per rank). None: that term was not fitted, kvcalc's own applies."""
+
+    gpu: str  # the GPU profile's name (GpuProfile.name), e.g. "NVIDIA H100 SXM5 80GB"
+    vllm_version: str  # the release, e.g. "0.19.0"
+    # keyed by the parallel layout (tp, pp): NCCL's all-reduce buffers come with TP, not with PP
+    non_torch_by_tp: tuple[tuple[Layout, int], ...] = ()  # ((tp, pp), non-torch bytes per rank)
+    activation_scale_by_tp: tuple[tuple[Layout, float], ...] = ()  # ((tp, pp), observed activation peak / kvcalc's)
+    cudagraph_by_tp: tuple[tuple[Layout, int], ...] = ()  # ((tp, pp), the CUDA-graph memory vLLM subtracts per rank)
+    total_memory_bytes: int | None = None  # what the logs' driver reported
+    logs: tuple[str, ...] = ()
+    created: str = ""
+    source: str = field(default="", compare=False)  # the profile file it was read from
+
+    def layouts(self) -> list[Layout]:
+        return sorted({key for pairs in (self.non_torch_by_tp, self.activation_scale_by_tp, self.cudagraph_by_tp)
+                       for key, _ in pairs}) or [(1, 1)]
+
+    def non_torch(self, tp: int, pp: int, default: int) -> int:
+        return dict(self.non_torch_by_tp).get((int(tp), int(pp)), default)
+
+    def activation(self, tp: int, pp: int, predicted: int) -> int:
+        scale = dict(self.activation_scale_by_tp).get((int(tp), int(pp)))
+        return predicted if scale is None else int(round(predicted * scale))
+
+    def cudagraph(self, tp: int, pp: int, predicted: int) -> int:
+        """The calibrated graph memory where kvcalc subtracts one (0 stays 0: eager, or a runner that does not)."""
+        fitted = dict(self.cudagraph_by_tp).get((int(tp), int(pp)))
+        return predicted if (fitted is None or predicted == 0) else fitted
+
+    def describe(self, tp: int, pp: int = 1) -> str:
+        parts = []
+        key = (int(tp), int(pp))
+        for what, pairs, shown in (("non-torch", self.non_torch_by_tp, lambda b: f"{b / GiB:.2f} GiB per rank"),
+                                   ("activation", self.activation_scale_by_tp, lambda x: f"x{x:.2f} kvcalc's"),
+                                   ("CUDA graphs", self.cudagraph_by_tp, lambda b: f"{b / GiB:.2f} GiB")):
+            by_layout = dict(pairs)
+            if key in by_layout:
+                parts.append(f"{what} {shown(by_layout[key])} at {layout_text(key)}")
+            elif by_layout:
+                parts.append(f"{what} not calibrated for {layout_text(key)} (only "
+                             f"{', '.join(layout_text(k) for k in sorted(by_layout))})")
+        where = f" ({self.source})" if self.source else ""
+        return (f"calibrated from your logs for {self.gpu}, vLLM {self.vllm_version}{where}: " + ", ".join(parts)
+                + "; --no-calibration ignores it")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"gpu": self.gpu, "vllm_version": self.vllm_version,
+                "non_torch_bytes_by_tp": {layout_key(k): b for k, b in self.non_torch_by_tp},
+                "activation_scale_by_tp": {layout_key(k): x for k, x in self.activation_scale_by_tp},
+                "cudagraph_bytes_by_tp": {layout_key(k): b for k, b in self.cudagraph_by_tp},
+                "total_memory_bytes": self.total_memory_bytes, "logs": list(self.logs), "created": self.created}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any], source: str = "") -> "EnvCalibration":
+        def num(value: Any, kind: type, lo: float, hi: float) -> Any:
+            if value is None:
+                return None
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not lo <= value <= hi:
+                raise ValueError(f"{value!r} out of range")
+            return kind(value)
+
+        by_tp = d.get("non_torch_bytes_by_tp") or {}
+        scales = d.get("activation_scale_by_tp") or {}
+        graphs = d.get("cudagraph_bytes_by_tp") or {}
+        if not all(isinstance(x, dict) for x in (by_tp, scales, graphs)):
+            raise ValueError("non_torch_bytes_by_tp / activation_scale_by_tp is not a mapping")
+        return cls(gpu=str(d["gpu"]), vllm_version=release(str(d["vllm_version"])),
+                   non_torch_by_tp=tuple(sorted((parse_layout(k), num(b, int, 0, 64 * GiB)) for k, b in by_tp.items())),
+                   activation_scale_by_tp=tuple(sorted((parse_layout(k), num(x, float, 0.05, 20))
+                                                       for k, x in scales.items())),
+                   cudagraph_by_tp=tuple(sorted((parse_layout(k), num(b, int, 0, 64 * GiB))
+                                                for k, b in graphs.items())),
+                   total_memory_bytes=num(d.get("total_memory_bytes"), int, 0, 1 << 50),
+                   logs=tuple(str(x) for x in d.get("logs") or ()), created=str(d.get("created", "")),
+                   source=source)
+
+
+def load_profile(path: Path | None = None) -> list[EnvCalibration]:
+    """Every calibration in the profile ([] when there is none); a damaged file is one line, exit 2."""
+    from .input_files import is_file, parse_json, read_text
+
+    path = path or profile_path()
+    if not is_file(path):
+        return []
+    try:
+        # read as data (input_files): capped, UTF-8 checked, bounded nesting and digits (a 200,000-deep array was a
+        # RecursionError traceback on every plan; found by tests/fuzz_cases.py)
+        data = parse_json(read_text(path, "calibration profile", MAX_PROFILE_BYTES), "the file")
+        if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+            raise ValueError(f"not a {SCHEMA} file")
+        return [EnvCalibration.from_json(e, str(path)) for e in data.get("environments", [])]
+    except (OSError, ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
+        raise UsageError(f"calibration profile {path}: {exc}; fix or delete it (or pass --no-calibration)") from None
+
+
+def save_profile(envs: list[EnvCalibration], path: Path | None = None) -> Path:
+    """Write the profile atomically (a temporary file renamed over it)."""
+    path = path or profile_path()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps({"schema": SCHEMA, "environments": [e.to_json() for e in envs]}, indent=1) + "\n",
+                       encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise UsageError(f"cannot write the calibration profile {path}: {exc.strerror or exc}") from None
+    return path
+
+
+def find(gpu_name: str, vllm_version: str, path: Path | None = None) -> tuple[EnvCalibration | None, str | None]:
+    """(the calibration for this GPU and vLLM release, or None; a note when the profile holds calibrations that do
+    not match, so the user knows why theirs was not used)."""
+    envs = load_profile(path)
+    if not envs:
+        return None, None
+    want = release(vllm_version)
+    for env in envs:
+        if env.gpu == gpu_name and env.vllm_version == want:
+            return env, None
+    same_gpu = sorted(e.vllm_version for e in envs if e.gpu == gpu_name)
+    if same_gpu:
+        return None, (f"your calibration for {gpu_name} is for vLLM {', '.join(same_gpu)}, not {want}: not used "
+                      f"(--vllm-version {same_gpu[-1]} uses it)")
+    return None, None
