@@ -889,17 +889,25 @@ def run_cases(cases: list[Case], scratch: Path, progress=None) -> list[Outcome]:
     """Run every case in its own scratch subfolder (deleted after), offline: the hub is never asked."""
     import shutil
 
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    saved = {k: os.environ.get(k) for k in ("HF_HUB_OFFLINE", "KVCALC_CONFIG_DIR")}
+    os.environ["HF_HUB_OFFLINE"] = "1"
     # no case may read or write the user's own calibration profile: each calibrate/calibration case sets its own
     os.environ["KVCALC_CONFIG_DIR"] = str(scratch / "no-profile")
     outcomes = []
-    for i, case in enumerate(cases):
-        folder = scratch / f"c{i}"
-        folder.mkdir(parents=True, exist_ok=True)
-        outcomes.append(run_case(case, folder))
-        shutil.rmtree(folder, ignore_errors=True)
-        if progress and i % 500 == 0:
-            progress(i, outcomes)
+    try:
+        for i, case in enumerate(cases):
+            folder = scratch / f"c{i}"
+            folder.mkdir(parents=True, exist_ok=True)
+            outcomes.append(run_case(case, folder))
+            shutil.rmtree(folder, ignore_errors=True)
+            if progress and i % 500 == 0:
+                progress(i, outcomes)
+    finally:
+        for key, value in saved.items():  # the caller's environment as it was (pytest runs other tests after)
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
     return outcomes
 
 

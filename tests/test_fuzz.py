@@ -6,7 +6,6 @@ number in JSON, no "fits" that breaks an invariant. A failure prints the argv to
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -20,8 +19,9 @@ PER_KIND = {"cli": 120, "config": 60, "gpu-yaml": 40, "log": 60, "search": 20, "
 
 
 @pytest.fixture(autouse=True)
-def _offline(monkeypatch):
+def _offline(monkeypatch, tmp_path_factory):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # a fuzzed "org/name" must not wait on the network
+    monkeypatch.setenv("KVCALC_CONFIG_DIR", str(tmp_path_factory.mktemp("no-profile")))  # not the user's profile
 
 
 @pytest.mark.parametrize("kind", sorted(PER_KIND))
@@ -39,7 +39,6 @@ def test_generated_cases_answer_cleanly(kind, tmp_path):
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(argv=F.argv_strategy())
 def test_any_plan_explain_fit_argv_answers_cleanly(argv, tmp_path_factory):
-    os.environ["HF_HUB_OFFLINE"] = "1"
     outcome = F.run_case(F.Case("hypothesis", argv), Path(tmp_path_factory.mktemp("h")))
     assert not outcome.error and not outcome.problems, F.describe(outcome)
 
