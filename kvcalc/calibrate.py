@@ -164,7 +164,10 @@ def load_profile(path: Path | None = None) -> list[EnvCalibration]:
         data = parse_json(read_text(path, "calibration profile", MAX_PROFILE_BYTES), "the file")
         if not isinstance(data, dict) or data.get("schema") != SCHEMA:
             raise ValueError(f"not a {SCHEMA} file")
-        return [EnvCalibration.from_json(e, str(path)) for e in data.get("environments", [])]
+        envs = data.get("environments", [])
+        if not isinstance(envs, list) or not all(isinstance(e, dict) for e in envs):  # (a string entry: fuzz)
+            raise ValueError("environments is not a list of objects")
+        return [EnvCalibration.from_json(e, str(path)) for e in envs]
     except (OSError, ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
         raise UsageError(f"calibration profile {path}: {exc}; fix or delete it (or pass --no-calibration)") from None
 

@@ -157,3 +157,10 @@ def test_a_deeply_nested_calibration_profile_is_one_line(tmp_path, monkeypatch):
     _one_error_line(["plan", "--gpu", "h200"], "deeper than 64 levels")
     (tmp_path / "calibration.json").write_bytes(b"\xff\xfe{}")
     _one_error_line(["plan", "--gpu", "h200"], "not UTF-8")
+
+
+def test_a_calibration_profile_whose_environment_is_not_an_object_is_one_line(tmp_path, monkeypatch):
+    # {"environments": ["x"]} raised AttributeError ('str' object has no attribute 'get') on every plan
+    (tmp_path / "calibration.json").write_text(json.dumps({"schema": "kvcalc.calibration/1", "environments": ["x"]}))
+    monkeypatch.setenv("KVCALC_CONFIG_DIR", str(tmp_path))
+    _one_error_line(["explain", "--gpu", "h100-sxm"], "environments is not a list of objects")
