@@ -17,7 +17,7 @@ COMMANDS = {
     "plan (table)": ["plan", "--gpu", "t4", "--context", "32k"],
     "plan --json": ["plan", "--gpu", "t4", "--context", "32k", "--json"],
 }
-HEAVY = ("torch", "transformers", "vllm", "matplotlib", "numpy")
+HEAVY = ("torch", "transformers", "vllm", "matplotlib", "numpy", "starlette", "uvicorn", "kvcalc.web")
 
 
 def time_command(args: list[str], runs: int) -> list[float]:

@@ -86,7 +86,22 @@ class _Name(click.ParamType):
         return text
 
 
-TOKENS, FRACTION, POSITIVE, NAME = _Tokens(), _Fraction(), _Positive(), _Name()
+class _Rate(click.ParamType):
+    """Requests per second: a positive finite number."""
+
+    name = "rate"
+
+    def convert(self, value, param, ctx):
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            raise UsageError(f"{_option(param)} {shown(value)} is not a number") from None
+        if not (0 < number < 1e9):  # NaN and inf fail this too
+            raise UsageError(f"{_option(param)} must be a positive number of requests/s, got {shown(value)}")
+        return number
+
+
+TOKENS, FRACTION, POSITIVE, NAME, RATE = _Tokens(), _Fraction(), _Positive(), _Name(), _Rate()
 
 
 def _plan_options(func):
@@ -114,6 +129,14 @@ def _plan_options(func):
                      help=f"tensor-parallel GPUs (at most {limits.MAX_PARALLEL}; must divide the attention heads)."),
         click.option("--pp", default=1, type=POSITIVE, show_default=True,
                      help=f"pipeline-parallel stages (at most {limits.MAX_PARALLEL} and the model's layers)."),
+        click.option("--input-len", type=TOKENS, default=None,
+                     help="workload as vllm bench runs it: prompt tokens per request; sets --context to input + "
+                          "output and adds TTFT, TPOT, latency and output tokens/s per row."),
+        click.option("--output-len", type=TOKENS, default=None, help="generated tokens per request [default: 128]."),
+        click.option("--concurrency", type=POSITIVE, default=None,
+                     help="requests in flight (vllm bench --max-concurrency); sets --batch [default: 1]."),
+        click.option("--request-rate", type=RATE, default=None,
+                     help="Poisson arrivals in requests/s (vllm bench --request-rate); the concurrency follows."),
         click.option("--no-calibration", is_flag=True,
                      help="ignore your calibration (kvcalc calibrate) for this GPU and vLLM version."),
     ]
@@ -122,11 +145,30 @@ def _plan_options(func):
     return func
 
 
+def _workload(input_len, output_len, concurrency, request_rate):
+    """The --input-len workload, or None; the other workload options need it."""
+    from .workload import Workload
+
+    if input_len is None:
+        given = [n for n, v in (("--output-len", output_len), ("--concurrency", concurrency),
+                                ("--request-rate", request_rate)) if v is not None]
+        if given:
+            raise UsageError(f"{given[0]} describes a vllm bench workload and needs --input-len")
+        return None
+    return Workload(input_len, output_len or 128, concurrency, request_rate)
+
+
 def _request(gpu, model, context, batch, engine, weights, kv, util, max_model_len, max_num_batched_tokens,
-             max_num_seqs, enforce_eager, vllm_version, tp, pp, no_calibration=False):
+             max_num_seqs, enforce_eager, vllm_version, tp, pp, no_calibration=False, input_len=None, output_len=None,
+             concurrency=None, request_rate=None):
     from .catalog import DEFAULT_MODEL, load_model
     from .hardware import get_gpu
     from .plan import PlanRequest, request_warnings
+
+    workload = _workload(input_len, output_len, concurrency, request_rate)
+    if workload is not None:
+        workload.check(max_model_len)  # before any model or GPU is read: a bad workload is a usage error
+        context, batch = workload.context, workload.concurrency or 1
 
     spec = load_model(model or DEFAULT_MODEL)
     profile = get_gpu(gpu)
@@ -134,7 +176,7 @@ def _request(gpu, model, context, batch, engine, weights, kv, util, max_model_le
     req = PlanRequest(spec=spec, gpu=profile, context=context, batch=batch, engines=engines, weights=weights, kv=kv,
                       util=util, max_model_len=max_model_len, max_num_batched_tokens=max_num_batched_tokens,
                       max_num_seqs=max_num_seqs, enforce_eager=enforce_eager, vllm_version=vllm_version, tp=tp,
-                      pp=pp)
+                      pp=pp, workload=workload)
     warnings = request_warnings(req)
     if "vllm" in engines and not no_calibration:
         from .calibrate import find
@@ -219,6 +261,10 @@ def plan(as_json, as_csv, explain_config, tp_sweep, plot_path, **kwargs):
     for warning in warnings:
         click.echo(f"warning: {warning}", err=True)
     render_table(req, rows)
+    if req.workload is not None:
+        from .render import render_bench
+
+        render_bench(req, rows)
     if sweep:
         render_sweep(req, sweep)
     if explain_config:
@@ -291,7 +337,9 @@ def gpus(as_json):
 
     profiles = list_gpus()
     if as_json:
-        click.echo(json.dumps([dataclasses.asdict(p) for p in profiles], indent=1))
+        from .render import gpus_payload
+
+        click.echo(json.dumps(gpus_payload(), indent=1))
     else:
         render_gpus(profiles)
 
@@ -301,7 +349,6 @@ def gpus(as_json):
 def models(as_json):
     """Models in the built-in catalog (any config.json also works with --model PATH)."""
     from .catalog import catalog_entry, catalog_names, load_model
-    from .checkpoint import checkpoint_label
     from .render import render_models
 
     specs = []
@@ -311,11 +358,27 @@ def models(as_json):
         except UsageError:
             continue
     if as_json:
-        click.echo(json.dumps([{"name": s.name, "hf_id": e.get("hf_id"), "params": s.params.total,
-                                "model_type": s.model_type, "layers": s.num_layers, "checkpoint_format": checkpoint_label(s)}
-                                for s, e in specs], indent=1))
+        from .render import models_payload
+
+        click.echo(json.dumps(models_payload(), indent=1))
     else:
         render_models(specs)
+
+
+@cli.command()
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="address to bind; anything but loopback lets other machines use the page.")
+@click.option("--port", default=8000, type=click.IntRange(1, 65535), show_default=True)
+@click.option("--open", "open_browser", is_flag=True, help="open the page in the default browser.")
+@click.option("--allow-hub", is_flag=True, help="let the page read hub ids outside the catalog (network access).")
+def serve(host, port, open_browser, allow_hub):
+    """A local web page: the table, the plots, explain and search, updated as you type (needs kvcalc[web])."""
+    import importlib
+
+    # kvcalc/web/ is a surface above the CLI (it parses every request with the CLI's own options), so the CLI hands
+    # over to it by name, as an entry point would, rather than importing it (tests/test_import_graph.py)
+    importlib.import_module("kvcalc.web.server").serve(host=host, port=port, open_browser=open_browser,
+                                                       allow_hub=allow_hub)
 
 
 def main(argv: list[str] | None = None) -> None:

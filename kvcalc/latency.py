@@ -1,33 +1,31 @@
-"""Time per request in `vllm bench` terms (TTFT, TPOT), from the decode model of throughput.py. Stop-gap for search.
+"""Time per request in `vllm bench` terms (TTFT, TPOT) for `kvcalc search`, vectorized over candidates, from the
+speed model v2 of throughput.py (plan's rows use kvcalc/workload.py, the scalar form of the same model).
 
-Issue 11 (speed model v2) replaces this module: keep its two public formulas, `ttft_s` and `tpot_s`, and their
-arguments, and swap what is inside. Both work on Python floats and on numpy arrays alike, so `kvcalc search` and the
-scalar checks in the tests evaluate the very same expressions.
+`ttft_s` and `tpot_s` work on Python floats and on numpy arrays alike, so `kvcalc search` and the scalar checks in the
+tests evaluate the very same expressions.
 
-Assumptions, stated in every search's output:
-- TPOT. vLLM decodes the batch in lock-step; request i's context grows from input+1 to input+output-1 over its
-  output. throughput.decode_speed is affine in context on each side of its roofline ridge: one step costs
-  fixed + max(m0 + m1*c, k0 + k1*c) at per-request context c (memory: weights + KV read; compute: 2*active params +
-  attention FLOPs, both per request of the batch). TPOT is the exact mean of that step over the output's decode steps
-  (no queueing, no prefill interleaved with decode).
-- TTFT. Prefill is compute-bound: 2*active params FLOPs per prompt token plus the causal attention FLOPs
-  (sum of the positions attended), at throughput.yaml's achievable fraction of the GPU's dense bf16 rate x TP, chunked
-  at max_num_batched_tokens; each chunk costs at least one full read of the weights and the fixed step time. No
-  queueing behind other requests' prefills.
+- TPOT. At a fixed batch b, throughput.decode_speed's step is exactly affine in the per-request context c:
+  fixed + W(b) + b * A * c, where W(b) is the weight GEMMs (+ MoE experts, sampler) at batch b and A the attention
+  time per cached token of one request (bytes, FLOPs and conversion ops all scale with b * c). decode_line reads
+  W(1) and A; search scales W with weight_time_table (W(b) / W(1), exact for dense models). TPOT is the exact
+  mean of the step over the output.
+- TTFT. Each chunk of max_num_batched_tokens costs fixed + max(weights read, GEMM time per token x n + attention
+  time per attended pair x pairs), the per-token and per-pair times taken from the speed model's prefill kernels.
+  No queueing behind other requests' prefills.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 ASSUMPTIONS = (
-    "TTFT = prefill FLOPs (2 x active params per token + causal attention) / (achievable bf16 rate x TP), chunked at "
-    "max_num_batched_tokens, each chunk at least one read of the weights plus the fixed step; no queueing",
-    "TPOT = mean decode step of throughput.decode_speed at the per-replica concurrency while the context grows from "
-    "input+1 to input+output-1 (lock-step batch, no prefill interleaved)",
+    "TTFT = the prefill chunks of max_num_batched_tokens, each the longer of one weight read and the speed model's "
+    "GEMM + causal-attention time, plus the step overhead; no queueing",
+    "TPOT = mean decode step of the speed model v2 (throughput.decode_speed) at the per-replica concurrency while the "
+    "context grows from input+1 to input+output-1 (lock-step batch, no prefill interleaved)",
     "pipeline parallelism: stages run one after another, so a step costs what TP alone costs (no pipeline speed-up, "
     "no inter-stage transfer modelled)",
-    "both are stand-ins until the speed model v2 (issue 11) replaces kvcalc/latency.py",
 )
 
 
@@ -41,17 +39,62 @@ class DecodeLine:
     mem1: float
     cmp0: float
     cmp1: float
+    pre0: Any = None  # prefill: seconds per prompt token of the weight GEMMs (None: cmp0)
+    pre1: Any = None  # prefill: seconds per attended (query, cached) pair (None: cmp1)
+    wread: Any = None  # prefill: seconds of one weight read by a chunk of PREFILL_ROWS tokens (None: mem0)
+
+    def prefill_terms(self):
+        return (self.cmp0 if self.pre0 is None else self.pre0), (self.cmp1 if self.pre1 is None else self.pre1)
+
+
+PREFILL_ROWS = 2048  # the chunk the prefill terms are read at (vLLM's serve default max_num_batched_tokens)
 
 
 def decode_line(spec, gpu, weights, kv, batch: int, enforce_eager: bool = False, tp: int = 1,
                 probe: int = 1 << 16) -> DecodeLine:
-    """Read the affine pieces of throughput.decode_speed at this batch off two scalar evaluations of it."""
-    from .throughput import decode_speed
+    """The step at this batch as fixed + W(batch) + slope * c, read off two scalar evaluations of
+    throughput.decode_speed (exact: the step is affine in c at a fixed batch, without enforce_eager), and the
+    prefill terms of the same model."""
+    from .throughput import decode_speed, forward_kernels
 
     a = decode_speed(spec, gpu, "vllm", weights, kv, batch, 0, enforce_eager, tp)
     b = decode_speed(spec, gpu, "vllm", weights, kv, batch, probe, enforce_eager, tp)
-    return DecodeLine(a.fixed_s, a.memory_s, (b.memory_s - a.memory_s) / probe, a.compute_s,
-                      (b.compute_s - a.compute_s) / probe)
+    n = PREFILL_ROWS
+    kernels = forward_kernels(spec, gpu, weights, kv, n, 0.0, n * n, tp, prefill=True)
+    gemm = sum(k.compute_s for k in kernels if k.name in ("linear", "experts")) / n
+    attention = next(k.compute_s for k in kernels if k.name == "attention") / (n * n)
+    wread = sum(k.memory_s for k in kernels if k.name in ("linear", "experts"))
+    return DecodeLine(a.fixed_s, a.step_s - a.fixed_s, (b.step_s - a.step_s) / probe, 0.0, 0.0, gemm, attention,
+                      wread)
+
+
+def weight_time_table(spec, gpu, weights, kv, tp: int, bmax: int):
+    """W(b) / W(1) for b = 0..bmax (index 0 = 1.0): the decode step's batch-dependent part (weight GEMMs, experts,
+    sampler) at batch b over batch 1. Exact for dense models: the GEMMs cost what the batch rounded up to 16 rows
+    costs (16-row MMA tiles pad to it) and the sampler, linear in the rows, is taken back to b. MoE: every batch up
+    to 64 is evaluated; above it the experts touched are those of the rounded-up batch (at most 15 tokens more).
+    Attention is not in it, so the table does not depend on the KV format."""
+    np = _np()
+    from .throughput import forward_kernels, gpu_rates
+
+    rates = gpu_rates(gpu)
+
+    def parts(b):
+        ks = forward_kernels(spec, gpu, weights, kv, b, 0.0, 0.0, tp, rates=rates)
+        return sum(k.time_s for k in ks), next(k.time_s for k in ks if k.name == "sampler")
+
+    top = max(bmax, 1)
+    table = np.empty(top + 1)
+    exact = min(top, 64) if spec.moe is not None else 0  # MoE: the experts touched change with every token
+    for b in range(1, exact + 1):
+        table[b] = parts(b)[0]
+    for up in range(16 * (exact // 16 + 1), -(-top // 16) * 16 + 1, 16):
+        total, sampler = parts(up)
+        per_row = sampler / up
+        for b in range(up - 15, min(up, top) + 1):
+            table[b] = total - (up - b) * per_row
+    table[0] = table[1]
+    return table / table[1]
 
 
 def _np():
@@ -108,6 +151,7 @@ def ttft_s(line: DecodeLine, input_len, chunk_tokens, mem0_chunk=None):
     i = np.asarray(input_len, dtype=np.float64)
     chunk = np.asarray(chunk_tokens, dtype=np.float64)
     m0 = line.mem0 if mem0_chunk is None else mem0_chunk
+    c0, c1 = line.prefill_terms()
     full = np.floor(i / chunk)
     rest = i - full * chunk
 
@@ -116,18 +160,18 @@ def ttft_s(line: DecodeLine, input_len, chunk_tokens, mem0_chunk=None):
 
     # full chunks k = 0..full-1 start at k*chunk: sum of their pairs in closed form
     pairs_full = chunk * (chunk + 1) / 2 * full + chunk * chunk * full * (full - 1) / 2
-    t_full_compute = line.cmp0 * chunk + line.cmp1 * (pairs_full / np.where(full > 0, full, 1))
+    t_full_compute = c0 * chunk + c1 * (pairs_full / np.where(full > 0, full, 1))
     # every full chunk has the same token count; their attention grows, so take each one's max separately only
     # when the weights read could bind: compute time of chunk k is linear in k, so count chunks below the floor
-    k_compute0 = line.cmp0 * chunk + line.cmp1 * chunk * (chunk + 1) / 2  # first chunk's compute
-    k_step = line.cmp1 * chunk * chunk  # each later chunk attends `chunk` more positions per token
+    k_compute0 = c0 * chunk + c1 * chunk * (chunk + 1) / 2  # first chunk's compute
+    k_step = c1 * chunk * chunk  # each later chunk attends `chunk` more positions per token
     with np.errstate(divide="ignore", invalid="ignore"):
         below = np.where(k_step > 0, np.clip(np.ceil((m0 - k_compute0) / np.where(k_step > 0, k_step, 1)), 0, full),
                          np.where(k_compute0 < m0, full, 0))
     # chunks 0..below-1 cost the weights read; the others their compute
     compute_above = full * t_full_compute - (below * k_compute0 + k_step * below * (below - 1) / 2)
     total = full * line.fixed + below * m0 + compute_above
-    last = np.where(rest > 0, line.fixed + np.maximum(m0, line.cmp0 * rest + line.cmp1 * pairs(full * chunk, rest)),
+    last = np.where(rest > 0, line.fixed + np.maximum(m0, c0 * rest + c1 * pairs(full * chunk, rest)),
                     0.0)
     out = total + last
     return out if np.ndim(out) else float(out)

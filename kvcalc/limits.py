@@ -15,6 +15,7 @@ MAX_PARALLEL = 256  # --tp, --pp: GPUs per parallel dimension; a 671B model runs
 BOUNDS = {
     "context": MAX_CONTEXT, "max_model_len": MAX_CONTEXT, "max_num_batched_tokens": MAX_BATCHED_TOKENS,
     "batch": MAX_BATCH, "max_num_seqs": MAX_BATCH, "tp": MAX_PARALLEL, "pp": MAX_PARALLEL,
+    "input_len": MAX_CONTEXT, "output_len": MAX_CONTEXT, "concurrency": MAX_BATCH,
 }
 
 

@@ -15,7 +15,9 @@ from .hardware import GpuProfile
 from .engines.hf import hf_cache_bytes
 from .model import ModelSpec
 from .quality import quality_cell
-from .throughput import decode_speed
+from .throughput import DecodeEstimate, decode_speed
+from .workload import ASSUMPTIONS as WORKLOAD_ASSUMPTIONS
+from .workload import BenchEstimate, Workload, hf_bench, vllm_bench
 
 SCHEMA = "kvcalc.plan/1"
 
@@ -108,6 +110,7 @@ class PlanRequest:
     vllm_version: str = vllm_engine.DEFAULT_VERSION
     tp: int = 1
     pp: int = 1
+    workload: Workload | None = None  # --input-len/--output-len/--concurrency/--request-rate (vllm bench terms)
     calibration: Any = None  # kvcalc.calibrate.EnvCalibration for this GPU and vLLM version (kvcalc calibrate)
     # --weights/--kv resolved once, here; everything below uses these objects, never the names
     asked_weights: WeightFormat | None = field(init=False, default=None, repr=False, compare=False)
@@ -115,7 +118,10 @@ class PlanRequest:
 
     def __post_init__(self) -> None:
         for name in limits.BOUNDS:
-            limits.check(name, getattr(self, name))
+            if hasattr(self, name):
+                limits.check(name, getattr(self, name))
+        if self.workload is not None:
+            self.workload.check(self.max_model_len if "vllm" in self.engines else None)
         self.vllm_version = resolve_vllm_version(self.vllm_version)
         if self.weights is not None:
             self.asked_weights = self.weights if isinstance(self.weights, WeightFormat) else weight_format(self.weights)
@@ -152,9 +158,12 @@ class PlanRequest:
             tensor_parallel=tp or self.tp, pipeline_parallel=self.pp, calibration=self.calibration)
 
     def hf_settings(self, choice: FormatChoice) -> hf_engine.HfSettings:
-        """transformers' settings for `choice`: a prompt and a generation that end at --context. The generation is
-        min(256, context / 2) tokens, as a chat turn generates a few hundred tokens and the prefill peak comes from
+        """transformers' settings for `choice`: with a workload, its prompt and output; else a prompt and a generation
+        that end at --context. The generation is min(256, context / 2) tokens, as a chat turn generates a few hundred tokens and the prefill peak comes from
         the prompt; the cache at the end holds the whole context either way."""
+        if self.workload is not None:  # --input-len: the prompt sets the prefill peak, the output the cache's end
+            return hf_engine.HfSettings(weights=choice.weights, kv=choice.kv_hf, batch=self.batch,
+                                        prompt_len=self.workload.input_len, new_tokens=self.workload.output_len)
         new_tokens = max(1, min(256, self.context // 2))
         return hf_engine.HfSettings(weights=choice.weights, kv=choice.kv_hf, batch=self.batch,
                                     prompt_len=self.context - new_tokens + 1, new_tokens=new_tokens)
@@ -181,9 +190,13 @@ class Row:
     quality_evidence: str = ""  # measured on small real models (kvcalc/data/quality.json), not a prediction
     vllm: vllm_engine.VllmEstimate | None = field(default=None, repr=False)
     hf: hf_engine.HfEstimate | None = field(default=None, repr=False)
+    bench: BenchEstimate | None = field(default=None, repr=False)  # the --input-len workload, when asked
+    speed: DecodeEstimate | None = field(default=None, repr=False, compare=False)  # the decode step, per kernel
 
     def to_json(self) -> dict:
-        out = {k: v for k, v in asdict(self).items() if k not in ("vllm", "hf")}
+        out = {k: v for k, v in asdict(self).items() if k not in ("vllm", "hf", "bench", "speed")}
+        if self.bench is not None:
+            out["bench"] = self.bench.to_json()
         if self.vllm is not None:
             out["vllm_breakdown"] = self.vllm.to_json()
         if self.hf is not None:
@@ -254,6 +267,11 @@ def _vllm_row(req: PlanRequest, choice: FormatChoice) -> Row | None:
     fits, shortfall = _fits_batch(req, est, concurrency)
     speed = decode_speed(req.spec, req.gpu, "vllm", w, k, req.batch, req.context, req.enforce_eager, req.tp,
                          pp=req.pp, kv_bytes_per_token=est.deployment_kv_bytes_per_token)
+    bench = None
+    if req.workload is not None:
+        bench = vllm_bench(req.spec, req.gpu, w, k, req.workload, chunk_tokens=est.max_num_batched_tokens,
+                           slots=min(est.max_num_seqs, concurrency),
+                           kv_bytes_per_token=est.deployment_kv_bytes_per_token, tp=req.tp, pp=req.pp, enforce_eager=req.enforce_eager)
     # capacity as vLLM logs it ("GPU KV cache size"): group-aware, so hybrid models count tokens, not pool blocks.
     # Weights and KV bytes per token are the deployment's: each of tp x pp GPUs holds its share.
     return Row(config=choice.key, label=choice.label, engine="vllm", weights_format=w.name, kv_format=k.name,
@@ -261,7 +279,7 @@ def _vllm_row(req: PlanRequest, choice: FormatChoice) -> Row | None:
                kv_capacity_tokens=est.logged_kv_tokens, max_concurrency=concurrency, hf_memory_bytes=None,
                decode_tokens_per_s=speed.tokens_per_s, fits=fits, shortfall_bytes=shortfall,
                quality_risk=_risk(req.spec, w, k), notes=_weights_notes(w) + est.notes + speed.notes,
-               quality_evidence=quality_cell(w.name, k.name), vllm=est)
+               quality_evidence=quality_cell(w.name, k.name), vllm=est, bench=bench, speed=speed)
 
 
 def _hf_row(req: PlanRequest, choice: FormatChoice) -> Row | None:
@@ -280,7 +298,8 @@ def _hf_row(req: PlanRequest, choice: FormatChoice) -> Row | None:
                max_concurrency=None, hf_memory_bytes=est.total_bytes, decode_tokens_per_s=speed.tokens_per_s,
                fits=est.fits, shortfall_bytes=est.shortfall_bytes, quality_risk=_risk(req.spec, w, k),
                notes=_weights_notes(w) + est.notes + speed.notes, quality_evidence=quality_cell(w.name, k.name),
-               hf=est)
+               hf=est, speed=speed,
+               bench=hf_bench(req.spec, req.gpu, w, k, req.workload) if req.workload is not None else None)
 
 
 def verdicts(rows: list[Row]) -> list[list[str]]:
@@ -383,7 +402,8 @@ def plan_json(req: PlanRequest, rows: list[Row], warnings: list[str], sweep: lis
         "warnings": warnings,
         "rows": [r.to_json() for r in rows],
         "tp_sweep": [o.to_json() for o in sweep] if sweep else None,
-    }
+    } | ({"workload": {**asdict(req.workload), "assumptions": list(WORKLOAD_ASSUMPTIONS)}}
+         if req.workload is not None else {})
 
 
 @dataclass

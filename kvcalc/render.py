@@ -12,6 +12,7 @@ from rich.table import Table
 
 from .checkpoint import baseline_weights, checkpoint_label
 from .units import GiB, fmt_bytes, fmt_gib, fmt_tokens
+from .workload import ASSUMPTIONS
 
 if TYPE_CHECKING:  # annotations only: render sits above plan and never runs it
     from .plan import PlanRequest, Row, TpOption
@@ -69,8 +70,31 @@ def render_table(req: PlanRequest, rows: list[Row]) -> None:
         "GiB = 2^30 bytes. vLLM: KV capacity = the 'GPU KV cache size' vLLM logs at --util "
         f"{req.util}; max conc. = requests of --context tokens that fit at once. HF: memory the process holds at "
         "--context x --batch; KV capacity = longest context that fits. Memory and speed constants are fitted on "
-        "H200 runs (docs/validation/); other GPUs scale by their bandwidth (kvcalc explain shows every source).",
+        "H200 runs (docs/validation/); other GPUs' speed derives from their datasheet bandwidth, tensor and FP32 "
+        "rates (kvcalc explain shows every source).",
         style="dim")
+
+
+def render_bench(req: PlanRequest, rows: list[Row]) -> None:
+    """The --input-len workload per row, in vllm bench's terms."""
+    wl = req.workload
+    how = f"request rate {wl.request_rate:g}/s" if wl.request_rate else f"concurrency {wl.concurrency or 1}"
+    table = Table(title=f"Workload as vllm bench reports it: input {wl.input_len:,} + output {wl.output_len:,} "
+                        f"tokens, {how}", title_justify="left")
+    for name in ("config", "engine", "in flight", "TTFT\nms", "TPOT\nms", "e2e\ns", "output\ntok/s",
+                 "tok/s\nper user"):
+        table.add_column(name, justify="left" if name in ("config", "engine") else "right")
+    for r in rows:
+        b = r.bench
+        if b is None:
+            continue
+        table.add_row(r.config, r.engine, f"{b.concurrency:g}", f"{b.ttft_s * 1e3:,.1f}", f"{b.tpot_s * 1e3:,.2f}",
+                      f"{b.e2e_s:,.2f}", f"{b.output_tokens_per_s:,.1f}", f"{b.output_tokens_per_s_per_user:,.1f}")
+    _console().print(table)
+    for r in rows:
+        for note in (r.bench.notes if r.bench else []):
+            _console().print(f"  {r.config} ({r.engine}): {note}", style="yellow")
+    _console().print("Assumptions: " + "; ".join(ASSUMPTIONS) + ".", style="dim")
 
 
 def csv_text(rows: list[Row]) -> str:
@@ -146,6 +170,19 @@ def explain_text(req: PlanRequest, row: Row) -> str:
             f"{fmt_gib(gpu.memory_total_bytes)}" + ("" if h.fits else f"; short by {fmt_gib(h.shortfall_bytes)}"),
         ]
     lines.append(f"decode ~ {row.decode_tokens_per_s:,.1f} tokens/s at batch {req.batch}, context {req.context:,}")
+    if row.speed is not None and row.speed.kernels:
+        d = row.speed
+        lines.append(f"  step {d.step_s * 1e3:.3f} ms = overhead {d.fixed_s * 1e3:.3f} ms + kernels (per GPU, "
+                     "each max-like of memory / tensor / CUDA-core time):")
+        for k in d.kernels:
+            lines.append(f"  - {k.name:<10} {k.time_s * 1e3:8.3f} ms ({k.bound}): {k.bytes / 1e9:,.3f} GB "
+                         f"-> {k.memory_s * 1e3:.3f} ms, {k.flops / 1e12:,.3f} TFLOP -> {k.compute_s * 1e3:.3f} ms, "
+                         f"{k.conversion_ops / 1e9:,.2f} G conversion ops -> {k.alu_s * 1e3:.3f} ms")
+    if row.bench is not None:
+        b = row.bench
+        lines.append(f"workload: TTFT {b.ttft_s * 1e3:,.1f} ms, TPOT {b.tpot_s * 1e3:,.2f} ms, e2e {b.e2e_s:,.2f} s, "
+                     f"{b.output_tokens_per_s:,.1f} output tok/s ({b.output_tokens_per_s_per_user:,.1f} per user) at "
+                     f"{b.concurrency:g} in flight")
     lines += [f"note: {n}" for n in row.notes]
     return "\n".join(lines) + "\n"
 
@@ -171,3 +208,29 @@ def render_models(specs) -> None:
         table.add_row(spec.name, entry.get("hf_id", ""), f"{spec.params.total / 1e9:.2f} B", spec.model_type,
                       str(spec.num_layers), kinds, checkpoint_label(spec))
     _console().print(table)
+
+
+def gpus_payload() -> list[dict]:
+    """`kvcalc gpus --json` and the page's /api/gpus: one list, built here only."""
+    import dataclasses
+
+    from .hardware import list_gpus
+
+    return [dataclasses.asdict(p) for p in list_gpus()]
+
+
+def models_payload() -> list[dict]:
+    """`kvcalc models --json` and the page's /api/models: one list, built here only (models that no longer build are
+    left out, as the table leaves them out)."""
+    from .catalog import catalog_entry, catalog_names, load_model
+    from .errors import UsageError
+
+    rows = []
+    for name in catalog_names():
+        try:
+            spec, entry = load_model(name), catalog_entry(name)
+        except UsageError:
+            continue
+        rows.append({"name": spec.name, "hf_id": entry.get("hf_id"), "params": spec.params.total,
+                     "model_type": spec.model_type, "layers": spec.num_layers, "checkpoint_format": checkpoint_label(spec)})
+    return rows

@@ -2,7 +2,7 @@
 
 The space is GPU type x TP x PP x replicas x weight format x KV format x gpu_memory_utilization x max_num_seqs.
 Memory comes from the vectorized core (search_core.py, equal to `kvcalc plan` by construction and by test); TTFT and
-TPOT from latency.py (stand-ins until issue 11); prices from prices.py. Constraints are checked in a fixed order, and
+TPOT from latency.py (the speed model v2); prices from prices.py. Constraints are checked in a fixed order, and
 the first one a deployment fails is the one that binds it:
 
     quality risk -> memory (vLLM starts with one max_model_len request) -> throughput (request-rate workloads: some
@@ -18,9 +18,8 @@ import numpy as np
 
 from . import latency
 from .engines import vllm as vllm_engine
-from .engines.weights import weight_bytes_read_per_token
 from .errors import UsageError
-from .formats import WeightFormat, kv_format, weight_format
+from .formats import kv_format, weight_format
 from .hardware import GpuProfile
 from .model import ModelSpec
 from .plan import RISK_LEVELS
@@ -155,16 +154,6 @@ class SearchResult:
 # ------------------------------------------------------------------------------------------------ helpers
 
 
-def _weight_ratio_table(spec: ModelSpec, w: WeightFormat, bmax: int) -> np.ndarray:
-    """W(b) / W(1) for b = 0..bmax: the weights a decode step reads grow with the batch only for MoE models
-    (more distinct experts touched; engines/weights.py weight_bytes_read_per_token)."""
-    if spec.moe is None or spec.params.active_mlp is None:
-        return np.ones(bmax + 1)
-    one = weight_bytes_read_per_token(spec, w, 1)
-    table = np.array([weight_bytes_read_per_token(spec, w, max(b, 1)) / one for b in range(bmax + 1)])
-    return table
-
-
 def _ratio(table: np.ndarray, b) -> np.ndarray:
     idx = np.clip(np.asarray(b, dtype=np.int64), 0, len(table) - 1)
     return table[idx]
@@ -221,7 +210,7 @@ def _structures(req: SearchRequest, max_model_len: int, warnings: list[str]) -> 
     unsupported: list[Rejection] = []
     tps = [t for t in valid_tp_sizes(spec, sp.tp)]
     bmax = max(max(sp.seqs), 1)
-    ratios: dict[str, np.ndarray] = {}
+    ratios: dict[tuple, np.ndarray] = {}
     lines: dict[tuple, latency.DecodeLine] = {}
     for gpu in sp.gpus:
         price = req.prices.get(gpu.id)
@@ -251,9 +240,10 @@ def _structures(req: SearchRequest, max_model_len: int, warnings: list[str]) -> 
                         key = (gpu.id, w.name, k.name, tp)
                         if key not in lines:
                             lines[key] = latency.decode_line(spec, gpu, w, k, 1, False, tp)
-                        if w.name not in ratios:
-                            ratios[w.name] = _weight_ratio_table(spec, w, bmax)
-                        cands.append(_Candidate(s, _risk(spec, w, k), price, lines[key], ratios[w.name]))
+                        wkey = (gpu.id, w.name, tp)  # W(b) has no attention in it: the same for every KV format
+                        if wkey not in ratios:
+                            ratios[wkey] = latency.weight_time_table(spec, gpu, w, k, tp, bmax)
+                        cands.append(_Candidate(s, _risk(spec, w, k), price, lines[key], ratios[wkey]))
     return cands, unsupported
 
 
@@ -265,9 +255,11 @@ def _latencies(cands: list[_Candidate], wl: Workload, n: np.ndarray, mnbt: np.nd
     cmp0 = np.array([c.line.cmp0 for c in cands])
     cmp1 = np.array([c.line.cmp1 for c in cands])
     ratio_n = np.stack([_ratio(c.ratio, n[i]) for i, c in enumerate(cands)]) if cands else np.zeros_like(n, float)
-    ratio_chunk = np.array([_ratio(c.ratio, min(int(mnbt[i]), wl.input_len)) for i, c in enumerate(cands)])
-    line = latency.DecodeLine(fixed, mem0, mem1, cmp0, cmp1)
-    ttft = latency.ttft_s(line, wl.input_len, mnbt, mem0 * ratio_chunk)
+    pre0 = np.array([c.line.pre0 for c in cands])
+    pre1 = np.array([c.line.pre1 for c in cands])
+    wread = np.array([c.line.wread for c in cands])
+    line = latency.DecodeLine(fixed, mem0, mem1, cmp0, cmp1, pre0, pre1)
+    ttft = latency.ttft_s(line, wl.input_len, mnbt, wread)
     col = (slice(None), None)
     line_r = latency.DecodeLine(fixed[col], mem0[col], mem1[col], cmp0[col], cmp1[col])
     tpot = latency.tpot_s(line_r, wl.input_len, wl.output_len, batch_scale=n, mem0=mem0[col] * ratio_n)

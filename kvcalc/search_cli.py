@@ -175,6 +175,20 @@ def _print_answer(req, a) -> None:
 
 
 def _run_search(kw) -> None:
+    res = search_result(kw)
+    if kw["as_json"]:
+        from . import search as S
+
+        click.echo(json.dumps(S.search_json(res), indent=1))
+        return
+    from .search_render import render_search
+
+    render_search(res)
+
+
+def search_result(kw, spec=None):
+    """The search for the parsed options `kw` of `kvcalc search` (the web page's /api/search calls this too; it
+    passes `spec` for a pasted config.json instead of --model)."""
     from .catalog import DEFAULT_MODEL, load_model
     from .engines.vllm import DEFAULT_VERSION, parse_version
     from .formats import kv_format, weight_format
@@ -184,7 +198,7 @@ def _run_search(kw) -> None:
 
     if (kw["concurrency"] is None) == (kw["request_rate"] is None):
         raise UsageError("give exactly one of --concurrency N and --request-rate R")
-    spec = load_model(kw["model"] or DEFAULT_MODEL)
+    spec = spec or load_model(kw["model"] or DEFAULT_MODEL)
     version = kw["vllm_version"] or DEFAULT_VERSION
     parse_version(version)
     gpus = [get_gpu(g) for g in _split(kw["gpus"], "--gpus")] if kw["gpus"] else list_gpus()
@@ -207,10 +221,4 @@ def _run_search(kw) -> None:
         raise UsageError("--output-len must be at least 1")
     targets = S.Targets(kw["max_ttft_ms"], kw["max_tpot_ms"], kw["min_context"], kw["max_quality_risk"])
     req = S.SearchRequest(spec, wl, targets, space, prices, version, kw["max_num_batched_tokens"], kw["top"])
-    res = S.run_search(req)
-    if kw["as_json"]:
-        click.echo(json.dumps(S.search_json(res), indent=1))
-        return
-    from .search_render import render_search
-
-    render_search(res)
+    return S.run_search(req)

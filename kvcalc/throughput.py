@@ -1,23 +1,70 @@
-"""Decode speed from bytes moved per step (the roofline), with a fixed per-step cost and a compute roof.
+"""Decode and prefill time per engine step, from the physics of each kernel class (speed model v2, issue 11).
 
-t_step = t_fixed + max(bytes_read * (1 + conversion) / achievable_bandwidth, flops / achievable_flops)
-tokens/s = batch / t_step. One efficiency factor cannot fit a 1B and a 70B model at once; the fixed term and the
-bandwidth term can. Constants live in kvcalc/data/throughput.yaml with their source.
+vLLM: one step runs, per GPU, a handful of kernel classes: the weight GEMMs (GEMV at small batch) of the dense
+Linears, the MoE experts' grouped GEMM, attention over the KV cache, the sampler, and the TP all-reduces. Each costs
+
+    max(bytes / achievable bandwidth, FLOPs / achievable tensor rate, conversion ops / CUDA-core rate)
+
+because a kernel overlaps its memory traffic, its tensor-core math and its ALU work (dequantizing 4-bit weights,
+upcasting FP8 where the GPU has no FP8 conversion): whichever is longest sets its time. The step adds a fixed
+overhead (launches, sampling bookkeeping, scheduling; CUDA graphs make it about a millisecond) and, for MoE, a
+per-layer cost of the routing kernels. That is why the same 4-bit weights speed decode up by nearly their byte ratio
+on a bandwidth-poor GPU (the unpack hides under the memory time) and by little on an H200 (the unpack is the roof),
+and why emulated FP8 costs a T4 but not an L4.
+
+Constants: kvcalc/data/speed.yaml (fitted per GPU architecture where measured, else derived from the datasheet in
+kvcalc/hardware_profiles/). transformers keeps its own step model (eager PyTorch is bound by per-layer Python and
+launch time, kvcalc/data/throughput.yaml's `hf` section).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from .constants import load
-from .formats import KvFormat, WeightFormat
-from .hardware import GpuProfile
 from .engines.hf import hf_bytes_per_token
 from .engines.vllm_specs import vllm_bytes_per_token
+from .engines.weights import weight_bytes, weight_bytes_read_per_token
+from .formats import KvFormat, WeightFormat
+from .hardware import GpuProfile
 from .layers import FullAttention, MultiLatentAttention
 from .model import ModelSpec
 from .units import ceil_div
-from .engines.weights import weight_bytes_read_per_token
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """One kernel class of a step, per GPU: what it moves and computes, and the time each resource needs."""
+
+    name: str
+    bytes: float
+    flops: float
+    conversion_ops: float
+    memory_s: float
+    compute_s: float
+    alu_s: float
+
+    overlap: float = float("inf")  # the norm that combines the three times (inf: their max)
+
+    @property
+    def time_s(self) -> float:
+        """The three resources overlap: the kernel takes the longest of them (overlap = inf) or, where the GPU
+        cannot overlap them perfectly, their p-norm with p = overlap (fitted; a kernel near its ridge point is
+        slower than either roof alone)."""
+        parts = (self.memory_s, self.compute_s, self.alu_s)
+        if self.overlap == float("inf"):
+            return max(parts)
+        top = max(parts)
+        if top <= 0:
+            return 0.0
+        return top * sum((x / top) ** self.overlap for x in parts) ** (1 / self.overlap)
+
+    @property
+    def bound(self) -> str:
+        """The resource with the longest time (memory on a tie)."""
+        return max((self.memory_s, "memory"), (self.compute_s, "compute"), (self.alu_s, "alu"),
+                   key=lambda pair: pair[0])[1]
 
 
 @dataclass
@@ -29,8 +76,53 @@ class DecodeEstimate:
     compute_s: float
     weight_bytes_read: float
     kv_bytes_read: float
-    bound: str  # "memory" or "compute"
+    bound: str  # "memory", "compute" or "alu": the resource that sets the longest kernel class
     notes: list[str] = field(default_factory=list)
+    kernels: tuple[Kernel, ...] = ()
+
+
+@dataclass(frozen=True)
+class GpuRates:
+    """What one GPU achieves, per resource. `measured`: fitted on runs of this GPU; else derived from its datasheet."""
+
+    bandwidth: float  # bytes/s a decode kernel reaches
+    tensor: float  # FLOP/s of dense GEMMs in the compute dtype
+    tensor_fp8: float | None  # FLOP/s of FP8 GEMMs (None: no FP8 tensor cores)
+    attention_tensor: float  # FLOP/s of flash attention (prefill)
+    gemm_half_rows: float  # rows per GEMM (tokens per expert for MoE) at which it reaches half its tensor rate
+    alu: float  # CUDA-core operations/s (the datasheet FP32 rate)
+    step_overhead_s: float
+    moe_layer_overhead_s: float
+    overlap: float  # p of the p-norm combining a kernel's memory, tensor and ALU times
+    measured: bool
+    source: str
+
+
+def _reference_peak(data: dict) -> float:
+    """The dense tensor peak of the GPU the derived ratios come from (its rows to fill the GPU scale with it)."""
+    from .hardware import get_gpu
+
+    ref = get_gpu(data["derived"]["reference_gpu"])
+    return ref.flops_for("bf16") or 1.0
+
+
+def gpu_rates(gpu: GpuProfile) -> GpuRates:
+    data = load("speed")
+    fit = data["measured"].get(gpu.id)
+    c = fit or data["derived"]
+    bandwidth = fit["bandwidth_bytes_per_s"] if fit else gpu.memory_bandwidth_bytes_per_s * \
+        gpu.achievable_bandwidth_fraction
+    peak = (gpu.flops_for("bf16") if gpu.native_bf16 else None) or gpu.flops_for("fp16") or \
+        gpu.flops_for("fp32") or 1e12
+    fp8 = gpu.flops_for("fp8") if gpu.native_fp8 else None
+    alu = gpu.flops_for("fp32") or peak / 8
+    return GpuRates(
+        bandwidth=bandwidth, tensor=peak * c["tensor_fraction"],
+        tensor_fp8=fp8 * c["tensor_fraction"] if fp8 else None,
+        attention_tensor=peak * c["attention_tensor_fraction"],
+        gemm_half_rows=c["gemm_half_rows"] * (1.0 if fit else peak / _reference_peak(data)),
+        alu=alu, step_overhead_s=c["step_overhead_s"], moe_layer_overhead_s=c["moe_layer_overhead_s"],
+        overlap=float(c["overlap"]), measured=fit is not None, source=c["source"])
 
 
 def _emulated(min_cc: float | None, gpu: GpuProfile) -> bool:
@@ -41,10 +133,160 @@ def _emulated(min_cc: float | None, gpu: GpuProfile) -> bool:
         gpu.vendor == "amd" and min_cc == 8.9)
 
 
+def weight_conversion_ops(weights: WeightFormat, gpu: GpuProfile) -> float:
+    """ALU operations per quantized weight element a decode GEMM spends converting it to the compute dtype."""
+    ops = load("speed")["conversion_ops_per_element"]
+    if weights.name == "fp8":
+        extra = ops["fp8_emulated_extra"] if _emulated(weights.native_min_compute_capability, gpu) else 0.0
+        return ops["fp8_weights"] + extra
+    if weights.needs_unpack and weights.bits == 4:
+        return ops["int4_weights"]
+    if weights.needs_unpack:
+        return ops["fp8_weights"]  # 8-bit integer weights: a convert and a scale, as native FP8
+    return 0.0
+
+
+def kv_conversion_ops(kv: KvFormat, gpu: GpuProfile) -> float:
+    """ALU operations per cached element attention spends on an FP8 cache (convert, scale), more where the GPU has
+    no FP8 conversion instructions (sm < 8.9: a software bit-manipulation upcast)."""
+    if kv.vllm_name is None or kv.bits != 8:
+        return 0.0
+    ops = load("speed")["conversion_ops_per_element"]
+    extra = ops["fp8_emulated_extra"] if _emulated(kv.native_min_compute_capability, gpu) else 0.0
+    return ops["fp8_kv"] + extra
+
+
+def attention_flops_per_token(spec: ModelSpec) -> float:
+    """Tensor FLOPs one query token spends per cached token it attends to, over all layers (QK^T and PV)."""
+    flops = 0
+    for layer in spec.layers:
+        if isinstance(layer, MultiLatentAttention):
+            flops += 4 * layer.num_heads * (layer.kv_lora_rank + layer.qk_rope_head_dim)
+        elif isinstance(layer, FullAttention):
+            flops += 4 * spec.num_heads * layer.head_dim
+    return flops
+
+
+def expected_experts(num_experts: int, top_k: int, tokens: float) -> float:
+    """Distinct experts `tokens` tokens route to, in expectation, with uniform independent routing:
+    E * (1 - (1 - k/E)^tokens)."""
+    if num_experts <= 0:
+        return 0.0
+    return num_experts * (1 - (1 - top_k / num_experts) ** tokens)
+
+
+@dataclass(frozen=True)
+class WeightSplit:
+    """The weights of one forward, split into the dense part (read whole every step) and the routed experts."""
+
+    dense_bytes: float  # everything a step reads but the routed experts (embedding table excluded)
+    dense_params: float  # parameters a token multiplies with outside the routed experts (lm_head included)
+    expert_bytes: float  # one routed expert, all MoE layers
+    expert_params: float
+    quantized_fraction: float  # share of the dense params stored in the quantized format
+    num_experts: int
+    top_k: int
+    moe_layers: int
+
+
+def weight_split(spec: ModelSpec, weights: WeightFormat, dtype_bytes: int = 2) -> WeightSplit:
+    total = weight_bytes(spec, weights, dtype_bytes)
+    embed = spec.params.embedding * dtype_bytes if not spec.tie_word_embeddings else 0
+    ratio = total / max(spec.params.total, 1)
+    active = spec.params.active - (spec.params.embedding if not spec.tie_word_embeddings else 0)
+    quantized = spec.linear_params / max(spec.params.total, 1) if weights.quantizes_linears else 0.0
+    if spec.moe is None or spec.params.active_mlp is None or spec.moe.num_experts <= spec.moe.experts_per_token:
+        return WeightSplit(total - embed, active, 0.0, 0.0, quantized, 0, 0, 0)
+    e, k = spec.moe.num_experts, spec.moe.experts_per_token
+    per_expert = (spec.params.mlp - spec.params.active_mlp) / (e - k)
+    expert_bytes = per_expert * ratio
+    dense_bytes = total - embed - e * expert_bytes
+    return WeightSplit(dense_bytes, active - k * per_expert, expert_bytes, per_expert, quantized, e, k,
+                       spec.moe.moe_layers or spec.num_layers)
+
+
+MMA_ROWS = 16  # rows of one Hopper/Ampere/Ada tensor-core MMA tile (PTX mma.m16n8k16)
+
+
+def _padded(rows: float) -> float:
+    return math.ceil(rows / MMA_ROWS) * MMA_ROWS if rows > 0 else 0.0
+
+
+def gemm_rate(peak: float, rows: float, half_rows: float) -> float:
+    """A GEMM of `rows` rows fills its tiles and waves only partly: its achieved rate is peak x rows / (rows +
+    half_rows), the shape of tile under-fill (an MoE expert's rows are the tokens routed to it)."""
+    return peak * rows / (rows + half_rows) if rows > 0 else peak
+
+
+def _kernel(name: str, nbytes: float, flops: float, ops: float, bandwidth: float, tensor: float,
+            alu: float, overlap: float) -> Kernel:
+    return Kernel(name, nbytes, flops, ops, nbytes / bandwidth, flops / tensor if flops else 0.0,
+                  ops / alu if ops else 0.0, overlap)
+
+
+def forward_kernels(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFormat, tokens: int,
+                    kv_read_bytes: float, attention_pairs: float, tp: int = 1, dtype_bytes: int = 2,
+                    rates: GpuRates | None = None, prefill: bool = False) -> list[Kernel]:
+    """The kernel classes of one forward of `tokens` tokens on one of `tp` GPUs.
+
+    kv_read_bytes: KV bytes attention reads (all GPUs together); attention_pairs: (query token, cached token) pairs
+    attended, summed over the tokens (decode: batch x context; prefill: the causal triangle)."""
+    r = rates or gpu_rates(gpu)
+    split = weight_split(spec, weights, dtype_bytes)
+    w_ops = weight_conversion_ops(weights, gpu)
+    fp8_gemm = weights.name == "fp8" and r.tensor_fp8 is not None
+    tensor = r.tensor_fp8 if fp8_gemm else r.tensor
+    # Decode: Marlin-style kernels dequantize each weight once per 64 rows of the batch (vLLM marlin: up to 4
+    # m-blocks of 16 rows per thread block; more rows run as parallel problems that dequantize again). Prefill
+    # chunks are tensor-bound and the dequantization overlaps the MMA pipeline, so it is counted once.
+    tiles = 1 if prefill else ceil_div(max(tokens, 1), 64)
+    dense_elements = split.dense_params * split.quantized_fraction
+    # Tensor cores multiply tiles of MMA_ROWS rows: a GEMM of fewer rows (decode at small batch, an MoE expert
+    # that few tokens route to) pays for the whole tile (mma.m16n8k16), and small GEMMs fill the GPU's waves only
+    # partly (gemm_rate).
+    rows = _padded(tokens)
+    out = [_kernel("linear", split.dense_bytes / tp, 2 * rows * split.dense_params / tp,
+                   dense_elements * w_ops * tiles / tp, r.bandwidth, gemm_rate(tensor, rows, r.gemm_half_rows),
+                   r.alu, r.overlap)]
+    if split.num_experts:
+        touched = expected_experts(split.num_experts, split.top_k, tokens)
+        per_expert = _padded(tokens * split.top_k / max(touched, 1e-9))
+        expert_tensor = gemm_rate(tensor, per_expert, r.gemm_half_rows)
+        out.append(_kernel("experts", touched * split.expert_bytes / tp,
+                           2 * touched * per_expert * split.expert_params / tp,
+                           touched * split.expert_params * w_ops * tiles / tp if weights.quantizes_linears else 0.0,
+                           r.bandwidth, expert_tensor, r.alu, r.overlap))
+    kv_elem_bytes = 1 if kv.bits == 8 else dtype_bytes
+    attn_flops = attention_flops_per_token(spec) * attention_pairs
+    out.append(_kernel("attention", kv_read_bytes / tp, attn_flops / tp,
+                       kv_read_bytes / kv_elem_bytes * kv_conversion_ops(kv, gpu) / tp, r.bandwidth,
+                       r.attention_tensor if prefill else r.tensor, r.alu, r.overlap))
+    rows = 1 if prefill else tokens
+    out.append(_kernel("sampler", rows * spec.vocab_size * 4 * 3, 0.0, rows * spec.vocab_size * 8, r.bandwidth,
+                       r.tensor, r.alu, r.overlap))  # fp32 logits: written, read for the softmax, read for the sample
+    return out
+
+
+def _overhead(spec: ModelSpec, engine_consts: dict, rates: GpuRates, layers: float, tp: int, enforce_eager: bool,
+              moe: bool) -> float:
+    fixed = rates.step_overhead_s
+    if tp > 1:
+        fixed += engine_consts["tp_comm_per_layer_s"] * layers  # an all-reduce after attention and after the MLP
+    if moe:
+        fixed += rates.moe_layer_overhead_s * layers  # routing: top-k, token sort/align, the scatter of outputs
+    return fixed
+
+
+def _eager_cpu_s(engine_consts: dict, layers: float) -> float:
+    """Without CUDA graphs the CPU launches every kernel of a step from Python; the GPU runs behind it, so the step
+    takes the longer of the two (the launch time is fitted on eager runs)."""
+    return engine_consts["eager_fixed_step_s"] + engine_consts["eager_per_layer_s"] * layers
+
+
 def decode_speed(spec: ModelSpec, gpu: GpuProfile, engine: str, weights: WeightFormat, kv: KvFormat, batch: int,
                  context: int, enforce_eager: bool = False, tp: int = 1, dtype_bytes: int = 2,
                  pp: int = 1, kv_bytes_per_token: float | None = None) -> DecodeEstimate:
-    """Decode tokens/s of `batch` requests at `context` tokens.
+    """Decode tokens/s of `batch` requests at `context` tokens each.
 
     kv_bytes_per_token: the deployment's KV bytes per token of context, as the plan row shows it (vLLM: the
     VllmEstimate's deployment_kv_bytes_per_token, so Mamba state and capped sliding windows count as they are
@@ -56,67 +298,137 @@ def decode_speed(spec: ModelSpec, gpu: GpuProfile, engine: str, weights: WeightF
     stage's weights and its micro-batch's KV: weights are re-read per micro-batch, so PP spreads the KV reads but not
     the weight reads (decode of one request is no faster than on one GPU). Each stage pays the fixed step cost (an
     assumption until measured: every stage is its own process launching its own graphs)."""
+    if engine != "vllm":
+        return hf_decode_speed(spec, gpu, weights, kv, batch, context, dtype_bytes)
+    e = load("throughput")["engines"]["vllm"]
+    rates = gpu_rates(gpu)
+    notes: list[str] = []
+    kv_per_token = kv_bytes_per_token if kv_bytes_per_token is not None \
+        else vllm_bytes_per_token(spec.layers, kv, dtype_bytes, tp) * tp
+    micro_batches = min(pp, batch)
+    micro = ceil_div(batch, micro_batches)  # requests per micro-batch (pp = 1: the whole batch)
+    kv_bytes = kv_per_token * context * (batch / micro_batches)
+    kernels = forward_kernels(spec, gpu, weights, kv, micro, kv_bytes, micro * context, tp, dtype_bytes, rates)
+    layers = spec.num_layers / pp  # per stage
+    fixed = _overhead(spec, e, rates, layers, tp, enforce_eager, spec.moe is not None) * pp
+    gpu_s = sum(k.time_s for k in kernels)  # pp stage steps per round, each 1/pp of the work
+    step = fixed + gpu_s
+    if enforce_eager:
+        step = max(step, _eager_cpu_s(e, layers) * pp)
+        notes.append("eager mode: the step is the longer of the CPU's kernel launches and the GPU's work")
+    if _emulated(kv.native_min_compute_capability, gpu) and kv.bits == 8:
+        notes.append(f"FP8 KV is emulated on {gpu.name} (compute capability {gpu.compute_capability}): a software "
+                     "upcast of every cached element on the CUDA cores")
+    if weights.name == "fp8" and _emulated(weights.native_min_compute_capability, gpu):
+        notes.append(f"FP8 weights are emulated on {gpu.name}: weight-only FP8, upcast on the CUDA cores")
+    if not rates.measured:
+        notes.append(f"{gpu.name}: no speed measurements; rates derived from its datasheet "
+                     f"(bandwidth x {gpu.achievable_bandwidth_fraction}, tensor and FP32 rates x the H200's fitted "
+                     "fractions)")
+    if pp > 1:
+        notes.append(f"pipeline parallel: {micro_batches} micro-batch(es) in flight over {pp} stages; a round of "
+                     f"one token per request takes {pp} stage steps (weights re-read per micro-batch)")
+    longest = max(kernels, key=lambda k: k.time_s)
+    weight_read = sum(k.bytes for k in kernels if k.name in ("linear", "experts")) * tp
+    return DecodeEstimate(
+        tokens_per_s=batch / step, step_s=step, fixed_s=fixed,
+        memory_s=sum(k.memory_s for k in kernels), compute_s=sum(k.compute_s for k in kernels),
+        weight_bytes_read=weight_read, kv_bytes_read=kv_bytes, bound=longest.bound,
+        notes=notes + [f"speed constants: {rates.source}"], kernels=tuple(kernels))
+
+
+def prefill_s(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFormat, input_len: int,
+              chunk_tokens: int, tp: int = 1, dtype_bytes: int = 2, kv_bytes_per_token: float | None = None,
+              enforce_eager: bool = False) -> float:
+    """vLLM's prefill of one prompt of `input_len` tokens, alone, chunked at max_num_batched_tokens: each chunk is
+    one step that reads the weights (all experts a chunk of that many tokens touches), multiplies every token with
+    them, attends causally over the prompt so far, and pays the step overhead."""
+    e = load("throughput")["engines"]["vllm"]
+    rates = gpu_rates(gpu)
+    kv_per_token = kv_bytes_per_token if kv_bytes_per_token is not None \
+        else vllm_bytes_per_token(spec.layers, kv, dtype_bytes, tp) * tp
+    total, start = 0.0, 0
+    chunk = max(1, chunk_tokens)
+    overhead = _overhead(spec, e, rates, spec.num_layers, tp, enforce_eager, spec.moe is not None)
+    while start < input_len:
+        n = min(chunk, input_len - start)
+        pairs = n * start + n * (n + 1) / 2  # causal: token t attends to t + 1 positions
+        kernels = forward_kernels(spec, gpu, weights, kv, n, kv_per_token * start, pairs, tp, dtype_bytes, rates,
+                                  prefill=True)
+        step = overhead + sum(k.time_s for k in kernels)
+        if enforce_eager:
+            step = max(step, _eager_cpu_s(e, spec.num_layers))
+        total += step
+        start += n
+    return total
+
+
+def _hf_fixed_s(spec: ModelSpec, weights: WeightFormat, kv: KvFormat) -> float:
+    e = load("throughput")["engines"]["hf"]
+    fixed = e["fixed_step_s"] + e["per_layer_s"] * spec.num_layers
+    if kv.hf_quantized:
+        fixed += e["kv_per_layer_s"][kv.backend] * spec.num_layers  # dequantize + re-quantize bookkeeping
+    if weights.name.startswith("nf4"):
+        fixed += e["nf4_per_layer_s"] * spec.num_layers  # bitsandbytes dequantize kernels per Linear
+    return fixed
+
+
+def hf_prefill_s(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFormat, input_len: int,
+                 batch: int = 1, dtype_bytes: int = 2) -> float:
+    """transformers' prefill: one forward over batch x input_len tokens (no chunking), eager: the per-layer launch
+    time overlapping the kernels (GEMMs over every prompt token, causal SDPA)."""
+    tokens = batch * input_len
+    pairs = batch * input_len * (input_len + 1) / 2
+    kernels = forward_kernels(spec, gpu, weights, kv, tokens, 0.0, pairs, 1, dtype_bytes, prefill=True)
+    quantize = 0.0
+    if kv.hf_quantized:  # QuantizedLayer quantizes the whole prompt at prefill, layer by layer (cache_utils.py)
+        quantize = load("throughput")["engines"]["hf"]["kv_prefill_per_layer_s"][kv.backend] * spec.num_layers
+    # eager PyTorch: the CPU launches the layers while the GPU runs the queued kernels, so the two overlap as a
+    # kernel's resources do (the same p-norm); the prompt's quantization runs after the forward
+    cpu, gpu_s = _hf_fixed_s(spec, weights, kv), sum(k.time_s for k in kernels if k.name != "sampler")
+    p = gpu_rates(gpu).overlap
+    top = max(cpu, gpu_s)
+    both = top * ((cpu / top) ** p + (gpu_s / top) ** p) ** (1 / p) if top > 0 else 0.0
+    return both + quantize
+
+
+def hf_decode_speed(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFormat, batch: int,
+                    context: float, dtype_bytes: int = 2, kv_read_bytes: float | None = None) -> DecodeEstimate:
+    """transformers (eager PyTorch): per-layer Python and launch time plus bytes / bandwidth, fitted on H200 runs
+    (kvcalc/data/throughput.yaml `hf`); conversion costs as a multiple of the bytes read. kv_read_bytes: the cache
+    bytes a step reads (default: a long context's bytes per token x context x batch)."""
     data = load("throughput")
     costs = data["conversion_cost_per_byte"]
     notes: list[str] = []
-    e = data["engines"][engine]
-    layers = spec.num_layers / pp  # per stage
-    if engine == "vllm":
-        fixed = (e["eager_fixed_step_s"] + e["eager_per_layer_s"] * layers) if enforce_eager \
-            else e["fixed_step_s"]
-        if tp > 1:
-            fixed += e["tp_comm_per_layer_s"] * layers  # an all-reduce after attention and after the MLP
-        kv_per_token = kv_bytes_per_token if kv_bytes_per_token is not None \
-            else vllm_bytes_per_token(spec.layers, kv, dtype_bytes, tp) * tp
-    else:
-        fixed = e["fixed_step_s"] + e["per_layer_s"] * layers
-        if kv.hf_quantized:
-            fixed += e["kv_per_layer_s"][kv.backend] * layers  # dequantize + re-quantize bookkeeping
-        if weights.name.startswith("nf4"):
-            fixed += e["nf4_per_layer_s"] * layers  # bitsandbytes dequantize kernels per Linear
-        kv_per_token = hf_bytes_per_token(spec.layers, kv, dtype_bytes)
-
-    micro_batches = min(pp, batch)
-    micro = batch / micro_batches  # requests per micro-batch (pp = 1: the whole batch)
-    w_bytes = weight_bytes_read_per_token(spec, weights, ceil_div(batch, micro_batches), dtype_bytes)
-    kv_bytes = kv_per_token * context * micro
+    e = data["engines"]["hf"]
+    layers = spec.num_layers
+    fixed = e["fixed_step_s"] + e["per_layer_s"] * layers
+    if kv.hf_quantized:
+        fixed += e["kv_per_layer_s"][kv.backend] * layers  # dequantize + re-quantize bookkeeping
+    if weights.name.startswith("nf4"):
+        fixed += e["nf4_per_layer_s"] * layers  # bitsandbytes dequantize kernels per Linear
+    kv_per_token = hf_bytes_per_token(spec.layers, kv, dtype_bytes)
+    w_bytes = weight_bytes_read_per_token(spec, weights, batch, dtype_bytes)
+    kv_bytes = kv_per_token * context * batch if kv_read_bytes is None else kv_read_bytes
     w_cost = 1.0
-    if weights.needs_unpack and not (engine == "hf" and weights.name.startswith("nf4")):
+    if weights.needs_unpack and not weights.name.startswith("nf4"):
         w_cost += costs.get(weights.name.split("-")[0], 1.5)
-    if _emulated(weights.native_min_compute_capability, gpu) and weights.name == "fp8":
-        w_cost += costs["emulated_fp8"]
-        notes.append(f"FP8 weights are emulated on {gpu.name}")
     kv_cost = 1.0
     if _emulated(kv.native_min_compute_capability, gpu):
         kv_cost += costs["emulated_fp8"]
-        notes.append(f"FP8 KV is emulated on {gpu.name} (compute capability {gpu.compute_capability}): "
-                     "upcast on every read")
     fitted = data.get("fitted_bandwidth", {}).get(gpu.id)
-    per_gpu = fitted["decode_bytes_per_s"] if fitted else gpu.memory_bandwidth_bytes_per_s * \
+    bandwidth = fitted["decode_bytes_per_s"] if fitted else gpu.memory_bandwidth_bytes_per_s * \
         gpu.achievable_bandwidth_fraction
     if not fitted:
         notes.append(f"{gpu.name}: decode bandwidth = datasheet x {gpu.achievable_bandwidth_fraction} "
                      "(assumption until measured)")
-    bandwidth = per_gpu * tp
-    # pp stage steps per round, each reading 1/pp of the bytes: pp * (bytes / pp) / bandwidth
     memory_s = (w_bytes * w_cost + kv_bytes * kv_cost) / bandwidth
-
-    attn_flops = 0
-    for layer in spec.layers:
-        if isinstance(layer, MultiLatentAttention):
-            attn_flops += 4 * layer.num_heads * (layer.kv_lora_rank + layer.qk_rope_head_dim)
-        elif isinstance(layer, FullAttention):
-            attn_flops += 4 * spec.num_heads * layer.head_dim
-    flops = micro * (2 * spec.params.active + attn_flops * context)
+    flops = batch * (2 * spec.params.active + attention_flops_per_token(spec) * context)
     peak = gpu.flops_for("bf16") or gpu.flops_for("fp16") or gpu.flops_for("fp32") or 1e12
-    compute_s = flops / (peak * data["compute"]["achievable_flops_fraction"] * tp)
-    fixed *= pp
-    step = fixed + max(memory_s, compute_s)  # one round: every request gains a token
-    if pp > 1:
-        notes.append(f"pipeline parallel: {micro_batches} micro-batch(es) in flight over {pp} stages; a round of "
-                     f"one token per request takes {pp} stage steps (weights re-read per micro-batch)")
+    compute_s = flops / (peak * data["compute"]["achievable_flops_fraction"])
+    step = fixed + max(memory_s, compute_s)
     return DecodeEstimate(
         tokens_per_s=batch / step, step_s=step, fixed_s=fixed, memory_s=memory_s, compute_s=compute_s,
         weight_bytes_read=w_bytes, kv_bytes_read=kv_bytes, bound="memory" if memory_s >= compute_s else "compute",
-        notes=notes + [f"speed constants: {e['source']}"],
-    )
+        notes=notes + [f"speed constants: {e['source']}"])
+

@@ -495,6 +495,69 @@ def calibrated_plan_case(rng: random.Random) -> Case:
 
 
 # ---------------------------------------------------------------------------------------------------------------------
+# kvcalc serve's JSON API (landed on main during the fuzz session): GET query strings and POST bodies
+
+API_PATHS = ["/api/plan", "/api/plan", "/api/explain", "/api/plots", "/api/search", "/api/gpus", "/api/nope"]
+
+
+def serve_case(rng: random.Random) -> Case:
+    """A request to the web API through starlette's TestClient: the CLI's options as query or JSON body, fuzzed,
+    plus malformed bodies. argv = ["serve", METHOD, PATH, BODY] (BODY: the query as JSON, or the raw POST body)."""
+    path = rng.choice(API_PATHS)
+    if path == "/api/search":
+        opts = {k.lstrip("-").replace("-", "_"): v for k, v in zip(search_case(rng).argv[1::2], search_case(rng).argv[2::2])}
+    else:
+        base = _base_options(rng)
+        for option in rng.sample(ALL_PLAN_OPTIONS, rng.randint(0, 3)):
+            base[option] = _value(rng, option, bad_share=0.6)
+        opts = {k.lstrip("-").replace("-", "_"): v for k, v in base.items()}
+        if path == "/api/plots":
+            opts["kind"] = rng.choice(["capacity", "speed", "memory", "pie", ""])
+    if rng.random() < 0.1:  # values of other JSON types in a POST
+        opts[rng.choice(sorted(opts) or ["context"])] = copy.deepcopy(rng.choice(BAD_NUMBERS))
+    roll = rng.random()
+    if roll < 0.45:
+        method, body = "GET", json.dumps({k: str(v) for k, v in opts.items()})
+    elif roll < 0.9:
+        method, body = "POST", json.dumps(opts, allow_nan=True)
+    else:
+        method, body = "POST", rng.choice(['[1]', '{"context": ', "\udcff", "[" * 5000 + "]" * 5000, '"x"', "null",
+                                           '{"context": "8k", "context": "9k"}', "x" * 70000])
+    return Case("serve", ["serve", method, path, body], label=f"{method} {path}")
+
+
+@lru_cache(maxsize=1)
+def _client():
+    from starlette.testclient import TestClient
+
+    from kvcalc.web.app import create_app
+
+    return TestClient(create_app(), raise_server_exceptions=False)
+
+
+def _run_serve(argv: list[str]) -> tuple[int, str, str]:
+    """(exit-code-like status, body, error line): 200 -> 0, 400/404/405 -> 2 (a refusal), anything else as is."""
+    _, method, path, body = argv
+    client = _client()
+    if method == "GET":
+        response = client.get(path, params=json.loads(body))
+    else:
+        response = client.post(path, content=body.encode("utf-8", "surrogatepass"),
+                               headers={"content-type": "application/json"})
+    status = response.status_code
+    text = response.text
+    if status == 200:
+        return 0, text, ""
+    if status in (400, 404, 405, 413):
+        try:
+            message = json.loads(text).get("error", "")
+        except (ValueError, AttributeError):
+            message = ""
+        return 2, "", f"error: {message}" if message else text[:300]
+    return status, text[:300], f"HTTP {status}: {text[:300]}"
+
+
+# ---------------------------------------------------------------------------------------------------------------------
 # search and fit (landed on main during the fuzz session)
 
 _PRICES = (ROOT / "kvcalc" / "data" / "prices.yaml")
@@ -604,10 +667,10 @@ def fit_invariants(doc: dict, argv: list[str]) -> list[str]:
 
 
 CASE_KINDS = {"cli": cli_case, "config": config_case, "gpu-yaml": gpu_yaml_case, "log": log_case, "search": search_case,
-              "fit": fit_case, "calibrate": calibrate_case, "calibration": calibrated_plan_case}
+              "fit": fit_case, "calibrate": calibrate_case, "calibration": calibrated_plan_case, "serve": serve_case}
 # share of each kind in a run
-MIX = {"cli": 0.32, "config": 0.17, "gpu-yaml": 0.09, "log": 0.18, "search": 0.07, "fit": 0.07, "calibrate": 0.05,
-       "calibration": 0.05}
+MIX = {"cli": 0.3, "config": 0.16, "gpu-yaml": 0.08, "log": 0.17, "search": 0.07, "fit": 0.07, "calibrate": 0.05,
+       "calibration": 0.05, "serve": 0.05}
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -712,8 +775,13 @@ def run_case(case: Case, folder: Path) -> Outcome:
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:
-                main(argv)
-                code = 0
+                if argv[0] == "serve":
+                    code, body, line = _run_serve(argv)
+                    out.write(body)
+                    err.write(line + "\n" if line else "")
+                else:
+                    main(argv)
+                    code = 0
             except SystemExit as exc:
                 code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except _Alarm:
@@ -757,7 +825,9 @@ def judge(o: Outcome) -> list[str]:
         pass
     elif o.code not in (0, 1) or (o.code == 1 and "--strict" not in o.argv):
         problems.append(f"exit code {o.code}: {o.stderr[-200:]!r}")
-    if o.code == 0 and "--json" in o.argv and o.argv[0] in ("plan", "validate", "search", "fit", "calibrate"):
+    serve_json = o.argv[0] == "serve" and o.code == 0 and o.stdout.lstrip().startswith(("{", "["))
+    if o.code == 0 and ("--json" in o.argv or serve_json) and o.argv[0] in ("plan", "validate", "search", "fit",
+                                                                              "calibrate", "serve"):
         try:
             doc = json.loads(o.stdout, parse_constant=lambda c: float(c))
         except ValueError as exc:
@@ -765,11 +835,16 @@ def judge(o: Outcome) -> list[str]:
         problems += [f"{path} = {value!r}" for path, value in _bad_numbers(doc)]
         if o.argv[0] == "plan":
             problems += plan_invariants(doc, o.argv)
+        elif o.argv[0] == "serve" and o.argv[2] == "/api/plan" and isinstance(doc, dict) and "rows" in doc:
+            query = json.loads(o.argv[3]) if o.argv[3].startswith("{") else {}
+            argv = [a for k, v in (query.items() if isinstance(query, dict) else [])
+                    for a in ("--" + str(k).replace("_", "-"), str(v))]
+            problems += plan_invariants(doc, ["plan"] + argv)
         elif o.argv[0] == "search":
             problems += search_invariants(doc, o.argv)
         elif o.argv[0] == "fit":
             problems += fit_invariants(doc, o.argv)
-    if o.code == 0 and o.argv[0] in ("plan", "explain") and not o.stdout.strip() and "-h" not in o.argv:
+    if o.code == 0 and o.argv[0] in ("plan", "explain", "serve") and not o.stdout.strip() and "-h" not in o.argv:
         problems.append("exit 0 with no output")
     return problems
 

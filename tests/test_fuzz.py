@@ -15,7 +15,7 @@ import fuzz_cases as F
 
 SEED = 20261130
 PER_KIND = {"cli": 120, "config": 60, "gpu-yaml": 40, "log": 60, "search": 20, "fit": 30, "calibrate": 20,
-            "calibration": 20}
+            "calibration": 20, "serve": 30}
 
 
 @pytest.fixture(autouse=True)
@@ -26,6 +26,9 @@ def _offline(monkeypatch, tmp_path_factory):
 
 @pytest.mark.parametrize("kind", sorted(PER_KIND))
 def test_generated_cases_answer_cleanly(kind, tmp_path):
+    if kind == "serve":
+        pytest.importorskip("starlette", reason="the web extra is not installed (pip install 'kvcalc[web]')")
+        pytest.importorskip("httpx", reason="starlette's TestClient needs httpx")
     cases = F.generate(SEED, PER_KIND[kind], {kind: 1.0})
     outcomes = F.run_cases(cases, tmp_path)
     bad = F.failures(outcomes)

@@ -25,7 +25,7 @@ ENGINE_PREFIXES = ("kvcalc.engines", "kvcalc.kvcache", "kvcalc.throughput")
 LIGHT = {"numpy", "pydantic", "click", "rich", "yaml", "packaging"}
 # Loaded by no `kvcalc plan`: engines, plotting, the network and web stacks.
 HEAVY = ("torch", "transformers", "vllm", "matplotlib", "huggingface_hub", "requests", "httpx", "aiohttp",
-         "fastapi", "starlette", "uvicorn", "flask", "kvcalc.validate")
+         "fastapi", "starlette", "uvicorn", "flask", "kvcalc.validate", "kvcalc.web")
 # Cycles that exist on main and are being removed by another change; each entry names the change. Keep it empty.
 KNOWN_CYCLES: list[set[str]] = []  # none: the hardware/ package (review move 3) ended the last one
 
@@ -152,6 +152,20 @@ def test_core_never_imports_validate(graph):
     assert not bad, bad
 
 
+def _is_web(m: str) -> bool:
+    return m == "kvcalc.web" or m.startswith("kvcalc.web.")
+
+
+def test_web_sits_above_everything(graph):
+    """kvcalc/web/ (`kvcalc serve`) is the top surface: it parses requests with the CLI's own options, so nothing in
+    the core imports it; the CLI starts it by name in its `serve` command only."""
+    bad = {m: sorted(i for i in deps if _is_web(i)) for m, deps in graph.items()
+           if not _is_web(m) and any(_is_web(i) for i in deps)}
+    assert not bad, bad
+    cli_text = (PACKAGE / "cli.py").read_text()
+    assert cli_text.count("kvcalc.web") == 1 and 'import_module("kvcalc.web.server")' in cli_text
+
+
 def test_validate_imports_no_plan_or_surface(graph):
     bad = {m: sorted(deps & SURFACES) for m, deps in graph.items() if _is_validate(m) and deps & SURFACES}
     assert not bad, bad
@@ -168,7 +182,7 @@ def test_core_imports_only_light_packages_at_module_level():
     modules = _modules()
     bad = {}
     for name, path in modules.items():
-        if _is_validate(name):
+        if _is_validate(name) or _is_web(name):  # the measuring wing and the web page have their own extras
             continue
         for module, top in _imports(name, path, modules):
             root = module.split(".")[0]

@@ -40,10 +40,11 @@ def test_every_result_meets_its_targets_on_the_scalar_plan_path():
         row = row_for(req)
         assert row.fits and row.max_concurrency * d.replicas == d.max_concurrency
         assert d.max_num_seqs >= d.concurrency_per_replica == -(-16 // d.replicas)
-        line = decode_line(spec, get_gpu(d.gpu), weight_format(d.weights_format), kv_format(d.kv_format), 1,
-                           tp=d.tp)
-        assert d.tpot_ms == pytest.approx(tpot_s(line, 2048, 256, batch_scale=d.concurrency_per_replica) * 1e3)
-        assert d.ttft_ms == pytest.approx(ttft_s(line, 2048, d.max_num_batched_tokens) * 1e3)
+        # the scalar speed model at the replica's batch (decode_line at batch n is exact)
+        fmt = (spec, get_gpu(d.gpu), weight_format(d.weights_format), kv_format(d.kv_format))
+        line = decode_line(*fmt, d.concurrency_per_replica, tp=d.tp)
+        assert d.tpot_ms == pytest.approx(tpot_s(line, 2048, 256) * 1e3)
+        assert d.ttft_ms == pytest.approx(ttft_s(line, 2048, d.max_num_batched_tokens, line.wread) * 1e3)
 
 
 def test_ranking_is_by_cost_and_the_pareto_front_is_undominated():
@@ -85,12 +86,13 @@ def test_request_rate_concurrency_follows_littles_law():
     assert res.results
     spec = load_model("llama-3.1-8b")
     for d in res.results[:20]:
-        line = decode_line(spec, get_gpu(d.gpu), weight_format(d.weights_format), kv_format(d.kv_format), 1, tp=d.tp)
+        fmt = (spec, get_gpu(d.gpu), weight_format(d.weights_format), kv_format(d.kv_format))
+        line = decode_line(*fmt, 1, tp=d.tp)
         rate = 4.0 / d.replicas
 
         def throughput(n):
-            ttft = ttft_s(line, 2048, d.max_num_batched_tokens)
-            return n / (ttft + 255 * tpot_s(line, 2048, 256, batch_scale=n))
+            ttft = ttft_s(line, 2048, d.max_num_batched_tokens, line.wread)
+            return n / (ttft + 255 * tpot_s(decode_line(*fmt, n, tp=d.tp), 2048, 256))
 
         n = d.concurrency_per_replica
         assert throughput(n) >= rate * (1 - 1e-12)

@@ -87,12 +87,18 @@ def test_tpot_is_the_mean_decode_step_over_the_output(model, w, k, batch, gpu_id
 
 
 def test_tpot_scales_from_batch_one_for_dense_models():
+    """search scales the batch-1 line: the attention term by b, the weight part by weight_time_table (exact for dense
+    models at every batch, padded tiles included)."""
+    from kvcalc.latency import weight_time_table
+
     spec, gpu = load_model("llama-3.1-8b"), next(g for g in list_gpus() if g.id == "a10g")
     wf, kf = weight_format("bf16"), kv_format("auto")
     one = decode_line(spec, gpu, wf, kf, 1)
-    for b in (2, 16, 200):
+    table = weight_time_table(spec, gpu, wf, kf, 1, 300)
+    for b in (2, 16, 65, 200, 300):
         direct = decode_line(spec, gpu, wf, kf, b)
-        assert tpot_s(one, 2048, 512, batch_scale=b) == pytest.approx(tpot_s(direct, 2048, 512), rel=1e-9)
+        scaled = tpot_s(one, 2048, 512, batch_scale=b, mem0=one.mem0 * table[b])
+        assert scaled == pytest.approx(tpot_s(direct, 2048, 512), rel=1e-9)
 
 
 def test_mean_step_crossing_the_ridge_by_hand():
@@ -107,7 +113,8 @@ def _ttft_brute(line, input_len, chunk, m0):
     while pos < input_len:
         n = min(chunk, input_len - pos)
         pairs = sum(p + 1 for p in range(pos, pos + n))
-        t += line.fixed + max(m0, line.cmp0 * n + line.cmp1 * pairs)
+        c0, c1 = line.prefill_terms()
+        t += line.fixed + max(m0, c0 * n + c1 * pairs)
         pos += n
     return t
 
@@ -122,16 +129,18 @@ def test_ttft_is_the_sum_over_prefill_chunks(input_len, chunk):
 
 
 def test_search_tpot_for_moe_scales_the_weight_read_by_experts_touched():
-    """search.py evaluates TPOT at batch b from the batch-1 line, scaling the weight read by W(b)/W(1) (distinct
-    experts touched); that equals the mean of decode_speed's own steps at batch b."""
-    from kvcalc.search import _ratio, _weight_ratio_table
+    """search.py evaluates TPOT at batch b from the batch-1 line, scaling the weight part by W(b)/W(1) (distinct
+    experts touched); that equals the mean of decode_speed's own steps at batch b (exactly up to 64 and at multiples
+    of 16; in between the experts of the batch rounded up to 16 rows)."""
+    from kvcalc.latency import weight_time_table
+    from kvcalc.search import _ratio
 
     spec, gpu = load_model("qwen3-30b-a3b"), next(g for g in list_gpus() if g.id == "h100-sxm")
     wf, kf = weight_format("bf16"), kv_format("fp8")
     one = decode_line(spec, gpu, wf, kf, 1)
-    table = _weight_ratio_table(spec, wf, 1024)
+    table = weight_time_table(spec, gpu, wf, kf, 1, 1024)
     assert table[1] == 1.0 and table[64] > 1.0  # more experts read at batch 64
-    for b in (1, 8, 64, 300):
+    for b, rel in ((1, 1e-9), (8, 1e-9), (64, 1e-9), (304, 1e-9), (300, 1e-3)):
         scaled = tpot_s(one, 1000, 100, batch_scale=b, mem0=one.mem0 * _ratio(table, b))
         brute = [decode_speed(spec, gpu, "vllm", wf, kf, b, c).step_s for c in range(1001, 1100)]
-        assert scaled == pytest.approx(sum(brute) / len(brute), rel=1e-9)
+        assert scaled == pytest.approx(sum(brute) / len(brute), rel=rel)

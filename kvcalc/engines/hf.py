@@ -8,6 +8,7 @@ last position's logits are computed during generation, then copied to fp32).
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 
 from .. import limits
@@ -71,9 +72,28 @@ def hf_layer_cache_bytes(layer: LayerCache, batch: int, tokens: int, prompt_len:
     return quantized + batch * residual_tokens * per_token * dtype_bytes
 
 
+_COUNTS: dict[int, tuple[tuple, tuple]] = {}
+
+
+def _layer_counts(layers: tuple[LayerCache, ...]) -> tuple[tuple[LayerCache, int], ...]:
+    """Distinct layer specs and how many layers share each (a 36-layer model has one or two distinct specs). Cached
+    by the identity of the model's layer tuple (hashing 36 dataclasses on every call would cost what it saves)."""
+    hit = _COUNTS.get(id(layers))
+    if hit is not None and hit[0] is layers:
+        return hit[1]
+    counts = tuple(Counter(layers).items())
+    if len(_COUNTS) > 256:
+        _COUNTS.clear()
+    _COUNTS[id(layers)] = (layers, counts)
+    return counts
+
+
 def hf_cache_bytes(layers: tuple[LayerCache, ...], batch: int, tokens: int, prompt_len: int, kv: KvFormat,
                    dtype_bytes: int) -> int:
-    return sum(hf_layer_cache_bytes(layer, batch, tokens, prompt_len, kv, dtype_bytes) for layer in layers)
+    # identical layers hold identical integer bytes: count each distinct spec once (max_context's search calls this
+    # thousands of times per plan; summing layer by layer was most of a web request's time)
+    return sum(n * hf_layer_cache_bytes(layer, batch, tokens, prompt_len, kv, dtype_bytes)
+               for layer, n in _layer_counts(layers))
 
 
 def hf_bytes_per_token(layers: tuple[LayerCache, ...], kv: KvFormat, dtype_bytes: int) -> float:
@@ -150,7 +170,7 @@ def decode_transient_bytes(spec: ModelSpec, s: HfSettings, tokens: int) -> int:
     DynamicCache: torch.cat makes the new layer tensor while the old one still exists (one layer's K+V);
     QuantizedCache: the dequantized full-precision copy of the layer's keys and values returned to attention."""
     worst = 0
-    for layer in spec.layers:
+    for layer, _ in _layer_counts(spec.layers):  # the maximum over distinct layer specs is the maximum over layers
         per_token = hf_elements_per_token(layer)
         kept = hf_tokens_kept(layer, tokens, s.kv)
         worst = max(worst, s.batch * kept * per_token * s.dtype_bytes)

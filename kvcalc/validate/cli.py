@@ -1,6 +1,7 @@
 """`kvcalc validate`: compare kvcalc with a vLLM start-up log, or run the real engines and compare.
 
     kvcalc validate --from-log vllm.log --model llama-3.1-8b --gpu h100-sxm      (no GPU, no torch needed)
+    kvcalc validate --bench result.json --model llama-3.1-8b --gpu h100-sxm     (a vllm bench serve result)
     kvcalc validate --report results/vllm.jsonl                                  (tables of earlier runs)
     kvcalc validate --hf --vllm --out results/ [--quick]                         (on a GPU host)
     kvcalc validate --hf --device cpu --model llama-3.2-1b --out results/        (transformers on the CPU)
@@ -97,6 +98,61 @@ def _tokens(option: str, text: str | None) -> int | None:
     return value
 
 
+def _bench(path: str, model: str | None, gpu: str | None, kv: str | None, weights: str | None, util: float | None,
+           max_num_batched_tokens: int | None, max_num_seqs: int | None, max_model_len: int | None,
+           tp: int, input_len: int | None, output_len: int | None, vllm_version: str | None, as_json: bool,
+           strict: bool) -> None:
+    """Compare a `vllm bench serve`/`throughput` result with kvcalc's workload prediction (kvcalc/workload.py)."""
+    from ..catalog import catalog_entry, catalog_names, load_model
+    from ..engines import vllm as vllm_engine
+    from ..formats import kv_format, weight_format
+    from ..hardware import get_gpu
+    from ..workload import vllm_bench
+    from .bench import compare, read_bench, same_model, workload_of
+
+    if not model or not gpu:
+        raise UsageError("--bench needs --model (what the server ran) and --gpu (what it ran on)")
+    data = read_bench(path)
+    hf_id = catalog_entry(model.lower()).get("hf_id") if model.lower() in catalog_names() else None
+    if data["kind"] == "serve" and data.get("model_id") and not same_model(str(data["model_id"]), model, hf_id):
+        raise UsageError(f"{path} is a benchmark of {data['model_id']!r}, not of --model {model}")
+    spec, profile = load_model(model), get_gpu(gpu)
+    wl = workload_of(data, input_len, output_len)
+    settings = vllm_engine.VllmSettings(
+        weights=weight_format(weights or "bf16"), kv=kv_format(kv or "auto"), gpu_memory_utilization=util or 0.9,
+        max_model_len=max_model_len or wl.context, max_num_batched_tokens=max_num_batched_tokens,
+        max_num_seqs=max_num_seqs, version=vllm_version or vllm_engine.DEFAULT_VERSION,
+        entrypoint="serve" if data["kind"] == "serve" else "llm", tensor_parallel=tp)
+    wl.check(settings.max_model_len)
+    est = vllm_engine.estimate(spec, profile, settings)
+    if not est.fits:
+        raise UsageError(f"kvcalc predicts this deployment does not start on {profile.name} "
+                         f"(short {est.shortfall_bytes:,} bytes); check --util/--max-model-len/--tp")
+    slots = min(est.max_num_seqs, est.concurrency_at(wl.context))
+    predicted = vllm_bench(spec, profile, settings.weights, settings.kv, wl,
+                           chunk_tokens=est.max_num_batched_tokens, slots=slots,
+                           kv_bytes_per_token=est.deployment_kv_bytes_per_token, tp=tp)
+    rows = compare(data, predicted, wl)
+    misses = [r["quantity"] for r in rows if r["verdict"] == "MISS"]
+    if as_json:
+        click.echo(json.dumps({"kind": data["kind"], "model_id": data.get("model_id"), "workload": {
+            "input_len": wl.input_len, "output_len": wl.output_len, "concurrency": wl.concurrency,
+            "request_rate": wl.request_rate}, "prediction": predicted.to_json(), "comparison": rows}, indent=1))
+    else:
+        how = f"rate {wl.request_rate:g}/s" if wl.request_rate else f"concurrency {wl.concurrency}"
+        click.echo(f"vllm bench {data['kind']} {Path(path).name} vs kvcalc ({model} on {profile.name}): input "
+                   f"{wl.input_len:,}, output {wl.output_len:,}, {how}; {slots} requests fit at once")
+        for r in rows:
+            click.echo(f"  {r['quantity']:<20} measured {r['measured']:>10.2f} {r['unit']:<5} predicted "
+                       f"{r['predicted']:>10.2f}  {100 * r['error']:+6.1f}%  {r['verdict']}")
+        for note in predicted.notes:
+            click.echo(f"note: {note}")
+        click.echo(f"verdict: {len(rows) - len(misses)} PASS, {len(misses)} MISS")
+    if strict and misses:
+        click.echo(f"error: --strict: {len(misses)} MISS", err=True)
+        raise SystemExit(1)
+
+
 def _report(path: str, as_json: bool) -> None:
     from .compare import render_report, summarize
     from .results import read_results
@@ -148,6 +204,11 @@ def _run(hf: bool, vllm: bool, quick: bool, out: str | None, device: str, model:
 
 @click.command("validate", context_settings=CONTEXT_SETTINGS)
 @click.option("--from-log", "from_log", metavar="FILE", help="a vLLM start-up log to compare with kvcalc")
+@click.option("--bench", metavar="FILE",
+              help="a `vllm bench serve --save-result` or `vllm bench throughput --output-json` result to compare "
+                   "with kvcalc's TTFT, TPOT, latency and throughput (needs --model and --gpu)")
+@click.option("--input-len", type=click.IntRange(1, 2**24), help="--bench: prompt tokens (throughput results)")
+@click.option("--output-len", type=click.IntRange(1, 2**24), help="--bench: output tokens (throughput results)")
 @click.option("--report", metavar="FILE", help="print the tables and summary of a results JSONL file")
 @click.option("--model", help="model the log's engine served (catalog name or config.json); with --hf: the model")
 @click.option("--gpu", help="GPU id or alias for --from-log (e.g. h100-sxm, h200)")
@@ -187,18 +248,22 @@ def _run(hf: bool, vllm: bool, quick: bool, out: str | None, device: str, model:
 @click.option("--run", "run", type=click.IntRange(min=-1000, max=100000), default=None,
               help="--from-log: which engine start of a log holding several (0-based; default the last)")
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
-def validate(from_log, report, model, gpu, kv, util, weights, tp, pp, max_model_len, max_num_batched_tokens,
+def validate(from_log, bench, input_len, output_len, report, model, gpu, kv, util, weights, tp, pp, max_model_len, max_num_batched_tokens,
              max_num_seqs, enforce_eager, entrypoint, hf, vllm, quick, out, device, per_process, budget_s, resume,
              strict, vllm_version, run, as_json):
     """Compare kvcalc's predictions with real engines: a vLLM start-up log (--from-log), earlier results
     (--report), or new runs of transformers (--hf) and vLLM (--vllm)."""
-    modes = [bool(from_log), bool(report), bool(hf or vllm)]
+    modes = [bool(from_log), bool(report), bool(hf or vllm), bool(bench)]
     if sum(modes) == 0:
-        raise UsageError("nothing to validate: give --from-log FILE (with --model and --gpu), --report FILE, "
-                         "or --hf/--vllm with --out DIR")
+        raise UsageError("nothing to validate: give --from-log FILE (with --model and --gpu), --bench FILE (with "
+                         "--model and --gpu), --report FILE, or --hf/--vllm with --out DIR")
     if sum(modes) > 1:
-        raise UsageError("choose one of --from-log, --report, or --hf/--vllm")
-    if from_log:
+        raise UsageError("choose one of --from-log, --bench, --report, or --hf/--vllm")
+    if bench:
+        _bench(bench, model, gpu, kv, weights, util, _tokens("--max-num-batched-tokens", max_num_batched_tokens),
+               max_num_seqs, _tokens("--max-model-len", max_model_len), tp or 1, input_len, output_len, vllm_version,
+               as_json, strict)
+    elif from_log:
         overrides = {"kv": kv, "gpu_memory_utilization": util, "weights": weights, "tensor_parallel_size": tp,
                      "pipeline_parallel_size": pp, "max_model_len": _tokens("--max-model-len", max_model_len),
                      "max_num_batched_tokens": _tokens("--max-num-batched-tokens", max_num_batched_tokens),
