@@ -241,6 +241,62 @@ def _check_top_k(k: int, n: int, field: str) -> None:
         raise ValueError(f"num_experts_per_tok ({k}) exceeds {field} ({n})")
 
 
+class LayeredConfig(DecoderConfig):
+    """The 2026 families model.py reads layer by layer (layer_kinds.py): the fields the layer reader and the
+    family tables read, each typed and bounded; which of them a family needs is checked by the builder (a missing
+    one is named in one line)."""
+
+    num_key_value_heads: Heads | None = None
+    head_dim: HeadDim | None = None
+    attention_head_dim: HeadDim | None = None
+    global_head_dim: HeadDim | None = None
+    num_global_key_value_heads: Heads | None = None
+    intermediate_size: Intermediate | list[Intermediate] | None = None
+    intermediate_size_mlp: Intermediate | None = None
+    moe_intermediate_size: Intermediate | None = None
+    shared_intermediate_size: _count(MAX_INTERMEDIATE, 0) | None = None
+    shared_expert_intermediate_size: _count(MAX_INTERMEDIATE, 0) | None = None
+    moe_shared_expert_intermediate_size: _count(MAX_INTERMEDIATE, 0) | None = None
+    sliding_window: Tokens | None = None
+    attention_chunk_size: Tokens | None = None
+    layer_types: list[Name] | None = None
+    hybrid_override_pattern: Annotated[str, Field(strict=True, max_length=MAX_LAYERS)] | None = None
+    full_attn_idxs: list[LayerIndex] | None = None
+    full_attention_interval: Layers | None = None
+    no_rope_layers: list[_count(1, 0)] | None = None
+    num_kv_shared_layers: _count(MAX_LAYERS, 0) | None = None
+    num_experts: _count(MAX_EXPERTS, 0) | None = None
+    num_local_experts: _count(MAX_EXPERTS, 0) | None = None
+    n_routed_experts: Experts | None = None
+    n_shared_experts: _count(MAX_EXPERTS, 0) | None = None
+    num_experts_per_tok: Experts | None = None
+    top_k_experts: Experts | None = None
+    first_k_dense_replace: LayerIndex | None = None
+    interleave_moe_layer_step: Layers | None = None
+    decoder_sparse_step: Layers | None = None
+    mlp_only_layers: list[LayerIndex] | None = None
+    linear_num_key_heads: Heads | None = None
+    linear_num_value_heads: Heads | None = None
+    linear_key_head_dim: HeadDim | None = None
+    linear_value_head_dim: HeadDim | None = None
+    linear_conv_kernel_dim: _count(1024) | None = None
+    mamba_num_heads: Heads | None = None
+    mamba_n_heads: Heads | None = None
+    mamba_head_dim: HeadDim | None = None
+    mamba_d_head: HeadDim | None = None
+    ssm_state_size: HeadDim | None = None
+    mamba_d_state: HeadDim | None = None
+    n_groups: Heads | None = None
+    mamba_n_groups: Heads | None = None
+    conv_kernel: _count(1024) | None = None
+    mamba_d_conv: _count(1024) | None = None
+    mamba_d_ssm: Intermediate | None = None
+    conv_L_cache: _count(1024) | None = None
+    conv_dim: Hidden | None = None
+    block_ff_dim: Intermediate | None = None
+    block_multiple_of: Intermediate | None = None
+
+
 SCHEMAS: dict[str, type[DecoderConfig]] = {
     **{t: AttentionConfig for t in ("llama", "mistral", "qwen2", "qwen3", "phi3", "granite", "olmo2", "gemma")},
     "gemma2": SlidingPatternConfig,
@@ -250,6 +306,13 @@ SCHEMAS: dict[str, type[DecoderConfig]] = {
     "deepseek_v2": DeepseekConfig,
     "deepseek_v3": DeepseekConfig,
     "jamba": JambaConfig,
+    "deepseek_v32": DeepseekConfig,
+    "kimi_k2": DeepseekConfig,
+    **{t: AttentionConfig for t in ("smollm3", "ministral", "qwen3_vl_text")},
+    "qwen3_vl_moe_text": Qwen3MoeConfig,
+    **{t: LayeredConfig for t in ("gpt_oss", "qwen3_next", "qwen3_5_text", "qwen3_5_moe_text", "llama4_text",
+                                  "glm4_moe", "minimax_m2", "nemotron_h", "granitemoehybrid", "lfm2", "gemma3n_text",
+                                  "gemma4_text", "falcon_h1")},
 }
 VISION_SCHEMAS: dict[str, type[BaseModel]] = {"gemma3": SiglipVisionConfig}
 

@@ -10,6 +10,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
+def flatten(layers) -> list:
+    """The caches one by one: a ParallelHybrid layer counts as its attention and its state."""
+    out = []
+    for layer in layers:
+        if isinstance(layer, ParallelHybrid):
+            out.extend((layer.attention, layer.state))
+        else:
+            out.append(layer)
+    return out
+
+
 @dataclass(frozen=True)
 class FullAttention:
     """Keys and values for every token: num_kv_heads * (head_dim + v_head_dim) elements per token."""
@@ -34,6 +45,15 @@ class SlidingWindow(FullAttention):
 
 
 @dataclass(frozen=True)
+class ChunkedLocal(SlidingWindow):
+    """Llama 4's chunked local attention: a token attends within its own chunk of `window` (= attention_chunk_size)
+    tokens. transformers keeps it like a sliding window of that size; vLLM has its own ChunkedLocalAttentionSpec
+    (v1/kv_cache_interface.py) whose per-request reservation is min(chunk + in-flight tokens, max_model_len)."""
+
+    kind = "chunked"
+
+
+@dataclass(frozen=True)
 class MultiLatentAttention:
     """DeepSeek MLA. vLLM caches the compressed latent (kv_lora_rank + qk_rope_head_dim, one 'head', shared by all
     attention heads); transformers caches decompressed per-head keys (nope + rope) and values."""
@@ -43,6 +63,9 @@ class MultiLatentAttention:
     qk_rope_head_dim: int
     qk_nope_head_dim: int
     v_head_dim: int
+    # DeepSeek V3.2 sparse attention (DSA): the lightning indexer keeps its own key of index_head_dim per token
+    # (vLLM: DeepseekV32IndexerCache, fp8 key + one fp32 scale per 128 elements); 0 without an indexer.
+    index_head_dim: int = 0
 
     kind = "mla"
 
@@ -55,12 +78,38 @@ class MultiLatentAttention:
 
 @dataclass(frozen=True)
 class MambaState:
-    """A recurrent layer: a fixed state per sequence, whatever the context (conv state + SSM state)."""
+    """A recurrent layer: a fixed state per sequence, whatever the context (conv state + SSM state).
+
+    mixer names the recurrence, each with vLLM's shapes (model_executor/layers/mamba/mamba_utils.py,
+    MambaStateShapeCalculator): "mamba1" (Jamba), "mamba2" (Nemotron-H, Granite 4, Falcon-H1), "gdn" (Gated
+    DeltaNet linear attention: Qwen3-Next, Qwen3.5), "short_conv" (LFM2: a conv state only, ssm_state_elements 0).
+    ssm_dtype_bytes: the recurrent state's element size when the checkpoint fixes it (Qwen3.5's
+    mamba_ssm_dtype float32); None follows the engine's default.
+    Element counts are at TP 1; engines divide them per rank (vllm_specs.mamba_page).
+    """
 
     conv_state_elements: int
     ssm_state_elements: int
+    mixer: str = "mamba1"
+    ssm_dtype_bytes: int | None = None
+    # conv channels (the conv state is (K-1) x channels in vLLM; transformers keeps K columns); 0 when not known
+    conv_channels: int = 0
+    # Mamba2 only: SSM groups and state size, for vLLM's group replication when TP does not divide n_groups
+    n_groups: int = 0
+    d_state: int = 0
 
     kind = "mamba"
+
+
+@dataclass(frozen=True)
+class ParallelHybrid:
+    """Falcon-H1: attention and a Mamba2 mixer side by side in one decoder layer, each keeping its own cache (vLLM
+    models/falcon_h1.py FalconH1ParallelHybrid registers both an Attention and a MambaMixer2)."""
+
+    attention: FullAttention
+    state: MambaState
+
+    kind = "parallel"
 
 
 @dataclass(frozen=True)
@@ -72,4 +121,5 @@ class NoCache:
     kind = "none"
 
 
-LayerCache = FullAttention | SlidingWindow | MultiLatentAttention | MambaState | NoCache
+LayerCache = (FullAttention | SlidingWindow | ChunkedLocal | MultiLatentAttention | MambaState | ParallelHybrid
+              | NoCache)

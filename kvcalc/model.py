@@ -31,7 +31,9 @@ from typing import Any, Literal
 
 from .errors import UnsupportedModelError, UsageError, shown
 from .input_files import MAX_CONFIG_BYTES, is_dir, load_json
-from .layers import FullAttention, LayerCache, MambaState, MultiLatentAttention, SlidingWindow
+from .encoders import VISION_PARAMS
+from .layer_kinds import gdn_dims, layer_caches, mamba2_dims, mamba2_inner, mixer_kinds, short_conv_dims
+from .layers import FullAttention, LayerCache, MambaState, MultiLatentAttention, SlidingWindow, flatten
 
 
 @dataclass(frozen=True)
@@ -108,6 +110,9 @@ class ModelSpec:
     # (_keep_in_fp32_modules_strict: DeepSeek routers and e_score_correction_bias). Recorded, not yet charged at 4 bytes
     # by the weight ledger (0.016% of DeepSeek-V3's parameters).
     fp32_params: int = 0
+    # Parts of the checkpoint whose weights are not in params (multimodal encoders of wrappers kvcalc reads as their
+    # text decoder); empty when everything is counted.
+    uncounted: tuple[str, ...] = ()
     # What kvcalc read from the checkpoint besides the architecture (checkpoint.Checkpoint: its quantization, the
     # safetensors headers or the index's total_size); None for a bare config dict.
     checkpoint: Any = field(default=None, repr=False, compare=False)
@@ -118,7 +123,7 @@ class ModelSpec:
 
     @property
     def layer_kinds(self) -> set[str]:
-        return {layer.kind for layer in self.layers}
+        return {layer.kind for layer in flatten(self.layers)}
 
 
 def _get(cfg: dict[str, Any], *names: str, default: Any = None) -> Any:
@@ -145,15 +150,32 @@ _DEFAULTS: dict[str, dict[str, Any]] = {
               "mamba_expand": 2, "mamba_dt_rank": "auto", "mamba_conv_bias": True, "mamba_proj_bias": False},
     "deepseek_v2": {"first_k_dense_replace": 0, "n_shared_experts": None, "moe_layer_freq": 1, "q_lora_rank": None},
     "deepseek_v3": {"first_k_dense_replace": 3, "n_shared_experts": 1, "moe_layer_freq": 1},
+    "deepseek_v32": {"first_k_dense_replace": 3, "n_shared_experts": 1, "moe_layer_freq": 1},
+    "kimi_k2": {"first_k_dense_replace": 1, "n_shared_experts": 1, "moe_layer_freq": 1},
+    "falcon_h1": {"mamba_rms_norm": False, "mamba_conv_bias": True, "mamba_proj_bias": False},  # FalconH1Config
+    # Llama4TextConfig defaults the real configs leave out
+    "llama4_text": {"interleave_moe_layer_step": 1, "tie_word_embeddings": False},
     "qwen3_moe": {"decoder_sparse_step": 1, "mlp_only_layers": []},
 }
-_TIED_BY_DEFAULT = {"gemma", "gemma2", "gemma3_text"}
+# tie_word_embeddings defaults of the config classes (True where the key may be left out)
+_TIED_BY_DEFAULT = {"gemma", "gemma2", "gemma3_text", "gemma3n_text", "gemma4_text", "lfm2", "smollm3"}
 
-DENSE_LLAMA_LIKE = {"llama", "mistral", "qwen2", "qwen3", "phi3", "granite", "olmo2", "gemma", "gemma2", "gemma3_text"}
-MOE = {"mixtral", "qwen3_moe"}
-MLA = {"deepseek_v2", "deepseek_v3"}
+DENSE_LLAMA_LIKE = {"llama", "mistral", "qwen2", "qwen3", "phi3", "granite", "olmo2", "gemma", "gemma2", "gemma3_text",
+                    "smollm3", "ministral", "qwen3_vl_text"}
+MOE = {"mixtral", "qwen3_moe", "qwen3_vl_moe_text"}
+MLA = {"deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2"}
 HYBRID = {"jamba"}
-SUPPORTED = DENSE_LLAMA_LIKE | MOE | MLA | HYBRID
+# read layer by layer (layer_kinds.py + _layered): hybrids, chunked/sliding attention, their MoE flavours
+LAYERED = {"gpt_oss", "qwen3_next", "qwen3_5_text", "qwen3_5_moe_text", "llama4_text", "glm4_moe", "minimax_m2",
+           "nemotron_h", "granitemoehybrid", "lfm2", "gemma3n_text", "gemma4_text", "falcon_h1"}
+SUPPORTED = DENSE_LLAMA_LIKE | MOE | MLA | HYBRID | LAYERED
+# multimodal wrappers whose text decoder sits under text_config with its own model_type (filled in when absent)
+TEXT_TYPE_OF_WRAPPER = {"gemma3": "gemma3_text", "qwen3_5": "qwen3_5_text", "qwen3_5_moe": "qwen3_5_moe_text",
+                        "llama4": "llama4_text", "gemma3n": "gemma3n_text", "gemma4": "gemma4_text",
+                        "kimi_k25": "kimi_k2", "qwen3_vl": "qwen3_vl_text", "qwen3_vl_moe": "qwen3_vl_moe_text"}
+# wrappers kvcalc plans as their text decoder while the vision/audio encoder weights are not counted yet: the plan
+# says so (ModelSpec.uncounted) instead of refusing
+TEXT_ONLY_WRAPPERS = set(TEXT_TYPE_OF_WRAPPER) - MULTIMODAL_WRAPPERS
 
 
 def _text_config(cfg: dict[str, Any]) -> dict[str, Any]:
@@ -164,8 +186,9 @@ def _text_config(cfg: dict[str, Any]) -> dict[str, Any]:
         for key in ("torch_dtype", "dtype"):
             if cfg.get(key) is not None:
                 merged.setdefault(key, cfg[key])
-        if "model_type" not in merged and cfg.get("model_type") == "gemma3":
-            merged["model_type"] = "gemma3_text"
+        outer = str(cfg.get("model_type", "")).lower()
+        if "model_type" not in merged and outer in TEXT_TYPE_OF_WRAPPER:
+            merged["model_type"] = TEXT_TYPE_OF_WRAPPER[outer]
         return merged
     return cfg
 
@@ -185,7 +208,8 @@ def spec_from_config(cfg: dict[str, Any], name: str = "model", source: str = "",
             raise UsageError(f"config of {label}: {key} must be an object (got {shown(cfg[key], 30)})")
     outer_type = str(cfg.get("model_type", "")).lower()
     wrapped = "text_config" in cfg and "num_hidden_layers" not in cfg
-    if wrapped and cfg.get("vision_config") is not None and outer_type not in MULTIMODAL_WRAPPERS:
+    if (wrapped and cfg.get("vision_config") is not None and outer_type not in MULTIMODAL_WRAPPERS
+            and outer_type not in TEXT_ONLY_WRAPPERS):
         raise UnsupportedModelError(
             f"{label} is a multimodal model ({shown(outer_type or 'unknown type', 40, quote=False)}) whose vision "
             "tower kvcalc cannot count yet; kvcalc refuses rather than guess (multimodal wrappers supported: "
@@ -209,8 +233,10 @@ def spec_from_config(cfg: dict[str, Any], name: str = "model", source: str = "",
             check_vision_config(vision, outer_type, label)
     try:
         spec = _BUILDERS[model_type](merged, name, model_type, source)
-        if vision is not None:
+        if vision is not None and outer_type in MULTIMODAL_WRAPPERS:
             spec = replace(spec, vision_params=_gemma3_vision_params(vision, spec.hidden_size))
+        elif wrapped and outer_type in TEXT_ONLY_WRAPPERS:
+            spec = _encoders(spec, cfg, outer_type)
     except UsageError:
         raise
     except KeyError as exc:
@@ -293,7 +319,8 @@ def _attention_kinds(cfg: dict[str, Any], model_type: str, n_layers: int) -> lis
     if model_type == "gemma3_text":  # configuration_gemma3.py: every sliding_window_pattern-th layer is full
         pattern = int(_get(cfg, "sliding_window_pattern", "_sliding_window_pattern", default=6))
         return ["sliding" if (i + 1) % pattern else "full" for i in range(n_layers)]
-    if model_type in ("qwen2", "qwen3", "qwen3_moe"):  # layers >= max_window_layers slide when use_sliding_window
+    if model_type in ("qwen2", "qwen3", "qwen3_moe", "qwen3_vl_text", "qwen3_vl_moe_text"):
+        # layers >= max_window_layers slide when use_sliding_window
         if cfg.get("use_sliding_window") and window:
             first = int(_get(cfg, "max_window_layers", default=n_layers))
             return ["sliding" if i >= first else "full" for i in range(n_layers)]
@@ -328,7 +355,7 @@ def _standard_attention(counts: _Count, cfg: dict[str, Any], model_type: str) ->
         counts.linear("attention", "k_proj", h, kv_out, bias=qkv_bias)
         counts.linear("attention", "v_proj", h, kv_out, bias=qkv_bias)
     counts.linear("attention", "o_proj", q_out, h, bias=o_bias)
-    if model_type in ("qwen3", "qwen3_moe", "gemma3_text"):  # per-head RMSNorm on q and k
+    if model_type in ("qwen3", "qwen3_moe", "qwen3_vl_text", "qwen3_vl_moe_text", "gemma3_text"):  # per-head q/k norms
         counts.add("attention", 2 * hd)
     elif model_type == "olmo2":  # full-width RMSNorm on q and k
         counts.add("attention", q_out + kv_out)
@@ -472,7 +499,7 @@ def _deepseek(cfg: dict[str, Any], name: str, model_type: str, source: str) -> M
     exp_inter, dense_inter = int(cfg["moe_intermediate_size"]), int(cfg["intermediate_size"])
     n_shared = int(cfg.get("n_shared_experts") or 0)
     first_dense, freq = int(cfg.get("first_k_dense_replace") or 0), int(cfg.get("moe_layer_freq") or 1)
-    score_bias = cfg.get("topk_method") == "noaux_tc" or model_type == "deepseek_v3"
+    score_bias = cfg.get("topk_method") == "noaux_tc" or model_type in ("deepseek_v3", "deepseek_v32", "kimi_k2")
     counts = _Count()
     n_moe = 0
     for i in range(n_layers):
@@ -486,6 +513,12 @@ def _deepseek(cfg: dict[str, Any], name: str, model_type: str, source: str) -> M
         counts.add("attention", kv_lora)  # kv_a_layernorm
         counts.linear("attention", "kv_b_proj", kv_lora, n_heads * (nope + v_dim))
         counts.linear("attention", "o_proj", n_heads * v_dim, h, bias=bias)
+        if cfg.get("index_head_dim"):  # V3.2 lightning indexer (modeling_deepseek_v32 / vLLM deepseek_v2.py Indexer)
+            idx_heads, idx_dim = int(cfg["index_n_heads"]), int(cfg["index_head_dim"])
+            counts.linear("attention", "indexer.wq_b", int(q_lora or h), idx_heads * idx_dim)
+            counts.linear("attention", "indexer.wk", h, idx_dim)
+            counts.add("attention", 2 * idx_dim)  # k_norm (LayerNorm: weight + bias)
+            counts.linear("attention", "indexer.weights_proj", h, idx_heads, quantized=False)
         if i >= first_dense and i % freq == 0:
             n_moe += 1
             _moe_mlp(counts, h, exp_inter, n_exp, k, router="fp32", router_bias=score_bias,
@@ -494,7 +527,9 @@ def _deepseek(cfg: dict[str, Any], name: str, model_type: str, source: str) -> M
             counts.active_mlp += _gated_mlp(counts, h, dense_inter)
         counts.add("norms", 2 * h)
     counts.add("norms", h)
-    layers = [MultiLatentAttention(n_heads, kv_lora, rope, nope, v_dim) for _ in range(n_layers)]
+    index_dim = int(cfg.get("index_head_dim") or 0)
+    layers = [MultiLatentAttention(n_heads, kv_lora, rope, nope, v_dim, index_head_dim=index_dim)
+              for _ in range(n_layers)]
     moe = MoeInfo(num_experts=n_exp, experts_per_token=k, shared_experts=n_shared, expert_intermediate_size=exp_inter,
                   moe_layers=n_moe)
     return _spec(cfg, name, model_type, source, counts, layers, head_dim=nope + rope, n_kv=n_heads,
@@ -538,7 +573,8 @@ def _jamba(cfg: dict[str, Any], name: str, model_type: str, source: str) -> Mode
             counts.linear("other", "mamba.dt_proj", rank, big_i, bias=True)
             counts.add("other", big_i * n_state + big_i + rank + 2 * n_state)  # A_log, D, dt/b/c_layernorm
             counts.linear("other", "mamba.out_proj", big_i, h, bias=proj_bias)
-            layers.append(MambaState(conv_state_elements=big_i * (k_conv - 1), ssm_state_elements=big_i * n_state))
+            layers.append(MambaState(conv_state_elements=big_i * (k_conv - 1), ssm_state_elements=big_i * n_state,
+                                     conv_channels=big_i))
         if n_exp > 1 and i % e_period == e_offset:
             n_moe += 1
             _moe_mlp(counts, h, inter, n_exp, k)
@@ -552,7 +588,303 @@ def _jamba(cfg: dict[str, Any], name: str, model_type: str, source: str) -> Mode
 
 
 # ---------------------------------------------------------------------------------------------------------------------
+# 2026 families, read layer by layer (layer_kinds.py): hybrid attention / Gated DeltaNet / Mamba2 / short conv
+# decoders, chunked and sliding attention, and their MoE flavours. One builder; the family differences are the
+# small tables below, each citing the modeling file it follows (transformers src/transformers/models/<type>/).
+
+# attention projections: (q/k/v bias, o bias) by family; attention_bias from the config where the family reads it
+_ATTN_BIAS = {"gpt_oss": "config", "glm4_moe": "qkv", "minimax_m2": "none", "nemotron_h": "config",
+              "granitemoehybrid": "config", "lfm2": "none", "llama4_text": "config", "qwen3_next": "none",
+              "qwen3_5_text": "none", "qwen3_5_moe_text": "none", "gemma3n_text": "none", "gemma4_text": "config"}
+
+
+def _q_k_norm(cfg: dict[str, Any], model_type: str, q_out: int, kv_out: int, hd: int) -> int:
+    """Parameters of the q/k norms: per-head RMSNorms (Qwen3-Next/3.5, LFM2, Gemma 3n/4; GLM-4.5 when use_qk_norm),
+    full-width ones (MiniMax-M2 qk_norm_type per_layer), or none (Llama 4's L2 norm has no weight)."""
+    if model_type in ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text", "lfm2", "gemma3n_text", "gemma4_text"):
+        return 2 * hd
+    if model_type == "glm4_moe" and cfg.get("use_qk_norm"):
+        return 2 * hd
+    if model_type == "minimax_m2" and cfg.get("use_qk_norm", True):
+        return q_out + kv_out
+    return 0
+
+
+def _attention_params(counts: _Count, cfg: dict[str, Any], model_type: str, kind: str, n_kv: int, hd: int,
+                      kv_shared: bool = False) -> None:
+    h, n_heads = int(cfg["hidden_size"]), int(cfg["num_attention_heads"])
+    if kind == "full" and cfg.get("global_head_dim"):  # Gemma 4 global layers
+        n_kv, hd = int(_get(cfg, "num_global_key_value_heads", default=n_kv)), int(cfg["global_head_dim"])
+    q_out, kv_out = n_heads * hd, n_kv * hd
+    rule = _ATTN_BIAS.get(model_type, "config")
+    qkv_bias = rule == "qkv" or (rule == "config" and bool(cfg.get("attention_bias")))
+    o_bias = rule == "config" and bool(cfg.get("attention_bias"))
+    # Qwen3-Next / Qwen3.5 gated attention: q_proj also yields the output gate
+    gate = 2 if cfg.get("attn_output_gate", model_type in ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text")) else 1
+    counts.linear("attention", "q_proj", h, q_out * gate, bias=qkv_bias)
+    norms = _q_k_norm(cfg, model_type, q_out, kv_out, hd)
+    if kv_shared:  # Gemma 3n / 4 KV-sharing layers read an earlier layer's keys: no k/v projections, no k_norm
+        norms //= 2
+    else:
+        counts.linear("attention", "k_proj", h, kv_out, bias=qkv_bias)
+        if not (kind == "full" and cfg.get("attention_k_eq_v")):  # Gemma 4 global layers: values are the keys
+            counts.linear("attention", "v_proj", h, kv_out, bias=qkv_bias)
+    counts.linear("attention", "o_proj", q_out, h, bias=o_bias)
+    counts.add("attention", norms)
+    if model_type == "gpt_oss":  # modeling_gpt_oss.py: one learned attention-sink logit per head
+        counts.add("attention", n_heads)
+
+
+def _mixer_params(counts: _Count, cfg: dict[str, Any], kind: str) -> None:
+    """Recurrent mixers (counted under 'other', not quantized by the weight formats kvcalc models... except their
+    in/out projections, which are Linears)."""
+    h = int(cfg["hidden_size"])
+    if kind == "mamba":  # modeling_nemotron_h.py / modeling_granitemoehybrid.py Mamba2Mixer
+        heads, head_dim, state, groups, kernel = mamba2_dims(cfg)
+        inner = mamba2_inner(cfg)
+        conv_dim = inner + 2 * groups * state
+        proj_bias = bool(_get(cfg, "mamba_proj_bias", "use_bias", default=False))
+        conv_bias = bool(_get(cfg, "use_conv_bias", "mamba_conv_bias", default=True))
+        counts.linear("other", "mixer.in_proj", h, inner + conv_dim + heads, bias=proj_bias)
+        counts.add("other", conv_dim * kernel + (conv_dim if conv_bias else 0))  # depthwise conv1d
+        # dt_bias, A_log, D, and the gated RMSNorm (Falcon-H1 only with mamba_rms_norm)
+        counts.add("other", 3 * heads + (inner if cfg.get("mamba_rms_norm", True) else 0))
+        counts.linear("other", "mixer.out_proj", inner, h, bias=proj_bias)
+    elif kind == "linear":  # modeling_qwen3_next.py Qwen3NextGatedDeltaNet (Qwen3.5 splits in_proj, same sizes)
+        nk, nv, dk, dv, kernel = gdn_dims(cfg)
+        conv_dim = 2 * nk * dk + nv * dv
+        counts.linear("other", "linear_attn.in_proj_qkvz", h, conv_dim + nv * dv)
+        counts.linear("other", "linear_attn.in_proj_ba", h, 2 * nv)
+        counts.add("other", conv_dim * kernel + 2 * nv + dv)  # conv1d (no bias), dt_bias, A_log, norm
+        counts.linear("other", "linear_attn.out_proj", nv * dv, h)
+    elif kind == "conv":  # modeling_lfm2.py Lfm2ShortConv
+        channels, length = short_conv_dims(cfg)
+        bias = bool(cfg.get("conv_bias"))
+        counts.linear("other", "conv.in_proj", h, 3 * channels, bias=bias)
+        counts.add("other", channels * length + (channels if bias else 0))
+        counts.linear("other", "conv.out_proj", channels, h, bias=bias)
+
+
+def _moe_layers(cfg: dict[str, Any], model_type: str, kinds: list[str]) -> list[str]:
+    """'moe', 'dense' or 'none' (Nemotron-H mixer-only layers) for each layer's MLP."""
+    n = len(kinds)
+    if model_type == "nemotron_h":
+        return ["moe" if k == "moe" else "dense" if k == "mlp" else "none" for k in kinds]
+    if model_type in ("gpt_oss", "minimax_m2"):
+        return ["moe"] * n
+    if model_type == "granitemoehybrid":
+        return ["moe" if int(cfg.get("num_local_experts") or 0) else "dense"] * n
+    if model_type in ("qwen3_next", "qwen3_5_moe_text"):
+        step, only = int(cfg.get("decoder_sparse_step") or 1), set(cfg.get("mlp_only_layers") or [])
+        return ["moe" if i not in only and (i + 1) % step == 0 else "dense" for i in range(n)]
+    if model_type == "llama4_text":  # configuration_llama4.py: moe_layers = every interleave_moe_layer_step-th
+        step = int(cfg.get("interleave_moe_layer_step") or 1)
+        moe = cfg.get("moe_layers")
+        moe = set(moe) if moe is not None else set(range(step - 1, n, step))
+        return ["moe" if i in moe else "dense" for i in range(n)]
+    if model_type == "glm4_moe":
+        first = int(cfg.get("first_k_dense_replace") or 0)
+        return ["dense" if i < first else "moe" for i in range(n)]
+    if model_type == "gemma4_text" and cfg.get("enable_moe_block"):
+        return ["moe"] * n
+    return ["dense"] * n
+
+
+def _family_mlp(counts: _Count, cfg: dict[str, Any], model_type: str, kind: str, layer: int) -> None:
+    h = int(cfg["hidden_size"])
+    if kind == "none":
+        return
+    if model_type == "nemotron_h":  # relu2 MLPs: up/down only (NemotronHMLP), MoE of such experts
+        if kind == "dense":
+            counts.active_mlp += counts.linear("mlp", "up_proj", h, int(cfg["intermediate_size"]),
+                                               bias=bool(cfg.get("mlp_bias")))
+            counts.active_mlp += counts.linear("mlp", "down_proj", int(cfg["intermediate_size"]), h,
+                                               bias=bool(cfg.get("mlp_bias")))
+            return
+        n_exp, k = int(cfg["n_routed_experts"]), int(cfg["num_experts_per_tok"])
+        inter = int(cfg["moe_intermediate_size"])
+        shared = int(cfg.get("moe_shared_expert_intermediate_size") or 0) * int(cfg.get("n_shared_experts") or 1)
+        router = counts.add("mlp", n_exp * h + n_exp)  # gate weight + e_score_correction_bias (fp32)
+        counts.fp32 += router
+        s = counts.linear("mlp", "shared_experts.up_proj", h, shared) + counts.linear(
+            "mlp", "shared_experts.down_proj", shared, h) if shared else 0
+        counts.linear("mlp", "experts.up_proj", h, inter, n_exp)
+        counts.linear("mlp", "experts.down_proj", inter, h, n_exp)
+        counts.active_mlp += router + s + k * 2 * h * inter
+        return
+    if kind == "dense":
+        if model_type == "lfm2":
+            inter = _lfm2_ff(cfg)
+        elif model_type == "llama4_text":
+            inter = int(cfg["intermediate_size_mlp"])
+        elif model_type == "gemma3n_text" and isinstance(cfg.get("intermediate_size"), list):
+            inter = int(cfg["intermediate_size"][layer])
+        elif model_type == "granitemoehybrid":
+            inter = int(cfg["shared_intermediate_size"])
+        else:
+            inter = int(cfg["intermediate_size"])
+        counts.active_mlp += _gated_mlp(counts, h, inter)
+        return
+    if model_type == "gpt_oss":  # modeling_gpt_oss.py: biased router and experts, gate_up fused
+        n_exp, k, inter = int(cfg["num_local_experts"]), int(cfg["num_experts_per_tok"]), int(cfg["intermediate_size"])
+        router = counts.linear("mlp", "router", h, n_exp, bias=True)
+        counts.linear("mlp", "experts.gate_up_proj", h, 2 * inter, n_exp, bias=True)
+        counts.linear("mlp", "experts.down_proj", inter, h, n_exp, bias=True)
+        counts.active_mlp += router + k * (3 * h * inter + 2 * inter + h)
+        return
+    if model_type == "granitemoehybrid":  # block_sparse_moe (fused input_linear) + shared_mlp
+        n_exp, k, inter = int(cfg["num_local_experts"]), int(cfg["num_experts_per_tok"]), int(cfg["intermediate_size"])
+        _moe_mlp(counts, h, inter, n_exp, k, shared_inter=int(cfg.get("shared_intermediate_size") or 0))
+        return
+    if model_type in ("qwen3_next", "qwen3_5_moe_text"):
+        n_exp, k, inter = int(cfg["num_experts"]), int(cfg["num_experts_per_tok"]), int(cfg["moe_intermediate_size"])
+        _moe_mlp(counts, h, inter, n_exp, k, shared_inter=int(cfg.get("shared_expert_intermediate_size") or 0))
+        counts.active_mlp += counts.linear("mlp", "shared_expert_gate", h, 1)
+        return
+    if model_type == "llama4_text":  # Llama4TextMoe: router, experts of intermediate_size, one shared expert
+        n_exp, k, inter = int(cfg["num_local_experts"]), int(cfg["num_experts_per_tok"]), int(cfg["intermediate_size"])
+        _moe_mlp(counts, h, inter, n_exp, k, shared_inter=inter)
+        return
+    if model_type == "glm4_moe":  # Glm4MoeMoE: DeepSeek-style router (fp32 + correction bias), shared experts
+        n_exp, k = int(cfg["n_routed_experts"]), int(cfg["num_experts_per_tok"])
+        inter = int(cfg["moe_intermediate_size"])
+        _moe_mlp(counts, h, inter, n_exp, k, router="fp32", router_bias=True,
+                 shared_inter=inter * int(cfg.get("n_shared_experts") or 0))
+        return
+    if model_type == "minimax_m2":  # block_sparse_moe: gate + e_score_correction_bias (use_routing_bias)
+        n_exp, k, inter = int(cfg["num_local_experts"]), int(cfg["num_experts_per_tok"]), int(cfg["intermediate_size"])
+        _moe_mlp(counts, h, inter, n_exp, k, router="fp32", router_bias=bool(cfg.get("use_routing_bias", True)),
+                 shared_inter=int(cfg.get("shared_intermediate_size") or 0))
+        return
+    if model_type == "gemma4_text":  # dense MLP beside the MoE block (enable_moe_block)
+        counts.active_mlp += _gated_mlp(counts, h, int(cfg["intermediate_size"]))
+        n_exp, k, inter = int(cfg["num_experts"]), int(cfg["top_k_experts"]), int(cfg["moe_intermediate_size"])
+        _moe_mlp(counts, h, inter, n_exp, k)
+        return
+    raise UnsupportedModelError(f"{model_type}: no MoE reader; kvcalc refuses rather than guess")
+
+
+def _gemma_layer_extras(counts: _Count, cfg: dict[str, Any], model_type: str, mlp: str) -> None:
+    """Gemma 3n / Gemma 4 per-layer parts beyond attention + MLP + two norms (modeling_gemma3n.py,
+    modeling_gemma4.py): pre/post feed-forward norms; Gemma 4's MoE block norms and router scales; Gemma 3n's AltUp
+    (A = altup_num_inputs streams), LAuReL (rank r) and per-layer-input gate/projection (width p)."""
+    if model_type not in ("gemma3n_text", "gemma4_text"):
+        return
+    h = int(cfg["hidden_size"])
+    counts.add("norms", 2 * h)  # pre_feedforward_layernorm, post_feedforward_layernorm
+    if model_type == "gemma4_text":
+        if mlp == "moe":  # post_feedforward_layernorm_1/_2, pre_feedforward_layernorm_2; router.scale, per_expert_scale
+            counts.add("norms", 3 * h)
+            counts.add("mlp", h + int(cfg["num_experts"]))
+        p = int(cfg.get("hidden_size_per_layer_input") or 0)
+        if p:
+            counts.linear("other", "per_layer_input_gate", h, p)
+            counts.linear("other", "per_layer_projection", p, h)
+            counts.add("norms", h)
+        return
+    a, r, p = int(cfg.get("altup_num_inputs") or 4), int(cfg.get("laurel_rank") or 64), int(
+        cfg["hidden_size_per_layer_input"])
+    counts.add("other", h + a * a + a * a * a + h * a + h)  # altup: scale, correction/prediction coefs, router, norm
+    counts.linear("other", "laurel.linear_left", h, r)
+    counts.linear("other", "laurel.linear_right", r, h)
+    counts.add("norms", h)  # post_laurel_norm
+    counts.linear("other", "per_layer_input_gate", h, p)
+    counts.linear("other", "per_layer_projection", p, h)
+    counts.add("norms", h)  # post_per_layer_input_norm
+
+
+def _gemma_model_extras(counts: _Count, cfg: dict[str, Any], model_type: str, n_layers: int) -> None:
+    """Model-level parts: per-layer token embeddings (vocab_size_per_layer_input x layers x p) and their projection
+    (Gemma 3n, and Gemma 4 when hidden_size_per_layer_input > 0); Gemma 3n's AltUp in/out projections."""
+    if model_type not in ("gemma3n_text", "gemma4_text"):
+        return
+    h = int(cfg["hidden_size"])
+    p = int(cfg.get("hidden_size_per_layer_input") or 0)
+    if p:
+        counts.add("other", int(cfg["vocab_size_per_layer_input"]) * n_layers * p)  # embed_tokens_per_layer
+        counts.linear("other", "per_layer_model_projection", h, n_layers * p)
+        counts.add("norms", p)  # per_layer_projection_norm
+    if model_type == "gemma3n_text":
+        a = int(cfg.get("altup_num_inputs") or 4)
+        counts.linear("other", "altup_projections", h, h, count=2 * (a - 1))  # in and unembed projections
+
+
+def _lfm2_ff(cfg: dict[str, Any]) -> int:
+    """configuration_lfm2.py / modeling_lfm2.py Lfm2MLP: block_ff_dim, 2/3 of it when auto-adjusted, times the
+    multiplier, rounded up to block_multiple_of (later configs give intermediate_size directly)."""
+    if cfg.get("block_ff_dim") is None:
+        return int(cfg["intermediate_size"])
+    ff = int(cfg["block_ff_dim"])
+    if cfg.get("block_auto_adjust_ff_dim", True):
+        ff = int(2 * ff / 3)
+        if cfg.get("block_ffn_dim_multiplier") is not None:
+            ff = int(float(cfg["block_ffn_dim_multiplier"]) * ff)
+        multiple = int(cfg.get("block_multiple_of") or 256)
+        ff = multiple * ((ff + multiple - 1) // multiple)
+    return ff
+
+
+def _layered(cfg: dict[str, Any], name: str, model_type: str, source: str) -> ModelSpec:
+    h, n_layers = int(cfg["hidden_size"]), int(cfg["num_hidden_layers"])
+    n_kv = int(_get(cfg, "num_key_value_heads", default=cfg["num_attention_heads"]))
+    hd = int(_get(cfg, "head_dim", "attention_head_dim", default=h // int(cfg["num_attention_heads"])))
+    kinds = mixer_kinds(cfg, n_layers, lambda: _attention_kinds(cfg, model_type, n_layers))
+    mlps = _moe_layers(cfg, model_type, kinds)
+    counts = _Count()
+    first_shared = n_layers - int(cfg.get("num_kv_shared_layers") or 0)
+    for i, (kind, mlp) in enumerate(zip(kinds, mlps)):
+        if kind in ("full", "sliding", "chunked", "parallel"):
+            _attention_params(counts, cfg, model_type, "full" if kind == "parallel" else kind, n_kv, hd,
+                              kv_shared=i >= first_shared)
+        if kind not in ("full", "sliding", "chunked"):
+            _mixer_params(counts, cfg, "mamba" if kind == "parallel" else kind)
+        _family_mlp(counts, cfg, model_type, mlp, i)
+        # one norm before the mixer, one before the MLP (Nemotron-H: one per block, every block is one of them)
+        counts.add("norms", (1 if model_type == "nemotron_h" else 2) * h)
+        _gemma_layer_extras(counts, cfg, model_type, mlp)
+    counts.add("norms", h)  # final norm
+    _gemma_model_extras(counts, cfg, model_type, n_layers)
+    layers = layer_caches(cfg, kinds, n_kv, hd)
+    n_moe = mlps.count("moe")
+    moe = None
+    if n_moe:
+        n_exp = int(_get(cfg, "num_local_experts", "num_experts", "n_routed_experts"))
+        k = int(_get(cfg, "num_experts_per_tok", "top_k_experts", "experts_per_token"))
+        exp_inter = int(_get(cfg, "moe_intermediate_size", "intermediate_size"))
+        shared = int(_get(cfg, "n_shared_experts", default=1 if model_type in ("llama4_text", "qwen3_next",
+                                                                                "qwen3_5_moe_text") else 0))
+        moe = MoeInfo(num_experts=n_exp, experts_per_token=k, shared_experts=shared,
+                      expert_intermediate_size=exp_inter, moe_layers=n_moe)
+    inter = int(cfg["intermediate_size"][0]) if isinstance(cfg.get("intermediate_size"), list) else int(
+        _get(cfg, "intermediate_size", default=0) or 0)
+    if model_type == "lfm2":
+        inter = _lfm2_ff(cfg)
+    return _spec(cfg, name, model_type, source, counts, layers, head_dim=hd, n_kv=n_kv, intermediate=inter, moe=moe,
+                 rotary_dim=_rotary_dim(cfg, hd) if cfg.get("rotary_dim") is None else int(cfg["rotary_dim"]))
+
+
+# ---------------------------------------------------------------------------------------------------------------------
 # Gemma 3 vision tower (SigLIP, modeling_siglip.py) + multimodal projector (modeling_gemma3.py)
+
+
+def _encoders(spec: ModelSpec, cfg: dict[str, Any], outer_type: str) -> ModelSpec:
+    """A text-only-planned wrapper's encoders: counted into vision_params where encoders.py knows the tower, and
+    named in `uncounted` either way (no weight row charges them yet)."""
+    notes, vision = [], 0
+    vc = cfg.get("vision_config")
+    if vc is None and outer_type == "llama4":  # transformers and vLLM build Llama4VisionConfig's defaults
+        vision = VISION_PARAMS["llama4"]({}, spec.hidden_size)
+        notes.append(f"vision encoder ({vision:,} params, llama4: no vision_config, Llama4VisionConfig defaults)")
+    elif vc and outer_type in VISION_PARAMS:
+        vision = VISION_PARAMS[outer_type](vc, spec.hidden_size)
+        notes.append(f"vision encoder ({vision:,} params, {outer_type}.vision_config)")
+    elif vc:
+        notes.append(f"vision encoder ({outer_type}.vision_config, not counted)")
+    else:  # a trimmed copy (e.g. Llama 4's without vision_config): the checkpoint still holds a tower
+        notes.append(f"vision encoder ({outer_type}: no vision_config in this config.json, not counted)")
+    if cfg.get("audio_config"):
+        notes.append(f"audio encoder ({outer_type}.audio_config, not counted)")
+    return replace(spec, vision_params=vision, uncounted=tuple(notes))
 
 
 def _gemma3_vision_params(vc: dict[str, Any], text_hidden: int) -> int:
@@ -574,6 +906,7 @@ _BUILDERS = {
     **{t: _moe for t in MOE},
     **{t: _deepseek for t in MLA},
     "jamba": _jamba,
+    **{t: _layered for t in LAYERED},
 }
 
 

@@ -328,6 +328,8 @@ def request_warnings(req: PlanRequest) -> list[str]:
     if spec.max_position_embeddings and req.context > spec.max_position_embeddings:
         out.append(f"context {req.context:,} exceeds {spec.name}'s max_position_embeddings "
                    f"{spec.max_position_embeddings:,}: quality past it is not what the model was trained for")
+    if spec.uncounted:  # multimodal wrappers read as their text decoder (model.py TEXT_ONLY_WRAPPERS)
+        out.append(f"the rows plan the text decoder; not in their weights: {'; '.join(spec.uncounted)}")
     newest = vllm_engine.DEFAULT_VERSION
     if vllm_engine.parse_version(req.vllm_version) > vllm_engine.parse_version(newest):
         out.append(f"vLLM {shown(req.vllm_version, 40, quote=False)} is newer than the newest release kvcalc has rules for ({newest}); "

@@ -201,7 +201,7 @@ def test_jamba_hybrid_layers():
     attention = [i for i, layer in enumerate(spec.layers) if layer.kind == "full"]
     assert attention == [4, 12, 20, 28]
     mamba = [layer for layer in spec.layers if layer.kind == "mamba"]
-    assert len(mamba) == 28 and set(mamba) == {MambaState(8192 * 3, 8192 * 16)}
+    assert len(mamba) == 28 and set(mamba) == {MambaState(8192 * 3, 8192 * 16, conv_channels=8192)}
     assert spec.moe.moe_layers == 16 and spec.params.other > 0
     assert spec.rotary_dim == 0  # Jamba has no positional encoding
     assert load_model("jamba-1.5-mini").params.total == spec.params.total

@@ -211,7 +211,7 @@ def test_mla_other_gpus_and_formats():
     with pytest.raises(ValueError):
         layout(DSV2_LITE, kv=E5M2)
     with pytest.raises(NotImplementedError):
-        layout(DSV2_LITE, model_type="deepseek_v32")
+        layout(DSV2_LITE, model_type="deepseek_v4")  # compressed sparse MLA (V3.2: tests/test_layer_families.py)
 
 
 def test_mla_is_replicated_across_tp():

@@ -16,7 +16,9 @@ from ..constants import engine_constants
 from ..errors import UsageError
 from ..formats import KvFormat, WeightFormat
 from ..hardware import GpuProfile
-from ..layers import FullAttention, LayerCache, MambaState, MultiLatentAttention, NoCache, SlidingWindow
+from ..layers import (
+    FullAttention, LayerCache, MambaState, MultiLatentAttention, NoCache, ParallelHybrid, SlidingWindow,
+)
 from ..model import ModelSpec
 from ..units import GiB
 from .weights import weight_bytes
@@ -24,9 +26,13 @@ from .weights import weight_bytes
 
 # ------------------------------------------------------------------------- cache bytes per layer (cache_utils.py)
 
+HF_RECURRENT_STATE_BYTES = 4  # LinearAttentionLayer keeps recurrent (SSM / delta-rule) states in float32
+
 
 def hf_elements_per_token(layer: LayerCache) -> int:
     """Elements transformers caches per token for one layer (MLA decompressed per head)."""
+    if isinstance(layer, ParallelHybrid):
+        layer = layer.attention
     if isinstance(layer, MultiLatentAttention):
         return layer.decompressed_elements_per_token()
     if isinstance(layer, FullAttention):
@@ -55,8 +61,15 @@ def hf_quantized_split(tokens_after_prefill: int, prompt_len: int, residual_leng
 def hf_layer_cache_bytes(layer: LayerCache, batch: int, tokens: int, prompt_len: int, kv: KvFormat,
                          dtype_bytes: int) -> int:
     """Bytes one layer's cache object holds after `tokens` tokens (prompt_len of them from prefill)."""
+    if isinstance(layer, ParallelHybrid):  # Falcon-H1: its attention KV and its Mamba2 state
+        return (hf_layer_cache_bytes(layer.attention, batch, tokens, prompt_len, kv, dtype_bytes)
+                + hf_layer_cache_bytes(layer.state, batch, tokens, prompt_len, kv, dtype_bytes))
     if isinstance(layer, MambaState):
-        return batch * (layer.conv_state_elements + layer.ssm_state_elements) * dtype_bytes
+        # cache_utils.py LinearAttentionLayer (transformers 5.x): conv_states (batch, channels, K) in the model dtype,
+        # one column more than vLLM keeps; recurrent_states in float32 (checked on 5.24 for Jamba, Nemotron-H,
+        # Granite 4.0-H, Qwen3-Next; LFM2's short conv has none)
+        conv = layer.conv_state_elements + layer.conv_channels
+        return batch * (conv * dtype_bytes + layer.ssm_state_elements * HF_RECURRENT_STATE_BYTES)
     if isinstance(layer, NoCache):
         return 0
     per_token = hf_elements_per_token(layer)

@@ -57,15 +57,15 @@ from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 from ..formats import KvFormat
-from ..layers import LayerCache, MultiLatentAttention, NoCache
+from ..layers import LayerCache, MambaState, MultiLatentAttention, NoCache, flatten
 from ..units import ceil_div
 from .vllm_specs import (  # noqa: F401  (re-exported: the page arithmetic's old home)
-    DEFAULT_BLOCK_SIZE, SMALLEST_KERNEL_BLOCK, PageSpec, choose_block_size, layer_specs,
+    DEFAULT_BLOCK_SIZE, SMALLEST_KERNEL_BLOCK, SPARSE_MLA_MAJORS, PageSpec, choose_block_size, layer_specs,
 )
 
 DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192  # LLM class on GPUs < 70 GiB (engine/arg_utils.py:get_batch_defaults)
 DEFAULT_MAX_CONCURRENT_BATCHES = 2  # async scheduling on, pp=1 (config/vllm.py:max_concurrent_batches)
-_UNSUPPORTED_MLA_MODELS = ("deepseek_v32", "deepseek_v4", "glm_moe_dsa")  # sparse MLA / fp8_ds_mla layouts
+_UNSUPPORTED_MLA_MODELS = ("deepseek_v4", "glm_moe_dsa")  # compressed sparse-MLA layouts kvcalc does not read
 
 
 class KvGroup(NamedTuple):
@@ -109,7 +109,7 @@ class KvLayout:
         """A group's admission rule as kvcalc.plan/1 has written it (it was a GroupRule dataclass)."""
         return {"kind": spec.kind, "block_size": spec.block_size, "window": spec.window,
                 "cap_blocks": spec.max_blocks(self.max_model_len, self.in_flight_tokens)
-                if spec.kind == "sliding" else None,
+                if spec.kind in ("sliding", "chunked") else None,
                 "fixed_blocks": 1 if spec.kind == "mamba" else None}
 
     @property
@@ -168,14 +168,15 @@ def unify_hybrid_specs(specs: list[PageSpec], notes: list[str]) -> list[PageSpec
     if len(set(specs)) == 1 or _uniform_type(specs):
         return specs
     has_full = any(s.kind in ("full", "mla") for s in specs)
-    if has_full and any(s.kind == "sliding" for s in specs):
-        if len({s.window for s in specs if s.kind == "sliding"}) > 1:
+    if has_full and any(s.kind in ("sliding", "chunked") for s in specs):
+        if len({(s.kind, s.window) for s in specs if s.kind in ("sliding", "chunked")}) > 1:
             # FullAttentionSpec.merge_window_sizes
             raise ValueError("hybrid KV cache manager disabled: all attention layers in the same KV cache group "
                              "must have the same window size (vLLM refuses this configuration)")
-        specs = [PageSpec("full", s.block_size, s.page_bytes, shape=s.shape) if s.kind == "sliding" else s
-                 for s in specs]
-        notes.append("hybrid KV cache manager disabled: sliding-window layers keep every token (as full attention)")
+        specs = [PageSpec("full", s.block_size, s.page_bytes, shape=s.shape) if s.kind in ("sliding", "chunked")
+                 else s for s in specs]
+        notes.append("hybrid KV cache manager disabled: sliding-window / chunked-local layers keep every token "
+                     "(as full attention)")
     if len(set(specs)) != 1 and not _uniform_type(specs):
         raise ValueError("Hybrid KV cache manager is disabled but failed to convert the KV cache specs to one "
                          "unified type (vLLM refuses this configuration)")
@@ -260,7 +261,7 @@ def _mamba_dtype_bytes(model_type: str, dtype_bytes: int, conv: int | None, ssm:
 
 
 def _check(layers: tuple[LayerCache, ...], kv: KvFormat, block_size: int | None, tp: int, max_model_len: int,
-           model_type: str, mamba_cache_mode: str) -> list[LayerCache]:
+           model_type: str, mamba_cache_mode: str, compute_capability: float = 9.0) -> list[LayerCache]:
     if tp < 1:
         raise ValueError("tp must be at least 1")
     if max_model_len < 1:
@@ -272,12 +273,17 @@ def _check(layers: tuple[LayerCache, ...], kv: KvFormat, block_size: int | None,
             f"mamba_cache_mode={mamba_cache_mode!r} (prefix caching for Mamba hybrids) is not modelled; "
             "vLLM 0.26 defaults to 'none' because prefix caching is off for hybrid models"
         )
-    cached = [layer for layer in layers if not isinstance(layer, NoCache)]
+    cached = [layer for layer in flatten(layers) if not isinstance(layer, NoCache)]
     if not cached:
         raise ValueError("no layer keeps a KV cache or state; vLLM treats the model as attention-free")
     if any(isinstance(layer, MultiLatentAttention) for layer in cached):
         if model_type in _UNSUPPORTED_MLA_MODELS:
-            raise NotImplementedError(f"{model_type}: sparse-MLA cache layouts (fp8_ds_mla, indexer) are not modelled")
+            raise NotImplementedError(f"{model_type}: its compressed sparse-MLA cache layout is not modelled")
+        sparse = any(isinstance(layer, MultiLatentAttention) and layer.index_head_dim for layer in cached)
+        if sparse and int(compute_capability) not in SPARSE_MLA_MAJORS:
+            raise NotImplementedError(
+                "DeepSeek V3.2's sparse MLA runs only on the FLASHMLA_SPARSE backend, i.e. on sm90 / sm100 GPUs "
+                f"(this GPU: compute capability {compute_capability}); vLLM has no other sparse-MLA backend")
         if kv.vllm_name == "fp8_e5m2":
             raise ValueError("no vLLM MLA backend accepts kv_cache_dtype=fp8_e5m2 (supported: auto, fp8/fp8_e4m3)")
     return cached
@@ -308,7 +314,10 @@ def vllm_kv_layout(
     values; None means 8192). mamba_*_dtype_bytes default to the model dtype, and the SSM state to fp32 for
     Nemotron-H (model_executor/models/config.py:NemotronHForCausalLMConfig).
     """
-    cached = _check(layers, kv, block_size, tp, max_model_len, model_type, mamba_cache_mode)
+    cached = _check(layers, kv, block_size, tp, max_model_len, model_type, mamba_cache_mode, compute_capability)
+    if mamba_ssm_dtype_bytes is None:  # the checkpoint's own mamba_ssm_dtype (Qwen3.5: float32), read by model.py
+        mamba_ssm_dtype_bytes = next((layer.ssm_dtype_bytes for layer in cached
+                                      if isinstance(layer, MambaState) and layer.ssm_dtype_bytes), None)
     conv_bytes, ssm_bytes = _mamba_dtype_bytes(model_type, dtype_bytes, mamba_conv_dtype_bytes,
                                                mamba_ssm_dtype_bytes)
     choice = choose_block_size(cached, kv, dtype_bytes, block_size, tp, compute_capability, conv_bytes, ssm_bytes)
@@ -334,6 +343,9 @@ def vllm_kv_layout(
     # The block size users see: the full-attention one; with only sliding layers, theirs.
     shown = next((r.block_size for r in rules if r.kind in ("full", "mla")),
                  next((r.block_size for r in rules if r.kind == "sliding"), choice.block_size))
+    if any(r.kind == "chunked" for r in rules):
+        notes.append(f"chunked-local groups reserve min(chunk+{in_flight}, max_model_len) tokens per request "
+                     "(ChunkedLocalAttentionSpec.max_admission_blocks_per_request)")
     if any(r.kind == "sliding" for r in rules):
         notes.append(f"sliding-window groups reserve min(W-1+{in_flight}, max_model_len) tokens + 1 block per request "
                      f"({max_concurrent_batches} in-flight batches x {max_num_batched_tokens} batched tokens)")

@@ -11,7 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..formats import KvFormat
-from ..layers import FullAttention, LayerCache, MambaState, MultiLatentAttention, SlidingWindow
+from ..layers import (
+    ChunkedLocal, FullAttention, LayerCache, MambaState, MultiLatentAttention, SlidingWindow, flatten,
+)
 from ..units import ceil_div
 
 DEFAULT_BLOCK_SIZE = 16  # config/cache.py CacheConfig.DEFAULT_BLOCK_SIZE
@@ -35,17 +37,34 @@ def vllm_page_bytes(layer: LayerCache, block_size: int, kv: KvFormat, dtype_byte
     elem = vllm_element_bytes(kv, dtype_bytes)
     if isinstance(layer, MultiLatentAttention):
         # MLAAttentionSpec: one latent 'head' of kv_lora_rank + rope dim, replicated on every TP rank.
-        return block_size * layer.latent_elements_per_token() * elem
+        if layer.index_head_dim and elem == 1:
+            # fp8_ds_mla (FLASHMLA_SPARSE, DeepSeek V3.2): 512 fp8 NoPE values, one fp32 scale per 128 of them,
+            # and the 64 RoPE values kept in bf16: 512 + 16 + 128 = 656 B per token (flashmla_sparse.py)
+            per_token = layer.kv_lora_rank + layer.kv_lora_rank // 128 * 4 + layer.qk_rope_head_dim * 2
+            return block_size * per_token + indexer_page_bytes(layer, block_size)
+        return block_size * layer.latent_elements_per_token() * elem + indexer_page_bytes(layer, block_size)
     if isinstance(layer, FullAttention):
         heads = vllm_kv_heads_per_rank(layer.num_kv_heads, tp)
         return block_size * heads * (layer.head_dim + layer.v_head_dim) * elem
     return 0
 
 
+INDEXER_QUANT_BLOCK = 128  # models/deepseek_v2.py Indexer: quant_block_size = 128
+
+
+def indexer_page_bytes(layer: MultiLatentAttention, block_size: int) -> int:
+    """DeepSeek V3.2's indexer key cache (models/deepseek_v2.py:DeepseekV32IndexerCache.get_kv_cache_spec): an
+    MLAAttentionSpec of one head, head_size = index_head_dim + index_head_dim // 128 * 4, dtype uint8 (an fp8 key and
+    one fp32 scale per 128 elements), whatever the KV dtype: 132 B per token for index_head_dim 128."""
+    if not layer.index_head_dim:
+        return 0
+    return block_size * (layer.index_head_dim + layer.index_head_dim // INDEXER_QUANT_BLOCK * 4)
+
+
 def vllm_bytes_per_token(layers: tuple[LayerCache, ...], kv: KvFormat, dtype_bytes: int, tp: int = 1) -> int:
     """KV bytes per token per rank of all attention layers, each counted in full (sliding windows and Mamba state
     ignored): the per-token read of a long context."""
-    return sum(vllm_page_bytes(layer, 1, kv, dtype_bytes, tp) for layer in layers)
+    return sum(vllm_page_bytes(layer, 1, kv, dtype_bytes, tp) for layer in flatten(layers))
 
 
 @dataclass(frozen=True)
@@ -53,7 +72,7 @@ class PageSpec:
     """A layer's KVCacheSpec reduced to what grouping compares (equal specs share a group): its kind, tokens per
     block, page_size_bytes, sliding window and shape."""
 
-    kind: str  # full, sliding, mla, mamba
+    kind: str  # full, sliding, chunked, mla, mamba
     block_size: int
     page_bytes: int
     window: int = 0
@@ -65,8 +84,8 @@ class PageSpec:
         MambaSpec are each one type (kv_cache_spec_registry.py uniform_type_base_spec)."""
         if self.kind in ("full", "mla"):
             return ("full",)
-        if self.kind == "sliding":
-            return ("sliding", self.window)
+        if self.kind in ("sliding", "chunked"):
+            return (self.kind, self.window)
         return ("mamba",)
 
     def max_blocks(self, max_model_len: int, in_flight_tokens: int) -> int:
@@ -76,6 +95,10 @@ class PageSpec:
             return 1
         if self.kind == "sliding":
             return ceil_div(min(self.window - 1 + in_flight_tokens, max_model_len), self.block_size) + 1
+        if self.kind == "chunked":
+            # ChunkedLocalAttentionSpec.max_admission_blocks_per_request: at most one chunk plus the in-flight
+            # tokens, no extra block (H200 check: Llama 4 Scout, 16 layers, max_model_len 65536 -> 2560 blocks).
+            return ceil_div(min(self.window + in_flight_tokens, max_model_len), self.block_size)
         return ceil_div(max_model_len, self.block_size)
 
     def blocks_for(self, context: int, max_model_len: int, in_flight_tokens: int) -> int:
@@ -84,14 +107,22 @@ class PageSpec:
         if self.kind == "mamba":
             return 1
         blocks = ceil_div(max(context, 0), self.block_size)
-        if self.kind == "sliding":
+        if self.kind in ("sliding", "chunked"):
             blocks = min(blocks, self.max_blocks(max_model_len, in_flight_tokens))
         return blocks
 
 
-def mla_backend_block(compute_capability: float, fp8: bool, qk_nope_head_dim: int) -> tuple[str, int]:
-    """(backend, default block size) for MLA when --block-size is not given (platforms/cuda.py priorities)."""
+SPARSE_MLA_MAJORS = (9, 10)  # FlashMLASparseBackend.supports_compute_capability
+
+
+def mla_backend_block(compute_capability: float, fp8: bool, qk_nope_head_dim: int,
+                      sparse: bool = False) -> tuple[str, int]:
+    """(backend, default block size) for MLA when --block-size is not given (platforms/cuda.py priorities).
+    Sparse MLA (DeepSeek V3.2's indexer) has one backend, FLASHMLA_SPARSE: kernel block [64], KV auto/bf16 or
+    fp8 (= fp8_ds_mla), sm90 and sm100 (v1/attention/backends/mla/flashmla_sparse.py)."""
     major = int(compute_capability)
+    if sparse:
+        return "FLASHMLA_SPARSE", 64
     if major == 10:
         if qk_nope_head_dim in (64, 128, 192):
             return "FLASHINFER_MLA", 32  # flashinfer_mla.py: kernel blocks [32, 64]
@@ -103,10 +134,19 @@ def mla_backend_block(compute_capability: float, fp8: bool, qk_nope_head_dim: in
     return "TRITON_MLA", 16  # triton_mla.py: MultipleOf(16)
 
 
+def mamba2_extra_groups(n_groups: int, tp: int) -> int:
+    """mamba_utils.py:extra_groups_for_head_shards: groups are replicated so every rank holds whole ones."""
+    return 0 if n_groups % tp == 0 else tp - n_groups
+
+
 def mamba_page(layer: MambaState, tp: int, conv_bytes: int, ssm_bytes: int) -> int:
-    # MambaStateShapeCalculator divides the conv channels and the SSM heads by tp (extra n_groups replicas for
-    # Mamba2 when n_groups % tp != 0 are not modelled: MambaState carries element counts, not shapes).
-    return (layer.conv_state_elements // tp) * conv_bytes + (layer.ssm_state_elements // tp) * ssm_bytes
+    """MambaSpec.page_size_bytes on one rank: MambaStateShapeCalculator divides the conv channels and the SSM heads
+    by tp; Mamba2 first adds the replicated groups' 2 * extra * d_state channels when tp does not divide n_groups."""
+    conv = layer.conv_state_elements
+    if layer.mixer == "mamba2" and layer.n_groups and layer.conv_channels and tp > 1:
+        width = conv // layer.conv_channels  # K - 1
+        conv += width * 2 * mamba2_extra_groups(layer.n_groups, tp) * layer.d_state
+    return (conv // tp) * conv_bytes + (layer.ssm_state_elements // tp) * ssm_bytes
 
 
 @dataclass(frozen=True)
@@ -130,7 +170,8 @@ def choose_block_size(cached: list[LayerCache], kv: KvFormat, dtype_bytes: int, 
     mamba_layers = [layer for layer in cached if isinstance(layer, MambaState)]
     kernel_min = SMALLEST_KERNEL_BLOCK
     if mla_layers:
-        backend, preferred = mla_backend_block(compute_capability, fp8, mla_layers[0].qk_nope_head_dim)
+        backend, preferred = mla_backend_block(compute_capability, fp8, mla_layers[0].qk_nope_head_dim,
+                                               sparse=bool(mla_layers[0].index_head_dim))
         kernel_min = preferred  # the chosen backend's smallest kernel block (fixed-size kernels: that size)
         if block_size is None:
             notes.append(f"MLA on sm{int(compute_capability * 10)}: {backend} backend, block size {preferred} "
@@ -173,6 +214,11 @@ def layer_specs(cached: list[LayerCache], kv: KvFormat, dtype_bytes: int, tp: in
         if isinstance(layer, MultiLatentAttention):
             n = layer.latent_elements_per_token()
             specs.append(PageSpec("mla", bs, vllm_page_bytes(layer, bs, kv, dtype_bytes, tp), shape=(1, n, elem)))
+        elif isinstance(layer, ChunkedLocal):
+            # attention.py: ChunkedLocalAttentionSpec(block_size=cache_config.block_size, attention_chunk_size)
+            heads = vllm_kv_heads_per_rank(layer.num_kv_heads, tp)
+            specs.append(PageSpec("chunked", bs, vllm_page_bytes(layer, bs, kv, dtype_bytes, tp),
+                                  window=layer.window, shape=(heads, layer.head_dim, layer.v_head_dim, elem)))
         elif isinstance(layer, SlidingWindow):
             heads = vllm_kv_heads_per_rank(layer.num_kv_heads, tp)
             sw_bs = SMALLEST_KERNEL_BLOCK  # attention.py:_largest_kernel_block_within(page_budget=None)
@@ -188,7 +234,7 @@ def layer_specs(cached: list[LayerCache], kv: KvFormat, dtype_bytes: int, tp: in
                 page = max(page, choice.mamba_page_padded)
             # MambaModelConfig: without prefix caching mamba_block_size = max_model_len.
             specs.append(PageSpec("mamba", max_model_len, page,
-                                  shape=(layer.conv_state_elements, layer.ssm_state_elements)))
+                                  shape=(layer.mixer, layer.conv_state_elements, layer.ssm_state_elements)))
         else:  # pragma: no cover - LayerCache is closed
             raise TypeError(f"unknown layer cache {layer!r}")
     return specs
