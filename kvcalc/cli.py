@@ -13,7 +13,7 @@ import click
 from . import limits
 from .cli_errors import CONTEXT_SETTINGS, run_command
 from .errors import UsageError, shown
-from .units import parse_tokens
+from .units import parse_bytes, parse_tokens, parse_vllm_int
 
 
 def _option(param) -> str:
@@ -101,7 +101,31 @@ class _Rate(click.ParamType):
         return number
 
 
+
+
+class _VllmInt(click.ParamType):
+    """A number as vLLM reads its own flags (units.parse_vllm_int: 32k = 32,000, 32K = 32,768); within
+    limits.BOUNDS when the option has a bound there. With allow_auto, 'auto' and -1 mean the model's own maximum
+    (vLLM's human_readable_int_or_auto) and convert to AUTO."""
+
+    name = "n"
+
+    def __init__(self, allow_auto: bool = False):
+        self.allow_auto = allow_auto
+
+    def convert(self, value, param, ctx):
+        if self.allow_auto and str(value).strip().lower() in ("auto", "-1"):
+            return AUTO
+        number = parse_vllm_int(value, what=_option(param))
+        if param is not None and param.name in limits.BOUNDS:
+            limits.check(param.name, number)
+        return number
+
+
+AUTO = -1  # --max-model-len auto / -1: the model's max_position_embeddings
+
 TOKENS, FRACTION, POSITIVE, NAME, RATE = _Tokens(), _Fraction(), _Positive(), _Name(), _Rate()
+VLLM_INT, VLLM_LEN = _VllmInt(), _VllmInt(allow_auto=True)
 
 
 def _plan_options(func):
@@ -109,26 +133,63 @@ def _plan_options(func):
         click.option("--gpu", default="t4", type=NAME, show_default=True, help="GPU id or alias (kvcalc gpus), or a YAML file."),
         click.option("--model", default=None, type=NAME, help="catalog name (kvcalc models), config.json path, or hub id. "
                      "[default: llama-3.2-3b]"),
-        click.option("--context", default="8k", type=TOKENS, show_default=True,
-                     help=f"tokens per request (prompt + generation), e.g. 32k; at most {limits.MAX_CONTEXT:,}."),
+        click.option("--context", default=None, type=TOKENS,
+                     help=f"tokens per request (prompt + generation), e.g. 32k = 32,768 (kvcalc's rule: k = 1,024); "
+                          f"at most {limits.MAX_CONTEXT:,} [default: 8k, or --vllm-command's max_model_len]."),
         click.option("--batch", default=1, type=POSITIVE, show_default=True,
                      help=f"concurrent requests (at most {limits.MAX_BATCH:,})."),
         click.option("--engine", type=click.Choice(["hf", "vllm", "both"]), default="both", show_default=True),
         click.option("--weights", default=None, type=NAME, help="weight format: bf16, fp8, int8, nf4, nf4-dq, awq, gptq, hqq4."),
-        click.option("--kv", default=None, type=NAME, help="KV format: auto, fp8, fp8-e5m2, hqq-8 (int8), hqq-4, hqq-2, quanto-4, quanto-2."),
-        click.option("--util", "--gpu-memory-utilization", "util", default=0.9, type=FRACTION, show_default=True,
-                     help="vLLM gpu_memory_utilization."),
-        click.option("--max-model-len", type=TOKENS, default=None, help=f"vLLM max_model_len, at most {limits.MAX_CONTEXT:,} [default: --context]."),
-        click.option("--max-num-batched-tokens", type=TOKENS, default=None,
-                     help=f"vLLM max_num_batched_tokens, at most {limits.MAX_BATCHED_TOKENS:,} [default: vLLM's for this GPU]."),
+        click.option("--quantization", "-q", default=None, type=NAME,
+                     help="vLLM's --quantization (awq, awq_marlin, gptq, gptq_marlin, fp8, bitsandbytes): sets --weights."),
+        click.option("--kv", "--kv-cache-dtype", "kv", default=None, type=NAME,
+                     help="KV format: auto, fp8, fp8-e5m2, hqq-8 (int8), hqq-4, hqq-2, quanto-4, quanto-2."),
+        click.option("--util", "--gpu-memory-utilization", "util", default=None, type=FRACTION,
+                     help="vLLM gpu_memory_utilization [default: the version's, 0.92 from 0.21, 0.9 before]."),
+        click.option("--entrypoint", type=click.Choice(["serve", "offline"]), default="serve", show_default=True,
+                     help="how vLLM is started: `vllm serve` (the OpenAI server) or the offline LLM class; sets "
+                          "vLLM's default max_num_batched_tokens and max_num_seqs."),
+        click.option("--max-model-len", type=VLLM_LEN, default=None,
+                     help=f"vLLM max_model_len, at most {limits.MAX_CONTEXT:,}; vLLM's number rule (32k = 32,000, "
+                          "32K = 32,768); auto or -1: the model's maximum [default: --context]."),
+        click.option("--max-num-batched-tokens", type=VLLM_INT, default=None,
+                     help=f"vLLM max_num_batched_tokens, at most {limits.MAX_BATCHED_TOKENS:,}; vLLM's number rule "
+                          "[default: vLLM's for this GPU, entry point and version]."),
         click.option("--max-num-seqs", type=POSITIVE, default=None,
                      help=f"vLLM max_num_seqs (at most {limits.MAX_BATCH:,})."),
         click.option("--enforce-eager", is_flag=True, help="vLLM without CUDA graphs."),
-        click.option("--vllm-version", default=None, type=NAME, help="vLLM version whose rules apply [default: 0.26.0]."),
-        click.option("--tp", default=1, type=POSITIVE, show_default=True,
+        click.option("--vllm-version", default=None, type=NAME,
+                     help="vLLM version whose rules apply, 0.4.0 and later [default: 0.26.0]."),
+        click.option("--tp", "-tp", "--tensor-parallel-size", "tp", default=1, type=POSITIVE, show_default=True,
                      help=f"tensor-parallel GPUs (at most {limits.MAX_PARALLEL}; must divide the attention heads)."),
-        click.option("--pp", default=1, type=POSITIVE, show_default=True,
+        click.option("--pp", "-pp", "--pipeline-parallel-size", "pp", default=1, type=POSITIVE, show_default=True,
                      help=f"pipeline-parallel stages (at most {limits.MAX_PARALLEL} and the model's layers)."),
+        click.option("--dtype", default=None, type=NAME,
+                     help="vLLM --dtype: auto, bfloat16, float16, half, float32 [default: auto, 16-bit]."),
+        click.option("--block-size", type=VLLM_INT, default=None, help="vLLM --block-size [default: the backend's]."),
+        click.option("--kv-cache-memory-bytes", type=VLLM_INT, default=None,
+                     help="vLLM --kv-cache-memory-bytes: the KV budget per GPU (vLLM's number rule: 20G = 20 GiB, "
+                          "20g = 20 GB); gpu_memory_utilization is then ignored."),
+        click.option("--nccl-nvls", type=click.Choice(["auto", "on", "off"]), default="auto", show_default=True,
+                     help="NCCL NVLink SHARP buffers at TP > 1 (auto: on for SXM Hopper/Blackwell; off: "
+                          "NCCL_NVLS_ENABLE=0)."),
+        click.option("--other-processes-memory", "other_processes_memory", default=None, type=NAME, metavar="SIZE",
+                     help="memory other processes hold on the fullest GPU, e.g. 1.5GiB (a desktop, another engine): "
+                          "vLLM before 0.6.4 takes it from the KV cache, later ones need total x util free."),
+        click.option("--vllm-engine", type=click.Choice(["auto", "v0", "v1"]), default="auto", show_default=True,
+                     help="force vLLM's engine as VLLM_USE_V1=0/1 did (V0 before 0.11, V1 from 0.7)."),
+        click.option("--enable-chunked-prefill/--no-enable-chunked-prefill", "enable_chunked_prefill", default=None,
+                     help="vLLM's chunked prefill (V0 only: V1 always chunks) [default: the version's; V0 on when "
+                          "max_model_len > 32K]."),
+        click.option("--enable-lora", is_flag=True, help="vLLM --enable-lora: adapter slots preallocated."),
+        click.option("--max-loras", type=POSITIVE, default=1, show_default=True, help="vLLM --max-loras."),
+        click.option("--max-lora-rank", type=POSITIVE, default=16, show_default=True, help="vLLM --max-lora-rank."),
+        click.option("--speculative-config", default=None, type=NAME, metavar="JSON",
+                     help='vLLM --speculative-config, e.g. \'{"method": "ngram", "num_speculative_tokens": 4}\' '
+                          "(ngram, eagle, eagle3, mtp)."),
+        click.option("--vllm-command", default=None, type=NAME, metavar="'vllm serve MODEL ...'",
+                     help="a vLLM command line as you would run it: its model and flags set the options above "
+                          "(options given here as well win); unknown flags are warned about."),
         click.option("--input-len", type=TOKENS, default=None,
                      help="workload as vllm bench runs it: prompt tokens per request; sets --context to input + "
                           "output and adds TTFT, TPOT, latency and output tokens/s per row."),
@@ -159,25 +220,54 @@ def _workload(input_len, output_len, concurrency, request_rate):
 
 
 def _request(gpu, model, context, batch, engine, weights, kv, util, max_model_len, max_num_batched_tokens,
-             max_num_seqs, enforce_eager, vllm_version, tp, pp, no_calibration=False, input_len=None, output_len=None,
+             max_num_seqs, enforce_eager, vllm_version, tp, pp, quantization=None, entrypoint="serve", dtype=None,
+             block_size=None, kv_cache_memory_bytes=None, nccl_nvls="auto", vllm_command=None, enable_lora=False,
+             max_loras=1, max_lora_rank=16, speculative_config=None, other_processes_memory=None,
+             vllm_engine="auto", enable_chunked_prefill=None, no_calibration=False, input_len=None, output_len=None,
              concurrency=None, request_rate=None):
     from .catalog import DEFAULT_MODEL, load_model
     from .hardware import get_gpu
-    from .plan import PlanRequest, request_warnings
+    from .plan import PlanRequest, request_warnings, weights_for_quantization
 
+    given = dict(locals())
+    notes: list[str] = []
+    if vllm_command:
+        from .vllm_command import apply_command
+
+        given, notes = apply_command(vllm_command, given, _explicit_options())
+    if given["quantization"]:
+        if given["weights"]:
+            raise UsageError("give --weights or --quantization, not both")
+        given["weights"] = weights_for_quantization(given["quantization"])
     workload = _workload(input_len, output_len, concurrency, request_rate)
+    context, batch = given["context"], given["batch"]
     if workload is not None:
-        workload.check(max_model_len)  # before any model or GPU is read: a bad workload is a usage error
+        # before any model or GPU is read: a bad workload is a usage error
+        workload.check(given["max_model_len"] if given["max_model_len"] != AUTO else None)
         context, batch = workload.context, workload.concurrency or 1
-
-    spec = load_model(model or DEFAULT_MODEL)
-    profile = get_gpu(gpu)
+    spec = load_model(given["model"] or DEFAULT_MODEL)
+    profile = get_gpu(given["gpu"])
+    engine = given["engine"]
     engines = ("vllm", "hf") if engine == "both" else (engine,)
-    req = PlanRequest(spec=spec, gpu=profile, context=context, batch=batch, engines=engines, weights=weights, kv=kv,
-                      util=util, max_model_len=max_model_len, max_num_batched_tokens=max_num_batched_tokens,
-                      max_num_seqs=max_num_seqs, enforce_eager=enforce_eager, vllm_version=vllm_version, tp=tp,
-                      pp=pp, workload=workload)
-    warnings = request_warnings(req)
+    max_model_len = given["max_model_len"]
+    if max_model_len == AUTO:
+        max_model_len = spec.max_position_embeddings
+        limits.check("max_model_len", max_model_len)
+    if vllm_command and context is None:
+        context = max_model_len or spec.max_position_embeddings  # the command's own length
+    nvls = {"auto": None, "on": True, "off": False}[given["nccl_nvls"]]
+    req = PlanRequest(spec=spec, gpu=profile, context=context or 8192, batch=batch, engines=engines,
+                      weights=given["weights"], kv=given["kv"], util=given["util"], max_model_len=max_model_len,
+                      max_num_batched_tokens=given["max_num_batched_tokens"], max_num_seqs=given["max_num_seqs"],
+                      enforce_eager=given["enforce_eager"], vllm_version=given["vllm_version"], tp=given["tp"],
+                      pp=given["pp"], entrypoint=given["entrypoint"], dtype=given["dtype"],
+                      block_size=given["block_size"], kv_cache_memory_bytes=given["kv_cache_memory_bytes"],
+                      nccl_nvls=nvls, enable_lora=given["enable_lora"], max_loras=given["max_loras"],
+                      max_lora_rank=given["max_lora_rank"], speculative_config=given["speculative_config"],
+                      other_processes_bytes=parse_bytes(other_processes_memory, "--other-processes-memory")
+                      if other_processes_memory else 0, vllm_engine=given["vllm_engine"],
+                      enable_chunked_prefill=given["enable_chunked_prefill"], workload=workload)
+    warnings = notes + request_warnings(req)
     if "vllm" in engines and not no_calibration:
         from .calibrate import find
 
@@ -187,6 +277,15 @@ def _request(gpu, model, context, batch, engine, weights, kv, util, max_model_le
         elif why:
             warnings.append(why)
     return req, warnings
+
+
+def _explicit_options() -> set[str]:
+    """The parameters the user typed on kvcalc's own command line (not defaults)."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is None:
+        return set()
+    return {name for name in ctx.params
+            if ctx.get_parameter_source(name) not in (click.core.ParameterSource.DEFAULT, None)}
 
 
 class _Commands(click.Group):

@@ -9,6 +9,7 @@ from . import limits
 from .checkpoint import baseline_weights, weights_note
 from .engines import hf as hf_engine
 from .engines import vllm as vllm_engine
+from .engines.vllm_versions import is_newer_than_known, rules_for, rules_with_engine
 from .errors import UnsupportedModelError, UsageError, shown
 from .formats import KvFormat, WeightFormat, kv_format, weight_format
 from .hardware import GpuProfile
@@ -36,8 +37,63 @@ def resolve_vllm_version(text: str | None) -> str:
         raise UsageError(f"--vllm-version {shown(text)} is not a version number like "
                          f"{vllm_engine.DEFAULT_VERSION}") from None
     release = version.base_version
-    vllm_engine.parse_version(release)  # refuses versions kvcalc has no rules for
+    vllm_engine.parse_version(release)  # refuses versions kvcalc has no rules for (before 0.4.0)
     return release
+
+
+# vLLM --quantization names -> kvcalc weight formats (model_executor/layers/quantization/__init__.py names; the
+# Marlin variants are kernels for the same checkpoints)
+VLLM_QUANTIZATION = {"awq": "awq", "awq_marlin": "awq", "gptq": "gptq", "gptq_marlin": "gptq", "fp8": "fp8",
+                     "fbgemm_fp8": "fp8", "bitsandbytes": "nf4", "none": "bf16"}
+# vLLM --dtype -> bytes per element of the model's activations and unquantized weights (config/model.py)
+VLLM_DTYPE_BYTES = {"auto": 2, "bfloat16": 2, "bf16": 2, "float16": 2, "fp16": 2, "half": 2, "float": 4,
+                    "float32": 4, "fp32": 4}
+ENTRYPOINTS = {"serve": "serve", "offline": "llm"}  # --entrypoint -> vLLM's usage context (OPENAI_API_SERVER, LLM_CLASS)
+
+
+def weights_for_quantization(name: str) -> str:
+    """The kvcalc weight format for vLLM's --quantization NAME; one clear line for methods kvcalc does not model."""
+    key = str(name).strip().lower().replace("-", "_")
+    if key not in VLLM_QUANTIZATION:
+        raise UsageError(f"--quantization {shown(name)}: kvcalc models {', '.join(sorted(VLLM_QUANTIZATION))} "
+                         "(use --weights for kvcalc's own formats)")
+    return VLLM_QUANTIZATION[key]
+
+
+def speculative_settings(config: str | dict | None) -> dict | None:
+    """vLLM's --speculative-config (a JSON object): its method (ngram, eagle, eagle3, mtp; vLLM's 'deepseek_mtp' and
+    the other *_mtp names are mtp) and num_speculative_tokens. One clear line for anything else."""
+    if config is None or config == "":
+        return None
+    if isinstance(config, str):
+        import json
+
+        try:
+            config = json.loads(config)
+        except ValueError:
+            raise UsageError(f"--speculative-config {shown(config)} is not JSON, e.g. "
+                             '\'{"method": "ngram", "num_speculative_tokens": 4}\'') from None
+    if not isinstance(config, dict):
+        raise UsageError("--speculative-config must be a JSON object")
+    method = str(config.get("method") or "").lower()
+    if method.endswith("_mtp"):
+        method = "mtp"
+    if method not in vllm_engine.SPECULATIVE_METHODS:
+        raise UsageError(f"--speculative-config method {shown(config.get('method'))}: kvcalc models "
+                         f"{', '.join(vllm_engine.SPECULATIVE_METHODS)}")
+    k = config.get("num_speculative_tokens", 1)
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 64:
+        raise UsageError(f"--speculative-config num_speculative_tokens must be 1-64, got {shown(k)}")
+    return {"method": method, "num_speculative_tokens": k}
+
+
+def dtype_bytes_for(name: str | None) -> int:
+    if name is None:
+        return 2
+    key = str(name).strip().lower()
+    if key not in VLLM_DTYPE_BYTES:
+        raise UsageError(f"--dtype {shown(name)} is not one of vLLM's: auto, bfloat16, float16, half, float32")
+    return VLLM_DTYPE_BYTES[key]
 
 
 def parallel_refusal(spec: ModelSpec, tp: int, pp: int = 1) -> str | None:
@@ -102,7 +158,7 @@ class PlanRequest:
     engines: tuple[str, ...] = ("vllm", "hf")
     weights: str | None = None  # the asked weight format's name (canonical after __post_init__); None: not asked
     kv: str | None = None  # the asked KV format's name, likewise
-    util: float = 0.9
+    util: float | None = None  # None: the vLLM version's default (0.9; 0.92 from 0.21)
     max_model_len: int | None = None
     max_num_batched_tokens: int | None = None
     max_num_seqs: int | None = None
@@ -110,6 +166,18 @@ class PlanRequest:
     vllm_version: str = vllm_engine.DEFAULT_VERSION
     tp: int = 1
     pp: int = 1
+    entrypoint: str = "serve"  # "serve" (vllm serve / the OpenAI server) or "offline" (the LLM class)
+    dtype: str | None = None  # vLLM --dtype; None: auto (the checkpoint's 16-bit type)
+    block_size: int | None = None
+    kv_cache_memory_bytes: int | None = None  # vLLM --kv-cache-memory-bytes: the KV budget, util ignored
+    nccl_nvls: bool | None = None  # None: NCCL's default for the GPU
+    other_processes_bytes: int = 0  # memory other processes hold on the fullest GPU
+    enable_chunked_prefill: bool | None = None  # vLLM --enable-chunked-prefill / --no-enable-chunked-prefill (V0)
+    vllm_engine: str = "auto"  # auto, v0 (VLLM_USE_V1=0, before 0.11), v1 (VLLM_USE_V1=1, from 0.7)
+    enable_lora: bool = False
+    max_loras: int = 1
+    max_lora_rank: int = 16
+    speculative_config: str | dict | None = None  # vLLM --speculative-config: JSON with method, num_speculative_tokens
     workload: Workload | None = None  # --input-len/--output-len/--concurrency/--request-rate (vllm bench terms)
     calibration: Any = None  # kvcalc.calibrate.EnvCalibration for this GPU and vLLM version (kvcalc calibrate)
     # --weights/--kv resolved once, here; everything below uses these objects, never the names
@@ -123,12 +191,23 @@ class PlanRequest:
         if self.workload is not None:
             self.workload.check(self.max_model_len if "vllm" in self.engines else None)
         self.vllm_version = resolve_vllm_version(self.vllm_version)
+        if self.entrypoint not in ENTRYPOINTS:
+            raise UsageError(f"--entrypoint {shown(self.entrypoint)} is not serve or offline")
+        dtype_bytes_for(self.dtype)
+        self.speculative_config = speculative_settings(self.speculative_config)
+        rules_with_engine(self.vllm_version, self.vllm_engine)  # refuses an engine the release did not have
         if self.weights is not None:
             self.asked_weights = self.weights if isinstance(self.weights, WeightFormat) else weight_format(self.weights)
             self.weights = self.asked_weights.name
         if self.kv is not None:
             self.asked_kv = self.kv if isinstance(self.kv, KvFormat) else kv_format(self.kv)
             self.kv = self.asked_kv.name
+
+    @property
+    def vllm_util(self) -> float:
+        """gpu_memory_utilization vLLM runs with: --util, else the version's default."""
+        return self.util if self.util is not None else rules_with_engine(self.vllm_version,
+                                                                          self.vllm_engine).default_util
 
     @property
     def asked(self) -> bool:
@@ -154,8 +233,16 @@ class PlanRequest:
             weights=choice.weights, kv=choice.kv_vllm, gpu_memory_utilization=self.util,
             max_model_len=max_model_len or self.max_model_len or self.context,
             max_num_batched_tokens=self.max_num_batched_tokens, max_num_seqs=self.max_num_seqs,
-            enforce_eager=self.enforce_eager, version=self.vllm_version,
-            tensor_parallel=tp or self.tp, pipeline_parallel=self.pp, calibration=self.calibration)
+            enforce_eager=self.enforce_eager, block_size=self.block_size, version=self.vllm_version,
+            entrypoint=ENTRYPOINTS[self.entrypoint], tensor_parallel=tp or self.tp, pipeline_parallel=self.pp,
+            dtype_bytes=dtype_bytes_for(self.dtype), kv_cache_memory_bytes=self.kv_cache_memory_bytes,
+            nccl_nvls=self.nccl_nvls, engine=self.vllm_engine,
+            enable_chunked_prefill=self.enable_chunked_prefill, other_processes_bytes=self.other_processes_bytes,
+            enable_lora=self.enable_lora, max_loras=self.max_loras,
+            max_lora_rank=self.max_lora_rank,
+            speculative_method=(self.speculative_config or {}).get("method"),
+            num_speculative_tokens=int((self.speculative_config or {}).get("num_speculative_tokens") or 0),
+            calibration=self.calibration)
 
     def hf_settings(self, choice: FormatChoice) -> hf_engine.HfSettings:
         """transformers' settings for `choice`: with a workload, its prompt and output; else a prompt and a generation
@@ -330,8 +417,8 @@ def request_warnings(req: PlanRequest) -> list[str]:
                    f"{spec.max_position_embeddings:,}: quality past it is not what the model was trained for")
     if spec.uncounted:  # multimodal wrappers read as their text decoder (model.py TEXT_ONLY_WRAPPERS)
         out.append(f"the rows plan the text decoder; not in their weights: {'; '.join(spec.uncounted)}")
-    newest = vllm_engine.DEFAULT_VERSION
-    if vllm_engine.parse_version(req.vllm_version) > vllm_engine.parse_version(newest):
+    if is_newer_than_known(req.vllm_version):
+        newest = rules_for(req.vllm_version).since
         out.append(f"vLLM {shown(req.vllm_version, 40, quote=False)} is newer than the newest release kvcalc has rules for ({newest}); "
                    f"the {newest} rules apply")
     return out
@@ -359,7 +446,9 @@ def plan(req: PlanRequest, warnings: list[str] | None = None) -> list[Row]:
         raise UsageError(refusal)
     if "vllm" in req.engines and req.max_model_len is not None and req.context > req.max_model_len:
         raise UsageError(f"--context {req.context:,} exceeds --max-model-len {req.max_model_len:,}: vLLM rejects "
-                         "requests longer than max_model_len (raise --max-model-len, or leave it out to use --context)")
+                         "requests longer than max_model_len (raise --max-model-len, or leave it out to use --context; "
+                         "--max-model-len reads numbers as vLLM does, 32k = 32,000 and 32K = 32,768, --context as "
+                         "kvcalc does, 32k = 32,768)")
     notes: list[str] = []
     rows: list[Row] = []
     for engine in req.engines:
@@ -397,10 +486,10 @@ def plan_json(req: PlanRequest, rows: list[Row], warnings: list[str], sweep: lis
         "gpu_memory_total_bytes": req.gpu.memory_total_bytes,
         "context": req.context,
         "batch": req.batch,
-        "settings": {"util": req.util, "max_model_len": req.max_model_len or req.context,
+        "settings": {"util": req.vllm_util, "max_model_len": req.max_model_len or req.context,
                      "max_num_batched_tokens": req.max_num_batched_tokens, "max_num_seqs": req.max_num_seqs,
                      "enforce_eager": req.enforce_eager, "vllm_version": req.vllm_version, "tp": req.tp,
-                     "pp": req.pp},
+                     "pp": req.pp, "entrypoint": req.entrypoint},
         "warnings": warnings,
         "rows": [r.to_json() for r in rows],
         "tp_sweep": [o.to_json() for o in sweep] if sweep else None,

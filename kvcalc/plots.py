@@ -200,7 +200,7 @@ def draw_capacity(ax, req: PlanRequest, rows: list[Row] | None = None) -> None:
     ax.set_xlabel("context per request (tokens, prompt + generation; vLLM max_model_len = context)")
     ax.set_ylabel("max concurrency (requests at once)")
     ax.set_title(f"Requests that fit at once vs context: {_header(req)}\n"
-                 f"vLLM {req.vllm_version}, gpu_memory_utilization {req.util:g}"
+                 f"vLLM {req.vllm_version}, gpu_memory_utilization {req.vllm_util:g}"
                  + (", eager" if req.enforce_eager else ", CUDA graphs"), fontsize=10)
     ax.grid(True, which="major", alpha=0.3)
     if ax.get_legend_handles_labels()[0]:
@@ -345,7 +345,7 @@ def draw_memory(ax, req: PlanRequest, rows: list[Row]) -> None:
     ax.set_xlabel("GPU memory (GiB = 2^30 bytes; numbers in bars are GiB)")
     ax.set_title(f"Where the memory goes: {_header(req)}\n"
                  f"context {_fmt_tokens(req.context)} tokens, batch {req.batch}; vLLM fills its KV cache up to "
-                 f"util {req.util:g}, HF holds the cache at the context", fontsize=10)
+                 f"util {req.vllm_util:g}, HF holds the cache at the context", fontsize=10)
     ax.grid(True, axis="x", alpha=0.3)
     ax.set_axisbelow(True)
     handles, names = ax.get_legend_handles_labels()

@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from .checkpoint import baseline_weights, checkpoint_label
+from .engines.vllm_versions import rules_with_engine
 from .units import GiB, fmt_bytes, fmt_gib, fmt_tokens
 from .workload import ASSUMPTIONS
 
@@ -68,7 +69,7 @@ def render_table(req: PlanRequest, rows: list[Row]) -> None:
             _console().print(f"  {config}: {text}")
     _console().print(
         "GiB = 2^30 bytes. vLLM: KV capacity = the 'GPU KV cache size' vLLM logs at --util "
-        f"{req.util}; max conc. = requests of --context tokens that fit at once. HF: memory the process holds at "
+        f"{req.vllm_util}; max conc. = requests of --context tokens that fit at once. HF: memory the process holds at "
         "--context x --batch; KV capacity = longest context that fits. Memory and speed constants are fitted on "
         "H200 runs (docs/validation/); other GPUs' speed derives from their datasheet bandwidth, tensor and FP32 "
         "rates (kvcalc explain shows every source).",
@@ -136,13 +137,21 @@ def explain_text(req: PlanRequest, row: Row) -> str:
     if row.vllm is not None:
         v = row.vllm
         lines += [
-            f"requested = total x util        = {v.total_memory:,} x {req.util} = {v.requested_memory:,} B "
+            f"requested = total x util        = {v.total_memory:,} x {req.vllm_util} = {v.requested_memory:,} B "
             f"({fmt_gib(v.requested_memory)})",
             f"- weights (per rank)             = {v.weights_bytes:,} B ({fmt_gib(v.weights_bytes)})",
             f"- activation peak (profile run)  = {v.activation_bytes:,} B ({fmt_gib(v.activation_bytes)}); "
             f"max_num_batched_tokens {v.max_num_batched_tokens:,}, max_num_seqs {v.max_num_seqs:,}",
             f"- non-torch growth               = {v.non_torch_bytes:,} B ({fmt_gib(v.non_torch_bytes)})",
             f"- CUDA-graph estimate            = {v.cudagraph_bytes:,} B ({fmt_gib(v.cudagraph_bytes)})",
+        ]
+        # the terms that only some settings have (kvcalc/engines/vllm.py notes say why)
+        if req.other_processes_bytes and rules_with_engine(req.vllm_version, req.vllm_engine).others_reduce_kv:
+            lines.append(f"- other processes (this release) = {req.other_processes_bytes:,} B "
+                         f"({fmt_gib(req.other_processes_bytes)})")
+        if req.kv_cache_memory_bytes:
+            lines.append("  (--kv-cache-memory-bytes: the budget below is given, not the difference above)")
+        lines += [
             f"= available KV memory            = {v.available_kv_bytes:,} B ({fmt_gib(v.available_kv_bytes)})",
             f"KV per token (all layers, rank)  = {v.kv_bytes_per_token:,} B; block = {v.block_size} tokens = "
             f"{v.page_bytes_all_layers:,} B",

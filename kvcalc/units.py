@@ -82,3 +82,39 @@ def fmt_bytes(n_bytes: int | float) -> str:
 
 def fmt_tokens(n: int | float) -> str:
     return f"{int(n):,}"
+
+
+_VLLM_INT = re.compile(r"(\d+(?:\.\d+)?)([kKmMgGtT]?)")
+_VLLM_DECIMAL = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
+_VLLM_BINARY = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+
+
+def parse_vllm_int(text: str | int, what: str = "value") -> int:
+    """vLLM's number rule for its own flags (engine/arg_utils.py:human_readable_int): a lower-case suffix is decimal
+    (k = 1,000, m = 10**6, g = 10**9, t = 10**12; decimals allowed: '25.6k' = 25,600), an upper-case one binary
+    (K = 1,024, M, G, T; whole numbers only). So `--max-model-len 32k` is 32,000 tokens and 32K is 32,768, while
+    kvcalc's own --context keeps its rule (32k = 32,768). Positive whole numbers only."""
+    if isinstance(text, int) and not isinstance(text, bool):
+        value = text
+    else:
+        raw = str(text).strip()
+        match = _VLLM_INT.fullmatch(raw)
+        if match and len(match.group(1).replace(".", "").lstrip("0")) > MAX_DIGITS:
+            raise UsageError(f"{what} {shown(text)} is too large")
+        if not match:
+            raise UsageError(f"{what} {shown(text)} is not a whole number as vLLM reads it (e.g. 32768, 32k = "
+                             "32,000, 32K = 32,768)")
+        number, suffix = match.groups()
+        if suffix in _VLLM_BINARY:
+            if "." in number:
+                raise UsageError(f"{what} {shown(text)}: vLLM allows no decimals with the binary suffix {suffix} "
+                                 f"(did you mean {number}{suffix.lower()}?)")
+            value = int(number) * _VLLM_BINARY[suffix]
+        else:
+            exact = Fraction(number) * _VLLM_DECIMAL.get(suffix, 1)
+            if suffix == "" and "." in number:
+                raise UsageError(f"{what} {shown(text)} is not a whole number")
+            value = int(exact)  # vLLM: int(float(number) * mult), truncating
+    if value <= 0:
+        raise UsageError(f"{what} must be positive, got {shown(text)}")
+    return value

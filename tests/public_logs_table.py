@@ -3,7 +3,8 @@
     PYTHONPATH=. python3 tests/public_logs_table.py            # markdown table on stdout
 
 Not a test: it records where today's rules miss, for issue 10 (README.md in that folder holds its output). Settings come
-from index.json (what the post states); versions kvcalc refuses (< 0.9.1) are run with the 0.9.1 rules and marked so.
+from index.json (what the post states); a log that states no version runs on the
+oldest rules of its version family (V0, early V1, V1) and is marked so.
 """
 
 from __future__ import annotations
@@ -27,14 +28,15 @@ GPU_PROFILE = {"A100": "a100-80gb", "RTX 4090": "rtx-4090", "RTX 3090": "rtx-309
 WEIGHTS = {None: "bf16", "awq": "awq", "fp8": "fp8", "bitsandbytes": "nf4"}
 
 
-def _version(v: str | None) -> tuple[str, str]:
+# a log that states no version: the oldest release of its family (index.json version_family, from the log format)
+FAMILY_VERSION = {"v0": "0.7.0", "v1-early": "0.8.0", "v1": "0.9.1"}
+
+
+def _version(v: str | None, family: str | None = None) -> tuple[str, str]:
     if not v:
-        return "0.9.1", "not stated; 0.9.1 rules"
-    try:
-        vllm_engine.parse_version(v)
-        return v, v
-    except Exception:  # kvcalc refuses < 0.9.1: run the oldest rules it has, and say so
-        return "0.9.1", f"{v} (run with 0.9.1 rules)"
+        guess = FAMILY_VERSION.get(family or "v1", "0.9.1")
+        return guess, f"not stated; {family or 'v1'} log format, {guess} rules"
+    return v, v  # every release from 0.4 has rules (kvcalc/engines/vllm_versions.py)
 
 
 def observed_tokens(obs: dict) -> tuple[int | None, str]:
@@ -54,17 +56,19 @@ def predict(e: dict):
     profile = get_gpu(profile_name or "rtx-4090")
     if e.get("prediction_total_gpu_memory_gib"):
         profile = dataclasses.replace(profile, memory_total_bytes=gib_to_bytes(e["prediction_total_gpu_memory_gib"]))
-    version, version_text = _version(e["vllm_version"] or e.get("version_hint"))
+    version, version_text = _version(e["vllm_version"] or e.get("version_hint"), e.get("version_family"))
     quant = (e["quantization"] or "").split(" ")[0] or None
     settings = vllm_engine.VllmSettings(
         weights=weight_format(WEIGHTS.get(quant, quant or "bf16")),
         kv=kv_format(e["kv_cache_dtype"] or "auto"),
-        gpu_memory_utilization=e["gpu_memory_utilization"] or 0.9,
+        gpu_memory_utilization=e["gpu_memory_utilization"],  # None: the version's default
         max_model_len=e["max_model_len"],
         max_num_batched_tokens=e["max_num_batched_tokens"],
         max_num_seqs=e["max_num_seqs"],
         enforce_eager=bool(e["enforce_eager"]),
         version=version,
+        # the engine the log's format shows (index.json version_family): 0.8-0.10 could fall back to V0
+        engine="v0" if e.get("version_family") == "v0" else None,
         entrypoint="serve" if str(e["entrypoint"] or "").startswith(("serve", "api")) else "llm",
         tensor_parallel=e["tp"] or 1,
         pipeline_parallel=e["pp"] or 1,

@@ -19,7 +19,7 @@ from cli_helper import invoke
     (["plan", "--model", "/nonexistent/config.json"], "cannot read"),
     (["plan", "--weights", "int3"], "unknown weight format"),
     (["plan", "--kv", "fp4"], "unknown KV cache format"),
-    (["plan", "--vllm-version", "0.4.0"], "0.9.1"),
+    (["plan", "--vllm-version", "0.3.3"], "0.4.0"),
 ])
 def test_bad_input_is_one_line_exit_2(args, needle):
     code, out, err = invoke(args)

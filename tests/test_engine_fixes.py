@@ -57,7 +57,8 @@ def test_util_1_warns_in_the_table():
 
 
 def test_context_beyond_max_model_len_is_a_usage_error():
-    code, out, err = invoke(["plan", "--context", "32k", "--max-model-len", "1k", "--engine", "vllm"])
+    # --max-model-len reads numbers as vLLM does (1K = 1,024, 1k = 1,000); --context as kvcalc does (32k = 32,768)
+    code, out, err = invoke(["plan", "--context", "32k", "--max-model-len", "1K", "--engine", "vllm"])
     assert code == 2 and out == ""
     assert "32,768" in err and "1,024" in err and len(err.strip().splitlines()) == 1
     # HF has no max_model_len: the option does not apply there

@@ -96,7 +96,7 @@ def test_vllm_refuses_impossible_settings():
     with pytest.raises(UsageError):
         vllm.estimate(spec, gpu, settings(kv=kv_format("hqq-4")))
     with pytest.raises(UsageError):
-        vllm.parse_version("0.5.0")
+        vllm.parse_version("0.3.3")
 
 
 def test_vllm_tp_halves_kv_heads_and_weights():

@@ -174,10 +174,14 @@ def test_compare_log_graphs_log_has_cudagraph_row():
     assert abs(rows["requested memory (total x util)"]["predicted"] - gib_to_bytes(139.8) * 0.9) <= 1
 
 
-def test_compare_log_refuses_pre_v1_versions():
+def test_compare_log_runs_v0_versions_on_v0_rules():
+    # issue 10: V0 releases (0.4 - 0.7) have rules now (engines/vllm_versions.py); the V0 log's '# GPU blocks' is
+    # compared block for block.
     p = parse("synthetic_v0.7.3_v0engine_multiline_profile.log")
-    with pytest.raises(UsageError, match="0.7.3"):
-        compare_log(p, "llama-3.1-8b", "a100-80gb")
+    rows = _rows_by_quantity(compare_log(p, "llama-3.1-8b", "a100-80gb"))
+    assert rows["GPU blocks"]["observed"] == 27965 and rows["GPU blocks"]["predicted"] > 0
+    with pytest.raises(UsageError, match="0.3.3"):
+        compare_log(p, "llama-3.1-8b", "a100-80gb", version="0.3.3")
 
 
 @pytest.mark.parametrize("path", REAL_LOGS, ids=[p.name for p in REAL_LOGS])

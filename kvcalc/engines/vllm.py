@@ -1,4 +1,5 @@
-"""vLLM (V1 engine) memory accounting, version-aware.
+"""vLLM memory accounting, version-aware (V0 from 0.4, V1, the V2 model runner): what changes between releases is
+data in engines/vllm_versions.py (VERSION_RULES); this file applies a version's row.
 
 Sources, vLLM 0.26.0:
 - vllm/v1/worker/gpu_worker.py `determine_available_memory`: KV = total*util - (weights + torch activation peak of the
@@ -25,6 +26,8 @@ from ..hardware import GpuProfile
 from ..model import ModelSpec
 from ..units import GiB, ceil_div
 from .vllm_groups import KvLayout, vllm_kv_layout
+from .vllm_versions import (VersionRules, batch_defaults_for, chunked_prefill_on, release_of, rules_for,
+                            rules_with_engine, version_key)
 from .weights import weight_bytes
 
 DEFAULT_VERSION = "0.26.0"
@@ -32,24 +35,21 @@ VOCAB_PADDING = 64  # vocab_parallel_embedding.py DEFAULT_VOCAB_PADDING_SIZE
 
 
 def parse_version(text: str) -> tuple[int, int, int]:
-    parts = text.strip().lstrip("v").split(".")
-    try:
-        nums = [int("".join(ch for ch in p if ch.isdigit()) or 0) for p in parts[:3]]
-    except ValueError:
-        raise UsageError(f"vLLM version {text!r} is not like 0.26.0") from None
+    """The release as (major, minor, micro), read with packaging (rc, post, dev and local parts ignored).
+    Versions kvcalc has no rules for (before 0.4.0) are refused."""
+    release = release_of(text)
+    rules_for(release)  # refuses < 0.4.0
+    nums = list(version_key(release)[:3])
     while len(nums) < 3:
         nums.append(0)
-    version = (nums[0], nums[1], nums[2])
-    if version < (0, 9, 1):
-        raise UsageError(f"vLLM {text} predates the V1 engine accounting kvcalc models (0.9.1 and later)")
-    return version
+    return nums[0], nums[1], nums[2]
 
 
 @dataclass(frozen=True)
 class VllmSettings:
     weights: WeightFormat
     kv: KvFormat
-    gpu_memory_utilization: float = 0.9
+    gpu_memory_utilization: float | None = None  # None: the version's default (0.9; 0.92 from 0.21)
     max_model_len: int | None = None  # None: the model's max_position_embeddings
     max_num_batched_tokens: int | None = None  # None: vLLM's default for this GPU and entrypoint
     max_num_seqs: int | None = None
@@ -60,7 +60,26 @@ class VllmSettings:
     tensor_parallel: int = 1
     pipeline_parallel: int = 1
     dtype_bytes: int = 2
+    enable_lora: bool = False  # --enable-lora: max_loras adapter slots of max_lora_rank preallocated
+    max_loras: int = 1  # config/lora.py LoRAConfig defaults
+    max_lora_rank: int = 16
+    speculative_method: str | None = None  # ngram, eagle, eagle3, mtp (--speculative-config {"method": ...})
+    num_speculative_tokens: int = 0
+    enable_chunked_prefill: bool | None = None  # None: the version's default (V1 always on)
+    engine: str | None = None  # None/"auto": the version's default engine; "v0"/"v1": VLLM_USE_V1=0/1
+    other_processes_bytes: int = 0  # memory other processes hold on the fullest GPU (a desktop, another engine)
+    kv_cache_memory_bytes: int | None = None  # --kv-cache-memory-bytes: the KV budget per GPU, util ignored
+    nccl_nvls: bool | None = None  # None: NCCL's own choice (on for TP on SXM Hopper/Blackwell with NVSwitch)
     calibration: Any = None  # kvcalc.calibrate.EnvCalibration: the user's own environment (kvcalc calibrate)
+
+    @property
+    def rules(self) -> VersionRules:
+        return rules_with_engine(self.version, self.engine)
+
+    @property
+    def util(self) -> float:
+        """gpu_memory_utilization as vLLM runs it: the user's, else the version's default."""
+        return self.gpu_memory_utilization if self.gpu_memory_utilization is not None else self.rules.default_util
 
 
 @dataclass(frozen=True)
@@ -135,19 +154,29 @@ class VllmEstimate:
         return self.layout.concurrency_at(self.num_gpu_blocks, context)
 
 
-def batch_defaults(gpu: GpuProfile, entrypoint: str, world_size: int = 1) -> tuple[int, int]:
-    """(max_num_batched_tokens, max_num_seqs) vLLM picks when the user sets neither (arg_utils.get_batch_defaults).
+def batch_defaults(gpu: GpuProfile, entrypoint: str, world_size: int = 1, version: str = DEFAULT_VERSION,
+                   max_model_len: int = 8192) -> tuple[int, int]:
+    """(max_num_batched_tokens, max_num_seqs) vLLM picks when the user sets neither (vllm_versions.BATCH rules:
+    V0 SchedulerConfig; V1 arg_utils.get_batch_defaults by usage context and GPU memory).
 
     world_size is accepted for the call's shape but unused: the defaults depend on the GPU's memory and name and on
     the entrypoint, not on the number of ranks (the same table applies to every rank)."""
-    large = gpu.memory_total_bytes >= 70 * GiB and "a100" not in gpu.name.lower()
-    if large:
-        return (16384 if entrypoint == "llm" else 8192), 1024
-    return (8192 if entrypoint == "llm" else 2048), 256
+    rules = rules_for(version)
+    return batch_defaults_for(rules, gpu.memory_total_bytes, gpu.name, entrypoint, max_model_len)
 
 
 def resolve_batching(gpu: GpuProfile, s: VllmSettings, max_model_len: int) -> tuple[int, int]:
-    default_mnbt, default_seqs = batch_defaults(gpu, s.entrypoint, s.tensor_parallel * s.pipeline_parallel)
+    rules = s.rules
+    if rules.engine == "v0":
+        seqs = s.max_num_seqs or 256
+        if s.max_num_batched_tokens:
+            return s.max_num_batched_tokens, seqs
+        # config.py SchedulerConfig: chunked prefill -> 2048, else max(max_model_len, 2048) (a whole prompt)
+        chunked = s.enable_chunked_prefill if s.enable_chunked_prefill is not None \
+            else chunked_prefill_on(rules, max_model_len)
+        return (2048 if chunked else max(max_model_len, 2048)), seqs
+    default_mnbt, default_seqs = batch_defaults_for(rules, gpu.memory_total_bytes, gpu.name, s.entrypoint,
+                                                    max_model_len)
     seqs = s.max_num_seqs or default_seqs
     if s.max_num_batched_tokens:
         mnbt = s.max_num_batched_tokens
@@ -189,18 +218,102 @@ def vllm_weight_bytes(spec: ModelSpec, s: VllmSettings, rank_layers: int | None 
     return per_rank + rotary
 
 
-def uses_v2_model_runner(spec: ModelSpec, version: tuple[int, int, int]) -> bool:
+def _rules(version) -> VersionRules:
+    return rules_for(".".join(str(n) for n in version) if isinstance(version, tuple) else version)
+
+
+def uses_v2_model_runner(spec: ModelSpec, version) -> bool:
     """0.26 runs dense, non-hybrid decoders on the V2 model runner (config/vllm.py: use_v2_model_runner,
     _is_default_v2_model_runner_model); MoE and hybrid (Mamba) models stay on the V1 runner."""
     hybrid = "mamba" in spec.layer_kinds
-    return version >= (0, 26, 0) and spec.moe is None and not hybrid
+    return _rules(version).v2_runner and spec.moe is None and not hybrid
 
 
-def subtracts_cudagraph_estimate(spec: ModelSpec, version: tuple[int, int, int]) -> bool:
-    """0.20+ subtracts a profiled CUDA-graph estimate from the KV budget (gpu_worker.py, with
-    VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1), but the V2 runner's profile_cudagraph_memory returns 0
-    (v1/worker/gpu/model_runner.py): there, graphs are captured after the KV cache, on top of the budget."""
-    return version >= (0, 20, 0) and not uses_v2_model_runner(spec, version)
+def uses_v2_runner(spec: ModelSpec, s: VllmSettings) -> bool:
+    """The V2 model runner for these settings: speculative decoding keeps the V1 runner in 0.26 (the H200 n-gram
+    start ran v1/worker/gpu_model_runner.py; LoRA starts ran the V2 runner)."""
+    return uses_v2_model_runner(spec, s.version) and not s.speculative_method
+
+
+SPECULATIVE_METHODS = ("ngram", "eagle", "eagle3", "mtp")
+
+
+def lora_slot_bytes(spec: ModelSpec, s: VllmSettings) -> int:
+    """The LoRA slots vLLM preallocates with --enable-lora (lora/layers/*.py, counted in the model's memory): per
+    slot and layer, A [rank, in] and B [out, rank] for the q/k/v, o, gate/up and down projections (column-parallel
+    layers keep A whole and shard B over TP, row-parallel ones shard A), plus the embedding ([vocab, rank] +
+    [hidden, rank]) and the lm_head ([rank, hidden] + [vocab, rank]); activation dtype. Dense MLPs only: MoE experts'
+    LoRA (FusedMoEWithLoRA) is not counted."""
+    if not s.enable_lora:
+        return 0
+    tp, h = s.tensor_parallel, spec.hidden_size
+    q, kv = spec.num_heads * spec.head_dim, spec.num_kv_heads * spec.head_dim
+    inter = spec.intermediate_size if spec.moe is None else 0
+    column_a = 3 * h + (2 * h if inter else 0)  # q, k, v slices; gate, up slices: A [rank, hidden] each
+    column_b = (q + 2 * kv + 2 * inter) // tp
+    row_a = (q + inter) // tp  # o_proj A [rank, q], down_proj A [rank, inter]
+    row_b = 2 * h if inter else h
+    per_layer = (column_a + column_b + row_a + row_b) * s.max_lora_rank
+    vocab = _padded_vocab(spec.vocab_size, tp)
+    ends = 2 * (vocab + h) * s.max_lora_rank
+    return (per_layer * spec.num_layers + ends) * s.max_loras * s.dtype_bytes
+
+
+def draft_layers(spec: ModelSpec, s: VllmSettings) -> int:
+    """Decoder layers the drafter adds: one for EAGLE / EAGLE-3 (a single-layer head), the checkpoint's
+    num_nextn_predict_layers for MTP (1 when not stated), none for n-gram (no model)."""
+    if s.speculative_method in ("eagle", "eagle3"):
+        return 1
+    if s.speculative_method == "mtp":
+        return int(spec.config.get("num_nextn_predict_layers") or spec.config.get("mtp_num_hidden_layers") or 1)
+    return 0
+
+
+def draft_weight_bytes(spec: ModelSpec, s: VllmSettings) -> int:
+    """A drafter's weights on each rank: its decoder layers at the target's per-layer size and format, and its input
+    projection (EAGLE fc 2h -> h, EAGLE-3 3h -> h, MTP eh_proj 2h -> h); it shares the target's embedding and
+    lm_head (not counted again). Not measured on the H200 host (no EAGLE/MTP run): an estimate from the shapes."""
+    n = draft_layers(spec, s)
+    if not n:
+        return 0
+    total = weight_bytes(spec, s.weights, s.dtype_bytes)
+    ends = (spec.params.embedding + spec.params.lm_head) * s.dtype_bytes
+    per_layer = (total - ends) // spec.num_layers
+    proj = (3 if s.speculative_method == "eagle3" else 2) * spec.hidden_size * spec.hidden_size * s.dtype_bytes
+    return (n * per_layer + proj) // s.tensor_parallel
+
+def subtracts_cudagraph_estimate(spec: ModelSpec, version) -> bool:
+    """0.21+ subtracts a profiled CUDA-graph estimate from the KV budget (gpu_worker.py,
+    VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1 by default since 0.21.0, vllm#38284), but the V2 runner's
+    profile_cudagraph_memory returns 0 (v1/worker/gpu/model_runner.py): there, graphs are captured after the KV
+    cache, on top of the budget."""
+    return _rules(version).cudagraph_estimate and not uses_v2_model_runner(spec, version)
+
+
+def uses_nccl_nvls(gpu: GpuProfile, s: VllmSettings) -> bool:
+    """NCCL's NVLink SHARP (NVLS) all-reduce, which allocates its own buffers on every rank at start-up: on by
+    default (NCCL_NVLS_ENABLE unset) where GPUs sit on a third-generation NVSwitch, i.e. SXM Hopper/Blackwell
+    boards; used when tensor parallelism all-reduces. PCIe cards, NVLink-bridge pairs (H100 NVL) and A100 have
+    none. s.nccl_nvls overrides (False: NCCL_NVLS_ENABLE=0, as on the project's H200 host)."""
+    if s.tensor_parallel < 2:
+        return False
+    if s.nccl_nvls is not None:
+        return s.nccl_nvls
+    return (gpu.vendor == "nvidia" and (gpu.compute_capability or 0) >= 9.0
+            and (gpu.form_factor or "").upper().startswith("SXM"))
+
+
+def moe_workspace_bytes(spec: ModelSpec, s: VllmSettings, mnbt: int) -> int:
+    """The fused-MoE kernel's intermediate caches for the profile batch (model_executor/layers/fused_moe/
+    fused_moe.py:fused_experts_impl: intermediate_cache13 of M x top_k x max(2I, H) and intermediate_cache2 of
+    M x top_k x I, activation dtype, I = expert width / tp, M = min(mnbt, VLLM_FUSED_MOE_CHUNK_SIZE 32768)). Before
+    0.26 the public 0.19 logs show them on top of the sampler's peak (kept as the modular kernel's workspace)."""
+    moe = spec.moe
+    if moe is None or not moe.moe_layers or not moe.expert_intermediate_size:
+        return 0
+    m = min(mnbt, 32768)
+    inter = moe.expert_intermediate_size // s.tensor_parallel
+    return m * moe.experts_per_token * (max(2 * inter, spec.hidden_size) + inter) * s.dtype_bytes
 
 
 def forward_bytes(spec: ModelSpec, s: VllmSettings, mnbt: int) -> int:
@@ -218,22 +331,41 @@ def forward_bytes(spec: ModelSpec, s: VllmSettings, mnbt: int) -> int:
 
 def sampler_bytes(spec: ModelSpec, s: VllmSettings, mnbt: int, seqs: int, v2_runner: bool = True) -> int:
     """Torch peak of the dummy sampler over min(max_num_seqs, mnbt) rows of logits; only the last pipeline stage
-    holds the lm_head and samples (gpu_model_runner.py profile_run: `if get_pp_group().is_last_rank`)."""
+    holds the lm_head and samples (gpu_model_runner.py profile_run: `if get_pp_group().is_last_rank`). The logits
+    are gathered across TP ranks before sampling (logits_processor.py: tensor_model_parallel_gather / all_gather),
+    so every sampling rank holds the whole padded vocabulary."""
     c = engine_constants("vllm")
     rows = min(seqs, mnbt)
-    per_logit = c["sampler_bytes_per_logit"] if v2_runner else c["sampler_bytes_per_logit_v1"]
-    return int(per_logit * rows * _padded_vocab(spec.vocab_size, s.tensor_parallel))
+    if v2_runner:
+        per_logit = c["sampler_bytes_per_logit"]
+    else:
+        per_logit = s.rules.sampler_bytes_per_logit or c["sampler_bytes_per_logit_v1"]
+    return int(per_logit * rows * _padded_vocab(spec.vocab_size, 1))
 
 
 def activation_bytes(spec: ModelSpec, s: VllmSettings, mnbt: int, seqs: int, v2_runner: bool = True,
                      last_stage: bool = True) -> int:
     """Torch peak of the profile run: the larger of the dummy forward over mnbt tokens and, on the last pipeline
-    stage, the dummy sampler over min(max_num_seqs, mnbt) rows of logits. Both factors are fitted
-    (kvcalc/data/constants.yaml)."""
+    stage, the dummy sampler over min(max_num_seqs, mnbt) rows of logits (before 0.26, plus the fused-MoE
+    workspace the forward left allocated). The forward factor is fitted (kvcalc/data/constants.yaml)."""
     forward = forward_bytes(spec, s, mnbt)
     if not last_stage:
         return forward
-    return max(forward, sampler_bytes(spec, s, mnbt, seqs, v2_runner))
+    sampler = sampler_bytes(spec, s, mnbt, seqs, v2_runner)
+    if s.rules.engine == "v1" and not s.rules.v2_runner:
+        sampler += moe_workspace_bytes(spec, s, mnbt)
+    if s.speculative_method:
+        # with a drafter the profile's dummy run computes fp32 logits at every batched position (rejection sampling
+        # reads them all): the H200 n-gram start (k=4, 2048 tokens) peaked at 1.07 GiB against 0.98 GiB of logits
+        sampler = max(sampler, mnbt * _padded_vocab(spec.vocab_size, 1) * 4)
+    peak = max(forward, sampler)
+    if v2_runner and not s.enforce_eager and uses_v2_runner(spec, s):
+        # V2 runner with torch.compile / CUDA graphs: a floor proportional to the hidden size, whatever the batch
+        # settings (H200, 0.26: 0.758 GiB for Llama-3.2-3B and 1.010 GiB for Llama-3.1-8B at 2048 tokens, with 16, 256
+        # or 1024 sequences; eager 0.16 / 0.24 GiB). Fitted on the 3B, the 8B held out (+0.09%); mechanism not
+        # identified (constants.yaml v2_graph_floor_tokens).
+        peak = max(peak, int(engine_constants("vllm")["v2_graph_floor_tokens"]) * spec.hidden_size * s.dtype_bytes)
+    return peak
 
 
 def pp_layer_partition(num_layers: int, pp: int) -> list[int]:
@@ -252,8 +384,10 @@ def estimate(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings) -> VllmEstimate:
     stage's (kv_cache_utils.py:get_kv_cache_configs, "change the num_blocks of each rank to the smallest"). The
     returned estimate is that stage's, with the deployment's totals beside it."""
     version = parse_version(s.version)
-    if not 0 < s.gpu_memory_utilization <= 1:
-        raise UsageError(f"gpu_memory_utilization must be in (0, 1], got {s.gpu_memory_utilization}")
+    rules = s.rules
+    util = s.util
+    if not 0 < util <= 1:
+        raise UsageError(f"gpu_memory_utilization must be in (0, 1], got {util}")
     if s.kv.vllm_name is None:
         raise UsageError(f"vLLM has no {s.kv.label} cache (kv_cache_dtype is auto, fp8 or fp8_e5m2)")
     if "vllm" not in s.weights.engines:
@@ -266,15 +400,20 @@ def estimate(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings) -> VllmEstimate:
                          "needs at least one layer")
     c = engine_constants("vllm")
     cc = gpu.compute_capability or 0.0
-    v2 = uses_v2_model_runner(spec, version)
+    v2 = uses_v2_runner(spec, s)
+    if s.speculative_method is not None and s.speculative_method not in SPECULATIVE_METHODS:
+        raise UsageError(f"speculative method {s.speculative_method!r}: kvcalc models {', '.join(SPECULATIVE_METHODS)}")
 
     max_model_len = s.max_model_len or spec.max_position_embeddings
     mnbt, seqs = resolve_batching(gpu, s, max_model_len)
     total = gpu.memory_total_bytes
-    requested = math.ceil(total * s.gpu_memory_utilization)  # v1/worker/utils.py rounds up
+    requested = math.ceil(total * util)  # v1/worker/utils.py rounds up
     world = s.tensor_parallel * pp
     non_torch = int(c["non_torch_bytes_tp"] if world > 1 else c["non_torch_bytes"])
-    cudagraph = 0 if (s.enforce_eager or not subtracts_cudagraph_estimate(spec, version)) else int(c["cudagraph_bytes"])
+    nvls = uses_nccl_nvls(gpu, s)
+    if nvls:
+        non_torch += int(c["nccl_nvls_bytes"])
+    cudagraph = 0 if (s.enforce_eager or v2 or not rules.cudagraph_estimate) else int(c["cudagraph_bytes"])
     if s.calibration is not None:  # measured in the user's environment (kvcalc/calibrate.py)
         non_torch, cudagraph = (s.calibration.non_torch(s.tensor_parallel, pp, non_torch),
                                 s.calibration.cudagraph(s.tensor_parallel, pp, cudagraph))
@@ -283,6 +422,26 @@ def estimate(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings) -> VllmEstimate:
     graph_overflow = max(requested + capture - total, 0)
 
     notes: list[str] = []
+    if s.gpu_memory_utilization is None:
+        notes.append(f"gpu_memory_utilization {util}: vLLM {release_of(s.version)}'s default (config/cache.py)")
+    if rules.engine == "v0":
+        notes.append(f"vLLM {release_of(s.version)} runs the V0 engine: the profile covers {mnbt:,} batched tokens"
+                     + ("" if mnbt < max_model_len else " (a whole max_model_len prompt: chunked prefill is off)") + ", every layer keeps max_model_len of KV, and it logs "
+                     "'# GPU blocks' (worker/worker.py:determine_num_available_blocks)")
+    if nvls:
+        notes.append(f"tensor parallel on {gpu.name}: NCCL's NVLink SHARP buffers take "
+                     f"~{c['nccl_nvls_bytes'] / GiB:.2f} GiB per rank outside torch (set NCCL_NVLS_ENABLE=0 "
+                     "to save it: --nccl-nvls off)")
+    if s.enable_lora:
+        notes.append(f"LoRA: {s.max_loras} slot(s) of rank {s.max_lora_rank} preallocated, "
+                     f"{lora_slot_bytes(spec, s) / GiB:.3f} GiB per rank in the weights (lora/layers/)")
+    if s.speculative_method:
+        extra = draft_layers(spec, s)
+        notes.append(f"speculative decoding ({s.speculative_method}, {s.num_speculative_tokens} tokens): the profile "
+                     "holds fp32 logits for every batched token"
+                     + (f"; the drafter adds {extra} layer(s) of weights ({draft_weight_bytes(spec, s) / GiB:.2f} GiB "
+                        "per rank, from the shapes: not measured) and of KV cache" if extra else "")
+                     + "; V1 model runner")
     if s.tensor_parallel > spec.num_kv_heads:
         notes.append(f"tp {s.tensor_parallel} > {spec.num_kv_heads} KV heads: each rank holds a replicated KV head")
     if s.weights.name == "bf16" and gpu.vendor == "nvidia" and cc < 8.0:
@@ -305,7 +464,15 @@ def estimate(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings) -> VllmEstimate:
     if s.calibration is not None:
         notes.append(s.calibration.describe(s.tensor_parallel, pp))
 
-    stages = stage_budgets(spec, gpu, s, requested - non_torch - cudagraph, max_model_len, mnbt, seqs, v2)
+    others = s.other_processes_bytes
+    if others and rules.others_reduce_kv:
+        notes.append(f"{others / GiB:.2f} GiB held by other processes on the fullest GPU come out of its KV budget "
+                     "(this release's profile counts all used memory); that GPU sets every rank's blocks")
+    elif others:
+        notes.append(f"{others / GiB:.2f} GiB held by other processes: not taken from the KV budget, but vLLM needs "
+                     f"total x util free at start ({(total - others) / GiB:.2f} of {requested / GiB:.2f} GiB free)")
+    stages = stage_budgets(spec, gpu, s, requested - non_torch - cudagraph - (others if rules.others_reduce_kv else 0),
+                           max_model_len, mnbt, seqs, v2)
     # kv_cache_utils.py:get_kv_cache_configs: "change the num_blocks of each rank to the smallest among all ranks"
     low = stages[0]
     for stage in stages[1:]:
@@ -313,18 +480,38 @@ def estimate(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings) -> VllmEstimate:
             low = stage
     layout, blocks, available = low.layout, low.num_blocks, low.available_kv_bytes
     concurrency = layout.max_concurrency(blocks) if blocks else 0.0
-    if version >= (0, 24, 0):
+    if rules.logged_tokens == "concurrency":
         logged = layout.logged_tokens(blocks) if blocks else 0
+    elif rules.logged_tokens == "per_group":
+        # kv_cache_utils.py (0.8-0.23): num_blocks // len(kv_cache_groups) * min block size
+        logged = blocks // max(len(layout.groups), 1) * min(r.block_size for r in layout.rules) if layout.rules \
+            else blocks * layout.block_size
     else:
         logged = blocks * layout.block_size
     shortfall = (0 if low.kv_fits else layout.min_kv_bytes - available) + graph_overflow
+    if others and not rules.others_reduce_kv and requested + others > total:
+        # v1/worker/gpu_worker.py: "Free memory on device ... is less than desired GPU memory utilization"
+        shortfall += requested + others - total
+        notes.append(f"vLLM refuses to start: {(total - others) / GiB:.2f} GiB free is less than the "
+                     f"{requested / GiB:.2f} GiB gpu_memory_utilization asks for (lower --util to "
+                     f"{math.floor(100 * (total - others) / total) / 100} or below)")
+    if s.kv_cache_memory_bytes:
+        # the fixed KV budget ignores gpu_memory_utilization; weights, activations and KV must still fit the GPU
+        used = low.weights_bytes + low.activation_bytes + non_torch + cudagraph + s.kv_cache_memory_bytes
+        notes.append(f"--kv-cache-memory-bytes {s.kv_cache_memory_bytes:,}: the KV budget per GPU as given "
+                     "(gpu_memory_utilization ignored, no memory profile; gpu_worker.py)")
+        if used > total:
+            shortfall += used - total
+            notes.append(f"weights + activations + non-torch + KV = {used / GiB:.2f} GiB exceed the GPU's "
+                         f"{total / GiB:.2f} GiB by {(used - total) / GiB:.2f} GiB")
     return VllmEstimate(
         total_memory=total, requested_memory=requested, weights_bytes=low.weights_bytes,
         activation_bytes=low.activation_bytes, non_torch_bytes=non_torch, cudagraph_bytes=cudagraph,
         available_kv_bytes=available, block_size=layout.block_size, page_bytes_all_layers=layout.bytes_per_block,
         num_gpu_blocks=blocks, max_model_len=max_model_len, max_num_batched_tokens=mnbt, max_num_seqs=seqs,
         logged_kv_tokens=logged, logged_concurrency=round(concurrency, 2),
-        kv_bytes_per_token=low.kv_bytes_per_token, fits=low.kv_fits and not graph_overflow, shortfall_bytes=shortfall,
+        kv_bytes_per_token=low.kv_bytes_per_token, fits=low.kv_fits and not graph_overflow and not shortfall,
+        shortfall_bytes=shortfall,
         deployment_weights_bytes=sum(b.weights_bytes for b in stages) * s.tensor_parallel,
         deployment_kv_bytes_per_token=sum(b.kv_bytes_per_token for b in stages) * s.tensor_parallel,
         cudagraph_overflow_bytes=graph_overflow, notes=layout.notes + notes, layout=layout, stages=tuple(stages),
@@ -341,14 +528,24 @@ def stage_budgets(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings, budget: int
     for stage, n_layers in enumerate(pp_layer_partition(spec.num_layers, pp)):
         first, last = stage == 0, stage == pp - 1
         w = vllm_weight_bytes(spec, s, n_layers, has_embedding=first, has_lm_head=last)
+        w += lora_slot_bytes(spec, s) * n_layers // spec.num_layers
+        layers = spec.layers[start: start + n_layers]
+        if last and draft_layers(spec, s):
+            # the drafter runs on the last stage: its weights and its layers' KV (the same kind as the target's last)
+            w += draft_weight_bytes(spec, s)
+            layers = layers + (spec.layers[-1],) * draft_layers(spec, s)
         act = activation_bytes(spec, s, mnbt, seqs, v2, last_stage=last)
         if s.calibration is not None:
             act = s.calibration.activation(s.tensor_parallel, pp, act)
         available = budget - w - act
+        if s.kv_cache_memory_bytes:
+            # gpu_worker.py:determine_available_memory: kv_cache_memory_bytes set -> no profile, that budget as is
+            available = s.kv_cache_memory_bytes
         try:
-            layout = vllm_kv_layout(spec.layers[start: start + n_layers], s.kv, s.dtype_bytes, s.block_size,
+            layout = vllm_kv_layout(layers, s.kv, s.dtype_bytes, s.block_size,
                                     s.tensor_parallel, max_model_len, spec.model_type, max_num_batched_tokens=mnbt,
-                                    max_concurrent_batches=2 if pp == 1 else pp,
+                                    max_concurrent_batches=(2 if pp == 1 else pp) if s.rules.engine == "v1" else 1,
+                                    hybrid_allocator=s.rules.hybrid_allocator,
                                     compute_capability=gpu.compute_capability or 9.0)
         except (NotImplementedError, ValueError) as exc:
             raise UnsupportedModelError(f"vLLM cannot serve {spec.name} this way: {exc}") from None

@@ -82,6 +82,7 @@ def vllm_case_settings(c: dict[str, Any], block_size: int | None, version: str):
         max_num_batched_tokens=c.get("max_num_batched_tokens"), max_num_seqs=c.get("max_num_seqs"),
         enforce_eager=bool(c["enforce_eager"]), block_size=block_size,
         version=version, entrypoint="llm", tensor_parallel=int(c.get("tensor_parallel_size") or 1),
+        nccl_nvls=False,  # the project's H200 host runs with NCCL_NVLS_ENABLE=0 (device KINDS.md)
     )
 
 

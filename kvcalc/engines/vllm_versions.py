@@ -1,0 +1,192 @@
+"""What changes in vLLM's start-up memory accounting from release to release, as data.
+
+One row of VERSION_RULES per release where a rule kvcalc models changed; a version gets the newest row at or below
+it (`rules_for`). Every field names the vLLM source it follows, in the row's `sources`. Versions are read with
+`packaging` (0.26.0rc1, 0.10.1.1, 0.8.5.dev169+g...: the release number decides); a version older than the first
+row is refused, one newer than NEWEST_RELEASE_KNOWN runs on the newest row with a warning (plan.request_warnings).
+
+Pure data and small pure functions; no torch or vLLM import. docs/method.md has the same table for readers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from ..errors import UsageError, shown
+
+NEWEST_RELEASE_KNOWN = "0.26.0"  # the newest release whose rules kvcalc checked (its H200 runs); later ones warn
+OLDEST_RELEASE = "0.4.0"
+
+
+@dataclass(frozen=True)
+class VersionRules:
+    since: str  # first release the row applies to
+    engine: str  # "v0" (LLMEngine + worker.py) or "v1" (v1/engine/core.py + v1/worker/gpu_worker.py)
+    default_util: float  # CacheConfig.gpu_memory_utilization default
+    batch_defaults: str  # key of BATCH_DEFAULTS: how max_num_batched_tokens / max_num_seqs default
+    chunked_prefill: str  # "always" (V1), "long_context" (V0: on when max_model_len > 32K), "off"
+    prefix_caching: bool  # enable_prefix_caching default for decoder models
+    hybrid_allocator: bool  # sliding-window / Mamba layers keep their own groups (V1 hybrid KV-cache manager)
+    cudagraph_estimate: bool  # a profiled CUDA-graph estimate is subtracted from the KV budget
+    v2_runner: bool  # dense, non-hybrid decoders run on the V2 model runner (graphs captured after the KV cache)
+    logged_tokens: str  # "blocks" (# GPU blocks x block_size), "per_group" (blocks // groups x block), "concurrency"
+    others_reduce_kv: bool  # memory other processes hold on the GPU comes out of the KV budget (else: must be free)
+    sampler_bytes_per_logit: float | None  # None: fitted (constants.yaml); the dummy sampler's torch peak per logit on the V0 / V1 runner
+    sources: str
+
+
+# Sampler peak per logit, before the V2 runner: fp32 logits (4 B) + the top-k/top-p path's sorted copy (4 B) and
+# int64 sort indices (8 B) = 16 B (v1/sample/ops/topk_topp_sampler.py:apply_top_k_top_p; V0
+# model_executor/layers/sampler.py:_apply_top_k_top_p does the same sort). The 0.19 public logs agree: torch peak
+# / (1024 rows x vocab) = 15.0-16.0 B for Llama-3.1-8B, Qwen3-8B, Gemma 2/3, Qwen2.5-72B, Llama-3.3-70B.
+_SORT_SAMPLER = 16.0
+# V0 (model_executor/layers/sampler.py, only the driver rank samples): the logits gathered to the driver in the model
+# dtype (2 B) and the gather's per-rank buffers (2 B in all), Sampler.forward's fp32 copy (4 B), the top-k/top-p sort
+# (4 B values + 8 B int64 indices) and, while the top-p mask is built, its softmax (4 B) and cumsum (4 B): 28 B.
+# The one V0 log with a per-rank breakdown (vllm#13061, 2 x RTX 4090, 0.7) implies ~34 B on its driver rank.
+_V0_SAMPLER = 28.0
+
+VERSION_RULES: tuple[VersionRules, ...] = (
+    VersionRules("0.4.0", "v0", 0.9, "v0", "off", False, False, False, False, "blocks", True, _V0_SAMPLER,
+                 "worker/worker.py:determine_num_available_blocks (profile over max_num_batched_tokens, "
+                 "default max(max_model_len, 2048) without chunked prefill: config.py SchedulerConfig; the peak is "
+                 "the GPU's whole used memory, other processes included); executor logs '# GPU blocks: N'; CUDA "
+                 "graphs captured after the cache, not subtracted"),
+    VersionRules("0.5.3", "v0", 0.9, "v0", "long_context", False, False, False, False, "blocks", True,
+                 _V0_SAMPLER,
+                 "engine/arg_utils.py:create_engine_config: chunked prefill on by default when max_model_len > "
+                 "32K (then max_num_batched_tokens 2048: config.py SchedulerConfig) (approximate release)"),
+    VersionRules("0.6.4", "v0", 0.9, "v0", "long_context", False, False, False, False, "blocks", False,
+                 _V0_SAMPLER,
+                 "vllm#9352 (utils.py:memory_profiling): the profile measures this instance's growth from a baseline "
+                 "snapshot, so other processes' memory no longer comes out of the KV budget"),
+    VersionRules("0.8.0", "v1", 0.9, "v1_context", "always", True, True, False, False, "per_group", True,
+                 _SORT_SAMPLER,
+                 "V1 engine by default (envs.py VLLM_USE_V1); engine/arg_utils.py:_set_default_args_v1 usage-context "
+                 "defaults (LLM class 8192, OpenAI server 2048 tokens; 256 seqs); prefix caching on; "
+                 "v1/core/kv_cache_utils.py logs num_blocks // len(groups) * block_size tokens; V1's profile counts "
+                 "other processes' memory as non-torch (vllm#19312)"),
+    VersionRules("0.8.5", "v1", 0.9, "v1_memory", "always", True, True, False, False, "per_group", True,
+                 _SORT_SAMPLER,
+                 "engine/arg_utils.py:_set_default_args_v1 / get_batch_defaults: GPUs with >= 70 GiB that are not "
+                 "A100 get 16384 (LLM) / 8192 (server) tokens and 1024 seqs (approximate release)"),
+    VersionRules("0.9.2", "v1", 0.9, "v1_memory", "always", True, True, False, False, "per_group", False,
+                 _SORT_SAMPLER,
+                 "vllm#18974 / #19312 (v1/worker/gpu_worker.py on utils memory_profiling): other processes' memory "
+                 "no longer counts; the worker refuses to start when free memory < total x util (approximate "
+                 "release: the PRs merged in June 2025)"),
+    VersionRules("0.21.0", "v1", 0.92, "v1_memory", "always", True, True, True, False, "per_group", False,
+                 _SORT_SAMPLER,
+                 "vllm#38284: CUDA-graph memory profiling on by default (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1, "
+                 "v1/worker/gpu_worker.py: 'default since v0.21.0') and gpu_memory_utilization 0.9 -> 0.92 "
+                 "(config/cache.py)"),
+    VersionRules("0.24.0", "v1", 0.92, "v1_memory", "always", True, True, True, False, "concurrency", False,
+                 _SORT_SAMPLER,
+                 "v1/core/kv_cache_utils.py:get_kv_cache_capacity: logged tokens = int(max concurrency x "
+                 "max_model_len)"),
+    VersionRules("0.26.0", "v1", 0.92, "v1_memory", "always", True, True, True, True, "concurrency", False, None,
+                 "config/vllm.py:use_v2_model_runner (dense decoders on v1/worker/gpu/model_runner.py, whose "
+                 "profile_cudagraph_memory returns 0); V1-runner sampler peak 12 B/logit fitted on H200 "
+                 "(kvcalc/data/constants.yaml)"),
+)
+
+
+def release_of(text: str | None) -> str:
+    """The release number of a version string (PEP 440 via packaging): 'v0.24' -> '0.24', '0.26.0rc1' -> '0.26.0',
+    '0.8.5.dev169+gce17db808.d20250423' -> '0.8.5'. Refuses what is not a version."""
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return Version(str(text).strip()).base_version
+    except InvalidVersion:
+        raise UsageError(f"vLLM version {shown(text)} is not a version number like 0.26.0") from None
+
+
+@lru_cache(maxsize=256)
+def _key(text: str) -> tuple:
+    from packaging.version import Version
+
+    return Version(release_of(text)).release
+
+
+def version_key(text: str) -> tuple:
+    """A comparable tuple of the release numbers (0.10.1.1 -> (0, 10, 1, 1))."""
+    return _key(text)
+
+
+def rules_for(version: str) -> VersionRules:
+    """The rules of `version`: the newest row whose `since` is at or below it. Versions before 0.4 are refused."""
+    key = version_key(version)
+    if key < version_key(OLDEST_RELEASE):
+        raise UsageError(f"vLLM {version} predates the accounting kvcalc models (0.4.0 and later)")
+    chosen = VERSION_RULES[0]
+    for row in VERSION_RULES:
+        if version_key(row.since) <= key:
+            chosen = row
+    return chosen
+
+
+LAST_V0_RELEASE = "0.10.2"  # V0 was removed after 0.10 (VLLM_USE_V1=0 no longer selects it)
+FIRST_V1_RELEASE = "0.7.0"  # V1 could be switched on (VLLM_USE_V1=1) from 0.7
+
+
+def rules_with_engine(version: str, engine: str | None) -> VersionRules:
+    """The rules of `version` run on the engine the user forced (VLLM_USE_V1=0 / 1), where that release had both:
+    V0 before 0.11, V1 from 0.7. The other engine's rows are the newest of that engine at or below the version
+    (V1 before 0.8: the 0.8.0 row); the default utilization stays the version's."""
+    from dataclasses import replace
+
+    rules = rules_for(version)
+    if engine in (None, "auto", rules.engine):
+        return rules
+    key = version_key(version)
+    if engine == "v0":
+        if key > version_key(LAST_V0_RELEASE):
+            raise UsageError(f"vLLM {version} has no V0 engine (removed after {LAST_V0_RELEASE})")
+        row = [r for r in VERSION_RULES if r.engine == "v0"][-1]
+    elif engine == "v1":
+        if key < version_key(FIRST_V1_RELEASE):
+            raise UsageError(f"vLLM {version} has no V1 engine (VLLM_USE_V1=1 exists from {FIRST_V1_RELEASE})")
+        row = next(r for r in VERSION_RULES if r.engine == "v1")
+    else:
+        raise UsageError(f"vLLM engine {shown(engine)} is not auto, v0 or v1")
+    return replace(row, since=rules.since, default_util=rules.default_util)
+
+
+def is_newer_than_known(version: str) -> bool:
+    return version_key(version) > version_key(NEWEST_RELEASE_KNOWN)
+
+
+# max_num_batched_tokens / max_num_seqs defaults when the user sets neither, by entry point ("llm": the offline
+# LLM class; "serve": the OpenAI server). V0 has one default for both.
+def batch_defaults_for(rules: VersionRules, memory_bytes: int, gpu_name: str, entrypoint: str,
+                       max_model_len: int) -> tuple[int, int]:
+    """(max_num_batched_tokens, max_num_seqs) vLLM picks for this GPU, entry point and max_model_len."""
+    if rules.batch_defaults == "v0":
+        return max(max_model_len, 2048), 256  # config.py SchedulerConfig (chunked prefill off)
+    if rules.batch_defaults == "v1_memory":
+        large = memory_bytes >= 70 * 2**30 and "a100" not in gpu_name.lower()
+        if large:
+            return (16384 if entrypoint == "llm" else 8192), 1024
+    return (8192 if entrypoint == "llm" else 2048), 256
+
+
+def chunked_prefill_on(rules: VersionRules, max_model_len: int) -> bool:
+    if rules.chunked_prefill == "always":
+        return True
+    return rules.chunked_prefill == "long_context" and max_model_len > 32768
+
+
+def table_markdown() -> str:
+    """The rules as a markdown table (docs/method.md)."""
+    lines = ["| since | engine | default util | batch defaults | chunked prefill | prefix caching | hybrid KV "
+             "manager | CUDA-graph estimate | V2 runner | logged tokens | others' memory | sampler B/logit | source |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in VERSION_RULES:
+        lines.append(f"| {r.since} | {r.engine} | {r.default_util} | {r.batch_defaults} | {r.chunked_prefill} | "
+                     f"{'on' if r.prefix_caching else 'off'} | {'yes' if r.hybrid_allocator else 'no'} | "
+                     f"{'yes' if r.cudagraph_estimate else 'no'} | {'yes' if r.v2_runner else 'no'} | "
+                     f"{r.logged_tokens} | {'from KV' if r.others_reduce_kv else 'must be free'} | "
+                     f"{r.sampler_bytes_per_logit or '12 (fitted)'} | {r.sources} |")
+    return "\n".join(lines)

@@ -1,0 +1,138 @@
+"""`kvcalc plan --vllm-command "vllm serve MODEL --max-model-len 32k ..."`: a pasted vLLM command line, read into
+kvcalc's plan options.
+
+The line is split as a shell would (shlex; environment assignments such as CUDA_VISIBLE_DEVICES=0 and `docker run
+... vllm/vllm-openai` prefixes are skipped up to the vLLM part). Recognised: `vllm serve MODEL`, `python -m
+vllm.entrypoints.openai.api_server --model MODEL` (both: entry point serve) and the flags in FLAGS, in vLLM's own
+spellings (`--flag value`, `--flag=value`, `-tp 2`). Numbers follow vLLM's rule (units.parse_vllm_int: 32k = 32,000,
+32K = 32,768). Flags that change no memory figure kvcalc models (--port, --host, ...) are accepted silently; others
+are warned about, never fatal. Options typed on kvcalc's own command line win over the pasted ones.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from .errors import UsageError, shown
+from .units import parse_vllm_int
+
+MAX_COMMAND = 16_384  # characters: a pasted command line, not a file
+
+# vLLM flag -> (kvcalc option, kind). kind: "int" (vLLM's number rule), "len" (int, or auto/-1), "float", "text",
+# "flag" (a switch with no value: True), "off" (a switch that turns it off: False).
+FLAGS: dict[str, tuple[str, str]] = {
+    "--model": ("model", "text"),
+    "--max-model-len": ("max_model_len", "len"),
+    "--gpu-memory-utilization": ("util", "float"),
+    "--kv-cache-dtype": ("kv", "text"),
+    "--tensor-parallel-size": ("tp", "int"), "-tp": ("tp", "int"),
+    "--pipeline-parallel-size": ("pp", "int"), "-pp": ("pp", "int"),
+    "--quantization": ("quantization", "text"), "-q": ("quantization", "text"),
+    "--dtype": ("dtype", "text"),
+    "--kv-cache-memory-bytes": ("kv_cache_memory_bytes", "int"),
+    "--block-size": ("block_size", "int"),
+    "--max-num-batched-tokens": ("max_num_batched_tokens", "int"),
+    "--max-num-seqs": ("max_num_seqs", "int"),
+    "--enforce-eager": ("enforce_eager", "flag"),
+    "--enable-lora": ("enable_lora", "flag"),
+    "--max-loras": ("max_loras", "int"),
+    "--max-lora-rank": ("max_lora_rank", "int"),
+    "--speculative-config": ("speculative_config", "text"),
+    "--enable-chunked-prefill": ("enable_chunked_prefill", "flag"),
+    "--no-enable-chunked-prefill": ("enable_chunked_prefill", "off"),
+}
+# Flags kvcalc knows and that move no memory figure it models (value-taking unless in SWITCHES).
+IGNORED = {"--port", "--host", "--served-model-name", "--api-key", "--tokenizer", "--revision", "--download-dir",
+           "--chat-template", "--uvicorn-log-level", "--seed", "--tool-call-parser", "--reasoning-parser",
+           "--load-format", "--config", "--generation-config", "--tokenizer-mode", "--trust-remote-code",
+           "--disable-log-requests", "--disable-log-stats", "--enable-auto-tool-choice", "--enable-prefix-caching",
+           "--no-enable-prefix-caching", "--disable-custom-all-reduce", "--swap-space",
+           "--distributed-executor-backend"}
+SWITCHES = {"--trust-remote-code", "--disable-log-requests", "--disable-log-stats", "--enable-auto-tool-choice",
+            "--enable-prefix-caching", "--no-enable-prefix-caching", "--enable-chunked-prefill",
+            "--no-enable-chunked-prefill", "--disable-custom-all-reduce", "--enforce-eager", "--enable-lora"}
+
+
+def _vllm_part(words: list[str]) -> tuple[list[str], str | None]:
+    """The arguments after `vllm serve` (the model first, if positional) or after the OpenAI server module."""
+    for i, w in enumerate(words):
+        if w.endswith("vllm") and i + 1 < len(words) and words[i + 1] == "serve":
+            return words[i + 2:], "serve"
+        if w in ("vllm.entrypoints.openai.api_server", "vllm.entrypoints.api_server"):
+            return words[i + 1:], "serve"
+    raise UsageError("--vllm-command: no `vllm serve` or `python -m vllm.entrypoints.openai.api_server` in "
+                     f"{shown(' '.join(words)[:120])}")
+
+
+def parse_command(text: str) -> tuple[dict, list[str]]:
+    """The kvcalc option values a vLLM command line sets, and warnings for the flags kvcalc ignored."""
+    if len(text) > MAX_COMMAND:
+        raise UsageError(f"--vllm-command is longer than {MAX_COMMAND:,} characters")
+    try:
+        words = shlex.split(text.replace("\\\n", " "))
+    except ValueError as exc:
+        raise UsageError(f"--vllm-command cannot be split as a shell would: {exc}") from None
+    args, entrypoint = _vllm_part(words)
+    values: dict = {"entrypoint": entrypoint}
+    warnings: list[str] = []
+    i = 0
+    if args and not args[0].startswith("-"):
+        values["model"] = args[0]
+        i = 1
+    while i < len(args):
+        word = args[i]
+        flag, eq, inline = word.partition("=") if word.startswith("--") else (word, "", "")
+        i += 1
+        if not flag.startswith("-"):
+            warnings.append(f"--vllm-command: stray argument {shown(word)} ignored")
+            continue
+        known = FLAGS.get(flag)
+        takes_value = (known is not None and known[1] not in ("flag", "off")) or (known is None and flag not in SWITCHES)
+        value = inline if eq else None
+        if takes_value and value is None:
+            if i < len(args) and not (args[i].startswith("-") and args[i] != "-1"):
+                value = args[i]
+                i += 1
+            elif known is not None:
+                raise UsageError(f"--vllm-command: {flag} needs a value")
+        if known is None:
+            if flag not in IGNORED:
+                warnings.append(f"--vllm-command: {flag} is not modelled by kvcalc; ignored")
+            continue
+        name, kind = known
+        if kind in ("flag", "off"):
+            values[name] = kind == "flag"
+        elif kind == "float":
+            try:
+                values[name] = float(value)
+            except ValueError:
+                raise UsageError(f"--vllm-command: {flag} {shown(value)} is not a number") from None
+        elif kind == "len" and str(value).strip().lower() in ("auto", "-1"):
+            values[name] = -1
+        elif kind in ("int", "len"):
+            values[name] = parse_vllm_int(value, what=f"--vllm-command {flag}")
+        else:
+            values[name] = value
+    if "model" not in values:
+        raise UsageError("--vllm-command names no model (vllm serve MODEL, or --model MODEL)")
+    return values, warnings
+
+
+def apply_command(text: str, given: dict, explicit: set[str]) -> tuple[dict, list[str]]:
+    """`given` (the plan options) with the command's values filled in where the user typed no kvcalc option."""
+    from . import limits
+
+    values, warnings = parse_command(text)
+    out = dict(given)
+    for name, value in values.items():
+        if name in explicit:
+            if out.get(name) != value:
+                warnings.append(f"--vllm-command sets {name} {shown(value)}; the kvcalc option given "
+                                f"({shown(out.get(name))}) wins")
+            continue
+        if name in limits.BOUNDS and value != -1:
+            limits.check(name, value)
+        if name == "util" and not 0 < value <= 1:  # NaN fails this too
+            raise UsageError(f"--vllm-command: --gpu-memory-utilization must be in (0, 1], got {shown(value)}")
+        out[name] = value
+    return out, warnings
