@@ -819,7 +819,8 @@ def judge(o: Outcome) -> list[str]:
             problems.append("exit 2 without exactly one error line: " + repr(o.stderr[:200]))
         if "Traceback" in o.stderr or "Usage:" in o.stderr:
             problems.append("exit 2 with a traceback or usage block")
-    if any(len(line) > MAX_LINE for line in o.stderr.splitlines()):
+    # (the web API's errors are a JSON field, not a terminal line: its list of known parameters may be long)
+    if o.argv[0] != "serve" and any(len(line) > MAX_LINE for line in o.stderr.splitlines()):
         problems.append(f"exit {o.code}: a message line over {MAX_LINE} characters (input echoed in full?)")
     if o.code == 2:
         pass
