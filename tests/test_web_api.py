@@ -324,3 +324,20 @@ def test_search_is_the_cli_search(client):
                           ({"concurrency": None}, "exactly one of")):
         r = client.get("/api/search", params={k: v for k, v in {**params, **bad}.items() if v is not None})
         assert r.status_code == 400 and fragment in r.json()["error"], r.text
+
+
+def test_serve_binds_loopback_unless_told():
+    from kvcalc.cli import cli
+
+    serve = cli.get_command(None, "serve")
+    defaults = {p.name: p.default for p in serve.params}
+    assert defaults["host"] == "127.0.0.1" and defaults["port"] == 8000
+    assert all(p.is_flag for p in serve.params if p.name in ("allow_hub", "open_browser"))  # off unless given
+
+
+def test_hub_like_local_path_is_never_read(monkeypatch):
+    """With --allow-hub, 'owner/name' that is a folder on the server would be read by load_model: refused."""
+    monkeypatch.chdir(ROOT)
+    opened = TestClient(web_app.create_app(allow_hub=True))
+    r = opened.get("/api/plan", params={"model": "tests/fixtures"})
+    assert r.status_code == 400 and "never reads" in r.json()["error"]

@@ -1,6 +1,7 @@
 """End to end: `kvcalc serve` in a real process, the page in the distribution's headless Chromium (apt `chromium`),
 driven by playwright with `executable_path` (no browser download). The numbers the page shows must be the CLI's for
-the same inputs, the plots must draw and answer hover, and the screenshots in docs/img/ come from these runs.
+the same inputs, the plots must draw and answer hover. The screenshots in docs/img/ come from these runs with
+KVCALC_WRITE_SCREENSHOTS=1; otherwise they go to a temporary folder, so a test run never edits tracked files.
 
 Skips, saying why, when chromium, playwright or the web extra is missing (.ci/run installs them)."""
 
@@ -10,6 +11,7 @@ import json
 import os
 import shutil
 import socket
+import tempfile
 import subprocess
 import sys
 import time
@@ -25,7 +27,8 @@ sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not 
 from cli_helper import invoke  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-IMG = ROOT / "docs" / "img"
+IMG = (ROOT / "docs" / "img" if os.environ.get("KVCALC_WRITE_SCREENSHOTS") == "1"
+       else Path(tempfile.mkdtemp(prefix="kvcalc-web-shots-")))
 CONFIGS = ROOT / "tests" / "fixtures" / "configs"
 GiB = 2**30
 CHROMIUM = next((p for p in (os.environ.get("KVCALC_CHROMIUM"), "/usr/bin/chromium", shutil.which("chromium"),

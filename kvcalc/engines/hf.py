@@ -190,11 +190,8 @@ def decode_transient_bytes(spec: ModelSpec, s: HfSettings, tokens: int) -> int:
     return worst + s.batch * spec.vocab_size * (s.dtype_bytes + 4)
 
 
-def estimate(spec: ModelSpec, s: HfSettings, gpu: GpuProfile | None = None) -> HfEstimate:
-    _check(spec, s)
-    c = engine_constants("hf")
-    notes: list[str] = []
-    static = weight_bytes(spec, s.weights, s.dtype_bytes)
+def _memory(spec: ModelSpec, s: HfSettings, static: int, c: dict) -> tuple[int, int, int, int, int, int, int]:
+    """(cache tokens, cache, decode transient, prefill activation, peak increment, CUDA context, total) bytes."""
     cache_tokens = s.prompt_len + s.new_tokens - 1  # the last sampled token is never fed back
     cache = hf_cache_bytes(spec.layers, s.batch, cache_tokens, s.prompt_len, s.kv, s.dtype_bytes)
     transient = decode_transient_bytes(spec, s, cache_tokens)
@@ -203,7 +200,15 @@ def estimate(spec: ModelSpec, s: HfSettings, gpu: GpuProfile | None = None) -> H
     prompt_cache = hf_cache_bytes(spec.layers, s.batch, s.prompt_len, s.prompt_len, s.kv, s.dtype_bytes)
     peak = max(prompt_cache + prefill, cache + transient)
     context = int(c["cuda_context_bytes"])
-    total = static + peak + context
+    return cache_tokens, cache, transient, prefill, peak, context, static + peak + context
+
+
+def estimate(spec: ModelSpec, s: HfSettings, gpu: GpuProfile | None = None) -> HfEstimate:
+    _check(spec, s)
+    c = engine_constants("hf")
+    notes: list[str] = []
+    static = weight_bytes(spec, s.weights, s.dtype_bytes)
+    cache_tokens, cache, transient, prefill, peak, context, total = _memory(spec, s, static, c)
     fits, shortfall = True, 0
     if gpu is not None:
         fits = total <= gpu.memory_total_bytes
@@ -227,12 +232,15 @@ def max_context(spec: ModelSpec, s: HfSettings, gpu: GpuProfile) -> int:
     """Longest prompt+generation (at s.batch, generating s.new_tokens) that fits on the GPU, by bisection; at most
     the model's max_position_embeddings (what the model was trained for), or kvcalc's MAX_CONTEXT when config.json
     states none (the bound was 2 then: "2 (model max)" beside a context that fits, fuzz review 1d)."""
+    _check(spec, s)
+    c = engine_constants("hf")
+    static = weight_bytes(spec, s.weights, s.dtype_bytes)  # the same at every length: computed once, not per step
     lo, hi = 0, max(spec.max_position_embeddings, 2) if spec.max_position_embeddings else limits.MAX_CONTEXT
     while lo < hi:
         mid = (lo + hi + 1) // 2
         prompt = max(mid - s.new_tokens, 1)
         trial = HfSettings(s.weights, s.kv, s.batch, prompt, s.new_tokens, s.dtype_bytes)
-        if estimate(spec, trial, gpu).fits:
+        if _memory(spec, trial, static, c)[-1] <= gpu.memory_total_bytes:  # estimate(...).fits, without its notes
             lo = mid
         else:
             hi = mid - 1

@@ -122,7 +122,12 @@ def load_config_text(text: str, name: str = "pasted") -> object:
     if not isinstance(cfg, dict):
         raise UsageError("config.json must be a JSON object")
     label = re.sub(r"[^\w.+-]", "_", name or "pasted")[:60] or "pasted"
-    return spec_from_config(cfg, name=label, source="pasted config.json")
+    # as checkpoint.load_checkpoint reads a lone config.json file: its quantization_config names the checkpoint format
+    from ..checkpoint import Checkpoint
+    from ..quant_config import find_quant_config, parse_scheme
+
+    ck = Checkpoint("pasted config.json", parse_scheme(find_quant_config(cfg), None))
+    return dataclasses.replace(spec_from_config(cfg, name=label, source=ck.origin), checkpoint=ck)
 
 
 def resolve_model(params: dict, allow_hub: bool):
@@ -145,6 +150,11 @@ def resolve_model(params: dict, allow_hub: bool):
         if not allow_hub:
             raise UsageError(f"model {model!r} is not in the catalog, and this server reads no hub ids "
                              "(start it with `kvcalc serve --allow-hub`, or paste the model's config.json)")
+        import os
+
+        if os.path.lexists(model):  # load_model would read this local file or folder: never on a request's behalf
+            raise UsageError(f"model {model!r} names a file or folder on this server, which the web page never reads; "
+                             "give a hub id, or paste the config.json")
         from ..catalog import load_model  # the CLI's own path: checkpoint reading, quantization, weight bytes
 
         return None, load_model(model)

@@ -226,7 +226,7 @@
       if (explainKey) openExplain(...explainKey.split("|"), true);
     } catch (err) {
       if (err.name === "AbortError" || mine !== generation) return;
-      setStatus((s.gpu.length > 1 ? "" : "") + err.message, true);
+      setStatus(err.message, true);
       markInvalid(err.message);
       document.body.dataset.state = "error";
     }
