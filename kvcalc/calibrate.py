@@ -153,16 +153,21 @@ class EnvCalibration:
 
 def load_profile(path: Path | None = None) -> list[EnvCalibration]:
     """Every calibration in the profile ([] when there is none); a damaged file is one line, exit 2."""
+    from .input_files import is_file, parse_json, read_text
+
     path = path or profile_path()
-    if not path.is_file():
+    if not is_file(path):
         return []
     try:
-        if path.stat().st_size > MAX_PROFILE_BYTES:
-            raise ValueError("larger than 1 MiB")
-        data = json.loads(path.read_text(encoding="utf-8"))
+        # read as data (input_files): capped, UTF-8 checked, bounded nesting and digits (a 200,000-deep array was a
+        # RecursionError traceback on every plan; found by tests/fuzz_cases.py)
+        data = parse_json(read_text(path, "calibration profile", MAX_PROFILE_BYTES), "the file")
         if not isinstance(data, dict) or data.get("schema") != SCHEMA:
             raise ValueError(f"not a {SCHEMA} file")
-        return [EnvCalibration.from_json(e, str(path)) for e in data.get("environments", [])]
+        envs = data.get("environments", [])
+        if not isinstance(envs, list) or not all(isinstance(e, dict) for e in envs):  # (a string entry: fuzz)
+            raise ValueError("environments is not a list of objects")
+        return [EnvCalibration.from_json(e, str(path)) for e in envs]
     except (OSError, ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
         raise UsageError(f"calibration profile {path}: {exc}; fix or delete it (or pass --no-calibration)") from None
 

@@ -13,27 +13,23 @@ The weight bytes of the baseline row then come from, in this order (WeightsTotal
 3. the closed form: ModelSpec's parameter counts with each Linear in the checkpoint's quantized layout
    (quant_config.py), everything else in the config's dtype.
 
-Hub ids: with huggingface_hub installed, config.json and the small JSON files come through hf_hub_download, which
-answers from its cache when HF_HUB_OFFLINE=1 or the network is down; online, the safetensors headers come from the
-hub's header metadata (get_safetensors_metadata: HTTP range requests, no weights downloaded). Without
-huggingface_hub, the cache layout (HF_HUB_CACHE, HF_HOME/hub, ~/.cache/huggingface/hub) is read directly.
+Hub ids: the huggingface_hub cache (HF_HUB_CACHE, HF_HOME/hub, ~/.cache/huggingface/hub) is read first, directly;
+with HF_HUB_OFFLINE=1 nothing else is tried. Otherwise, with huggingface_hub installed, config.json and the small JSON
+files come through hf_hub_download and the safetensors headers from the hub's header metadata
+(get_safetensors_metadata: HTTP range requests, no weights downloaded), all within HUB_TIMEOUT_S (fuzz review H9).
 """
 
 from __future__ import annotations
 
-import logging
 import os
 import re
-import socket
-from contextlib import contextmanager
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from .errors import UsageError, shown
-from .formats import WEIGHT_FORMATS, WeightFormat
 from .input_files import exists
+from .formats import WEIGHT_FORMATS, WeightFormat
 from .quant_config import QuantScheme, find_quant_config, parse_scheme
 from .safetensors_header import TensorEntry, read_header
 
@@ -93,69 +89,90 @@ def cached_snapshot(hub_id: str, revision: str = "main") -> Path | None:
     return None
 
 
-def _offline_env() -> bool:
-    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+# Seconds the hub may take for one model (config.json, then the small JSON files and the safetensors header metadata).
+# huggingface_hub alone retries a failed DNS lookup for ~24 s and waits ~400 s on an endpoint that accepts but never
+# answers (fuzz review H9); KVCALC_HUB_TIMEOUT changes it.
+HUB_TIMEOUT_S = 4.0
 
 
-@lru_cache(maxsize=1)
-def hub_reachable() -> bool:
-    """Whether the hub answers at all: one TCP connect (3 s) to huggingface_hub's endpoint. Without it, an offline
-    machine waits ~25 s in huggingface_hub's retries before every answer; with it, kvcalc goes to the cache at once."""
-    if _offline_env():
-        return False
+def _hub_timeout() -> float:
     try:
-        from urllib.parse import urlparse
-
-        from huggingface_hub import constants
-
-        url = urlparse(constants.ENDPOINT)
-        host, port = url.hostname or "huggingface.co", url.port or (443 if url.scheme == "https" else 80)
-        socket.create_connection((host, port), timeout=3).close()
-        return True
-    except (OSError, ValueError, ImportError):
-        return False
+        value = float(os.environ.get("KVCALC_HUB_TIMEOUT", HUB_TIMEOUT_S))
+    except ValueError:
+        return HUB_TIMEOUT_S
+    return value if 0 < value <= 600 else HUB_TIMEOUT_S  # (NaN fails the comparison too)
 
 
-@contextmanager
-def _quiet_hub():
-    """huggingface_hub logs its retries as warnings on stderr; kvcalc's errors are one line, so silence them."""
-    log = logging.getLogger("huggingface_hub")
-    level = log.level
-    log.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        log.setLevel(level)
+def _offline() -> bool:
+    """HF_HUB_OFFLINE (or TRANSFORMERS_OFFLINE) as huggingface_hub reads it, also when set after it was imported."""
+    return any(os.environ.get(k, "").strip().lower() in ("1", "on", "yes", "true")
+               for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
 
 
-def _hub_download(hub_id: str) -> Path:
-    """The folder holding hub_id's config.json: through huggingface_hub when it is installed (online when the hub
-    answers, else its cache), or the cache read directly."""
+class _NoAnswer(Exception):
+    pass
+
+
+def _bounded(call, seconds: float):
+    """call() in a daemon thread, given at most `seconds` (the process may exit while it still waits); its result, its
+    exception re-raised, or _NoAnswer. huggingface_hub's "Retrying in 8s [Retry 4/5]" lines are silenced."""
+    import logging
+    import threading
+
+    result: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            result["value"] = call()
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller
+            result["error"] = exc
+
+    logging.getLogger("huggingface_hub").setLevel(logging.ERROR)
+    worker = threading.Thread(target=run, name="kvcalc-hub", daemon=True)
+    worker.start()
+    worker.join(max(seconds, 0.0))
+    if worker.is_alive():
+        raise _NoAnswer()
+    if "error" in result:
+        raise result["error"]
+    return result["value"]
+
+
+def _hub_download(hub_id: str, deadline: float) -> Path:
+    """config.json of hub_id: the local cache first (no network), then the hub until `deadline` (time.monotonic()),
+    never the network when HF_HUB_OFFLINE is set; the folder holding it."""
+    import time
+
+    snap = cached_snapshot(hub_id)
+    if snap is not None:
+        return snap
     try:
         from huggingface_hub import hf_hub_download
     except ImportError:
-        snap = cached_snapshot(hub_id)
-        if snap is not None:
-            return snap
         raise UsageError(f"{shown(hub_id)} is not in the catalog or the huggingface_hub cache, and huggingface_hub "
                          "is not installed (pip install 'kvcalc[hub]'); or pass a local checkpoint folder") from None
-    online = hub_reachable()
+    if _offline():
+        raise UsageError(f"{shown(hub_id)} is not in the catalog nor in the local hub cache, and HF_HUB_OFFLINE is "
+                         "set; pass a local checkpoint folder or config.json with --model PATH")
+    timeout = deadline - time.monotonic()
     try:
-        with _quiet_hub():
-            return Path(hf_hub_download(hub_id, "config.json", local_files_only=not online,
-                                        cache_dir=hub_cache_dir())).parent
-    except Exception as exc:  # not cached, gated, missing: all the same to the user
-        snap = cached_snapshot(hub_id)
-        if snap is not None:
-            return snap
-        where = "from the hub or its cache" if online else "from the huggingface_hub cache (the hub is unreachable)"
-        raise UsageError(f"cannot get config.json of {shown(hub_id)} {where} ({type(exc).__name__}); "
-                         "pass a local checkpoint folder with --model PATH") from None
+        return Path(_bounded(lambda: hf_hub_download(hub_id, "config.json", etag_timeout=timeout,
+                                                     cache_dir=hub_cache_dir()), timeout)).parent
+    except _NoAnswer:
+        raise UsageError(f"no answer from the hub for config.json of {shown(hub_id)} within {_hub_timeout():g} s; "
+                         "offline? pass a local checkpoint folder with --model PATH (or raise KVCALC_HUB_TIMEOUT)"
+                         ) from None
+    except Exception as exc:  # gated, missing, unreachable: all the same to the user
+        raise UsageError(f"cannot get config.json of {shown(hub_id)} from the hub or its cache "
+                         f"({type(exc).__name__}); offline? pass a local checkpoint folder with --model PATH") from None
 
 
-def _hub_extras(hub_id: str, folder: Path) -> tuple[dict | None, list[TensorEntry] | None, int]:
-    """Online only: the hub's small JSON files next to config.json and its safetensors header metadata."""
-    if not hub_reachable():
+def _hub_extras(hub_id: str, folder: Path, deadline: float) -> tuple[dict | None, list[TensorEntry] | None, int]:
+    """Online only: the hub's small JSON files next to config.json and its safetensors header metadata, each given
+    what is left until `deadline` (at least half a second); what does not come in time is left to the other sources."""
+    import time
+
+    if _offline():
         return None, None, 0
     try:
         from huggingface_hub import get_safetensors_metadata, hf_hub_download
@@ -163,17 +180,17 @@ def _hub_extras(hub_id: str, folder: Path) -> tuple[dict | None, list[TensorEntr
         return None, None, 0
     hf_quant = None
     try:
-        with _quiet_hub():
-            path = Path(hf_hub_download(hub_id, "hf_quant_config.json", cache_dir=hub_cache_dir()))
-        hf_quant = _read_json(path, "hf_quant_config.json")
+        left = max(deadline - time.monotonic(), 0.5)
+        path = _bounded(lambda: hf_hub_download(hub_id, "hf_quant_config.json", etag_timeout=left,
+                                                        cache_dir=hub_cache_dir()), left)
+        hf_quant = _read_json(Path(path), "hf_quant_config.json")
     except UsageError:
         raise
-    except Exception:  # absent: most checkpoints have none
+    except Exception:  # absent (most checkpoints have none), or no answer in time
         pass
     try:
-        with _quiet_hub():
-            meta = get_safetensors_metadata(hub_id)
-    except Exception:  # no safetensors, or unreachable: fall back to the other sources
+        meta = _bounded(lambda: get_safetensors_metadata(hub_id), max(deadline - time.monotonic(), 0.5))
+    except Exception:  # no safetensors, unreachable or no answer in time: fall back to the other sources
         return hf_quant, None, 0
     from .safetensors_header import header_from_json
 
@@ -273,8 +290,11 @@ def load_checkpoint(key: str) -> tuple[dict[str, Any], str, Checkpoint]:
             return cfg, folder.resolve().name, ck
         scheme = parse_scheme(find_quant_config(cfg), None)
         return cfg, path.stem, Checkpoint(f"file {key}", scheme)
-    folder = _hub_download(key)
-    hf_quant, tensors, n_files = _hub_extras(key, folder)
+    import time
+
+    deadline = time.monotonic() + _hub_timeout()
+    folder = _hub_download(key, deadline)
+    hf_quant, tensors, n_files = _hub_extras(key, folder, deadline)
     cfg, ck = read_folder(folder, f"hub {key}")
     if hf_quant is not None and ck.scheme is None:
         ck = Checkpoint(ck.origin, parse_scheme(find_quant_config(cfg), hf_quant), ck.tensors, ck.header_files,

@@ -123,7 +123,9 @@ WEIGHT_FORMATS: dict[str, WeightFormat] = {
 
 _WEIGHT_ALIASES = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32", "auto": "bf16",
                    "awq-int4": "awq", "gptq-int4": "gptq", "bnb-nf4": "nf4", "nf4dq": "nf4-dq", "hqq": "hqq4",
-                   "bnb-int8": "int8", "w8": "fp8"}
+                   "bnb-int8": "int8", "w8": "fp8",
+                   # vLLM's `quantization` names for the same bytes run by another kernel (fuzz review §3)
+                   "awq-marlin": "awq", "gptq-marlin": "gptq"}
 
 
 def _lookup(registry: dict, aliases: dict[str, str], name: str, what: str):
@@ -220,7 +222,9 @@ KV_FORMATS: dict[str, KvFormat] = {
 }
 
 
-_KV_ALIASES = {"bf16": "auto", "fp16": "auto", "default": "auto", "fp8-e4m3": "fp8", "e4m3": "fp8",
+_KV_ALIASES = {"bf16": "auto", "fp16": "auto", "default": "auto",
+               # vLLM's kv_cache_dtype 'bfloat16'/'float16' on a 16-bit model is its 'auto' (fuzz review §3)
+               "bfloat16": "auto", "float16": "auto", "half": "auto", "fp8-e4m3": "fp8", "e4m3": "fp8",
                "e5m2": "fp8-e5m2", "hqq4": "hqq-4", "hqq2": "hqq-2", "quanto4": "quanto-4", "quanto2": "quanto-2",
                "int4": "hqq-4", "4bit": "hqq-4", "2bit": "hqq-2",
                "int8": "hqq-8", "hqq8": "hqq-8", "8bit": "hqq-8"}

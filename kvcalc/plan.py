@@ -27,13 +27,13 @@ def resolve_vllm_version(text: str | None) -> str:
     """--vllm-version as packaging reads version numbers (PEP 440): '' or None is the default, 'v0.24' is 0.24,
     '0.26.0rc1' follows the 0.26.0 rules; anything else ('abc', '-1', '32k') is refused. The rules go by release
     number, and versions before 0.9.1 (no V1 engine accounting) are refused by the engine."""
-    from packaging.version import InvalidVersion, Version
+    from packaging.version import Version
 
     if text is None or not str(text).strip():
         return vllm_engine.DEFAULT_VERSION
     try:
         version = Version(str(text).strip())
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, or a 5,000-digit part past the interpreter's integer-digit limit
         raise UsageError(f"--vllm-version {shown(text)} is not a version number like "
                          f"{vllm_engine.DEFAULT_VERSION}") from None
     release = version.base_version
@@ -264,7 +264,7 @@ class Row:
     weights_format: str
     kv_format: str
     weights_bytes: int
-    kv_bytes_per_token: float
+    kv_bytes_per_token: int
     kv_capacity_tokens: int | None  # vLLM: the logged "GPU KV cache size"; HF: longest context that fits at --batch
     max_concurrency: int | None  # vLLM: requests of --context tokens at once; HF: None
     hf_memory_bytes: int | None  # HF: everything the process holds at --context and --batch
@@ -378,7 +378,8 @@ def _hf_row(req: PlanRequest, choice: FormatChoice) -> Row | None:
     longest = hf_engine.max_context(req.spec, settings, req.gpu)
     speed = decode_speed(req.spec, req.gpu, "hf", w, k, req.batch, req.context)
     # per token of context at --context: sliding-window layers stop growing past their window
-    per_token = hf_cache_bytes(req.spec.layers, 1, req.context, req.context, k, 2) / req.context
+    # (whole bytes, as every byte figure in the JSON: rounded as the table rounds it)
+    per_token = round(hf_cache_bytes(req.spec.layers, 1, req.context, req.context, k, 2) / req.context)
     return Row(config=choice.key, label=choice.label, engine="hf", weights_format=w.name, kv_format=k.name,
                weights_bytes=est.static_bytes, kv_bytes_per_token=per_token, kv_capacity_tokens=longest,
                max_concurrency=None, hf_memory_bytes=est.total_bytes, decode_tokens_per_s=speed.tokens_per_s,
@@ -418,7 +419,7 @@ def request_warnings(req: PlanRequest) -> list[str]:
         out.append(f"the rows plan the text decoder; not in their weights: {'; '.join(spec.uncounted)}")
     if is_newer_than_known(req.vllm_version):
         newest = rules_for(req.vllm_version).since
-        out.append(f"vLLM {req.vllm_version} is newer than the newest release kvcalc has rules for ({newest}); "
+        out.append(f"vLLM {shown(req.vllm_version, 40, quote=False)} is newer than the newest release kvcalc has rules for ({newest}); "
                    f"the {newest} rules apply")
     return out
 

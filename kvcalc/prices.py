@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from .errors import UsageError
+from .errors import UsageError, shown
+from .input_files import is_file
 
 MAX_FILE_BYTES = 1 << 20
 
@@ -76,16 +77,10 @@ def _entries(data, where: str) -> dict[str, Price]:
 
 
 def _read_yaml(path: Path, where: str):
-    import yaml
+    """A user's price file as data: capped, regular UTF-8 files only, no YAML anchors or tags (input_files)."""
+    from .input_files import parse_yaml, read_text
 
-    try:
-        if path.stat().st_size > MAX_FILE_BYTES:
-            raise UsageError(f"{where}: larger than {MAX_FILE_BYTES} bytes; not a price list")
-        return yaml.safe_load(path.read_text())
-    except OSError as exc:
-        raise UsageError(f"{where}: cannot read it ({exc.strerror})") from None
-    except yaml.YAMLError as exc:
-        raise UsageError(f"{where}: not valid YAML ({str(exc).splitlines()[0]})") from None
+    return parse_yaml(read_text(path, "price file", MAX_FILE_BYTES), where)
 
 
 def shipped_prices() -> dict[str, Price]:
@@ -109,8 +104,8 @@ def load_prices(overrides: tuple[str, ...] | list[str] = (), prices_file: str | 
     prices = shipped_prices()
     if prices_file:
         path = Path(prices_file)
-        if not path.is_file():
-            raise UsageError(f"--prices {prices_file}: no such file")
+        if not is_file(prices_file):  # (a NUL byte or an over-long name is "no such file", not a traceback)
+            raise UsageError(f"--prices {shown(prices_file)}: no such file")
         prices.update(_entries(_read_yaml(path, f"--prices {prices_file}"), f"--prices {prices_file}"))
     elif use_user_file and user_prices_path().is_file():
         path = user_prices_path()

@@ -52,7 +52,7 @@ def render_table(req: PlanRequest, rows: list[Row]) -> None:
         fits = "yes" if r.fits else f"no (-{r.shortfall_bytes / GiB:.2f} GiB)"
         capacity = "-" if r.kv_capacity_tokens is None else fmt_tokens(r.kv_capacity_tokens)
         if r.engine == "hf" and r.kv_capacity_tokens is not None:
-            at_limit = r.kv_capacity_tokens >= spec.max_position_embeddings
+            at_limit = 0 < spec.max_position_embeddings <= r.kv_capacity_tokens
             capacity += " (model max)" if at_limit else " (max ctx)"
         table.add_row(r.config, r.engine, _gib(r.weights_bytes), f"{r.kv_bytes_per_token:,.0f}", capacity,
                       "-" if r.max_concurrency is None else str(r.max_concurrency), _gib(r.hf_memory_bytes),

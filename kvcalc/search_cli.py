@@ -47,7 +47,8 @@ def _utils(text: str | None) -> tuple[float, ...] | None:
             if step <= 0:
                 raise ValueError
             count = int(round((stop - start) / step)) + 1
-            values = [round(start + i * step, 4) for i in range(max(count, 0))]
+            # refused below, before the list is built: a step of 1e-9 would build ~10^9 values
+            values = [round(start + i * step, 4) for i in range(max(count, 0))] if count <= 1000 else [0.0] * 1001
         else:
             values = [float(x) for x in _split(text, "--utils")]
     except ValueError:

@@ -8,6 +8,10 @@ from .latency import ASSUMPTIONS
 from .render import _console
 
 
+# Rows the table prints: rich lays out a 10,000-row table in ~7 s (and nobody reads it); --json lists all --top.
+TABLE_ROWS = 200
+
+
 def _deployment(d) -> str:
     par = f"TP{d.tp}" + (f"xPP{d.pp}" if d.pp > 1 else "")
     return f"{d.replicas} x {d.tp * d.pp} {d.gpu} {par}" if d.replicas > 1 else f"{d.tp * d.pp} {d.gpu} {par}"
@@ -46,8 +50,12 @@ def render_search(res) -> None:
     if not res.results:
         console.print(res.message)
     else:
+        shown_rows = res.results[:TABLE_ROWS]
         console.print(_table("Cheapest deployments that meet the targets (ranked by $/h, then $/M output tokens)",
-                             res.results))
+                             shown_rows))
+        if len(res.results) > len(shown_rows):
+            console.print(f"... and {len(res.results) - len(shown_rows):,} more (--json lists all --top "
+                          f"{len(res.results):,})")
         front = [d for d in res.pareto]
         console.print(_table("Pareto front: cost per hour vs TPOT (no other deployment is both cheaper and faster)",
                              front[:12]))

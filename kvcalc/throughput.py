@@ -126,6 +126,9 @@ def gpu_rates(gpu: GpuProfile) -> GpuRates:
 
 
 def _emulated(min_cc: float | None, gpu: GpuProfile) -> bool:
+    """A format whose kernels need NVIDIA compute capability min_cc runs emulated below it. AMD profiles state no CUDA
+    compute capability (null); MI300X's CDNA3 matrix cores do FP8 natively, so FP8 (min_cc 8.9 on NVIDIA: Ada and
+    Hopper) is the one such format that is native there."""
     return min_cc is not None and (gpu.compute_capability or 0.0) < min_cc and not (
         gpu.vendor == "amd" and min_cc == 8.9)
 

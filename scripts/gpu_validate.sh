@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # kvcalc validation on the GPU host (one H200): real transformers and vLLM beside kvcalc's predictions.
 #
-# One command (send .gpu-bundle along; see ../shared/gpu/README.md):
+# One command (the GPU host's set-up script, device_setup.sh from the .gpu-bundle the session's device tool carries,
+# is not part of this repository; it installs vLLM/torch and sets KVCALC_READY=1):
 #   source .gpu-bundle/device_setup.sh .gpu-bundle; [ "$KVCALC_READY" = 1 ] || exit 3; bash scripts/gpu_validate.sh
 # Arguments:  [all|hf|vllm] [quick]
 #   all   (default) the transformers matrix (first ~190 s), then the vLLM matrix, ~8 min in all

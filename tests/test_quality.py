@@ -182,3 +182,11 @@ def test_2bit_cache_is_worse_than_4bit(token_by_token):
     assert m2["ppl_after_128"] > m4["ppl_after_128"]
     assert m2["kl_after_128"] > m4["kl_after_128"]
     assert m2["ppl"] > m4["ppl"]
+
+
+def test_the_core_copy_of_the_loop_threshold_is_the_runners():
+    # review §1.2.9: quality.py may not import kvcalc/validate/ (house rule), so it keeps a copy; this holds it equal
+    from kvcalc import quality
+    from kvcalc.validate import quality_runner
+
+    assert quality.LOOP_THRESHOLD == quality_runner.LOOP_THRESHOLD

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
+from .. import limits
 from ..constants import engine_constants
 from ..errors import UsageError
 from ..formats import KvFormat, WeightFormat
@@ -229,11 +230,12 @@ def estimate(spec: ModelSpec, s: HfSettings, gpu: GpuProfile | None = None) -> H
 
 def max_context(spec: ModelSpec, s: HfSettings, gpu: GpuProfile) -> int:
     """Longest prompt+generation (at s.batch, generating s.new_tokens) that fits on the GPU, by bisection; at most
-    the model's max_position_embeddings (what the model was trained for)."""
+    the model's max_position_embeddings (what the model was trained for), or kvcalc's MAX_CONTEXT when config.json
+    states none (the bound was 2 then: "2 (model max)" beside a context that fits, fuzz review 1d)."""
     _check(spec, s)
     c = engine_constants("hf")
     static = weight_bytes(spec, s.weights, s.dtype_bytes)  # the same at every length: computed once, not per step
-    lo, hi = 0, max(spec.max_position_embeddings, 2)
+    lo, hi = 0, max(spec.max_position_embeddings, 2) if spec.max_position_embeddings else limits.MAX_CONTEXT
     while lo < hi:
         mid = (lo + hi + 1) // 2
         prompt = max(mid - s.new_tokens, 1)

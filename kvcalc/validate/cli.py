@@ -16,7 +16,17 @@ from pathlib import Path
 
 import click
 
-from ..errors import UsageError
+from .. import limits
+from ..cli_errors import CONTEXT_SETTINGS
+from ..errors import UsageError, shown
+from ..input_files import is_file
+
+
+def _fraction(ctx, param, value):
+    """--util as on `kvcalc plan`: a share in (0, 1]; NaN, inf and 0 are refused (click's FloatRange lets NaN by)."""
+    if value is not None and not 0 < value <= 1:
+        raise UsageError(f"--util must be in (0, 1], got {shown(value)}: it is vLLM's gpu_memory_utilization")
+    return value
 
 
 def _from_log(path: str, model: str | None, gpu: str | None, as_json: bool, overrides: dict, *, strict: bool = False,
@@ -30,8 +40,8 @@ def _from_log(path: str, model: str | None, gpu: str | None, as_json: bool, over
         raise UsageError("--from-log needs --gpu (e.g. h100-sxm); the log's own total memory replaces the "
                          "profile's when the log states it")
     p = Path(path)
-    if not p.is_file():
-        raise UsageError(f"cannot read log {path!r}: no such file")
+    if not is_file(path):  # (input_files.is_file: a NUL byte or an over-long name is "no such file", not a traceback)
+        raise UsageError(f"cannot read log {shown(path)}: no such file")
     parsed = parse_vllm_log(read_log(p), run=run)
     for warning in parsed["warnings"]:
         click.echo(f"warning: {warning}", err=True)
@@ -66,9 +76,9 @@ def _from_log(path: str, model: str | None, gpu: str | None, as_json: bool, over
             click.echo(f"MISMATCH {line}")
         for line in report["notes"]:
             click.echo(f"note: {line}")
-        shown = ", ".join(f"{k} {v['value']} ({v['from']})" for k, v in report["assumed"].items()
-                          if v["value"] is not None)
-        click.echo(f"settings: {shown}")
+        assumed = ", ".join(f"{k} {v['value']} ({v['from']})" for k, v in report["assumed"].items()
+                            if v["value"] is not None)
+        click.echo(f"settings: {assumed}")
         click.echo(f"verdict: {passes} PASS, {len(misses)} MISS" + (f" ({', '.join(misses)})" if misses else "")
                    + (f", {len(mismatches)} MISMATCH" if mismatches else ""))
     if strict and (misses or mismatches):
@@ -148,8 +158,8 @@ def _report(path: str, as_json: bool) -> None:
     from .results import read_results
 
     p = Path(path)
-    if not p.is_file():
-        raise UsageError(f"cannot read results {path!r}: no such file")
+    if not is_file(path):  # (a NUL byte or an over-long name is "no such file", not a traceback)
+        raise UsageError(f"cannot read results {shown(path)}: no such file")
     rows, warnings = read_results(p)
     for warning in warnings:
         click.echo(f"warning: {warning}", err=True)
@@ -192,7 +202,7 @@ def _run(hf: bool, vllm: bool, quick: bool, out: str | None, device: str, model:
     matrix.main(argv)
 
 
-@click.command("validate", context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+@click.command("validate", context_settings=CONTEXT_SETTINGS)
 @click.option("--from-log", "from_log", metavar="FILE", help="a vLLM start-up log to compare with kvcalc")
 @click.option("--bench", metavar="FILE",
               help="a `vllm bench serve --save-result` or `vllm bench throughput --output-json` result to compare "
@@ -205,6 +215,7 @@ def _run(hf: bool, vllm: bool, quick: bool, out: str | None, device: str, model:
 @click.option("--kv", "--kv-cache-dtype", "kv", help="--from-log: KV cache dtype (kvcalc's or vLLM's name: auto, fp8, "
               "bfloat16, fp8_e5m2) [default: the log's]")
 @click.option("--util", "--gpu-memory-utilization", "util", type=click.FloatRange(0, 1, min_open=True),
+              callback=_fraction,
               help="--from-log: gpu_memory_utilization [default: the log's, else the version's default]")
 @click.option("--weights", "--quantization", "weights",
               help="--from-log: weight format (kvcalc's or vLLM's name: bf16, fp8, awq, awq_marlin, gptq, nf4) "
@@ -226,9 +237,9 @@ def _run(hf: bool, vllm: bool, quick: bool, out: str | None, device: str, model:
 @click.option("--quick", is_flag=True, help="a small matrix (< 5 min on one GPU)")
 @click.option("--out", metavar="DIR", help="folder for results (JSONL), logs and the summary")
 @click.option("--device", type=click.Choice(["cuda", "cpu"]), default="cuda", show_default=True)
-@click.option("--per-process", type=int, default=0, show_default=True,
+@click.option("--per-process", type=click.IntRange(min=0), default=0, show_default=True,
               help="vLLM cases per child process (1 isolates every case)")
-@click.option("--budget-s", type=float, default=510.0, show_default=True, help="wall-clock budget of a matrix run")
+@click.option("--budget-s", type=click.FloatRange(min=1, max=7 * 24 * 3600), default=510.0, show_default=True, help="wall-clock budget of a matrix run")
 @click.option("--resume", is_flag=True, help="--hf/--vllm: skip cases that already have a row in --out")
 @click.option("--strict", is_flag=True, help="--from-log: exit 1 on any MISS or MISMATCH")
 @click.option("--vllm-version", "vllm_version", metavar="VERSION",

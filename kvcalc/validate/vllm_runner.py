@@ -17,7 +17,7 @@ Isolation modes (per_process):
 
 A case (dict): model (catalog name), kv ('auto' | 'fp8'), util, max_model_len, enforce_eager; optional:
 max_num_batched_tokens, max_num_seqs, block_size, speed_batches (default [1, 32]), prompt_len (512), max_tokens (256),
-id. In-process internals read (VLLM_ENABLE_V1_MULTIPROCESSING=0; paths as in docs shared/gpu/README.md):
+id. In-process internals read (VLLM_ENABLE_V1_MULTIPROCESSING=0, so the engine core runs in this process):
 llm.llm_engine.vllm_config.cache_config.{num_gpu_blocks, block_size, kv_cache_size_tokens, kv_cache_max_concurrency};
 llm.llm_engine.engine_core.engine_core.model_executor.driver_worker.worker.{requested_memory,
 available_kv_cache_memory_bytes, peak_activation_memory, non_torch_memory, cudagraph_memory_estimate,
