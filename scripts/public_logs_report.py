@@ -54,10 +54,10 @@ CAUSES: dict[str, list[tuple[float, float, str]]] = {
          "~0.8 GiB); the other ~0.5 GiB is not yet attributed")],
     "llmd-h100-gemma2-9b-8k": [(0.5, 10.0, "as Gemma 3: the printed token count treats sliding layers as "
                                            "full-length")],
-    "vllm16199-24gb-gemma3-27b-awq-v0-4k": [(1.0, 100.0, "the post forced the V0 engine (VLLM_USE_V1=0) on 0.8.3, "
-        "whose default is V1: kvcalc's rules pick the engine by version, and V0 allocates every Gemma-3 layer at "
-        "full length (validate notes the engine mismatch); the AWQ checkpoint also keeps the vision tower and the "
-        "262k-token embeddings unquantized (2.57 GiB of weights kvcalc's awq misses)")],
+    "vllm16199-24gb-gemma3-27b-awq-v0-4k": [(1.0, 300.0, "the post forced the V0 engine (VLLM_USE_V1=0) on 0.8.3; "
+        "kvcalc reads the engine from the log's wording and applies V0's rules (every Gemma-3 layer at full length). "
+        "What remains is the weights: the AWQ checkpoint keeps the vision tower and the 262k-token embeddings "
+        "unquantized (2.57 GiB kvcalc's awq what-if misses) on a 24 GB card whose KV budget is ~1 GiB")],
     "dennislee-a100-qwen2-7b-u025": [(0.02, 0.05, "kvcalc's non-KV overhead is 0.19-0.20 GiB above this A100 / vLLM "
         "0.10.1.1 environment's at both util 0.25 and 0.5 (the same log pair at 0.5 is -0.8%): a per-environment "
         "term the log prints no breakdown of; at util 0.25 the KV budget is 5 GiB, so 0.2 GiB is 4% "

@@ -179,6 +179,7 @@ def settings_with_sources(parsed: dict[str, Any], overrides: dict[str, Any]):
     Settings the user passes win over the log; vLLM's names for formats are mapped (VLLM_QUANTIZATION,
     VLLM_KV_CACHE_DTYPE)."""
     from ..engines.vllm import DEFAULT_VERSION, VllmSettings
+    from ..errors import UsageError
     from ..formats import kv_format, weight_format
 
     logged = dict(parsed.get("settings", {}))
@@ -225,6 +226,17 @@ def settings_with_sources(parsed: dict[str, Any], overrides: dict[str, Any]):
     version = pick("version", default=None)
     if version is None and parsed.get("version"):
         version, sources["version"] = parsed["version"], "log"
+    # The engine the log ran (V0 or V1, read from its wording) when that release had both: a post that set
+    # VLLM_USE_V1=0 on 0.8 ran V0's accounting, not the version's default V1 (vllm#16199 in the public corpus).
+    engine = pick("vllm_engine", "engine", default=None, label="engine")
+    if engine not in (None, "auto"):
+        from ..engines.vllm_versions import rules_with_engine
+
+        try:
+            rules_with_engine(str(version or DEFAULT_VERSION), str(engine))
+            kwargs["engine"] = str(engine)
+        except UsageError:  # the release had only one engine: its rules already are that engine's
+            sources["engine"] = "default"
     settings = VllmSettings(
         weights=weight_format(str(weights)),
         kv=kv_format(kv_name),
