@@ -5,7 +5,6 @@ Usage errors print one line and exit with code 2; no traceback reaches the user 
 
 from __future__ import annotations
 
-import dataclasses
 import json
 
 import click
@@ -431,35 +430,25 @@ def explain(**kwargs):
 @click.option("--json", "as_json", is_flag=True)
 def gpus(as_json):
     """GPU profiles built in (add your own with --gpu FILE.yaml)."""
-    from .hardware import list_gpus
-    from .render import render_gpus
+    from .render import gpus_payload, render_gpus
 
-    profiles = list_gpus()
     if as_json:
-        from .render import gpus_payload
-
         click.echo(json.dumps(gpus_payload(), indent=1))
     else:
-        render_gpus(profiles)
+        from .hardware import list_gpus
+
+        render_gpus(list_gpus())
 
 
 @cli.command()
 @click.option("--json", "as_json", is_flag=True)
 def models(as_json):
     """Models in the built-in catalog (any config.json also works with --model PATH)."""
-    from .catalog import catalog_entry, catalog_names, load_model
-    from .render import render_models
+    from .render import catalog_specs, models_payload, render_models
 
-    specs = []
-    for name in catalog_names():
-        try:
-            specs.append((load_model(name), catalog_entry(name)))
-        except UsageError:
-            continue
+    specs = catalog_specs()
     if as_json:
-        from .render import models_payload
-
-        click.echo(json.dumps(models_payload(), indent=1))
+        click.echo(json.dumps(models_payload(specs), indent=1))
     else:
         render_models(specs)
 

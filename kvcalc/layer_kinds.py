@@ -54,21 +54,27 @@ def _int(cfg: dict[str, Any], *names: str, default: Any = None) -> int:
     return int(default)
 
 
+def kinds_from_layer_types(cfg: dict[str, Any], n_layers: int,
+                           names: dict[str, str] = LAYER_TYPE_NAMES) -> list[str]:
+    """config.json's `layer_types`, one kind per layer through `names`; a name outside it is refused, never guessed."""
+    types = cfg["layer_types"]
+    if len(types) != n_layers:
+        raise UsageError(f"layer_types has {len(types)} entries for {n_layers} layers")
+    out = []
+    for t in types:
+        kind = names.get(str(t))
+        if kind is None:
+            raise UnsupportedModelError(f"layer type {shown(t, 40)} is not supported yet; kvcalc refuses rather "
+                                        f"than guess (known: {', '.join(sorted(names))})")
+        out.append(kind)
+    return out
+
+
 def mixer_kinds(cfg: dict[str, Any], n_layers: int, fallback: Callable[[], list[str]]) -> list[str]:
     """One mixer kind per layer: full, sliding, chunked, linear, conv, mamba, or mlp / moe (Nemotron-H layers that
     hold only an MLP). `fallback` is the older sliding-window reading, used when none of the fields above is set."""
-    types = cfg.get("layer_types")
-    if types:
-        if len(types) != n_layers:
-            raise UsageError(f"layer_types has {len(types)} entries for {n_layers} layers")
-        out = []
-        for t in types:
-            kind = LAYER_TYPE_NAMES.get(str(t))
-            if kind is None:
-                raise UnsupportedModelError(f"layer type {shown(t, 40)} is not supported yet; kvcalc refuses rather "
-                                            f"than guess (known: {', '.join(sorted(LAYER_TYPE_NAMES))})")
-            out.append(kind)
-        return out
+    if cfg.get("layer_types"):
+        return kinds_from_layer_types(cfg, n_layers)
     pattern = cfg.get("hybrid_override_pattern")
     if pattern:
         if len(pattern) != n_layers:

@@ -32,7 +32,8 @@ from typing import Any, Literal
 from .errors import UnsupportedModelError, UsageError, shown
 from .input_files import MAX_CONFIG_BYTES, is_dir, load_json
 from .encoders import VISION_PARAMS
-from .layer_kinds import gdn_dims, layer_caches, mamba2_dims, mamba2_inner, mixer_kinds, short_conv_dims
+from .layer_kinds import (gdn_dims, kinds_from_layer_types, layer_caches, mamba2_dims, mamba2_inner, mixer_kinds,
+                          short_conv_dims)
 from .layers import FullAttention, LayerCache, MambaState, MultiLatentAttention, SlidingWindow, flatten
 
 
@@ -300,19 +301,8 @@ def _rotary_dim(cfg: dict[str, Any], head_dim: int) -> int:
 
 def _attention_kinds(cfg: dict[str, Any], model_type: str, n_layers: int) -> list[str]:
     """'full' or 'sliding' for each layer, the way transformers' config classes decide it."""
-    types = cfg.get("layer_types")
-    if types:
-        if len(types) != n_layers:
-            raise UsageError(f"layer_types has {len(types)} entries for {n_layers} layers")
-        out = []
-        for t in types:
-            if t == "full_attention":
-                out.append("full")
-            elif t == "sliding_attention":
-                out.append("sliding")
-            else:
-                raise UnsupportedModelError(f"layer type {t!r} is not supported yet; kvcalc refuses rather than guess")
-        return out
+    if cfg.get("layer_types"):  # these families' configs name only the two attention kinds
+        return kinds_from_layer_types(cfg, n_layers, {"full_attention": "full", "sliding_attention": "sliding"})
     window = cfg.get("sliding_window")
     if model_type == "gemma2":  # configuration_gemma2.py: (i + 1) % 2 -> sliding, so even layers slide
         return ["sliding" if (i + 1) % 2 else "full" for i in range(n_layers)]

@@ -228,18 +228,22 @@ def gpus_payload() -> list[dict]:
     return [dataclasses.asdict(p) for p in list_gpus()]
 
 
-def models_payload() -> list[dict]:
-    """`kvcalc models --json` and the page's /api/models: one list, built here only (models that no longer build are
-    left out, as the table leaves them out)."""
+def catalog_specs() -> list[tuple]:
+    """(ModelSpec, catalog entry) of every catalog model that builds (the others are left out of both listings)."""
     from .catalog import catalog_entry, catalog_names, load_model
     from .errors import UsageError
 
-    rows = []
+    specs = []
     for name in catalog_names():
         try:
-            spec, entry = load_model(name), catalog_entry(name)
+            specs.append((load_model(name), catalog_entry(name)))
         except UsageError:
             continue
-        rows.append({"name": spec.name, "hf_id": entry.get("hf_id"), "params": spec.params.total,
-                     "model_type": spec.model_type, "layers": spec.num_layers, "checkpoint_format": checkpoint_label(spec)})
-    return rows
+    return specs
+
+
+def models_payload(specs: list[tuple] | None = None) -> list[dict]:
+    """`kvcalc models --json` and the page's /api/models: one list, built here only."""
+    return [{"name": spec.name, "hf_id": entry.get("hf_id"), "params": spec.params.total,
+             "model_type": spec.model_type, "layers": spec.num_layers, "checkpoint_format": checkpoint_label(spec)}
+            for spec, entry in (catalog_specs() if specs is None else specs)]

@@ -166,14 +166,9 @@ def resolve_model(params: dict, allow_hub: bool):
     raise UsageError(f"unknown model {model!r}{hint}")
 
 
-def parse(params: dict, allow_hub: bool = False) -> WebRequest:
-    """Query or JSON parameters -> WebRequest. Raises UsageError (or click's errors, via `error_message`) on any
-    bad input; unknown parameter names are refused, so a typo never silently falls back to a default."""
-    names = _web_names()
-    unknown = sorted(k for k in params if k not in names and k not in WEB_OPTIONS)
-    if unknown:
-        raise UsageError(f"unknown parameter {unknown[0]!r}; known: {', '.join(sorted(names))}")
-    model_name, spec = resolve_model(params, allow_hub)
+def _argv(names: dict, params: dict, model_name: str | None) -> list[str]:
+    """The command line a CLI user would type for these parameters (click options by name), GPU names checked as
+    data first; an emptied field is left out, so the CLI's default applies."""
     argv: list[str] = []
     for name, option in names.items():
         if name == "model":
@@ -185,14 +180,26 @@ def parse(params: dict, allow_hub: bool = False) -> WebRequest:
         text = _text(name, params[name])
         if name == "gpu":
             check_gpu_name(text)
+        elif name == "gpus":
+            for gpu in text.split(","):
+                check_gpu_name(gpu.strip() or "-")
         if option.is_flag:
             if _flag(name, text):
                 argv.append(option.opts[0])
-            continue
-        if text == "":
-            continue  # an emptied field: the CLI's default
-        argv.append(f"{option.opts[0]}={text}")
-    ctx = _plan_command().make_context("plan", argv)
+        elif text != "":
+            argv.append(f"{option.opts[0]}={text}")
+    return argv
+
+
+def parse(params: dict, allow_hub: bool = False) -> WebRequest:
+    """Query or JSON parameters -> WebRequest. Raises UsageError (or click's errors, via `error_message`) on any
+    bad input; unknown parameter names are refused, so a typo never silently falls back to a default."""
+    names = _web_names()
+    unknown = sorted(k for k in params if k not in names and k not in WEB_OPTIONS)
+    if unknown:
+        raise UsageError(f"unknown parameter {unknown[0]!r}; known: {', '.join(sorted(names))}")
+    model_name, spec = resolve_model(params, allow_hub)
+    ctx = _plan_command().make_context("plan", _argv(names, params, model_name))
     values = dict(ctx.params)
     tp_sweep = bool(values.get("tp_sweep"))
     kwargs = {k: v for k, v in values.items() if k not in OUTPUT_OPTIONS and k != "tp_sweep"}
@@ -235,25 +242,7 @@ def parse_search(params: dict, allow_hub: bool = False) -> tuple[dict, object]:
     if unknown:
         raise UsageError(f"unknown search parameter {unknown[0]!r}; known: {', '.join(sorted(names))}")
     model_name, spec = resolve_model(params, allow_hub)
-    argv: list[str] = []
-    for name, option in names.items():
-        if name == "model":
-            if model_name:
-                argv.append(f"--model={model_name}")
-            continue
-        if name not in params or params[name] is None:
-            continue
-        text = _text(name, params[name])
-        if name == "gpus":
-            for gpu in text.split(","):
-                check_gpu_name(gpu.strip() or "-")
-        if option.is_flag:
-            if _flag(name, text):
-                argv.append(option.opts[0])
-            continue
-        if text != "":
-            argv.append(f"{option.opts[0]}={text}")
-    ctx = command.make_context("search", argv)
+    ctx = command.make_context("search", _argv(names, params, model_name))
     return dict(ctx.params), spec
 
 
