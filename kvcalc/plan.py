@@ -10,7 +10,7 @@ from .checkpoint import baseline_weights, weights_note
 from .engines import hf as hf_engine
 from .engines import vllm as vllm_engine
 from .engines.vllm_versions import is_newer_than_known, rules_for, rules_with_engine
-from .engines.vllm_support import unserved_reason
+from .engines.vllm_support import unserved_gate, unserved_reason
 from .errors import UnsupportedModelError, UsageError, shown
 from .formats import KvFormat, WeightFormat, kv_format, weight_format
 from .hardware import GpuProfile
@@ -439,7 +439,7 @@ def request_warnings(req: PlanRequest) -> list[str]:
     if "vllm" in req.engines:
         unserved = unserved_reason(spec, req.vllm_version)
         if unserved:
-            since = vllm_engine.unserved_gate(spec, req.vllm_version).since
+            since = unserved_gate(spec, req.vllm_version).since
             out.append(f"{unserved}; every vLLM row says no (its figures are vLLM {since}'s, the first release "
                        "that serves it)")
     if is_newer_than_known(req.vllm_version):
