@@ -139,3 +139,13 @@ def test_docs_carry_the_table():
     method = (ROOT / "docs" / "method.md").read_text()
     assert table_markdown() in method, "docs/method.md: paste kvcalc.engines.vllm_support.table_markdown()"
     assert ", ".join(support_table()["not_found"]) in method
+
+
+def test_every_key_is_a_model_type_kvcalc_builds():
+    """A typo in the table would be a gate that never fires: every key is a model_type model.py builds or wraps."""
+    from kvcalc.model import SUPPORTED, TEXT_TYPE_OF_WRAPPER
+
+    table = support_table()
+    keys = set(table["architectures"]) | set(table["not_found"])
+    assert keys <= SUPPORTED | set(TEXT_TYPE_OF_WRAPPER)
+    assert set(table["layer_kinds"]) == {"gdn", "mla_indexer", "chunked"}  # the kinds layer_kinds_of reports
