@@ -85,7 +85,23 @@ def speculative_settings(config: str | dict | None) -> dict | None:
     k = config.get("num_speculative_tokens", 1)
     if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 64:
         raise UsageError(f"--speculative-config num_speculative_tokens must be 1-64, got {shown(k)}")
-    return {"method": method, "num_speculative_tokens": k}
+    out = {"method": method, "num_speculative_tokens": k}
+    if method in ("eagle", "eagle3") and isinstance(config.get("model"), str):
+        out["draft_config"] = draft_config_at(config["model"])
+    return out
+
+
+def draft_config_at(model: str) -> dict | None:
+    """The EAGLE head's config.json when speculative_config.model is a local folder or file (read as data, one line
+    on bad input); None for a hub id (not fetched: the head is then assumed to have the target's shape)."""
+    from pathlib import Path
+
+    from .model import load_config_file
+
+    path = Path(model).expanduser()
+    if not (path.is_dir() and (path / "config.json").is_file()) and not path.is_file():
+        return None
+    return load_config_file(path)
 
 
 def dtype_bytes_for(name: str | None) -> int:
@@ -243,6 +259,7 @@ class PlanRequest:
             max_lora_rank=self.max_lora_rank,
             speculative_method=(self.speculative_config or {}).get("method"),
             num_speculative_tokens=int((self.speculative_config or {}).get("num_speculative_tokens") or 0),
+            draft_config=(self.speculative_config or {}).get("draft_config"),
             calibration=self.calibration)
 
     def hf_settings(self, choice: FormatChoice) -> hf_engine.HfSettings:

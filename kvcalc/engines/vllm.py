@@ -25,6 +25,7 @@ from ..formats import KvFormat, WeightFormat
 from ..hardware import GpuProfile
 from ..model import ModelSpec
 from ..units import GiB, ceil_div
+from . import vllm_draft
 from .vllm_groups import KvLayout, vllm_kv_layout
 from .vllm_support import ServeGate, unserved_gate, unserved_reason
 from .vllm_versions import (VersionRules, batch_defaults_for, chunked_prefill_on, release_of, rules_for,
@@ -66,6 +67,8 @@ class VllmSettings:
     max_lora_rank: int = 16
     speculative_method: str | None = None  # ngram, eagle, eagle3, mtp (--speculative-config {"method": ...})
     num_speculative_tokens: int = 0
+    # the EAGLE head's own config.json (speculative_config.model, when kvcalc could read it); None: the target's shape
+    draft_config: Any = field(default=None, compare=False)
     enable_chunked_prefill: bool | None = None  # None: the version's default (V1 always on)
     engine: str | None = None  # None/"auto": the version's default engine; "v0"/"v1": VLLM_USE_V1=0/1
     other_processes_bytes: int = 0  # memory other processes hold on the fullest GPU (a desktop, another engine)
@@ -234,9 +237,10 @@ def uses_v2_model_runner(spec: ModelSpec, version) -> bool:
 
 
 def uses_v2_runner(spec: ModelSpec, s: VllmSettings) -> bool:
-    """The V2 model runner for these settings: speculative decoding keeps the V1 runner in 0.26 (the H200 n-gram
-    start ran v1/worker/gpu_model_runner.py; LoRA starts ran the V2 runner)."""
-    return uses_v2_model_runner(spec, s.version) and not s.speculative_method
+    """The V2 model runner for these settings: 0.26 keeps n-gram speculative decoding on the V1 runner (the H200
+    n-gram start ran v1/worker/gpu_model_runner.py) but runs eagle, eagle3 and mtp on V2 for the targets V2 takes
+    (config/vllm.py:2154-2180 _get_v2_model_runner_unsupported_features); LoRA starts ran the V2 runner."""
+    return uses_v2_model_runner(spec, s.version) and s.speculative_method not in ("ngram",)
 
 
 SPECULATIVE_METHODS = ("ngram", "eagle", "eagle3", "mtp")
@@ -263,28 +267,33 @@ def lora_slot_bytes(spec: ModelSpec, s: VllmSettings) -> int:
     return (per_layer * spec.num_layers + ends) * s.max_loras * s.dtype_bytes
 
 
+def drafter_of(spec: ModelSpec, s: VllmSettings) -> vllm_draft.Drafter | None:
+    """The model-based drafter these settings load (engines/vllm_draft.py); None for n-gram or none."""
+    return vllm_draft.drafter(spec, s.speculative_method, weights=s.weights, dtype_bytes=s.dtype_bytes,
+                              tp=s.tensor_parallel, draft_config=s.draft_config)
+
+
 def draft_layers(spec: ModelSpec, s: VllmSettings) -> int:
-    """Decoder layers the drafter adds: one for EAGLE / EAGLE-3 (a single-layer head), the checkpoint's
-    num_nextn_predict_layers for MTP (1 when not stated), none for n-gram (no model)."""
-    if s.speculative_method in ("eagle", "eagle3"):
-        return 1
-    if s.speculative_method == "mtp":
-        return int(spec.config.get("num_nextn_predict_layers") or spec.config.get("mtp_num_hidden_layers") or 1)
-    return 0
+    """KV-cache layers the drafter adds: MTP's num_nextn_predict_layers, an EAGLE head's layers, none for n-gram."""
+    d = drafter_of(spec, s)
+    return len(d.kv_layers) if d else 0
 
 
 def draft_weight_bytes(spec: ModelSpec, s: VllmSettings) -> int:
-    """A drafter's weights on each rank: its decoder layers at the target's per-layer size and format, and its input
-    projection (EAGLE fc 2h -> h, EAGLE-3 3h -> h, MTP eh_proj 2h -> h); it shares the target's embedding and
-    lm_head (not counted again). Not measured on the H200 host (no EAGLE/MTP run): an estimate from the shapes."""
-    n = draft_layers(spec, s)
-    if not n:
+    """The drafter's weights on each rank, after it shares the target's embedding and lm_head (vllm_draft.py)."""
+    d = drafter_of(spec, s)
+    return d.weight_bytes if d else 0
+
+
+def draft_profile_bytes(spec: ModelSpec, s: VllmSettings, mnbt: int, seqs: int, v2_runner: bool) -> int:
+    """The drafter's part of the profile run's torch peak, beside the target's (activation_bytes): the drafter's dummy
+    forward over mnbt tokens and, on the V1 runner, the dummy rejection-sampler pass (vllm_draft.py)."""
+    if not s.speculative_method:
         return 0
-    total = weight_bytes(spec, s.weights, s.dtype_bytes)
-    ends = (spec.params.embedding + spec.params.lm_head) * s.dtype_bytes
-    per_layer = (total - ends) // spec.num_layers
-    proj = (3 if s.speculative_method == "eagle3" else 2) * spec.hidden_size * spec.hidden_size * s.dtype_bytes
-    return (n * per_layer + proj) // s.tensor_parallel
+    d = drafter_of(spec, s)
+    forward = vllm_draft.draft_forward_bytes(d, mnbt, s.dtype_bytes, lambda one: forward_bytes(one, s, mnbt)) \
+        if d else 0
+    return max(forward, 0 if v2_runner else vllm_draft.rejection_sampler_bytes(spec, seqs, mnbt))
 
 def subtracts_cudagraph_estimate(spec: ModelSpec, version) -> bool:
     """0.21+ subtracts a profiled CUDA-graph estimate from the KV budget (gpu_worker.py,
@@ -456,12 +465,13 @@ def _estimate(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings) -> VllmEstimate
         notes.append(f"LoRA: {s.max_loras} slot(s) of rank {s.max_lora_rank} preallocated, "
                      f"{lora_slot_bytes(spec, s) / GiB:.3f} GiB per rank in the weights (lora/layers/)")
     if s.speculative_method:
-        extra = draft_layers(spec, s)
-        notes.append(f"speculative decoding ({s.speculative_method}, {s.num_speculative_tokens} tokens): the profile "
-                     "holds fp32 logits for every batched token"
-                     + (f"; the drafter adds {extra} layer(s) of weights ({draft_weight_bytes(spec, s) / GiB:.2f} GiB "
-                        "per rank, from the shapes: not measured) and of KV cache" if extra else "")
-                     + "; V1 model runner")
+        d = drafter_of(spec, s)
+        blocks = vllm_draft.mamba_speculative_blocks(spec, s.speculative_method, s.num_speculative_tokens)
+        notes.append(f"speculative decoding ({s.speculative_method}, {s.num_speculative_tokens} tokens): "
+                     + (f"{d.described}: {d.weight_bytes / GiB:.2f} GiB of weights per rank and {len(d.kv_layers)} "
+                        "KV-cache layer(s) (vllm_draft.py)" if d else "no draft model")
+                     + (f"; each Mamba layer keeps {blocks} extra state block(s) per request" if blocks else "")
+                     + f"; {'V2' if v2 else 'V1'} model runner")
     if s.tensor_parallel > spec.num_kv_heads:
         notes.append(f"tp {s.tensor_parallel} > {spec.num_kv_heads} KV heads: each rank holds a replicated KV head")
     if s.weights.name == "bf16" and gpu.vendor == "nvidia" and cc < 8.0:
@@ -550,11 +560,13 @@ def stage_budgets(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings, budget: int
         w = vllm_weight_bytes(spec, s, n_layers, has_embedding=first, has_lm_head=last)
         w += lora_slot_bytes(spec, s) * n_layers // spec.num_layers
         layers = spec.layers[start: start + n_layers]
-        if last and draft_layers(spec, s):
-            # the drafter runs on the last stage: its weights and its layers' KV (the same kind as the target's last)
-            w += draft_weight_bytes(spec, s)
-            layers = layers + (spec.layers[-1],) * draft_layers(spec, s)
+        d = drafter_of(spec, s) if last else None
+        if d is not None:
+            # the drafter runs on the last stage: its weights and its own attention layers, grouped with the target's
+            w += d.weight_bytes
+            layers = layers + d.kv_layers
         act = activation_bytes(spec, s, mnbt, seqs, v2, last_stage=last)
+        act = max(act, draft_profile_bytes(spec, s, mnbt, seqs, v2)) if last else act
         if s.calibration is not None:
             act = s.calibration.activation(s.tensor_parallel, pp, act)
         available = budget - w - act
@@ -566,7 +578,9 @@ def stage_budgets(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings, budget: int
                                     s.tensor_parallel, max_model_len, spec.model_type, max_num_batched_tokens=mnbt,
                                     max_concurrent_batches=(2 if pp == 1 else pp) if s.rules.engine == "v1" else 1,
                                     hybrid_allocator=s.rules.hybrid_allocator,
-                                    compute_capability=gpu.compute_capability or 9.0)
+                                    compute_capability=gpu.compute_capability or 9.0,
+                                    mamba_speculative_blocks=vllm_draft.mamba_speculative_blocks(
+                                        spec, s.speculative_method, s.num_speculative_tokens))
         except (NotImplementedError, ValueError) as exc:
             raise UnsupportedModelError(f"vLLM cannot serve {spec.name} this way: {exc}") from None
         start += n_layers

@@ -110,7 +110,7 @@ class KvLayout:
         return {"kind": spec.kind, "block_size": spec.block_size, "window": spec.window,
                 "cap_blocks": spec.max_blocks(self.max_model_len, self.in_flight_tokens)
                 if spec.kind in ("sliding", "chunked") else None,
-                "fixed_blocks": 1 if spec.kind == "mamba" else None}
+                "fixed_blocks": 1 + spec.spec_blocks if spec.kind == "mamba" else None}
 
     @property
     def max_blocks_per_request(self) -> int:
@@ -305,6 +305,7 @@ def vllm_kv_layout(
     mamba_conv_dtype_bytes: int | None = None,
     mamba_ssm_dtype_bytes: int | None = None,
     mamba_cache_mode: str = "none",
+    mamba_speculative_blocks: int = 0,
 ) -> KvLayout:
     """The KV-cache layout vLLM 0.26 builds for these layers on one rank (TP `tp`), step by step as
     kv_cache_utils.py:get_kv_cache_groups dispatches.
@@ -312,7 +313,8 @@ def vllm_kv_layout(
     block_size: the user's --block-size, or None for vLLM's choice. max_num_batched_tokens and
     max_concurrent_batches set the in-flight tokens a sliding-window request may hold (pass the resolved scheduler
     values; None means 8192). mamba_*_dtype_bytes default to the model dtype, and the SSM state to fp32 for
-    Nemotron-H (model_executor/models/config.py:NemotronHForCausalLMConfig).
+    Nemotron-H (model_executor/models/config.py:NemotronHForCausalLMConfig). mamba_speculative_blocks: the extra
+    state blocks each Mamba layer keeps per request under speculative decoding (num_speculative_tokens).
     """
     cached = _check(layers, kv, block_size, tp, max_model_len, model_type, mamba_cache_mode, compute_capability)
     if mamba_ssm_dtype_bytes is None:  # the checkpoint's own mamba_ssm_dtype (Qwen3.5: float32), read by model.py
@@ -322,7 +324,8 @@ def vllm_kv_layout(
                                                mamba_ssm_dtype_bytes)
     choice = choose_block_size(cached, kv, dtype_bytes, block_size, tp, compute_capability, conv_bytes, ssm_bytes)
     notes = list(choice.notes)
-    specs = layer_specs(cached, kv, dtype_bytes, tp, choice, max_model_len, conv_bytes, ssm_bytes)
+    specs = layer_specs(cached, kv, dtype_bytes, tp, choice, max_model_len, conv_bytes, ssm_bytes,
+                        mamba_speculative_blocks)
     if not hybrid_allocator:
         specs = unify_hybrid_specs(specs, notes)
 

@@ -77,6 +77,7 @@ class PageSpec:
     page_bytes: int
     window: int = 0
     shape: tuple = ()
+    spec_blocks: int = 0  # Mamba: MambaSpec.num_speculative_blocks (= num_speculative_tokens with a drafter)
 
     @property
     def type_key(self) -> tuple:
@@ -90,9 +91,10 @@ class PageSpec:
 
     def max_blocks(self, max_model_len: int, in_flight_tokens: int) -> int:
         """max_memory_usage_bytes // page_size_bytes: blocks one max_model_len request holds (kv_cache_interface.py);
-        sliding: SlidingWindowSpec.max_admission_blocks_per_request; Mamba: one state block."""
+        sliding: SlidingWindowSpec.max_admission_blocks_per_request; Mamba: one state block, plus one per speculative
+        token (MambaSpec.max_memory_usage_bytes, mamba_cache_mode 'none')."""
         if self.kind == "mamba":
-            return 1
+            return 1 + self.spec_blocks
         if self.kind == "sliding":
             return ceil_div(min(self.window - 1 + in_flight_tokens, max_model_len), self.block_size) + 1
         if self.kind == "chunked":
@@ -104,8 +106,8 @@ class PageSpec:
     def blocks_for(self, context: int, max_model_len: int, in_flight_tokens: int) -> int:
         """Blocks the admission gate reserves for a request of `context` tokens (kv_cache_manager.py:allocate_slots,
         single_type_kv_cache_manager.py:get_num_blocks_to_allocate with apply_admission_cap=True)."""
-        if self.kind == "mamba":
-            return 1
+        if self.kind == "mamba":  # single_type_kv_cache_manager.py: cdiv(tokens, max_model_len) + speculative blocks
+            return 1 + self.spec_blocks
         blocks = ceil_div(max(context, 0), self.block_size)
         if self.kind in ("sliding", "chunked"):
             blocks = min(blocks, self.max_blocks(max_model_len, in_flight_tokens))
@@ -205,7 +207,7 @@ def choose_block_size(cached: list[LayerCache], kv: KvFormat, dtype_bytes: int, 
 
 
 def layer_specs(cached: list[LayerCache], kv: KvFormat, dtype_bytes: int, tp: int, choice: BlockChoice,
-                max_model_len: int, conv_bytes: int, ssm_bytes: int) -> list[PageSpec]:
+                max_model_len: int, conv_bytes: int, ssm_bytes: int, mamba_spec_blocks: int = 0) -> list[PageSpec]:
     """Step 2: one PageSpec per layer that keeps a cache (kv_cache_interface.py), pages from vllm_page_bytes."""
     elem = vllm_element_bytes(kv, dtype_bytes)
     bs = choice.block_size
@@ -234,7 +236,8 @@ def layer_specs(cached: list[LayerCache], kv: KvFormat, dtype_bytes: int, tp: in
                 page = max(page, choice.mamba_page_padded)
             # MambaModelConfig: without prefix caching mamba_block_size = max_model_len.
             specs.append(PageSpec("mamba", max_model_len, page,
-                                  shape=(layer.mixer, layer.conv_state_elements, layer.ssm_state_elements)))
+                                  shape=(layer.mixer, layer.conv_state_elements, layer.ssm_state_elements),
+                                  spec_blocks=mamba_spec_blocks))
         else:  # pragma: no cover - LayerCache is closed
             raise TypeError(f"unknown layer cache {layer!r}")
     return specs

@@ -1,0 +1,249 @@
+"""vLLM's speculative-decoding drafter: the weights it adds, the KV-cache layers it adds, and its share of the profile
+run. Pure arithmetic on the target's ModelSpec (and, for EAGLE heads, the drafter's own config.json when given).
+
+Sources, vLLM 0.26.0 (paths under vllm/):
+- config/speculative.py:692-705: "mtp" drafts from the target's own checkpoint (model = the target's) with the
+  target's quantization; hf_config_override (:331-615) turns the target config into the MTP one (DeepSeek V2/V3:
+  deepseek_mtp, n_predict = num_nextn_predict_layers; Qwen3-Next: qwen3_next_mtp; Qwen3.5: mtp_num_hidden_layers).
+  "eagle"/"eagle3" (:820-930) load the head named by speculative_config.model, in the target's dtype, quantized only
+  by the head's own config (models/utils.py:895 get_draft_quant_config).
+- MTP modules: models/deepseek_mtp.py:83-117 (per predictor layer: enorm, hnorm, eh_proj = nn.Linear(2h, h) (not
+  TP-sharded, not quantized), shared_head (norm + head), and one DeepseekV2DecoderLayer numbered num_hidden_layers +
+  i, so MoE when that index is past first_k_dense_replace), :156-178 (an own embed_tokens); glm4_moe_mtp.py:78-90 the
+  same; qwen3_next_mtp.py:61-104 (embed_tokens, fc = ColumnParallelLinear(2h, h), num_nextn_predict_layers (default
+  1) full-attention Qwen3NextDecoderLayers, norm, pre_fc_norm_hidden, pre_fc_norm_embedding; lm_head :195);
+  qwen3_5_mtp.py:80-124 the same with mtp_num_hidden_layers.
+- Sharing: v1/spec_decode/llm_base_proposer.py:1421-1508 and :1510-1580 (V1 runner), v1/worker/gpu/spec_decode/
+  eagle/utils.py:12-110 (V2 runner): an MTP drafter always takes the target's embedding and lm_head (its own copies
+  are deleted inside the load measurement, gpu_model_runner.py:5261-5335); an EAGLE head keeps its own only when its
+  checkpoint carries them (has_own_embed_tokens / has_own_lm_head, set while loading by models/utils.py:1028
+  process_eagle_weight; with load_format=dummy nothing is loaded, so both are shared).
+- EAGLE heads: models/llama_eagle.py:30-131 (EAGLE-1: fc = ReplicatedLinear(2h, h), the first layer's
+  input_layernorm removed, no lm_head); models/llama_eagle3.py:35-66 (EAGLE-3: layer 0's qkv_proj reads 2h,
+  hidden_norm), :130-220 (fc = ReplicatedLinear(3 x target hidden, h), norm), :272-310 (lm_head over
+  draft_vocab_size, draft_id_to_target_id: draft_vocab_size int64).
+- KV: the drafter's attention layers register in the same forward context and are grouped with the target's
+  (llm_base_proposer.py:1330-1350); Mamba layers keep num_speculative_tokens extra state blocks per request for any
+  method (model_executor/layers/mamba/abstract.py:56, v1/kv_cache_interface.py:708-718).
+- Profile run: V1 runner, gpu_model_runner.py:6090-6140 (after the target's dummy forward, drafter.dummy_run over
+  the same max_num_batched_tokens, k forwards, llm_base_proposer.py:1621-1672) and :6244-6274 (the rejection
+  sampler on random logits of 2 x min(max_num_seqs, mnbt) rows); 0.26 runs dense, non-hybrid targets with
+  eagle/eagle3/mtp on the V2 runner (config/vllm.py:2154-2180), whose _dummy_run calls speculator.propose
+  (v1/worker/gpu/model_runner.py:605-640) and whose sampler profile has no rejection pass.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..constants import engine_constants
+from ..errors import UsageError
+from ..formats import weight_format
+from ..layers import LayerCache, MambaState, flatten
+from ..model import ModelSpec, spec_from_config
+from ..units import ceil_div
+from .weights import weight_bytes
+
+VOCAB_PADDING = 64  # vocab_parallel_embedding.py DEFAULT_VOCAB_PADDING_SIZE
+EAGLE3_DRAFT_VOCAB = 32000  # the reduced draft vocabulary of the public EAGLE-3 heads (assumed without a config)
+# MTP builders kvcalc knows by their family (the MTP layer is built as a one-layer model of the target's family)
+_DEEPSEEK_MTP = ("deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2", "glm4_moe")
+_QWEN_MTP = ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text")
+
+
+@dataclass(frozen=True)
+class Drafter:
+    """What a model-based drafter adds on the rank that runs it (the last pipeline stage)."""
+
+    method: str
+    layer_spec: ModelSpec  # the drafter's decoder layers as a model of their own (embedding/lm_head not counted)
+    num_layers: int  # decoder layers the drafter runs (MTP: num_nextn_predict_layers; EAGLE: the head's layers)
+    kv_layers: tuple[LayerCache, ...]  # the attention layers it adds to the KV cache
+    weight_bytes: int  # per rank, after sharing
+    own_lm_head_rows: int  # rows of an lm_head of its own (EAGLE-3's reduced vocabulary); 0 when shared
+    aux_hidden_states: int  # target hidden states the drafter reads besides the last (EAGLE-3: 3)
+    described: str
+
+    @property
+    def hidden_size(self) -> int:
+        return self.layer_spec.hidden_size
+
+
+def _padded(rows: int, tp: int) -> int:
+    """Rows of a VocabParallelEmbedding / ParallelLMHead on one rank (padded to 64, then split)."""
+    return ceil_div(rows, VOCAB_PADDING) * VOCAB_PADDING // tp
+
+
+def _per_param_bytes(target: ModelSpec, weights: Any, dtype_bytes: int) -> float | None:
+    """A checkpoint's own format (exact total from its headers) has no per-Linear rule: its average bytes per
+    parameter, used for the drafter's layers cut from the same checkpoint (MTP)."""
+    total = getattr(weights, "total_bytes", None)
+    if total:
+        return total / max(target.params.total, 1)
+    return None
+
+
+def _body_bytes(one: ModelSpec, target: ModelSpec, weights: Any, dtype_bytes: int, tp: int) -> int:
+    """One rank's bytes of `one`'s decoder layers (embedding and lm_head excluded, norms replicated), in the target's
+    weight format; the same arithmetic as vllm.vllm_weight_bytes."""
+    ends = one.params.embedding + one.params.lm_head
+    ratio = _per_param_bytes(target, weights, dtype_bytes)
+    if ratio is not None:
+        body = int(round((one.params.total - ends) * ratio))
+    else:
+        body = weight_bytes(one, weights, dtype_bytes) - ends * dtype_bytes
+    norms = one.params.norms * dtype_bytes
+    return (body - norms) // tp + norms
+
+
+def _one_layer(cfg: dict[str, Any], name: str, trusted: bool = True) -> ModelSpec:
+    """A config built by kvcalc from a checked one is trusted; a drafter config.json from the user is checked."""
+    return spec_from_config(cfg, name, trusted=trusted)
+
+
+def mtp_layers(target: ModelSpec) -> int:
+    """num_nextn_predict_layers (DeepSeek, GLM, Qwen3-Next) or Qwen3.5's mtp_num_hidden_layers; Qwen3-Next's
+    predictor defaults to 1 (qwen3_next_mtp.py:58). 0: the checkpoint has no MTP module."""
+    cfg = target.config
+    n = cfg.get("num_nextn_predict_layers")
+    if n is None:
+        n = cfg.get("mtp_num_hidden_layers")
+    if n is None and target.model_type == "qwen3_next":
+        n = 1
+    return int(n or 0)
+
+
+def _mtp_layer_config(target: ModelSpec) -> dict[str, Any]:
+    """The target's config cut to the one decoder layer an MTP predictor runs."""
+    cfg = dict(target.config)
+    mt = target.model_type
+    n = int(cfg.get("num_hidden_layers") or target.num_layers)
+    if mt in _DEEPSEEK_MTP:
+        # DeepseekV2DecoderLayer at index num_hidden_layers: MoE when past first_k_dense_replace (and on the
+        # moe_layer_freq grid); glm4_moe: past first_k_dense_replace
+        first = int(cfg.get("first_k_dense_replace") or 0)
+        freq = int(cfg.get("moe_layer_freq") or 1)
+        moe = n >= first and (mt == "glm4_moe" or n % freq == 0)
+        cfg.update(num_hidden_layers=1, first_k_dense_replace=0 if moe else 1)
+    elif mt in _QWEN_MTP:
+        # layer_type="full_attention", MoE by decoder_sparse_step / mlp_only_layers of index 0
+        cfg.update(num_hidden_layers=1, layer_types=["full_attention"], full_attention_interval=1)
+    else:
+        # other families: one layer like the target's last (kvcalc builds it from the same config)
+        types = cfg.get("layer_types")
+        cfg.update(num_hidden_layers=1)
+        if isinstance(types, list) and types:
+            cfg["layer_types"] = [types[-1]]
+    return cfg
+
+
+def _mtp(target: ModelSpec, weights: Any, dtype_bytes: int, tp: int) -> Drafter:
+    n = mtp_layers(target)
+    if n < 1:
+        raise UsageError(f"speculative method mtp: {target.name} has no multi-token-prediction module "
+                         "(num_nextn_predict_layers / mtp_num_hidden_layers is 0 or absent); use eagle3 or ngram")
+    one = _one_layer(_mtp_layer_config(target), f"{target.name} MTP layer")
+    h = target.hidden_size
+    layer = _body_bytes(one, target, weights, dtype_bytes, tp)
+    if target.model_type in _QWEN_MTP:
+        # n layers (the one-layer spec's final norm is the module's norm, counted once), fc 2h -> h sharded over TP,
+        # pre_fc_norm_hidden + pre_fc_norm_embedding
+        norm = h * dtype_bytes
+        total = n * (layer - norm) + norm + 2 * h * h * dtype_bytes // tp + 2 * h * dtype_bytes
+    else:
+        # per predictor layer: the decoder layer, its shared_head.norm (the spec's final norm), enorm, hnorm and
+        # eh_proj (nn.Linear: every rank holds it whole, in the model dtype)
+        total = n * (layer + 2 * h * dtype_bytes + 2 * h * h * dtype_bytes)
+    kv = tuple(flatten(one.layers)) * n
+    return Drafter("mtp", one, n, kv, total, 0, 0,
+                   f"{n} MTP layer(s) of the checkpoint ({'MoE' if one.moe and one.moe.moe_layers else 'dense'}), "
+                   "embedding and lm_head shared with the target")
+
+
+def _eagle_config(target: ModelSpec, method: str) -> dict[str, Any]:
+    """A Llama-style one-layer head of the target's shape (what the public EAGLE / EAGLE-3 heads are) when the
+    drafter's own config.json is not given."""
+    dense_inter = int(target.config.get("intermediate_size") or target.intermediate_size)
+    cfg = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": target.hidden_size,
+           "num_attention_heads": target.num_heads, "num_key_value_heads": target.num_kv_heads,
+           "head_dim": target.head_dim, "intermediate_size": dense_inter, "num_hidden_layers": 1,
+           "vocab_size": target.vocab_size, "max_position_embeddings": 2048, "rms_norm_eps": 1e-5,
+           "tie_word_embeddings": False}
+    if method == "eagle3":
+        cfg["draft_vocab_size"] = EAGLE3_DRAFT_VOCAB
+    return cfg
+
+
+def _eagle(target: ModelSpec, method: str, draft_config: dict[str, Any] | None, dtype_bytes: int, tp: int,
+           own_lm_head: bool | None) -> Drafter:
+    given = draft_config is not None
+    cfg = dict(draft_config) if given else _eagle_config(target, method)
+    cfg.setdefault("vocab_size", target.vocab_size)
+    one = _one_layer(cfg, f"{target.name} {method} head", trusted=not given)
+    h = one.hidden_size
+    n = one.num_layers
+    # the head is loaded in the target's dtype, quantized only by its own config (none for the public heads)
+    layers = _body_bytes(one, target, weight_format("bf16"), dtype_bytes, tp)
+    own_rows = 0
+    if method == "eagle3":
+        q_out = one.num_heads * one.head_dim
+        kv_out = one.num_kv_heads * one.head_dim
+        target_h = int(cfg.get("target_hidden_size") or target.hidden_size)
+        extra_qkv = (q_out + 2 * kv_out) * h // tp  # layer 0's qkv_proj reads [embeds, hidden]: 2h inputs
+        fc = 3 * target_h * h  # ReplicatedLinear: whole on every rank
+        draft_vocab = int(cfg.get("draft_vocab_size") or cfg["vocab_size"])
+        if own_lm_head is None:  # a reduced-vocabulary head cannot be the target's: the checkpoint carries its own
+            own_lm_head = draft_vocab != target.vocab_size
+        own_rows = _padded(draft_vocab, tp) if own_lm_head else 0
+        total = layers + (extra_qkv + fc + h + own_rows * h) * dtype_bytes + draft_vocab * 8  # + hidden_norm; d2t
+        aux = 3
+    else:
+        # EAGLE-1: fc 2h -> h (replicated), the first layer's input_layernorm removed; no final norm
+        total = layers + (2 * h * h - h - h) * dtype_bytes
+        aux = 0
+    if one.max_position_embeddings != target.max_position_embeddings:
+        # its rotary cos/sin cache is keyed by max_position (rotary_embedding get_rope): a cache of its own
+        total += one.max_position_embeddings * one.rotary_dim * dtype_bytes
+    kv = tuple(flatten(one.layers))
+    src = "its config.json" if given else "the target's shape (no drafter config given)"
+    return Drafter(method, one, n, kv, total, own_rows, aux,
+                   f"{method} head of {n} layer(s) from {src}; embedding shared"
+                   + ("" if own_rows else ", lm_head shared") + (f", own lm_head of {own_rows:,} rows" if own_rows
+                                                                 else ""))
+
+
+def drafter(target: ModelSpec, method: str | None, *, weights: Any = None, dtype_bytes: int = 2, tp: int = 1,
+            draft_config: dict[str, Any] | None = None, own_lm_head: bool | None = None) -> Drafter | None:
+    """The model-based drafter of `method` for `target` on one rank of TP `tp`; None for n-gram (no model) or none.
+    own_lm_head overrides the EAGLE-3 rule (None: own when its vocabulary is reduced; False: as vLLM runs a head
+    loaded with load_format=dummy)."""
+    if method == "mtp":
+        return _mtp(target, weights if weights is not None else weight_format("bf16"), dtype_bytes, tp)
+    if method in ("eagle", "eagle3"):
+        return _eagle(target, method, draft_config, dtype_bytes, tp, own_lm_head)
+    return None
+
+
+def mamba_speculative_blocks(target: ModelSpec, method: str | None, k: int) -> int:
+    """MambaSpec.num_speculative_blocks: every Mamba / linear-attention layer keeps k extra state blocks per request
+    under any speculative method (layers/mamba/abstract.py:56)."""
+    if not method or not any(isinstance(layer, MambaState) for layer in flatten(target.layers)):
+        return 0
+    return k
+
+
+def rejection_sampler_bytes(target: ModelSpec, seqs: int, mnbt: int) -> int:
+    """The V1 runner's dummy rejection pass (gpu_model_runner.py:6244-6274): random logits of 2 x R rows, R =
+    min(max_num_seqs, mnbt), one draft token each, sampled and verified in fp32 (bonus sampler, target logits, their
+    processed copy, softmax). Fitted bytes per logit of R x vocab (constants.yaml spec_rejection_bytes_per_logit)."""
+    rows = min(seqs, mnbt)
+    return int(engine_constants("vllm")["spec_rejection_bytes_per_logit"] * rows * target.vocab_size)
+
+
+def draft_forward_bytes(d: Drafter, mnbt: int, dtype_bytes: int, forward) -> int:
+    """Torch peak of the drafter's dummy forward over mnbt tokens: its decoder layer (the same fitted forward model
+    as the target's, `forward(layer_spec)`), plus the target's last hidden states it reads (and EAGLE-3's auxiliary
+    ones) and its concatenated input ([embeds, hidden]: 2h, EAGLE-3's 3h), alive during it."""
+    held = (1 + d.aux_hidden_states + max(2, d.aux_hidden_states)) * mnbt * d.hidden_size * dtype_bytes
+    return forward(d.layer_spec) + held
