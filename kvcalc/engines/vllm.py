@@ -69,6 +69,8 @@ class VllmSettings:
     num_speculative_tokens: int = 0
     # the EAGLE head's own config.json (speculative_config.model, when kvcalc could read it); None: the target's shape
     draft_config: Any = field(default=None, compare=False)
+    # False: the head was started with load_format=dummy (nothing loaded: vLLM shares the target's lm_head with it)
+    draft_weights_loaded: bool = True
     enable_chunked_prefill: bool | None = None  # None: the version's default (V1 always on)
     engine: str | None = None  # None/"auto": the version's default engine; "v0"/"v1": VLLM_USE_V1=0/1
     other_processes_bytes: int = 0  # memory other processes hold on the fullest GPU (a desktop, another engine)
@@ -270,7 +272,8 @@ def lora_slot_bytes(spec: ModelSpec, s: VllmSettings) -> int:
 def drafter_of(spec: ModelSpec, s: VllmSettings) -> vllm_draft.Drafter | None:
     """The model-based drafter these settings load (engines/vllm_draft.py); None for n-gram or none."""
     return vllm_draft.drafter(spec, s.speculative_method, weights=s.weights, dtype_bytes=s.dtype_bytes,
-                              tp=s.tensor_parallel, draft_config=s.draft_config)
+                              tp=s.tensor_parallel, draft_config=s.draft_config,
+                              own_lm_head=None if s.draft_weights_loaded else False)
 
 
 def draft_layers(spec: ModelSpec, s: VllmSettings) -> int:
