@@ -26,6 +26,7 @@ from ..hardware import GpuProfile
 from ..model import ModelSpec
 from ..units import GiB, ceil_div
 from .vllm_groups import KvLayout, vllm_kv_layout
+from .vllm_profile import ProfilePeak, profile_peak
 from .vllm_support import ServeGate, unserved_gate, unserved_reason
 from .vllm_versions import (VersionRules, batch_defaults_for, chunked_prefill_on, release_of, rules_for,
                             rules_with_engine, version_key)
@@ -72,6 +73,9 @@ class VllmSettings:
     kv_cache_memory_bytes: int | None = None  # --kv-cache-memory-bytes: the KV budget per GPU, util ignored
     nccl_nvls: bool | None = None  # None: NCCL's own choice (on for TP on SXM Hopper/Blackwell with NVSwitch)
     calibration: Any = None  # kvcalc.calibrate.EnvCalibration: the user's own environment (kvcalc calibrate)
+    # VLLM_USE_FLASHINFER_SAMPLER: None = vLLM's default (on where FlashInfer supports the GPU); False as on the
+    # project's H200 host, whose offline bundle has no FlashInfer
+    flashinfer_sampler: bool | None = None
 
     @property
     def rules(self) -> VersionRules:
@@ -347,11 +351,28 @@ def sampler_bytes(spec: ModelSpec, s: VllmSettings, mnbt: int, seqs: int, v2_run
     return int(per_logit * rows * _padded_vocab(spec.vocab_size, 1))
 
 
+def profile_peak_of(spec: ModelSpec, s: VllmSettings, mnbt: int, seqs: int, v2_runner: bool = True,
+                    last_stage: bool = True, gpu: GpuProfile | None = None,
+                    max_model_len: int | None = None, block_size: int = 16) -> ProfilePeak:
+    """The profile peak by mechanism (engines/vllm_profile.py), for releases whose rules say so (0.26)."""
+    return profile_peak(
+        spec, gpu, tp=s.tensor_parallel, m=mnbt, seqs=seqs, dtype_bytes=s.dtype_bytes, weights=s.weights.name,
+        max_model_len=max_model_len or s.max_model_len or spec.max_position_embeddings, block_size=block_size,
+        v2_runner=v2_runner and uses_v2_runner(spec, s), compiled=not s.enforce_eager, last_stage=last_stage,
+        padded_vocab=_padded_vocab(spec.vocab_size, 1),
+        v2_sampler_bytes_per_logit=float(engine_constants("vllm")["sampler_bytes_per_logit"]),
+        flashinfer_sampler=s.flashinfer_sampler)
+
+
 def activation_bytes(spec: ModelSpec, s: VllmSettings, mnbt: int, seqs: int, v2_runner: bool = True,
-                     last_stage: bool = True) -> int:
+                     last_stage: bool = True, gpu: GpuProfile | None = None, max_model_len: int | None = None,
+                     block_size: int = 16) -> int:
     """Torch peak of the profile run: the larger of the dummy forward over mnbt tokens and, on the last pipeline
     stage, the dummy sampler over min(max_num_seqs, mnbt) rows of logits (before 0.26, plus the fused-MoE
-    workspace the forward left allocated). The forward factor is fitted (kvcalc/data/constants.yaml)."""
+    workspace the forward left allocated). From 0.26 by mechanism (profile_peak_of); before, the forward factor is
+    fitted (kvcalc/data/constants.yaml) on logs of those releases."""
+    if s.rules.profile == "mechanism" and not s.speculative_method:
+        return profile_peak_of(spec, s, mnbt, seqs, v2_runner, last_stage, gpu, max_model_len, block_size).bytes
     forward = forward_bytes(spec, s, mnbt)
     if not last_stage:
         return forward
@@ -363,12 +384,6 @@ def activation_bytes(spec: ModelSpec, s: VllmSettings, mnbt: int, seqs: int, v2_
         # reads them all): the H200 n-gram start (k=4, 2048 tokens) peaked at 1.07 GiB against 0.98 GiB of logits
         sampler = max(sampler, mnbt * _padded_vocab(spec.vocab_size, 1) * 4)
     peak = max(forward, sampler)
-    if v2_runner and not s.enforce_eager and uses_v2_runner(spec, s):
-        # V2 runner with torch.compile / CUDA graphs: a floor proportional to the hidden size, whatever the batch
-        # settings (H200, 0.26: 0.758 GiB for Llama-3.2-3B and 1.010 GiB for Llama-3.1-8B at 2048 tokens, with 16, 256
-        # or 1024 sequences; eager 0.16 / 0.24 GiB). Fitted on the 3B, the 8B held out (+0.09%); mechanism not
-        # identified (constants.yaml v2_graph_floor_tokens).
-        peak = max(peak, int(engine_constants("vllm")["v2_graph_floor_tokens"]) * spec.hidden_size * s.dtype_bytes)
     return peak
 
 
@@ -499,6 +514,9 @@ def _estimate(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings) -> VllmEstimate
         if stage.num_blocks < low.num_blocks or (not stage.kv_fits and low.kv_fits):
             low = stage
     layout, blocks, available = low.layout, low.num_blocks, low.available_kv_bytes
+    if rules.profile == "mechanism" and not s.speculative_method and not s.kv_cache_memory_bytes:
+        peak = profile_peak_of(spec, s, mnbt, seqs, v2, low is stages[-1], gpu, max_model_len, layout.block_size)
+        notes.append(peak.describe() + " (engines/vllm_profile.py)")
     concurrency = layout.max_concurrency(blocks) if blocks else 0.0
     if rules.logged_tokens == "concurrency":
         logged = layout.logged_tokens(blocks) if blocks else 0
@@ -554,13 +572,6 @@ def stage_budgets(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings, budget: int
             # the drafter runs on the last stage: its weights and its layers' KV (the same kind as the target's last)
             w += draft_weight_bytes(spec, s)
             layers = layers + (spec.layers[-1],) * draft_layers(spec, s)
-        act = activation_bytes(spec, s, mnbt, seqs, v2, last_stage=last)
-        if s.calibration is not None:
-            act = s.calibration.activation(s.tensor_parallel, pp, act)
-        available = budget - w - act
-        if s.kv_cache_memory_bytes:
-            # gpu_worker.py:determine_available_memory: kv_cache_memory_bytes set -> no profile, that budget as is
-            available = s.kv_cache_memory_bytes
         try:
             layout = vllm_kv_layout(layers, s.kv, s.dtype_bytes, s.block_size,
                                     s.tensor_parallel, max_model_len, spec.model_type, max_num_batched_tokens=mnbt,
@@ -569,6 +580,14 @@ def stage_budgets(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings, budget: int
                                     compute_capability=gpu.compute_capability or 9.0)
         except (NotImplementedError, ValueError) as exc:
             raise UnsupportedModelError(f"vLLM cannot serve {spec.name} this way: {exc}") from None
+        act = activation_bytes(spec, s, mnbt, seqs, v2, last_stage=last, gpu=gpu, max_model_len=max_model_len,
+                               block_size=layout.block_size)
+        if s.calibration is not None:
+            act = s.calibration.activation(s.tensor_parallel, pp, act)
+        available = budget - w - act
+        if s.kv_cache_memory_bytes:
+            # gpu_worker.py:determine_available_memory: kv_cache_memory_bytes set -> no profile, that budget as is
+            available = s.kv_cache_memory_bytes
         start += n_layers
         out.append(StageBudget(w, act, available, layout, layout.num_blocks(max(available, 0)),
                                available >= layout.min_kv_bytes, int(round(layout.kv_bytes_per_token))))
