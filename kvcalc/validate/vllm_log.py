@@ -806,6 +806,15 @@ def _valid_version(text: Any) -> bool:
     return True
 
 
+def _quantized_checkpoint(spec: Any) -> Any:
+    """The weight format of a model whose checkpoint is quantized (its config.json quantization_config), else None:
+    vLLM loaded that checkpoint, whatever name the log gives its method."""
+    from ..checkpoint import baseline_weights
+
+    ck = getattr(spec, "checkpoint", None)
+    return baseline_weights(spec) if ck is not None and ck.scheme is not None else None
+
+
 def check_log(parsed: dict[str, Any], model: Any, gpu: Any, *, vllm_version: str | None = None,
               run_given: bool = False, **overrides: Any) -> dict[str, Any]:
     """{"rows": judged comparison rows, "mismatches": [...], "notes": [...], "assumed": {setting: source}}.
@@ -835,7 +844,7 @@ def check_log(parsed: dict[str, Any], model: Any, gpu: Any, *, vllm_version: str
         notes += _version_notes(parsed)
     if parsed.get("version") and not _valid_version(parsed["version"]):
         parsed = dict(parsed, version=None)  # said in the note above; the default rules apply
-    settings, sources = settings_with_sources(parsed, overrides)
+    settings, sources = settings_with_sources(parsed, overrides, checkpoint=_quantized_checkpoint(spec))
     logged_engine = parsed.get("settings", {}).get("engine")
     rules = getattr(settings, "rules", None)  # the version's rules (engines/vllm_versions.py)
     if logged_engine and rules is not None and getattr(rules, "engine", logged_engine) != logged_engine:
