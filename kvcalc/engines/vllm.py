@@ -198,6 +198,10 @@ def vllm_weight_bytes(spec: ModelSpec, s: VllmSettings, rank_layers: int | None 
     the vocabulary padded to a multiple of 64, and the rotary cos/sin cache (max_position x rotary_dim)."""
     tp = s.tensor_parallel
     total = weight_bytes(spec, s.weights, s.dtype_bytes)
+    if not s.weights.quantizes_linears and s.weights.bits != 8 * s.dtype_bytes:
+        # unquantized weights load in the model dtype (model_loader: set_default_torch_dtype): --dtype float32
+        # doubles a bf16 checkpoint
+        total = total * 8 * s.dtype_bytes // s.weights.bits
     embed_bytes = spec.params.embedding * s.dtype_bytes
     head_bytes = spec.params.lm_head * s.dtype_bytes
     body = total - embed_bytes - head_bytes

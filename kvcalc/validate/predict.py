@@ -146,8 +146,11 @@ VLLM_KV_CACHE_DTYPE: dict[str, str] = {
     "auto": "auto", "bfloat16": "auto", "float16": "auto", "half": "auto",  # the model dtype's 2 bytes
     "fp8": "fp8", "fp8_e4m3": "fp8", "fp8_inc": "fp8", "fp8_e5m2": "fp8-e5m2",
 }
+# vLLM casts unquantized weights to the model dtype: a float32 run is kvcalc's 16-bit format at 4 bytes per element
+# (VllmSettings.dtype_bytes, _VLLM_DTYPE_BYTES), which sizes the weights, activations and the auto KV cache alike
 _VLLM_DTYPE_WEIGHTS = {"bfloat16": "bf16", "torch.bfloat16": "bf16", "float16": "fp16", "torch.float16": "fp16",
-                       "half": "fp16", "float32": "fp32", "torch.float32": "fp32", "float": "fp32"}
+                       "half": "fp16", "float32": "bf16", "torch.float32": "bf16", "float": "bf16"}
+_VLLM_DTYPE_BYTES = {"float32": 4, "torch.float32": 4, "float": 4}
 
 
 def weights_from_vllm(quantization: Any, dtype: Any = None) -> str | None:
@@ -241,6 +244,10 @@ def settings_with_sources(parsed: dict[str, Any], overrides: dict[str, Any], che
         else:
             weights, sources["weights"] = "bf16", "default"
     kwargs: dict[str, Any] = {}
+    dtype = str(given.get("dtype") or logged.get("dtype") or "")
+    if dtype in _VLLM_DTYPE_BYTES:
+        kwargs["dtype_bytes"] = _VLLM_DTYPE_BYTES[dtype]
+        sources["dtype"] = "override" if given.get("dtype") else "log"
     util = pick("gpu_memory_utilization", "util", default=None)
     if util is not None:
         kwargs["gpu_memory_utilization"] = float(util)

@@ -886,7 +886,7 @@ _SETTING_ATTR = {"kv_cache_dtype": ("kv", "name"), "weights": ("weights", "name"
                  "max_num_batched_tokens": ("max_num_batched_tokens",), "max_num_seqs": ("max_num_seqs",),
                  "block_size": ("block_size",), "version": ("version",), "entrypoint": ("entrypoint",),
                  "enforce_eager": ("enforce_eager",), "tensor_parallel_size": ("tensor_parallel",),
-                 "pipeline_parallel_size": ("pipeline_parallel",)}
+                 "pipeline_parallel_size": ("pipeline_parallel",), "dtype": ("dtype_bytes",)}
 
 
 def _setting_value(settings: Any, key: str) -> Any:
