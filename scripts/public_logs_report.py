@@ -65,6 +65,14 @@ CAUSES: dict[str, list[tuple[float, float, str]]] = {
         "0.10.1.1 environment's at both util 0.25 and 0.5 (the same log pair at 0.5 is -0.8%): a per-environment "
         "term the log prints no breakdown of; at util 0.25 the KV budget is 5 GiB, so 0.2 GiB is 4% "
         "(`kvcalc calibrate` fits such terms)")],
+    "vllm10517-rtx3090-llama31-8b-20k": [(0.02, 0.05, "V0 0.6.4 counts all used GPU memory as non-torch (worker.py: "
+        "mem_get_info, CUDA context and other processes included): the log's 0.35 GiB is 0.13 above kvcalc's on this "
+        "RTX 3090 (a desktop card may also drive a display; the post does not say); weights and activation match, and "
+        "0.13 GiB is 3% of a 3.8 GiB KV budget")],
+    "vllm10517-rtx3090-llama31-8b-29k": [(0.02, 0.05, "as the 20k run of the same post: non-torch 0.35 GiB logged, 0.13 "
+        "above kvcalc's, on a 2.9 GiB KV budget")],
+    "llmd-h100x2-kimi-dev-72b-tp2-8k": [(0.02, 0.05, "as Qwen2.5-72B at TP 2 (the same shape): a 3 GiB KV budget per rank, "
+        "so the 0.10 GiB per rank kvcalc's weights are below the log's is 3%")],
     "vllm13061-2x4090-r1-distill-qwen14b-tp2": [(0.08, 0.13, "rank asymmetry, modelled (only V0's driver rank "
         "samples; vLLM keeps the minimum of the ranks' blocks): the worker rank the post quotes holds 13.95 GiB weights + "
         "0.25 non-torch + 0.19 activation + 8.69 KV = 23.08; the error's 81,536 tokens (5,096 blocks of 16 x 96 KiB = "
