@@ -238,7 +238,6 @@ def settings_with_sources(parsed: dict[str, Any], overrides: dict[str, Any], che
         if named is not None:
             sources["weights"] = f"log (quantization {q}; the model id names {named})"
         elif weights is not None:
-            q = logged.get("quantization")
             sources["weights"] = (f"log (quantization {q})" if q not in (None, "None", "none")
                                   else f"log (dtype {logged.get('dtype')})")
         else:

@@ -426,8 +426,8 @@ _VERSION_RES = (
     ("vLLM API server version", re.compile(r"vLLM API server version v?(\S{1,64})")),
     ("vLLM version", re.compile(r"vLLM version:?\s{0,4}v?(\S{1,64})")),
     # entrypoints/utils.py (0.11+, `vllm serve`): the block-letter banner ends its second row with "version X"
-    # (a blog's copy may collapse the banner's spaces)
-    ("█ version ", re.compile(r"[█▀▄] {1,8}version {1,4}v?(\d[^\s]{0,63})")),
+    # ("█  version 0.19.0"; a blog's copy may collapse the banner's spaces)
+    ("version ", re.compile(r"[█▀▄] {1,8}version {1,4}v?(\d[^\s]{0,63})")),
 )
 _STARTS = ("non-default args: ", "LLM engine (v", "vLLM API server version")
 
