@@ -206,6 +206,10 @@ def vllm_weight_bytes(spec: ModelSpec, s: VllmSettings, rank_layers: int | None 
     the vocabulary padded to a multiple of 64, and the rotary cos/sin cache (max_position x rotary_dim)."""
     tp = s.tensor_parallel
     total = weight_bytes(spec, s.weights, s.dtype_bytes)
+    if not s.weights.quantizes_linears and s.weights.bits != 8 * s.dtype_bytes:
+        # unquantized weights load in the model dtype (model_loader: set_default_torch_dtype): --dtype float32
+        # doubles a bf16 checkpoint
+        total = total * 8 * s.dtype_bytes // s.weights.bits
     embed_bytes = spec.params.embedding * s.dtype_bytes
     head_bytes = spec.params.lm_head * s.dtype_bytes
     body = total - embed_bytes - head_bytes
@@ -224,6 +228,27 @@ def vllm_weight_bytes(spec: ModelSpec, s: VllmSettings, rank_layers: int | None 
     ropes = 2 if spec.config.get("rope_local_base_freq") else 1  # Gemma 3: a local and a global rotary cache
     rotary = ropes * spec.max_position_embeddings * spec.rotary_dim * s.dtype_bytes
     return per_rank + rotary
+
+
+def mxfp4_moe_padding_bytes(spec: ModelSpec, s: VllmSettings, gpu: GpuProfile) -> int:
+    """Bytes one rank's MXFP4 experts grow by when vLLM pads their shapes for its MoE kernel
+    (vllm/model_executor/layers/quantization/mxfp4.py, Mxfp4MoEMethod.create_weights): Marlin, the kernel below sm90,
+    pads the per-rank intermediate size to a multiple of 128 and the hidden size to 256; the Triton kernels (sm90)
+    the intermediate size to 64; FlashInfer on sm100 both to 256. Each expert holds w13 [2I, H] and w2 [H, I] as uint8
+    (two e2m1 per byte), an e8m0 scale per 32 and a bf16 bias per output row. gpt-oss-120b at TP 4 on an A100:
+    720 -> 768 and 2880 -> 3072, 1.96 GiB per rank (the public log dennislee-a100x4-gpt-oss-120b-tp4-u080 loads 2.01
+    GiB more than the checkpoint's share)."""
+    if s.weights.name != "mxfp4" or spec.moe is None or not spec.moe.moe_layers:
+        return 0
+    cc = gpu.compute_capability or 9.0
+    i_align, h_align = (128, 256) if (cc < 9.0 or cc >= 11.0) else ((256, 256) if cc >= 10.0 else (64, 1))
+    inter, hidden = spec.moe.expert_intermediate_size // s.tensor_parallel, spec.hidden_size
+
+    def expert(i: int, h: int) -> int:
+        return (2 * i * h) // 2 + (2 * i * h) // 32 + 2 * i * 2 + (h * i) // 2 + (h * i) // 32 + h * 2
+
+    padded = expert(ceil_div(inter, i_align) * i_align, ceil_div(hidden, h_align) * h_align)
+    return (padded - expert(inter, hidden)) * spec.moe.num_experts * spec.moe.moe_layers
 
 
 def _rules(version) -> VersionRules:
@@ -567,6 +592,7 @@ def stage_budgets(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings, budget: int
         first, last = stage == 0, stage == pp - 1
         w = vllm_weight_bytes(spec, s, n_layers, has_embedding=first, has_lm_head=last)
         w += lora_slot_bytes(spec, s) * n_layers // spec.num_layers
+        w += mxfp4_moe_padding_bytes(spec, s, gpu) * n_layers // spec.num_layers
         layers = spec.layers[start: start + n_layers]
         if last and draft_layers(spec, s):
             # the drafter runs on the last stage: its weights and its layers' KV (the same kind as the target's last)
