@@ -82,7 +82,8 @@ def settings_of(row: dict) -> vllm_engine.VllmSettings:
         enforce_eager=bool(llm.get("enforce_eager")), version=row["environment"]["vllm_version"], entrypoint="llm",
         speculative_method=sc["method"], num_speculative_tokens=int(sc.get("num_speculative_tokens") or 0),
         draft_config=_clean(row["draft_config_used"]) if row.get("draft_config_used") else None,
-        draft_weights_loaded=False)  # load_format=dummy
+        draft_weights_loaded=False,  # load_format=dummy
+        flashinfer_sampler=(row["environment"].get("env") or {}).get("VLLM_USE_FLASHINFER_SAMPLER") != "0")
 
 
 def compare(row: dict, rows: list[dict]) -> dict:
