@@ -116,11 +116,13 @@ def compare(row: dict, rows: list[dict]) -> dict:
         grew = internals["model_memory_usage"] - base["observed"]["internals"]["model_memory_usage"]
         out["drafter_weights"] = [d.weight_bytes if d else 0, grew]
         out["baseline"] = base["case_id"]
-    est = vllm_engine.estimate(spec, gpu_with_total("h200", int(internals["init_total_memory"])), s)
+    gpu = gpu_with_total("h200", int(internals["init_total_memory"]))
+    est = vllm_engine.estimate(spec, gpu, s)
     v2 = vllm_engine.uses_v2_runner(spec, s)
     out["weights"] = [est.weights_bytes, internals["model_memory_usage"]]
     out["activation"] = [est.activation_bytes, internals["peak_activation_memory"]]
-    out["draft_profile"] = vllm_engine.draft_profile_bytes(spec, s, est.max_num_batched_tokens, est.max_num_seqs, v2)
+    out["draft_profile"] = vllm_engine.drafter_profile_bytes(spec, s, est.max_num_batched_tokens, est.max_num_seqs,
+                                                             v2, gpu, est.max_model_len, est.block_size)
     out["non_torch"] = [est.non_torch_bytes, internals["non_torch_memory"]]
     out["e2e_tokens"] = [est.logged_kv_tokens, internals["kv_cache_size_tokens"]]
     out["generated"] = row["observed"].get("generate_check_tokens")

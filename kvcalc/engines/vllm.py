@@ -330,22 +330,33 @@ def draft_profile_bytes(spec: ModelSpec, s: VllmSettings, mnbt: int, seqs: int, 
     return max(forward, 0 if v2_runner else vllm_draft.rejection_sampler_bytes(spec, seqs, mnbt))
 
 
+def drafter_profile_bytes(spec: ModelSpec, s: VllmSettings, mnbt: int, seqs: int, v2_runner: bool,
+                          gpu: GpuProfile | None = None, max_model_len: int | None = None, block_size: int = 16) -> int:
+    """draft_profile_bytes with the drafter's decoder layer sized as the release profiles the target's: by mechanism
+    on 0.26 (profile_peak_of of the one-layer drafter, no sampler), by the fitted forward before."""
+    if not s.speculative_method:
+        return 0
+    if s.rules.profile != "mechanism":
+        return draft_profile_bytes(spec, s, mnbt, seqs, v2_runner)
+    plain = replace(s, speculative_method=None, num_speculative_tokens=0)
+    return draft_profile_bytes(spec, s, mnbt, seqs, v2_runner, lambda one: profile_peak_of(
+        one, plain, mnbt, seqs, False, False, gpu, max_model_len, block_size).bytes)
+
+
 def with_drafter_profile(spec: ModelSpec, s: VllmSettings, act: int, mnbt: int, seqs: int, v2_runner: bool,
                          last_stage: bool, gpu: GpuProfile | None, max_model_len: int, block_size: int) -> int:
     """activation_bytes with a drafter: on releases profiled by mechanism (0.26) the target's own phases
-    (profile_peak_of, without the drafter) and, on the last stage, the drafter's beside them (its decoder layer's
-    phases plus what it holds, the rejection pass); before, the larger of activation_bytes and
-    draft_profile_bytes."""
+    (profile_peak_of, without the drafter) and, on the last stage, the drafter's beside them (drafter_profile_bytes:
+    its decoder layer's phases plus what it holds, the V1 rejection pass); before, the larger of activation_bytes
+    and the fitted drafter terms."""
     if not s.speculative_method:
         return act
     if s.rules.profile == "mechanism":
         plain = replace(s, speculative_method=None, num_speculative_tokens=0)
         act = profile_peak_of(spec, plain, mnbt, seqs, v2_runner, last_stage, gpu, max_model_len, block_size).bytes
-        if not last_stage:
-            return act
-        return max(act, draft_profile_bytes(spec, s, mnbt, seqs, v2_runner, lambda one: profile_peak_of(
-            one, plain, mnbt, seqs, False, False, gpu, max_model_len, block_size).bytes))
-    return max(act, draft_profile_bytes(spec, s, mnbt, seqs, v2_runner)) if last_stage else act
+    if not last_stage:
+        return act
+    return max(act, drafter_profile_bytes(spec, s, mnbt, seqs, v2_runner, gpu, max_model_len, block_size))
 
 
 def subtracts_cudagraph_estimate(spec: ModelSpec, version) -> bool:
