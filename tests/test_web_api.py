@@ -166,6 +166,7 @@ def test_bad_input_is_the_cli_line_as_json(client, params, argv):
     ({"context": "8k\n"}, "control character"),
     ({"context": "1" * 300}, "too long"),
     ({"format": "xml"}, "format"),
+    ({"speculative_config": '{"method": "eagle3", "model": "/etc"}'}, "never reads"),
 ])
 def test_web_refuses_files_hub_and_unknown_names(client, params, fragment):
     r = client.get("/api/plan", params=params)

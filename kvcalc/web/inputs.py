@@ -166,6 +166,21 @@ def resolve_model(params: dict, allow_hub: bool):
     raise UsageError(f"unknown model {model!r}{hint}")
 
 
+def _no_server_files(speculative_config) -> None:
+    """--speculative-config's model names an EAGLE head, whose config.json the CLI reads when it is a local path; the
+    web never reads the server's files on a request's behalf (the head is then taken to have the target's shape)."""
+    try:
+        cfg = json.loads(speculative_config) if isinstance(speculative_config, str) else speculative_config
+    except ValueError:
+        return  # the CLI's parser says why
+    if isinstance(cfg, dict) and isinstance(cfg.get("model"), str):
+        import os
+
+        if os.path.lexists(os.path.expanduser(cfg["model"])):
+            raise UsageError(f"speculative_config model {cfg['model'][:60]!r} names a file or folder on this server, "
+                             "which the web page never reads; give the head's hub id")
+
+
 def _argv(names: dict, params: dict, model_name: str | None) -> list[str]:
     """The command line a CLI user would type for these parameters (click options by name), GPU names checked as
     data first; an emptied field is left out, so the CLI's default applies."""
@@ -199,6 +214,7 @@ def parse(params: dict, allow_hub: bool = False) -> WebRequest:
     if unknown:
         raise UsageError(f"unknown parameter {unknown[0]!r}; known: {', '.join(sorted(names))}")
     model_name, spec = resolve_model(params, allow_hub)
+    _no_server_files(params.get("speculative_config"))
     ctx = _plan_command().make_context("plan", _argv(names, params, model_name))
     values = dict(ctx.params)
     tp_sweep = bool(values.get("tp_sweep"))
