@@ -152,3 +152,12 @@ def test_speculative_config_reads_a_local_head_config(tmp_path):
                              "--speculative-config",
                              json.dumps({"method": "eagle3", "num_speculative_tokens": 3, "model": str(tmp_path)})])
     assert code == 2 and len(err.strip().splitlines()) == 1
+
+
+def test_pipeline_parallel_drafter_keeps_its_own_embedding():
+    # llm_base_proposer.py / eagle/utils.py share the target's embedding only at PP 1
+    spec = load_model("deepseek-v3")
+    pp1 = vllm_draft.drafter(spec, "mtp", weights=BF16, tp=8)
+    pp2 = vllm_draft.drafter(spec, "mtp", weights=BF16, tp=8, pp=2)
+    assert pp2.weight_bytes - pp1.weight_bytes == 129_280 // 8 * 7_168 * 2  # 129,280 is a multiple of 64
+    assert "own embedding" in pp2.described

@@ -302,7 +302,7 @@ def drafter_of(spec: ModelSpec, s: VllmSettings) -> vllm_draft.Drafter | None:
     """The model-based drafter these settings load (engines/vllm_draft.py); None for n-gram or none."""
     return vllm_draft.drafter(spec, s.speculative_method, weights=s.weights, dtype_bytes=s.dtype_bytes,
                               tp=s.tensor_parallel, draft_config=s.draft_config,
-                              own_lm_head=None if s.draft_weights_loaded else False)
+                              own_lm_head=None if s.draft_weights_loaded else False, pp=s.pipeline_parallel)
 
 
 def draft_layers(spec: ModelSpec, s: VllmSettings) -> int:

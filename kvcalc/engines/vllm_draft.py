@@ -34,7 +34,7 @@ Sources, vLLM 0.26.0 (paths under vllm/):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..constants import engine_constants
@@ -214,15 +214,23 @@ def _eagle(target: ModelSpec, method: str, draft_config: dict[str, Any] | None, 
 
 
 def drafter(target: ModelSpec, method: str | None, *, weights: Any = None, dtype_bytes: int = 2, tp: int = 1,
-            draft_config: dict[str, Any] | None = None, own_lm_head: bool | None = None) -> Drafter | None:
+            draft_config: dict[str, Any] | None = None, own_lm_head: bool | None = None,
+            pp: int = 1) -> Drafter | None:
     """The model-based drafter of `method` for `target` on one rank of TP `tp`; None for n-gram (no model) or none.
     own_lm_head overrides the EAGLE-3 rule (None: own when its vocabulary is reduced; False: as vLLM runs a head
-    loaded with load_format=dummy)."""
+    loaded with load_format=dummy). With pipeline parallelism the drafter keeps an embedding of its own (the
+    target's is on the first stage; llm_base_proposer.py:1428 and eagle/utils.py:64 share it only at PP 1)."""
     if method == "mtp":
-        return _mtp(target, weights if weights is not None else weight_format("bf16"), dtype_bytes, tp)
-    if method in ("eagle", "eagle3"):
-        return _eagle(target, method, draft_config, dtype_bytes, tp, own_lm_head)
-    return None
+        d = _mtp(target, weights if weights is not None else weight_format("bf16"), dtype_bytes, tp)
+    elif method in ("eagle", "eagle3"):
+        d = _eagle(target, method, draft_config, dtype_bytes, tp, own_lm_head)
+    else:
+        return None
+    if pp > 1:
+        d = replace(d, weight_bytes=d.weight_bytes + _padded(target.vocab_size, tp) * target.hidden_size * dtype_bytes,
+                    described=d.described.replace("embedding shared", "own embedding (PP > 1)")
+                    .replace("embedding and lm_head shared", "own embedding (PP > 1), lm_head shared"))
+    return d
 
 
 def mamba_speculative_blocks(target: ModelSpec, method: str | None, k: int) -> int:
