@@ -133,10 +133,19 @@ def test_runner_choice_with_a_drafter():
 
 
 def test_rejection_pass_of_the_v1_profile():
-    # fitted on the H200 n-gram start: 32.7 B per logit of min(max_num_seqs, mnbt) x vocab
-    spec = load_model("llama-3.2-3b")
-    assert vllm_draft.rejection_sampler_bytes(spec, 256, 2048) == int(32.7 * 256 * 128_256)
-    assert vllm_draft.rejection_sampler_bytes(spec, 1024, 512) == int(32.7 * 512 * 128_256)
+    # the tensors the H200 trace of s-3b-ngram4-16k shows live at the peak (Llama-3.2-3B, V = 128,256, H = 3,072,
+    # R = 1,024 sequences, M = 16,384 tokens, bf16, FlashInfer sampler off, 132 SMs): random logits 2R x V x 2 B and
+    # the bonus rows R x V x 2 B; six fp32 R x V tensors; the Triton top-k/top-p buffer 132 x V x 4 B; the forward
+    # output M x H x 2 B; 2 x R x H x 2 B; the cuBLAS workspace (32 MiB)
+    spec, gpu = load_model("llama-3.2-3b"), get_gpu("h200")
+    by_hand = 1024 * 128_256 * (6 + 24) + 132 * 128_256 * 4 + 16_384 * 3072 * 2 + 2 * 1024 * 3072 * 2 + 32 * 2**20
+    assert by_hand == 4_154_544_128  # vLLM's peak_activation_memory: 4,160,932,864 (-0.15%)
+    assert vllm_draft.rejection_sampler_bytes(spec, 1024, 16_384, 2, gpu, flashinfer_sampler=False) == by_hand
+    # FlashInfer's sampler keeps no Triton buffer; use_fp64_gumbel doubles the noise and its reciprocal
+    assert vllm_draft.rejection_sampler_bytes(spec, 1024, 16_384, 2, gpu, flashinfer_sampler=True) == \
+        by_hand - 132 * 128_256 * 4
+    assert vllm_draft.rejection_sampler_bytes(spec, 1024, 16_384, 2, gpu, False, fp64_gumbel=True) == \
+        by_hand + 2 * 1024 * 128_256 * 4
 
 
 def test_speculative_config_reads_a_local_head_config(tmp_path):

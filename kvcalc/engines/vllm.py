@@ -318,7 +318,7 @@ def draft_weight_bytes(spec: ModelSpec, s: VllmSettings) -> int:
 
 
 def draft_profile_bytes(spec: ModelSpec, s: VllmSettings, mnbt: int, seqs: int, v2_runner: bool,
-                        layer_peak=None) -> int:
+                        layer_peak=None, gpu: GpuProfile | None = None) -> int:
     """The drafter's part of the profile run's torch peak, beside the target's: the drafter's dummy forward over mnbt
     tokens (its decoder layer's peak, `layer_peak(layer_spec)`, by default the fitted forward_bytes) and, on the V1
     runner, the dummy rejection-sampler pass (vllm_draft.py)."""
@@ -327,7 +327,9 @@ def draft_profile_bytes(spec: ModelSpec, s: VllmSettings, mnbt: int, seqs: int, 
     d = drafter_of(spec, s)
     peak = layer_peak or (lambda one: forward_bytes(one, s, mnbt))
     forward = vllm_draft.draft_forward_bytes(d, mnbt, s.dtype_bytes, peak) if d else 0
-    return max(forward, 0 if v2_runner else vllm_draft.rejection_sampler_bytes(spec, seqs, mnbt))
+    rejection = 0 if v2_runner else vllm_draft.rejection_sampler_bytes(
+        spec, seqs, mnbt, s.dtype_bytes, gpu, s.flashinfer_sampler)
+    return max(forward, rejection)
 
 
 def drafter_profile_bytes(spec: ModelSpec, s: VllmSettings, mnbt: int, seqs: int, v2_runner: bool,
@@ -337,10 +339,10 @@ def drafter_profile_bytes(spec: ModelSpec, s: VllmSettings, mnbt: int, seqs: int
     if not s.speculative_method:
         return 0
     if s.rules.profile != "mechanism":
-        return draft_profile_bytes(spec, s, mnbt, seqs, v2_runner)
+        return draft_profile_bytes(spec, s, mnbt, seqs, v2_runner, gpu=gpu)
     plain = replace(s, speculative_method=None, num_speculative_tokens=0)
     return draft_profile_bytes(spec, s, mnbt, seqs, v2_runner, lambda one: profile_peak_of(
-        one, plain, mnbt, seqs, False, False, gpu, max_model_len, block_size).bytes)
+        one, plain, mnbt, seqs, False, False, gpu, max_model_len, block_size).bytes, gpu=gpu)
 
 
 def with_drafter_profile(spec: ModelSpec, s: VllmSettings, act: int, mnbt: int, seqs: int, v2_runner: bool,

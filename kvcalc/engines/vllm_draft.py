@@ -37,12 +37,13 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..constants import engine_constants
 from ..errors import UsageError
 from ..formats import weight_format
 from ..layers import LayerCache, MambaState, flatten
 from ..model import ModelSpec, spec_from_config
+from ..hardware import GpuProfile
 from ..units import ceil_div
+from .vllm_profile import cublas_workspace_bytes, flashinfer_sampler_default
 from .weights import weight_bytes
 
 VOCAB_PADDING = 64  # vocab_parallel_embedding.py DEFAULT_VOCAB_PADDING_SIZE
@@ -64,6 +65,14 @@ class Drafter:
     own_lm_head_rows: int  # rows of an lm_head of its own (EAGLE-3's reduced vocabulary); 0 when shared
     aux_hidden_states: int  # target hidden states the drafter reads besides the last (EAGLE-3: 3)
     described: str
+
+    @property
+    def held_hidden_states(self) -> int:
+        """M x H tensors alive beside the drafter layer's own during its dummy forward, counted on the H200 traces
+        (docs/validation/data/v3, vllm-gpu0_v3g.jsonl): MTP 4 (the target's output, the drafter's embedding, enorm
+        and hnorm outputs: s-deepseek-v3-l5-mtp3-2k), EAGLE-3 the 3 auxiliary hidden states + 2 (the embedding and
+        a norm output: s-llama-3.1-8b-eagle3-k3); EAGLE-1 taken as EAGLE-3 without the auxiliary states."""
+        return 4 if self.method == "mtp" else self.aux_hidden_states + 2
 
     @property
     def hidden_size(self) -> int:
@@ -241,17 +250,35 @@ def mamba_speculative_blocks(target: ModelSpec, method: str | None, k: int) -> i
     return k
 
 
-def rejection_sampler_bytes(target: ModelSpec, seqs: int, mnbt: int) -> int:
-    """The V1 runner's dummy rejection pass (gpu_model_runner.py:6244-6274): random logits of 2 x R rows, R =
-    min(max_num_seqs, mnbt), one draft token each, sampled and verified in fp32 (bonus sampler, target logits, their
-    processed copy, softmax). Fitted bytes per logit of R x vocab (constants.yaml spec_rejection_bytes_per_logit)."""
+def rejection_sampler_bytes(target: ModelSpec, seqs: int, mnbt: int, dtype_bytes: int = 2,
+                            gpu: GpuProfile | None = None, flashinfer_sampler: bool | None = None,
+                            fp64_gumbel: bool = False) -> int:
+    """The V1 runner's dummy rejection pass (gpu_model_runner.py:6244-6274), tensor by tensor as the H200 trace of
+    s-3b-ngram4-16k shows them live at its peak (inside rejection_sampler.py:sample_recovered_tokens), R =
+    min(max_num_seqs, mnbt) rows of V = vocab logits:
+    - the random logits, 2R x V in the model dtype (gpu_model_runner.py:6263), and the bonus rows R x V
+      (rejection_sampler.py:135);
+    - fp32 R x V: the bonus sampler's raw logits (sampler.py:93, kept in its output), the target logits
+      (rejection_sampler.py:156) and their processed copy (:162), the probabilities (:474), the exponential noise and
+      its reciprocal (:684, :696; fp64 with use_fp64_gumbel);
+    - without FlashInfer, the Triton top-k/top-p buffer, min(SMs, next power of two of R) x V fp32
+      (topk_topp_triton.py:914);
+    - the forward's output M x H and the sampled rows' hidden states 2 x R x H, and torch's cuBLAS workspace.
+    For Llama-3.2-3B at 16,384 tokens and 1,024 sequences: 4,154,544,128 B against vLLM's 4,160,932,864."""
     rows = min(seqs, mnbt)
-    return int(engine_constants("vllm")["spec_rejection_bytes_per_logit"] * rows * target.vocab_size)
+    v, h, d = target.vocab_size, target.hidden_size, dtype_bytes
+    q = 8 if fp64_gumbel else 4
+    logits = rows * v * (3 * d + 4 * 4 + 2 * q)
+    use_fi = flashinfer_sampler_default(gpu) if flashinfer_sampler is None else flashinfer_sampler
+    triton = 0
+    if not use_fi:
+        sms = gpu.sm_count if gpu is not None and getattr(gpu, "sm_count", None) else 132
+        triton = min(1 << max(rows - 1, 0).bit_length(), sms) * v * 4
+    return logits + triton + mnbt * h * d + 2 * rows * h * d + cublas_workspace_bytes(gpu)
 
 
 def draft_forward_bytes(d: Drafter, mnbt: int, dtype_bytes: int, forward) -> int:
-    """Torch peak of the drafter's dummy forward over mnbt tokens: its decoder layer (the same fitted forward model
-    as the target's, `forward(layer_spec)`), plus the target's last hidden states it reads (and EAGLE-3's auxiliary
-    ones) and its concatenated input ([embeds, hidden]: 2h, EAGLE-3's 3h), alive during it."""
-    held = (1 + d.aux_hidden_states + max(2, d.aux_hidden_states)) * mnbt * d.hidden_size * dtype_bytes
-    return forward(d.layer_spec) + held
+    """Torch peak of the drafter's dummy forward over mnbt tokens: its decoder layer's own peak (the model the release
+    uses for the target's layers, `forward(layer_spec)`) plus the M x H tensors held beside it
+    (Drafter.held_hidden_states)."""
+    return forward(d.layer_spec) + d.held_hidden_states * mnbt * d.hidden_size * dtype_bytes
