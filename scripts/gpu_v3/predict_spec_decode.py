@@ -3,6 +3,7 @@
 docs/validation/data/v3/predictions-v3s.json BEFORE the cases run, so the comparison cannot be tuned to them.
 
     python3 scripts/gpu_v3/predict_spec_decode.py
+    python3 scripts/gpu_v3/predict_spec_decode.py --only ID,ID --out docs/validation/data/v3/predictions-v3s2.json
 
 Settings as the H200 runs them: dummy weights (an EAGLE head then shares the target's lm_head), the FlashInfer
 sampler off (run_call.sh), the GPU's total as the v3 rows report it (150,109,880,320 B).
@@ -70,11 +71,20 @@ def predict(case: dict) -> dict:
     }
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--only", default=None, help="comma-separated case ids (the cases not yet run)")
+    p.add_argument("--out", type=Path, default=OUT)
+    args = p.parse_args(argv)
     commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True).stdout
-    rows = [predict(c) for c in json.loads(CASES.read_text())]
-    OUT.write_text(json.dumps({"kvcalc_commit": commit.strip(), "note": "written before the cases ran",
-                               "rows": rows}, indent=1) + "\n")
+    cases = json.loads(CASES.read_text())
+    if args.only:
+        cases = [c for c in cases if c["id"] in args.only.split(",")]
+    rows = [predict(c) for c in cases]
+    args.out.write_text(json.dumps({"kvcalc_commit": commit.strip(), "note": "written before the cases ran",
+                                    "rows": rows}, indent=1) + "\n")
     for r in rows:
         print(r)
     return 0
