@@ -14,6 +14,10 @@ beside each observation:
    draft_profile_bytes) against `peak_activation_memory`.
 4. end to end: kvcalc's whole estimate on a GPU of the observed total.
 
+An engine built second in a process (`non_torch_memory` 0) finds torch's cuBLAS workspace already allocated: as in
+scripts/compare_profile_v3.py, its comparison takes the cuBLAS workspace out of kvcalc's peak and uses the observed
+non-torch 0 for the end-to-end budget; first-in-process rows are compared as they are.
+
     python3 scripts/compare_spec_decode.py           # markdown (docs/validation/README.md, "Speculative decoding")
     python3 scripts/compare_spec_decode.py --json
 """
@@ -31,6 +35,7 @@ sys.path.insert(0, str(ROOT))
 from kvcalc.engines import vllm as vllm_engine  # noqa: E402
 from kvcalc.engines import vllm_draft  # noqa: E402
 from kvcalc.engines.vllm_groups import vllm_kv_layout  # noqa: E402
+from kvcalc.engines.vllm_profile import cublas_workspace_bytes  # noqa: E402
 from kvcalc.formats import kv_format, weight_format  # noqa: E402
 from kvcalc.model import spec_from_config  # noqa: E402
 from kvcalc.validate.predict import gpu_with_total  # noqa: E402
@@ -119,12 +124,17 @@ def compare(row: dict, rows: list[dict]) -> dict:
     gpu = gpu_with_total("h200", int(internals["init_total_memory"]))
     est = vllm_engine.estimate(spec, gpu, s)
     v2 = vllm_engine.uses_v2_runner(spec, s)
+    fresh = not row.get("process_case_index") or int(internals.get("non_torch_memory") or 0) > 0
+    act = est.activation_bytes - (0 if fresh else cublas_workspace_bytes(gpu))
+    out["fresh"] = fresh
     out["weights"] = [est.weights_bytes, internals["model_memory_usage"]]
-    out["activation"] = [est.activation_bytes, internals["peak_activation_memory"]]
+    out["activation"] = [act, internals["peak_activation_memory"]]
     out["draft_profile"] = vllm_engine.drafter_profile_bytes(spec, s, est.max_num_batched_tokens, est.max_num_seqs,
                                                              v2, gpu, est.max_model_len, est.block_size)
     out["non_torch"] = [est.non_torch_bytes, internals["non_torch_memory"]]
-    out["e2e_tokens"] = [est.logged_kv_tokens, internals["kv_cache_size_tokens"]]
+    budget = est.available_kv_bytes + (est.activation_bytes - act) + (0 if fresh else est.non_torch_bytes)
+    out["e2e_tokens"] = [est.layout.logged_tokens(est.layout.num_blocks(max(budget, 0))),
+                         internals["kv_cache_size_tokens"]]
     out["generated"] = row["observed"].get("generate_check_tokens")
     return out
 
