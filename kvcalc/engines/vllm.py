@@ -345,6 +345,24 @@ def drafter_profile_bytes(spec: ModelSpec, s: VllmSettings, mnbt: int, seqs: int
         one, plain, mnbt, seqs, False, False, gpu, max_model_len, block_size).bytes, gpu=gpu)
 
 
+def drafter_profile_note(spec: ModelSpec, s: VllmSettings, mnbt: int, seqs: int, v2_runner: bool,
+                         gpu: GpuProfile | None, max_model_len: int, block_size: int) -> str:
+    """explain's line for the profile peak with a drafter: the target's phases, the drafter's forward, the rejection
+    pass; the largest is the peak (with_drafter_profile)."""
+    plain = replace(s, speculative_method=None, num_speculative_tokens=0)
+    target = profile_peak_of(spec, plain, mnbt, seqs, v2_runner, True, gpu, max_model_len, block_size)
+    d = drafter_of(spec, s)
+    parts = [f"target {target.bytes / GiB:.3f} GiB ({target.phase} phase)"]
+    if d is not None:
+        layer = profile_peak_of(d.layer_spec, plain, mnbt, seqs, False, False, gpu, max_model_len, block_size).bytes
+        parts.append(f"drafter forward {vllm_draft.draft_forward_bytes(d, mnbt, s.dtype_bytes, lambda one: layer) / GiB:.3f}"
+                     f" GiB (its layer {layer / GiB:.3f} + {d.held_hidden_states} x {mnbt:,} x {d.hidden_size} held)")
+    if not v2_runner:
+        rejection = vllm_draft.rejection_sampler_bytes(spec, seqs, mnbt, s.dtype_bytes, gpu, s.flashinfer_sampler)
+        parts.append(f"rejection pass {rejection / GiB:.3f} GiB (2 x {min(seqs, mnbt):,} rows of logits)")
+    return "profile peak with a drafter, the largest of: " + "; ".join(parts) + " (engines/vllm_draft.py)"
+
+
 def with_drafter_profile(spec: ModelSpec, s: VllmSettings, act: int, mnbt: int, seqs: int, v2_runner: bool,
                          last_stage: bool, gpu: GpuProfile | None, max_model_len: int, block_size: int) -> int:
     """activation_bytes with a drafter: on releases profiled by mechanism (0.26) the target's own phases
@@ -589,6 +607,8 @@ def _estimate(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings) -> VllmEstimate
     if rules.profile == "mechanism" and not s.speculative_method and not s.kv_cache_memory_bytes:
         peak = profile_peak_of(spec, s, mnbt, seqs, v2, low is stages[-1], gpu, max_model_len, layout.block_size)
         notes.append(peak.describe() + " (engines/vllm_profile.py)")
+    if rules.profile == "mechanism" and s.speculative_method and not s.kv_cache_memory_bytes and low is stages[-1]:
+        notes.append(drafter_profile_note(spec, s, mnbt, seqs, v2, gpu, max_model_len, layout.block_size))
     concurrency = layout.max_concurrency(blocks) if blocks else 0.0
     if rules.logged_tokens == "concurrency":
         logged = layout.logged_tokens(blocks) if blocks else 0
