@@ -50,6 +50,8 @@ def observations(data: Path = DATA) -> list[dict]:
             row = json.loads(line)
             if row.get("status") == "skipped" or not (row.get("observed") or {}).get("internals"):
                 continue
+            if (row.get("llm_kwargs") or {}).get("speculative_config"):
+                continue  # speculative decoding: kvcalc's drafter accounting, compared on its own
             if not row.get("process_case_index"):
                 seen = set()
             vocab = int(row["observed"]["internals"].get("vocab_size") or 0)
@@ -66,7 +68,7 @@ def traced_phase(row: dict) -> str:
         return ""
     sites = " ".join(g["site"] for g in trace["live_at_peak_top"][:6])
     for key, phase in (("v1/sample/", "sampler"), ("compiler_interface", "compile"), ("mla_attention", "MLA"),
-                       ("mamba_mixer2", "Mamba2")):
+                       ("mamba_mixer2", "Mamba2"), ("layers/attention/attention.py", "attention")):
         if key in sites:
             return phase
     return "MoE" if "fused_moe" in sites else "MLP"
@@ -77,7 +79,9 @@ def compare(row: dict) -> dict:
     cfg = {k: v for k, v in row["config_used"].items() if k != "_source"}
     spec = spec_from_config(cfg, row["case_id"])
     weights = weight_format("bf16")
-    if str(internals.get("quantization") or "None") not in ("None", "none", ""):
+    if (row.get("llm_kwargs") or {}).get("quantization") == "fp8":  # bf16 checkpoint quantized at load
+        weights = weight_format("fp8")
+    elif str(internals.get("quantization") or "None") not in ("None", "none", ""):
         with tempfile.TemporaryDirectory() as folder:
             (Path(folder) / "config.json").write_text(json.dumps(cfg))
             spec = load_model(folder)

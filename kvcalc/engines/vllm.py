@@ -585,7 +585,9 @@ def _estimate(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings) -> VllmEstimate
         notes.append(f"pipeline stages of {pp_layer_partition(spec.num_layers, pp)} layers "
                      "(vllm/distributed/utils.py:get_pp_indices); each stage has its own budget, the smallest "
                      "stage's blocks serve the deployment")
-    notes.append(f"activation, non-torch and CUDA-graph memory: {c['source']}")
+    fitted_terms = ("non-torch and CUDA-graph memory" if rules.profile == "mechanism" and not s.speculative_method
+                    else "activation, non-torch and CUDA-graph memory")
+    notes.append(f"{fitted_terms}: {c['source']}")
     if s.calibration is not None:
         notes.append(s.calibration.describe(s.tensor_parallel, pp))
 

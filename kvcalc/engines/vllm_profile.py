@@ -11,6 +11,8 @@ only hardware facts are the cuBLAS workspace size and the SM count. Nothing here
 sampler per logit (constants.yaml, its tensors were not traced).
 
 The peak is the largest of these phases (each a set of tensors alive at once):
+- attention: a standard attention layer's qkv and output beside three M x H tensors (with the MoE workspace held in
+  MoE models: Mixtral's peak).
 - MLP: a decoder layer's MLP over M tokens: the residual and two projection outputs (3 x M x H) and the gate/up
   output and the activation (3 x M x I / tp), activation dtype.
 - MoE layers: the fused-MoE workspace, allocated once by the workspace manager (v1/worker/workspace.py) and kept for
@@ -40,6 +42,7 @@ from ..layers import MultiLatentAttention, flatten
 from ..layer_kinds import mamba2_dims, mamba2_inner
 from ..model import ModelSpec
 
+OWN_GEMM_FORMATS = {"awq", "gptq", "fp8", "mxfp4", "w4a16", "w8a8"}
 MLA_WORKSPACE_CAP = 64 * 1024  # mla_attention.py determine_chunked_prefill_workspace_size: "limiting it to 64k tokens"
 
 
@@ -126,6 +129,14 @@ def _mamba2_phase(spec: ModelSpec, tp: int, m: int, d: int) -> list:
             ("hidden states", 2 * m * spec.hidden_size * d)]
 
 
+def _attention_phase(spec: ModelSpec, tp: int, m: int, d: int) -> list:
+    if not spec.layer_kinds & {"full", "sliding", "chunked"}:
+        return []
+    q, kv = spec.num_heads * spec.head_dim // tp, max(spec.num_kv_heads // tp, 1) * spec.head_dim
+    return [("hidden states", 3 * m * spec.hidden_size * d), ("attention qkv", m * (q + 2 * kv) * d),
+            ("attention output", m * q * d)]
+
+
 def _mlp_phase(spec: ModelSpec, tp: int, m: int, d: int) -> list:
     h = spec.hidden_size
     inter = spec.intermediate_size
@@ -149,20 +160,28 @@ def profile_peak(spec: ModelSpec, gpu: GpuProfile | None, *, tp: int, m: int, se
     h = spec.hidden_size
     rows = min(seqs, m)
     cublas = ("cuBLAS workspace", cublas_workspace_bytes(gpu))
+    # the forward reaches cuBLAS through unquantized Linears (and MoE routers, never quantized); AWQ/GPTQ/FP8/MXFP4
+    # Linears run their own kernels (Machete/Marlin, CUTLASS): a dense model in those formats meets cuBLAS only at
+    # the lm_head, in the sampler phase (H200 h-8b-awq-eager-16k: no workspace in the forward's peak)
+    fwd_cublas = [cublas] if (weights not in OWN_GEMM_FORMATS or spec.moe is not None) else []
     ws = moe_workspace(spec, tp, m, d, weights)
     held = [("MoE workspace", ws)] if ws else []
     phases: dict[str, list] = {}
     dense_mlp = _mlp_phase(spec, tp, m, d)
     if spec.moe is None or spec.moe.moe_layers < spec.num_layers:
-        phases["MLP"] = dense_mlp + [cublas]
+        phases["MLP"] = dense_mlp + fwd_cublas
     if spec.moe is not None and spec.moe.moe_layers:
-        phases["MoE"] = held + [("hidden states", 3 * m * h * d), cublas]
+        phases["MoE"] = held + [("hidden states", 3 * m * h * d)] + fwd_cublas
+    attention = _attention_phase(spec, tp, m, d)
+    if attention:
+        # a layer after the first MoE layer runs its attention with the MoE workspace held (H200 h-mixtral-8x7b-16k)
+        phases["attention"] = held + attention + fwd_cublas
     mla = _mla_phase(spec, tp, m, d, max_model_len, seqs, block_size)
     if mla:
-        phases["MLA"] = held + mla + [cublas]
+        phases["MLA"] = held + mla + fwd_cublas
     mamba = _mamba2_phase(spec, tp, m, d)
     if mamba:
-        phases["Mamba2"] = held + mamba + [cublas]
+        phases["Mamba2"] = held + mamba + fwd_cublas
     if last_stage:
         if v2_runner:
             phases["sampler"] = [("sampler", int(v2_sampler_bytes_per_logit * rows * padded_vocab)), cublas]
