@@ -305,18 +305,6 @@ def drafter_of(spec: ModelSpec, s: VllmSettings) -> vllm_draft.Drafter | None:
                               own_lm_head=None if s.draft_weights_loaded else False, pp=s.pipeline_parallel)
 
 
-def draft_layers(spec: ModelSpec, s: VllmSettings) -> int:
-    """KV-cache layers the drafter adds: MTP's num_nextn_predict_layers, an EAGLE head's layers, none for n-gram."""
-    d = drafter_of(spec, s)
-    return len(d.kv_layers) if d else 0
-
-
-def draft_weight_bytes(spec: ModelSpec, s: VllmSettings) -> int:
-    """The drafter's weights on each rank, after it shares the target's embedding and lm_head (vllm_draft.py)."""
-    d = drafter_of(spec, s)
-    return d.weight_bytes if d else 0
-
-
 def draft_profile_bytes(spec: ModelSpec, s: VllmSettings, mnbt: int, seqs: int, v2_runner: bool,
                         layer_peak=None, gpu: GpuProfile | None = None) -> int:
     """The drafter's part of the profile run's torch peak, beside the target's: the drafter's dummy forward over mnbt
