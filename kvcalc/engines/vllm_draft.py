@@ -29,7 +29,9 @@ Sources, vLLM 0.26.0 (paths under vllm/):
   the same max_num_batched_tokens, k forwards, llm_base_proposer.py:1621-1672) and :6244-6274 (the rejection
   sampler on random logits of 2 x min(max_num_seqs, mnbt) rows); 0.26 runs dense, non-hybrid targets with
   eagle/eagle3/mtp on the V2 runner (config/vllm.py:2154-2180), whose _dummy_run calls speculator.propose
-  (v1/worker/gpu/model_runner.py:605-640) and whose sampler profile has no rejection pass.
+  (v1/worker/gpu/model_runner.py:605-640) and whose sampler profile has no rejection pass. The tensors each phase
+  holds were read off the H200 allocator traces (rejection_sampler_bytes, Drafter.held_hidden_states).
+Checked against H200 starts of 0.26: docs/validation/README.md, "Speculative decoding".
 """
 
 from __future__ import annotations
@@ -39,9 +41,9 @@ from typing import Any
 
 from ..errors import UsageError
 from ..formats import weight_format
+from ..hardware import GpuProfile
 from ..layers import LayerCache, MambaState, flatten
 from ..model import ModelSpec, spec_from_config
-from ..hardware import GpuProfile
 from ..units import ceil_div
 from .vllm_profile import cublas_workspace_bytes, flashinfer_sampler_default
 from .weights import weight_bytes
