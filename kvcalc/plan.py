@@ -98,10 +98,12 @@ def draft_config_at(model: str) -> dict | None:
 
     from .model import load_config_file
 
-    path = Path(model).expanduser()
-    if not (path.is_dir() and (path / "config.json").is_file()) and not path.is_file():
+    try:
+        path = Path(model).expanduser()
+        local = (path.is_dir() and (path / "config.json").is_file()) or path.is_file()
+    except (OSError, ValueError, RuntimeError):  # a NUL byte, a name too long, an unknown ~user: not a local path
         return None
-    return load_config_file(path)
+    return load_config_file(path) if local else None
 
 
 def dtype_bytes_for(name: str | None) -> int:

@@ -156,6 +156,8 @@ def test_speculative_config_reads_a_local_head_config(tmp_path):
     hub = speculative_settings({"method": "eagle3", "num_speculative_tokens": 3,
                                 "model": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"})
     assert hub["draft_config"] is None  # not fetched: the head is taken to have the target's shape
+    for odd in ("a\x00b", "x" * 5000, "~nosuchuser_kvcalc/head"):
+        assert speculative_settings({"method": "eagle3", "model": odd})["draft_config"] is None
     (tmp_path / "config.json").write_text("{not json")
     code, out, err = invoke(["plan", "--model", "llama-3.1-8b", "--gpu", "h200", "--engine", "vllm",
                              "--speculative-config",
