@@ -367,7 +367,7 @@ def prefill_s(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFor
 
 def _hf_fixed_s(spec: ModelSpec, weights: WeightFormat, kv: KvFormat) -> float:
     e = load("throughput")["engines"]["hf"]
-    fixed = e["fixed_step_s"] + e["per_layer_s"] * spec.num_layers
+    fixed = e["per_layer_s"] * spec.num_layers
     if kv.hf_quantized:
         fixed += e["kv_per_layer_s"][kv.backend] * spec.num_layers  # dequantize + re-quantize bookkeeping
     if weights.name.startswith("nf4"):
@@ -404,7 +404,7 @@ def hf_decode_speed(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv:
     notes: list[str] = []
     e = data["engines"]["hf"]
     layers = spec.num_layers
-    fixed = e["fixed_step_s"] + e["per_layer_s"] * layers
+    fixed = e["per_layer_s"] * layers
     if kv.hf_quantized:
         fixed += e["kv_per_layer_s"][kv.backend] * layers  # dequantize + re-quantize bookkeeping
     if weights.name.startswith("nf4"):

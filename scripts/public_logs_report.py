@@ -62,8 +62,13 @@ CAUSES: dict[str, list[tuple[float, float, str]]] = {
         "0.10.1.1 environment's at both util 0.25 and 0.5 (the same log pair at 0.5 is -0.8%): a per-environment "
         "term the log prints no breakdown of; at util 0.25 the KV budget is 5 GiB, so 0.2 GiB is 4% "
         "(`kvcalc calibrate` fits such terms)")],
-    "vllm13061-2x4090-r1-distill-qwen14b-tp2": [(0.05, 0.2, "the other rank had less free memory (vLLM takes the "
-        "minimum over ranks); the post's own profile line gives 8.69 GiB = ~95k tokens on the rank it shows")],
+    "vllm13061-2x4090-r1-distill-qwen14b-tp2": [
+        (0.05, 0.2, "the other rank had less free memory (vLLM takes the "
+         "minimum over ranks); the post's own profile line gives 8.69 GiB = ~95k tokens on the rank it shows"),
+        (0.02, 0.05, "V0 (0.7; the kept lines print no version): only the driver rank samples, and its peak implies "
+         "~34 B per logit (256 rows x 152,064) where kvcalc's V0 count gives 28 (+10.0% with V1's 16); the other "
+         "rank had less free memory (vLLM takes the minimum over ranks: the post's profile line shows 8.69 GiB of "
+         "KV on the rank it prints)")],
 }
 
 
