@@ -106,23 +106,36 @@ def _reference_peak(data: dict) -> float:
     return ref.flops_for("bf16") or 1.0
 
 
-def gpu_rates(gpu: GpuProfile) -> GpuRates:
+def gpu_rates(gpu: GpuProfile, calibrated: bool = True) -> GpuRates:
+    """The GPU's rates: speed.yaml's fit for its architecture, else its datasheet x the reference GPU's fractions.
+    A profile carrying the user's speed calibration (kvcalc calibrate --bench: kvcalc/calibrate.py CalibratedGpu)
+    replaces the constants it fitted (decode bandwidth, step overhead, tensor efficiency; attention's efficiency moves
+    with the tensor one); calibrated=False ignores it (transformers rows: the calibration measured vLLM's kernels)."""
     data = load("speed")
     fit = data["measured"].get(gpu.id)
     c = fit or data["derived"]
     bandwidth = fit["bandwidth_bytes_per_s"] if fit else gpu.memory_bandwidth_bytes_per_s * \
         gpu.achievable_bandwidth_fraction
+    step, tensor_fraction, source = c["step_overhead_s"], c["tensor_fraction"], c["source"]
+    cal = getattr(gpu, "speed_calibration", None) if calibrated else None
+    if cal is not None:
+        bandwidth = cal.bandwidth_bytes_per_s or bandwidth
+        step = cal.step_overhead_s or step
+        tensor_fraction = cal.tensor_fraction or tensor_fraction
+        source = f"your calibration ({cal.describe()}; {getattr(gpu, 'speed_source', '') or 'kvcalc calibrate'}); " \
+                 f"the rest: {source}"
     peak = (gpu.flops_for("bf16") if gpu.native_bf16 else None) or gpu.flops_for("fp16") or \
         gpu.flops_for("fp32") or 1e12
     fp8 = gpu.flops_for("fp8") if gpu.native_fp8 else None
     alu = gpu.flops_for("fp32") or peak / 8
     return GpuRates(
-        bandwidth=bandwidth, tensor=peak * c["tensor_fraction"],
-        tensor_fp8=fp8 * c["tensor_fraction"] if fp8 else None,
-        attention_tensor=peak * c["attention_tensor_fraction"],
+        bandwidth=bandwidth, tensor=peak * tensor_fraction,
+        tensor_fp8=fp8 * tensor_fraction if fp8 else None,
+        attention_tensor=peak * c["attention_tensor_fraction"] * (
+            tensor_fraction / c["tensor_fraction"] if tensor_fraction != c["tensor_fraction"] else 1.0),
         gemm_half_rows=c["gemm_half_rows"] * (1.0 if fit else peak / _reference_peak(data)),
-        alu=alu, step_overhead_s=c["step_overhead_s"], moe_layer_overhead_s=c["moe_layer_overhead_s"],
-        overlap=float(c["overlap"]), measured=fit is not None, source=c["source"])
+        alu=alu, step_overhead_s=step, moe_layer_overhead_s=c["moe_layer_overhead_s"],
+        overlap=float(c["overlap"]), measured=fit is not None or cal is not None, source=source)
 
 
 def _emulated(min_cc: float | None, gpu: GpuProfile) -> bool:
@@ -381,14 +394,15 @@ def hf_prefill_s(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: Kv
     time overlapping the kernels (GEMMs over every prompt token, causal SDPA)."""
     tokens = batch * input_len
     pairs = batch * input_len * (input_len + 1) / 2
-    kernels = forward_kernels(spec, gpu, weights, kv, tokens, 0.0, pairs, 1, dtype_bytes, prefill=True)
+    kernels = forward_kernels(spec, gpu, weights, kv, tokens, 0.0, pairs, 1, dtype_bytes,
+                              rates=gpu_rates(gpu, calibrated=False), prefill=True)
     quantize = 0.0
     if kv.hf_quantized:  # QuantizedLayer quantizes the whole prompt at prefill, layer by layer (cache_utils.py)
         quantize = load("throughput")["engines"]["hf"]["kv_prefill_per_layer_s"][kv.backend] * spec.num_layers
     # eager PyTorch: the CPU launches the layers while the GPU runs the queued kernels, so the two overlap as a
     # kernel's resources do (the same p-norm); the prompt's quantization runs after the forward
     cpu, gpu_s = _hf_fixed_s(spec, weights, kv), sum(k.time_s for k in kernels if k.name != "sampler")
-    p = gpu_rates(gpu).overlap
+    p = gpu_rates(gpu, calibrated=False).overlap
     top = max(cpu, gpu_s)
     both = top * ((cpu / top) ** p + (gpu_s / top) ** p) ** (1 / p) if top > 0 else 0.0
     return both + quantize
