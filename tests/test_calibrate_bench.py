@@ -212,3 +212,44 @@ def test_the_profile_round_trips_the_speed_terms(config):
     config.write_text(json.dumps({"schema": calibrate.SCHEMA, "environments": [bad]}))
     code, out, err = invoke(["plan", "--gpu", "a100-80gb", "--vllm-version", "0.10.1.1"])
     assert code == 2 and "calibration profile" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_lone_prompts_ttft_fixes_the_tensor_efficiency(tmp_path):
+    """Round trip with TTFTs: runs at --max-concurrency 1 (made from the real files' shape; their figures computed by
+    kvcalc's model with known constants) give the prefill's tensor efficiency; the bursts' TTFTs are not used."""
+    fig = _figures(U050)
+    truth = calibrate.SpeedCalibration(bandwidth_bytes_per_s=1.4e12, tensor_fraction=0.45)
+    gpu = calibrate.with_speed(fig["profile"], truth)
+    rows, notes = [], []
+    for n, prompt in ((1, 4096), (1, 8192), (50, 1024)):
+        data = json.loads(bench("u050", 1 if n == 1 else 50).read_text())
+        data.update(num_prompts=20 if n == 1 else 50, completed=20 if n == 1 else 50,
+                    max_concurrency=1 if n == 1 else None, total_input_tokens=prompt * (20 if n == 1 else 50),
+                    total_output_tokens=256 * (20 if n == 1 else 50))
+        f = tmp_path / f"b{n}-{prompt}.json"
+        f.write_text(json.dumps(data))
+        rows += speed_fit.rows_for(str(f), fig, None, None, notes)
+    assert sorted(r.quantity for r in rows) == ["tpot", "tpot", "tpot", "ttft", "ttft"]
+    assert any("all 50 prompts at once" in n for n in notes)
+    for r in rows:
+        r.measured = r.predict(gpu)
+    cal, _ = speed_fit.fit_speed(rows, fig["profile"], [])
+    assert cal.tensor_fraction == pytest.approx(0.45, rel=0.02)
+    assert cal.bandwidth_bytes_per_s == pytest.approx(1.4e12, rel=0.02)
+
+
+def test_throughput_results_need_their_lengths(tmp_path, config):
+    # the keys vllm/benchmarks/throughput.py writes (--output-json); figures of 100 requests of 1,024 + 1,024 tokens
+    f = tmp_path / "throughput.json"
+    f.write_text(json.dumps({"elapsed_time": 60.0, "num_requests": 100, "total_num_tokens": 204800,
+                             "requests_per_second": 100 / 60.0, "tokens_per_second": 204800 / 60.0}))
+    err = _refused(*_calibrate(U050, "--bench", f), config)
+    assert "--input-len" in err
+    code, out, err = _calibrate(U050, "--bench", f, "--input-len", "1024", "--output-len", "1024", "--json",
+                                "--dry-run")
+    assert code == 0, err
+    (row,) = json.loads(out)["benches"]
+    assert row["quantity"] == "tokens_per_s" and row["measured"] == pytest.approx(204800 / 60.0)
+    err = _refused(*_calibrate(U050, "--bench", f"{f}=other.log", "--input-len", "1024", "--output-len", "1024"),
+                   config)
+    assert "not one of the logs given" in err

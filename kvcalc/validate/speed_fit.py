@@ -112,7 +112,7 @@ def rows_for(path: str, fig: dict, input_len: int | None, output_len: int | None
     try:
         wl = workload_of(data, input_len if data["kind"] == "throughput" else None,
                          output_len if data["kind"] == "throughput" else None)
-        prompts = int(_figure(data, "num_prompts") or data["completed"])
+        prompts = int(_figure(data, "num_prompts") or data.get("completed") or data.get("num_requests") or 1)
     except (TypeError, ValueError, OverflowError):
         raise UsageError(f"bench {name}: its request_rate / num_prompts / max_concurrency are not numbers: not a "
                          "vllm bench result") from None
