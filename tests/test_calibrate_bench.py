@@ -253,3 +253,13 @@ def test_throughput_results_need_their_lengths(tmp_path, config):
     err = _refused(*_calibrate(U050, "--bench", f"{f}=other.log", "--input-len", "1024", "--output-len", "1024"),
                    config)
     assert "not one of the logs given" in err
+
+
+def test_gpu_names_in_bench_metadata_match_on_whole_words():
+    from kvcalc.hardware import get_gpu
+
+    assert speed_fit._names_gpu("4xNVIDIA_L40S", get_gpu("l40s"))
+    assert speed_fit._names_gpu("NVIDIA A100-SXM4-80GB", get_gpu("a100-80gb"))
+    assert not speed_fit._names_gpu("4xNVIDIA_L40S", get_gpu("h200"))
+    assert not speed_fit._names_gpu("A10", get_gpu("a100-80gb"))  # not a prefix match
+    assert not speed_fit._names_gpu("T4", get_gpu("l4"))

@@ -5,15 +5,18 @@ The model is kvcalc's own (kvcalc/workload.py on kvcalc/throughput.py's speed mo
 paired start-up log states; only the constants that belong to the GPU and the vLLM build move:
 - decode bandwidth B and step overhead t0, from TPOTs (and throughput results): a decode step costs t0 plus the bytes
   it reads over B (plus compute where the batch is large). One TPOT cannot fix both: the benches must read different
-  bytes per step (another concurrency or context), else the two are not told apart and the fit says so.
-- prefill tensor efficiency f (share of the datasheet dense peak), from the TTFT of a lone prompt (a run at
-  concurrency 1 or at a request rate): a long prompt's prefill is GEMM-bound. A burst's TTFT (all prompts at once) is
-  not used: it measures how vLLM's scheduler queues the prompts, which kvcalc models only coarsely. A one-prompt run
-  with prefix caching on is not used either: vllm bench's warm-up request sends the first prompt before the run
-  (benchmarks/benchmark_serving.py / vllm/benchmarks/serve.py "Starting initial single prompt test run"), so that
-  prompt's prefill comes from the prefix cache.
-The fit minimises the squared log errors (Gauss-Newton with a damped step) over the constants the data determines;
-a constant the data does not determine keeps kvcalc's value and the reason is stored and printed. Refused (one line,
+  bytes per step relative to their compute (another context at low concurrency), else the two are not told apart.
+- tensor efficiency f (share of the datasheet dense peak, GEMMs and attention alike), from the TTFT of a lone prompt
+  (a run at concurrency 1 or at a request rate: a long prompt's prefill is GEMM-bound) or from decode at a batch
+  large enough to be compute-bound (and the other requests' prefills a TPOT includes). A burst's TTFT (all prompts at
+  once) is not used: it measures how vLLM's scheduler queues the prompts, which kvcalc models only coarsely. A
+  one-prompt run with prefix caching on is not used either: vllm bench's warm-up request sends the first prompt before
+  the run (benchmarks/benchmark_serving.py / vllm/benchmarks/serve.py "Starting initial single prompt test run"), so
+  that prompt's prefill comes from the prefix cache.
+Which constants move (identifiable()): taken in the order B, f, t0 (what kvcalc knows least about a GPU it has not
+measured first), each kept only while the benches fix every constant taken to +-15% at 3% noise per figure (the
+linearised least-squares spread). The fit minimises the squared log errors (Gauss-Newton with a halving step) over
+those; the others keep kvcalc's values and the reason is stored and printed. Refused (one line,
 exit 2, nothing written): benches of another model or GPU, benches that contradict each other (the same workload
 more than 25% apart, or a fit that leaves a bench more than 25% off), a result faster than the GPU's datasheet allows,
 and benches that fix no constant at all.
@@ -66,9 +69,14 @@ def _names_gpu(text: str, profile) -> bool:
     vendor word contains the profile's id or an alias, or the other way round."""
     from ..hardware.profile import normalize_name
 
-    t = normalize_name(re.sub(r"^\d+\s*x\s*", "", text, flags=re.I)).replace("nvidia-", "").replace("amd-", "")
-    names = {normalize_name(n).replace("nvidia-", "") for n in (profile.id, profile.name, *profile.aliases)}
-    return any(n and (n in t or t in n) for n in names)
+    def tokens(name: str) -> tuple[str, ...]:
+        return tuple(x for x in normalize_name(name).split("-") if x not in ("nvidia", "amd", "geforce", ""))
+
+    def within(a: tuple, b: tuple) -> bool:  # a's tokens appear in b in a row ('a10' is not within 'a100-80gb')
+        return bool(a) and any(b[i:i + len(a)] == a for i in range(len(b) - len(a) + 1))
+
+    t = tokens(re.sub(r"^\d+\s*x\s*", "", text, flags=re.I))
+    return any(within(n, t) or within(t, n) for n in map(tokens, (profile.id, profile.name, *profile.aliases)))
 
 
 def _figure(data: dict, key: str) -> float | None:
