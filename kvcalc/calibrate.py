@@ -14,8 +14,10 @@ Weights and the KV layout are not calibrated: they follow from the checkpoint an
 With `vllm bench serve` / `vllm bench throughput` result files beside the logs (`--bench`), the speed model's
 per-GPU constants (kvcalc/throughput.py, kvcalc/data/speed.yaml) are fitted too, each a mechanism that transfers
 to other models on the same GPU and vLLM build: the bandwidth decode kernels reach (bytes/s), the per-step overhead
-(launches, scheduling, sampling bookkeeping: seconds, whatever the model) and the tensor-core efficiency of prefill
-(a fraction of the datasheet dense peak, GEMMs and attention alike). kvcalc/validate/speed_fit.py fits them.
+(launches, scheduling, sampling bookkeeping: seconds, whatever the model), the tensor-core efficiency (a fraction of
+the datasheet dense peak, GEMMs and attention alike) and, from benches of a tensor-parallel server, the time of one
+layer's all-reduces (set by the interconnect: NVLink, PCIe, pods of one node). kvcalc/validate/speed_fit.py fits
+them.
 
 Where the profile lives: $KVCALC_CONFIG_DIR/calibration.json, else $XDG_CONFIG_HOME/kvcalc/calibration.json, else
 ~/.config/kvcalc/calibration.json. This module reads and writes that file and applies a calibration; fitting it from
@@ -87,6 +89,7 @@ class SpeedCalibration:
     bandwidth_bytes_per_s: float | None = None  # what decode kernels reach (speed.yaml bandwidth_bytes_per_s)
     step_overhead_s: float | None = None  # per engine step (speed.yaml step_overhead_s)
     tensor_fraction: float | None = None  # prefill's share of the datasheet dense tensor peak (tensor_fraction)
+    tp_comm_per_layer_s: float | None = None  # the all-reduces of one layer at TP > 1 (throughput.yaml tp_comm_...)
     benches: tuple[str, ...] = ()
     not_fitted: tuple[str, ...] = ()  # why a constant was left to kvcalc (what the benches lacked)
 
@@ -98,11 +101,14 @@ class SpeedCalibration:
             parts.append(f"step overhead {self.step_overhead_s * 1e3:.2f} ms")
         if self.tensor_fraction is not None:
             parts.append(f"tensor efficiency {self.tensor_fraction:.0%} of the datasheet peak")
+        if self.tp_comm_per_layer_s is not None:
+            parts.append(f"TP all-reduce {self.tp_comm_per_layer_s * 1e6:.1f} us per layer")
         return ", ".join(parts) + f" (from {len(self.benches)} bench file(s))"
 
     def to_json(self) -> dict[str, Any]:
         return {"bandwidth_bytes_per_s": self.bandwidth_bytes_per_s, "step_overhead_s": self.step_overhead_s,
-                "tensor_fraction": self.tensor_fraction, "benches": list(self.benches),
+                "tensor_fraction": self.tensor_fraction, "tp_comm_per_layer_s": self.tp_comm_per_layer_s,
+                "benches": list(self.benches),
                 "not_fitted": list(self.not_fitted)}
 
     @classmethod
@@ -114,6 +120,7 @@ class SpeedCalibration:
         return cls(bandwidth_bytes_per_s=_num(d.get("bandwidth_bytes_per_s"), float, 1e9, 1e14),
                    step_overhead_s=_num(d.get("step_overhead_s"), float, 1e-6, 1.0),
                    tensor_fraction=_num(d.get("tensor_fraction"), float, 0.01, 1.0),
+                   tp_comm_per_layer_s=_num(d.get("tp_comm_per_layer_s"), float, 1e-8, 0.01),
                    benches=tuple(str(x) for x in d.get("benches") or ()),
                    not_fitted=tuple(str(x) for x in d.get("not_fitted") or ()))
 

@@ -96,6 +96,7 @@ class GpuRates:
     overlap: float  # p of the p-norm combining a kernel's memory, tensor and ALU times
     measured: bool
     source: str
+    tp_comm_per_layer_s: float | None = None  # the user's calibration (kvcalc calibrate --bench); None: throughput.yaml
 
 
 def _reference_peak(data: dict) -> float:
@@ -109,8 +110,9 @@ def _reference_peak(data: dict) -> float:
 def gpu_rates(gpu: GpuProfile, calibrated: bool = True) -> GpuRates:
     """The GPU's rates: speed.yaml's fit for its architecture, else its datasheet x the reference GPU's fractions.
     A profile carrying the user's speed calibration (kvcalc calibrate --bench: kvcalc/calibrate.py CalibratedGpu)
-    replaces the constants it fitted (decode bandwidth, step overhead, tensor efficiency; attention's efficiency moves
-    with the tensor one); calibrated=False ignores it (transformers rows: the calibration measured vLLM's kernels)."""
+    replaces the constants it fitted (decode bandwidth, step overhead, tensor efficiency, TP all-reduce time;
+    attention's efficiency moves with the tensor one); calibrated=False ignores it (transformers rows: the
+    calibration measured vLLM's kernels)."""
     data = load("speed")
     fit = data["measured"].get(gpu.id)
     c = fit or data["derived"]
@@ -135,7 +137,8 @@ def gpu_rates(gpu: GpuProfile, calibrated: bool = True) -> GpuRates:
             tensor_fraction / c["tensor_fraction"] if tensor_fraction != c["tensor_fraction"] else 1.0),
         gemm_half_rows=c["gemm_half_rows"] * (1.0 if fit else peak / _reference_peak(data)),
         alu=alu, step_overhead_s=step, moe_layer_overhead_s=c["moe_layer_overhead_s"],
-        overlap=float(c["overlap"]), measured=fit is not None or cal is not None, source=source)
+        overlap=float(c["overlap"]), measured=fit is not None or cal is not None, source=source,
+        tp_comm_per_layer_s=cal.tp_comm_per_layer_s if cal is not None else None)
 
 
 def _emulated(min_cc: float | None, gpu: GpuProfile) -> bool:
@@ -286,7 +289,9 @@ def _overhead(spec: ModelSpec, engine_consts: dict, rates: GpuRates, layers: flo
               moe: bool) -> float:
     fixed = rates.step_overhead_s
     if tp > 1:
-        fixed += engine_consts["tp_comm_per_layer_s"] * layers  # an all-reduce after attention and after the MLP
+        comm = rates.tp_comm_per_layer_s if rates.tp_comm_per_layer_s is not None \
+            else engine_consts["tp_comm_per_layer_s"]
+        fixed += comm * layers  # an all-reduce after attention and after the MLP
     if moe:
         fixed += rates.moe_layer_overhead_s * layers  # routing: top-k, token sort/align, the scatter of outputs
     return fixed

@@ -33,13 +33,14 @@ from typing import Any, Callable
 from ..calibrate import SpeedCalibration, with_speed
 from ..errors import UsageError
 
-PARAMS = ("bandwidth", "step", "tensor")
-PARAMS_ORDER = ("bandwidth", "tensor", "step")
-LABEL = {"bandwidth": "decode bandwidth", "step": "step overhead", "tensor": "tensor efficiency"}
+PARAMS = ("bandwidth", "step", "tensor", "comm")
+PARAMS_ORDER = ("bandwidth", "tensor", "comm", "step")
+LABEL = {"bandwidth": "decode bandwidth", "step": "step overhead", "tensor": "tensor efficiency",
+         "comm": "TP all-reduce time"}
 NOISE = 0.03  # relative error of one bench figure (repeat runs of one workload agree to a few percent)
 MAX_SPREAD = 0.15  # a constant is fitted only where the benches fix its log to +-15% at that noise
 AGREE = 0.25  # two benches of one workload, or a bench after the fit: at most this far apart (relative)
-BOUNDS = {"bandwidth": (1e10, 1e14), "step": (1e-5, 0.2), "tensor": (0.01, 2.0)}
+BOUNDS = {"bandwidth": (1e10, 1e14), "step": (1e-5, 0.2), "tensor": (0.01, 2.0), "comm": (1e-8, 0.01)}
 
 
 @dataclass
@@ -52,6 +53,7 @@ class Row:
     predict: Callable[[Any], float]  # GPU profile (with a speed calibration) -> predicted value
     role: str  # "decode" or "prefill"
     workload: tuple = ()  # (input, output, concurrency, rate, burst): two benches of one workload must agree
+    tp: int = 1  # the server's tensor-parallel size (the all-reduce time shows only at TP > 1)
 
 
 def _metadata_gpu(data: dict) -> str | None:
@@ -138,17 +140,19 @@ def rows_for(path: str, fig: dict, input_len: int | None, output_len: int | None
                           enforce_eager=settings.enforce_eager)
 
     out: list[Row] = []
-    key = (data["kind"], wl.input_len, wl.output_len, wl.concurrency, wl.request_rate, wl.burst)
+    key = (data["kind"], wl.input_len, wl.output_len, wl.concurrency, wl.request_rate, wl.burst,
+           settings.tensor_parallel, settings.pipeline_parallel)
     if data["kind"] == "throughput":
         per = wl.input_len + wl.output_len
         tps = _figure(data, "tokens_per_second")
         if tps is not None:
             out.append(Row(name, "tokens_per_s", tps, lambda g: predict(g).request_throughput * per,
-                           "decode", key))
+                           "decode", key, settings.tensor_parallel))
         return out
     tpot = _figure(data, "mean_tpot_ms")
     if tpot is not None and wl.output_len > 1:
-        out.append(Row(name, "tpot", tpot / 1e3, lambda g: predict(g).tpot_s, "decode", key))
+        out.append(Row(name, "tpot", tpot / 1e3, lambda g: predict(g).tpot_s, "decode", key,
+                       settings.tensor_parallel))
     ttft = _figure(data, "mean_ttft_ms")
     if ttft is not None:
         cached = fig.get("prefix_caching")
@@ -161,24 +165,29 @@ def rows_for(path: str, fig: dict, input_len: int | None, output_len: int | None
             notes.append(f"{name}: TTFT not used (one prompt with prefix caching on: vllm bench's warm-up request "
                          "sent it before the run, so it came from the prefix cache)")
         else:
-            out.append(Row(name, "ttft", ttft / 1e3, lambda g: predict(g).ttft_s, "prefill", key))
+            out.append(Row(name, "ttft", ttft / 1e3, lambda g: predict(g).ttft_s, "prefill", key,
+                           settings.tensor_parallel))
     return out
 
 
 def _rates_base(profile) -> dict[str, float]:
     from ..throughput import gpu_rates
 
+    from ..constants import load
+
     r = gpu_rates(profile, calibrated=False)
     peak = (profile.flops_for("bf16") if profile.native_bf16 else None) or profile.flops_for("fp16") or \
         profile.flops_for("fp32") or 1e12
-    return {"bandwidth": r.bandwidth, "step": r.step_overhead_s, "tensor": r.tensor / peak}
+    return {"bandwidth": r.bandwidth, "step": r.step_overhead_s, "tensor": r.tensor / peak,
+            "comm": load("throughput")["engines"]["vllm"]["tp_comm_per_layer_s"]}
 
 
 def _gpu_with(profile, values: dict[str, float], free: tuple[str, ...]):
     return with_speed(profile, SpeedCalibration(
         bandwidth_bytes_per_s=values["bandwidth"] if "bandwidth" in free else None,
         step_overhead_s=values["step"] if "step" in free else None,
-        tensor_fraction=values["tensor"] if "tensor" in free else None))
+        tensor_fraction=values["tensor"] if "tensor" in free else None,
+        tp_comm_per_layer_s=values["comm"] if "comm" in free else None))
 
 
 def _log_errors(rows: list[Row], gpu) -> list[float]:
@@ -228,12 +237,18 @@ def identifiable(rows: list[Row], profile, base: dict[str, float]) -> tuple[tupl
         if p in ("bandwidth", "step") and not decode:
             why.append(f"{LABEL[p]}: no TPOT (vllm bench serve) or throughput result")
             continue
+        if p == "comm" and not any(r.tp > 1 for r in decode):
+            why.append(f"{LABEL[p]}: no bench of a tensor-parallel server")
+            continue
         trial = free + (p,)
         spread = _spread(rows, profile, base, trial)
         if max(spread) <= MAX_SPREAD:
             free = trial
             continue
-        if p == "tensor":
+        if p == "comm":
+            why.append(f"{LABEL[p]}: the tensor-parallel benches do not tell it from the other constants"
+                       f"{_within(spread[-1])}: add a TP bench at another concurrency")
+        elif p == "tensor":
             why.append(f"{LABEL[p]}: no TTFT of a lone prompt long enough to be compute-bound (a run with "
                        "--max-concurrency 1 or a --request-rate) and no decode at a batch large enough")
         elif p == "step" and len(decode) == 1:
@@ -333,5 +348,6 @@ def fit_speed(rows: list[Row], profile, notes: list[str]) -> tuple[SpeedCalibrat
         bandwidth_bytes_per_s=round(values["bandwidth"]) if "bandwidth" in free else None,
         step_overhead_s=round(values["step"], 7) if "step" in free else None,
         tensor_fraction=round(values["tensor"], 4) if "tensor" in free else None,
+        tp_comm_per_layer_s=round(values["comm"], 9) if "comm" in free else None,
         benches=tuple(sorted({r.bench for r in rows})), not_fitted=tuple(why))
     return cal, report
