@@ -90,6 +90,7 @@ class SpeedCalibration:
     step_overhead_s: float | None = None  # per engine step (speed.yaml step_overhead_s)
     tensor_fraction: float | None = None  # prefill's share of the datasheet dense tensor peak (tensor_fraction)
     tp_comm_per_layer_s: float | None = None  # the all-reduces of one layer at TP > 1 (throughput.yaml tp_comm_...)
+    link_bandwidth_bytes_per_s: float | None = None  # the all-reduce's data path (bytes of a batch's hidden states)
     benches: tuple[str, ...] = ()
     not_fitted: tuple[str, ...] = ()  # why a constant was left to kvcalc (what the benches lacked)
 
@@ -103,11 +104,14 @@ class SpeedCalibration:
             parts.append(f"tensor efficiency {self.tensor_fraction:.0%} of the datasheet peak")
         if self.tp_comm_per_layer_s is not None:
             parts.append(f"TP all-reduce {self.tp_comm_per_layer_s * 1e6:.1f} us per layer")
+        if self.link_bandwidth_bytes_per_s is not None:
+            parts.append(f"all-reduce data at {self.link_bandwidth_bytes_per_s / 1e9:.1f} GB/s")
         return ", ".join(parts) + f" (from {len(self.benches)} bench file(s))"
 
     def to_json(self) -> dict[str, Any]:
         return {"bandwidth_bytes_per_s": self.bandwidth_bytes_per_s, "step_overhead_s": self.step_overhead_s,
                 "tensor_fraction": self.tensor_fraction, "tp_comm_per_layer_s": self.tp_comm_per_layer_s,
+                "link_bandwidth_bytes_per_s": self.link_bandwidth_bytes_per_s,
                 "benches": list(self.benches),
                 "not_fitted": list(self.not_fitted)}
 
@@ -121,6 +125,7 @@ class SpeedCalibration:
                    step_overhead_s=_num(d.get("step_overhead_s"), float, 1e-6, 1.0),
                    tensor_fraction=_num(d.get("tensor_fraction"), float, 0.01, 1.0),
                    tp_comm_per_layer_s=_num(d.get("tp_comm_per_layer_s"), float, 1e-8, 0.01),
+                   link_bandwidth_bytes_per_s=_num(d.get("link_bandwidth_bytes_per_s"), float, 1e8, 1e13),
                    benches=tuple(str(x) for x in d.get("benches") or ()),
                    not_fitted=tuple(str(x) for x in d.get("not_fitted") or ()))
 

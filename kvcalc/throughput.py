@@ -97,6 +97,9 @@ class GpuRates:
     measured: bool
     source: str
     tp_comm_per_layer_s: float | None = None  # the user's calibration (kvcalc calibrate --bench); None: throughput.yaml
+    # bytes/s of the all-reduce's data path at TP > 1, from the user's calibration; None: not a term of its own (on
+    # NVLink the per-layer constant holds it; across PCIe or pods the bytes of a large batch dominate)
+    link_bandwidth: float | None = None
 
 
 def _reference_peak(data: dict) -> float:
@@ -138,7 +141,8 @@ def gpu_rates(gpu: GpuProfile, calibrated: bool = True) -> GpuRates:
         gemm_half_rows=c["gemm_half_rows"] * (1.0 if fit else peak / _reference_peak(data)),
         alu=alu, step_overhead_s=step, moe_layer_overhead_s=c["moe_layer_overhead_s"],
         overlap=float(c["overlap"]), measured=fit is not None or cal is not None, source=source,
-        tp_comm_per_layer_s=cal.tp_comm_per_layer_s if cal is not None else None)
+        tp_comm_per_layer_s=cal.tp_comm_per_layer_s if cal is not None else None,
+        link_bandwidth=getattr(cal, "link_bandwidth_bytes_per_s", None) if cal is not None else None)
 
 
 def _emulated(min_cc: float | None, gpu: GpuProfile) -> bool:
@@ -279,6 +283,11 @@ def forward_kernels(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv:
     out.append(_kernel("attention", kv_read_bytes / tp, attn_flops / tp,
                        kv_read_bytes / kv_elem_bytes * kv_conversion_ops(kv, gpu) / tp, r.bandwidth,
                        r.attention_tensor if prefill else r.tensor, r.alu, r.overlap))
+    if tp > 1 and r.link_bandwidth:
+        # two all-reduces per layer (after attention, after the MLP) of the tokens' hidden states; a ring moves
+        # 2 (tp - 1) / tp of the buffer through each GPU's link
+        moved = 2 * spec.num_layers * tokens * spec.hidden_size * dtype_bytes * 2 * (tp - 1) / tp
+        out.append(Kernel("allreduce", moved, 0.0, 0.0, moved / r.link_bandwidth, 0.0, 0.0, r.overlap))
     rows = 1 if prefill else tokens
     out.append(_kernel("sampler", rows * spec.vocab_size * 4 * 3, 0.0, rows * spec.vocab_size * 8, r.bandwidth,
                        r.tensor, r.alu, r.overlap))  # fp32 logits: written, read for the softmax, read for the sample

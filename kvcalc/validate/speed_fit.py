@@ -33,14 +33,14 @@ from typing import Any, Callable
 from ..calibrate import SpeedCalibration, with_speed
 from ..errors import UsageError
 
-PARAMS = ("bandwidth", "step", "tensor", "comm")
-PARAMS_ORDER = ("bandwidth", "tensor", "comm", "step")
+PARAMS = ("bandwidth", "step", "tensor", "comm", "link")
+PARAMS_ORDER = ("bandwidth", "tensor", "comm", "link", "step")
 LABEL = {"bandwidth": "decode bandwidth", "step": "step overhead", "tensor": "tensor efficiency",
-         "comm": "TP all-reduce time"}
+         "comm": "TP all-reduce time", "link": "TP all-reduce bandwidth"}
 NOISE = 0.03  # relative error of one bench figure (repeat runs of one workload agree to a few percent)
 MAX_SPREAD = 0.15  # a constant is fitted only where the benches fix its log to +-15% at that noise
 AGREE = 0.25  # two benches of one workload, or a bench after the fit: at most this far apart (relative)
-BOUNDS = {"bandwidth": (1e10, 1e14), "step": (1e-5, 0.2), "tensor": (0.01, 2.0), "comm": (1e-8, 0.01)}
+BOUNDS = {"bandwidth": (1e10, 1e14), "step": (1e-5, 0.2), "tensor": (0.01, 2.0), "comm": (1e-8, 0.01), "link": (1e8, 1e13)}
 
 
 @dataclass
@@ -179,7 +179,8 @@ def _rates_base(profile) -> dict[str, float]:
     peak = (profile.flops_for("bf16") if profile.native_bf16 else None) or profile.flops_for("fp16") or \
         profile.flops_for("fp32") or 1e12
     return {"bandwidth": r.bandwidth, "step": r.step_overhead_s, "tensor": r.tensor / peak,
-            "comm": load("throughput")["engines"]["vllm"]["tp_comm_per_layer_s"]}
+            "comm": load("throughput")["engines"]["vllm"]["tp_comm_per_layer_s"],
+            "link": 5e10}  # a start for the fit only: kvcalc models no link term of its own
 
 
 def _gpu_with(profile, values: dict[str, float], free: tuple[str, ...]):
@@ -187,7 +188,8 @@ def _gpu_with(profile, values: dict[str, float], free: tuple[str, ...]):
         bandwidth_bytes_per_s=values["bandwidth"] if "bandwidth" in free else None,
         step_overhead_s=values["step"] if "step" in free else None,
         tensor_fraction=values["tensor"] if "tensor" in free else None,
-        tp_comm_per_layer_s=values["comm"] if "comm" in free else None))
+        tp_comm_per_layer_s=values["comm"] if "comm" in free else None,
+        link_bandwidth_bytes_per_s=values["link"] if "link" in free else None))
 
 
 def _log_errors(rows: list[Row], gpu) -> list[float]:
@@ -225,29 +227,42 @@ def _within(spread: float) -> str:
     return f" (they fix it to +-{spread:.0%} only)" if spread < 1 else ""
 
 
-def identifiable(rows: list[Row], profile, base: dict[str, float]) -> tuple[tuple[str, ...], list[str]]:
-    """(the constants the rows determine, why each other one stays kvcalc's). Constants are taken in the order of
-    what kvcalc knows least about a GPU it has not measured (its decode bandwidth, from the datasheet x an assumed
-    fraction; its tensor efficiency; then the step overhead, a property of the engine and host measured on the H200),
-    each kept only while every constant taken so far stays fixed to +-MAX_SPREAD at NOISE error per figure."""
+def identifiable(rows: list[Row], profile, base: dict[str, float]
+                 ) -> tuple[tuple[str, ...], list[str], dict[str, float]]:
+    """(the constants the rows determine, why each other one stays kvcalc's, their fitted values). Constants are
+    taken in the order of what kvcalc knows least about a GPU it has not measured (its decode bandwidth, from the
+    datasheet x an assumed fraction; its tensor efficiency; the all-reduce's time and bandwidth, set by the
+    interconnect; then the step overhead, a property of the engine and host measured on the H200), each kept only
+    while, fitted together, every constant taken so far stays fixed to +-MAX_SPREAD at NOISE error per figure (the
+    spread is judged at the fitted values: how much a figure moves with a constant depends on where it stands)."""
     why: list[str] = []
     free: tuple[str, ...] = ()
+    values = dict(base)
+    violation = ""
     decode = [r for r in rows if r.role == "decode"]
     for p in PARAMS_ORDER:
         if p in ("bandwidth", "step") and not decode:
             why.append(f"{LABEL[p]}: no TPOT (vllm bench serve) or throughput result")
             continue
-        if p == "comm" and not any(r.tp > 1 for r in decode):
-            why.append(f"{LABEL[p]}: no bench of a tensor-parallel server")
+        if p in ("comm", "link") and not any(r.tp > 1 for r in decode):
+            if p == "comm":
+                why.append("TP all-reduce time and bandwidth: no bench of a tensor-parallel server")
             continue
         trial = free + (p,)
-        spread = _spread(rows, profile, base, trial)
-        if max(spread) <= MAX_SPREAD:
-            free = trial
+        fitted = fit_constants(rows, profile, trial, values)
+        try:
+            _physical(fitted, trial, profile)
+        except UsageError as exc:  # refused at the end if no set of constants the data fixes is physical
+            violation = violation or str(exc)
+            why.append(f"{LABEL[p]}: fitted beyond what the GPU can do")
             continue
-        if p == "comm":
+        spread = _spread(rows, profile, fitted, trial)
+        if max(spread) <= MAX_SPREAD:
+            free, values = trial, fitted
+            continue
+        if p in ("comm", "link"):
             why.append(f"{LABEL[p]}: the tensor-parallel benches do not tell it from the other constants"
-                       f"{_within(spread[-1])}: add a TP bench at another concurrency")
+                       f"{_within(spread[-1])}: add TP benches at a few concurrencies (1 to 100s)")
         elif p == "tensor":
             why.append(f"{LABEL[p]}: no TTFT of a lone prompt long enough to be compute-bound (a run with "
                        "--max-concurrency 1 or a --request-rate) and no decode at a batch large enough")
@@ -259,7 +274,22 @@ def identifiable(rows: list[Row], profile, base: dict[str, float]) -> tuple[tupl
                        f"{_within(spread[-1])}: add a bench at a much longer or shorter context at low concurrency")
         else:
             why.append(f"{LABEL[p]}: the benches do not fix it{_within(spread[-1])}")
-    return free, why
+    if not free and violation:
+        raise UsageError(violation)
+    return free, why, values
+
+
+def _physical(values: dict[str, float], free: tuple[str, ...], profile) -> None:
+    """Refuse constants no run on this GPU can have: decode faster than its datasheet bandwidth, prefill faster than
+    its dense tensor peak."""
+    datasheet = profile.memory_bandwidth_bytes_per_s
+    if "bandwidth" in free and values["bandwidth"] > datasheet:
+        raise UsageError(f"the benches imply decode reading {values['bandwidth'] / 1e12:.2f} TB/s, more than "
+                         f"{profile.name}'s {datasheet / 1e12:.2f} TB/s datasheet peak: they did not run on this GPU "
+                         "(or their prompts came from the prefix cache)")
+    if "tensor" in free and values["tensor"] > 1.0:
+        raise UsageError(f"the benches imply GEMMs at {values['tensor']:.0%} of {profile.name}'s dense tensor peak: "
+                         "faster than the GPU allows (another GPU, or prompts served from the prefix cache)")
 
 
 def fit_constants(rows: list[Row], profile, free: tuple[str, ...], base: dict[str, float],
@@ -282,7 +312,8 @@ def fit_constants(rows: list[Row], profile, free: tuple[str, ...], base: dict[st
             trial = dict(values)
             for p, d in zip(free, step):
                 lo, hi = BOUNDS[p]
-                trial[p] = min(hi, max(lo, values[p] * math.exp(scale * float(d))))
+                step_log = max(-5.0, min(5.0, scale * float(d)))  # at most x148 per step: no overflow
+                trial[p] = min(hi, max(lo, values[p] * math.exp(step_log)))
             c = cost(trial)
             if c < current:
                 values, improved = trial, current - c > 1e-12
@@ -317,18 +348,10 @@ def fit_speed(rows: list[Row], profile, notes: list[str]) -> tuple[SpeedCalibrat
     result is faster than the GPU allows, or a bench stays more than 25% off (the files contradict each other)."""
     check_agreement(rows)
     base = _rates_base(profile)
-    free, why = identifiable(rows, profile, base)
+    free, why, values = identifiable(rows, profile, base)
     if not free:
         raise UsageError("insufficient bench data: " + "; ".join(why))
-    values = fit_constants(rows, profile, free, base)
-    datasheet = profile.memory_bandwidth_bytes_per_s
-    if "bandwidth" in free and values["bandwidth"] > datasheet:
-        raise UsageError(f"the benches imply decode reading {values['bandwidth'] / 1e12:.2f} TB/s, more than "
-                         f"{profile.name}'s {datasheet / 1e12:.2f} TB/s datasheet peak: they did not run on this GPU "
-                         "(or their prompts came from the prefix cache)")
-    if "tensor" in free and values["tensor"] > 1.0:
-        raise UsageError(f"the TTFTs imply prefill at {values['tensor']:.0%} of {profile.name}'s dense tensor peak: "
-                         "faster than the GPU allows (another GPU, or prompts served from the prefix cache)")
+    _physical(values, free, profile)
     for p in free:
         lo, hi = BOUNDS[p]
         if not lo * 1.001 < values[p] < hi * 0.999:
@@ -349,5 +372,6 @@ def fit_speed(rows: list[Row], profile, notes: list[str]) -> tuple[SpeedCalibrat
         step_overhead_s=round(values["step"], 7) if "step" in free else None,
         tensor_fraction=round(values["tensor"], 4) if "tensor" in free else None,
         tp_comm_per_layer_s=round(values["comm"], 9) if "comm" in free else None,
+        link_bandwidth_bytes_per_s=round(values["link"]) if "link" in free else None,
         benches=tuple(sorted({r.bench for r in rows})), not_fitted=tuple(why))
     return cal, report
