@@ -256,6 +256,8 @@ def _show(as_json: bool) -> None:
         click.echo(f"- {e.gpu}, vLLM {e.vllm_version}, {len(e.logs)} log(s), {e.created}:")
         for layout in e.layouts():
             click.echo("    " + e.describe(*layout).split(": ", 1)[1].split("; --no")[0])
+        for reason in e.speed.not_fitted if e.speed is not None else ():
+            click.echo(f"    speed: not fitted, kvcalc's value kept: {reason}")
 
 
 @click.command("calibrate", context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
@@ -266,8 +268,9 @@ def _show(as_json: bool) -> None:
 @click.option("--vllm-version", "vllm_version", metavar="VERSION", help="when the logs do not print it")
 @click.option("--bench", "benches", multiple=True, metavar="FILE[=LOG]",
               help="a `vllm bench serve --save-result` or `vllm bench throughput --output-json` result of the logs' "
-                   "server (repeatable): fits the speed model's decode bandwidth, tensor efficiency and step "
-                   "overhead; =LOG names the log of the server it ran against when the logs ran several")
+                   "server (repeatable): fits the speed model's decode bandwidth, tensor efficiency, step "
+                   "overhead and TP all-reduce; =LOG names the log of the server it ran against when the logs "
+                   "ran several")
 @click.option("--input-len", "input_len", type=int, default=None,
               help="prompt length of `vllm bench throughput` results (they do not record it)")
 @click.option("--output-len", "output_len", type=int, default=None,
