@@ -33,7 +33,6 @@ from typing import Any, Callable
 from ..calibrate import SpeedCalibration, with_speed
 from ..errors import UsageError
 
-PARAMS = ("bandwidth", "step", "tensor", "comm", "link")
 PARAMS_ORDER = ("bandwidth", "tensor", "comm", "link", "step")
 LABEL = {"bandwidth": "decode bandwidth", "step": "step overhead", "tensor": "tensor efficiency",
          "comm": "TP all-reduce time", "link": "TP all-reduce bandwidth"}
@@ -171,9 +170,8 @@ def rows_for(path: str, fig: dict, input_len: int | None, output_len: int | None
 
 
 def _rates_base(profile) -> dict[str, float]:
-    from ..throughput import gpu_rates
-
     from ..constants import load
+    from ..throughput import gpu_rates
 
     r = gpu_rates(profile, calibrated=False)
     peak = (profile.flops_for("bf16") if profile.native_bf16 else None) or profile.flops_for("fp16") or \
@@ -203,8 +201,8 @@ def _jacobian(rows: list[Row], profile, values: dict[str, float], names: tuple[s
     for p in names:
         up, down = dict(values), dict(values)
         up[p], down[p] = values[p] * math.exp(h), values[p] * math.exp(-h)
-        a = _log_errors(rows, _gpu_with(profile, up, PARAMS))
-        b = _log_errors(rows, _gpu_with(profile, down, PARAMS))
+        a = _log_errors(rows, _gpu_with(profile, up, names))  # the others at kvcalc's own values, as in the fit
+        b = _log_errors(rows, _gpu_with(profile, down, names))
         cols.append([(x - y) / (2 * h) for x, y in zip(a, b)])
     return [list(row) for row in zip(*cols)]  # rows x params
 
