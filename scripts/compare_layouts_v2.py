@@ -104,7 +104,8 @@ def compare(row: dict) -> dict:
         weights=weights, kv=kv, gpu_memory_utilization=float(llm["gpu_memory_utilization"]),
         max_model_len=mml, max_num_batched_tokens=llm.get("max_num_batched_tokens"),
         max_num_seqs=llm.get("max_num_seqs"), enforce_eager=bool(llm.get("enforce_eager")),
-        version=row["environment"]["vllm_version"], entrypoint="llm")
+        version=row["environment"]["vllm_version"], entrypoint="llm",
+        flashinfer_sampler=(row["environment"].get("env") or {}).get("VLLM_USE_FLASHINFER_SAMPLER") != "0")
     try:
         est = vllm_engine.estimate(spec, gpu_with_total("h200", int(internals["init_total_memory"])), settings)
     except UsageError as exc:
