@@ -224,16 +224,22 @@ class EnvCalibration:
                 raise ValueError(f"{value!r} out of range")
             return kind(value)
 
+        def figure(value: Any, kind: type, lo: float, hi: float) -> Any:  # a layout's entry: a number, never null
+            if value is None:
+                raise ValueError("a per-layout entry is null")
+            return num(value, kind, lo, hi)
+
         by_tp = d.get("non_torch_bytes_by_tp") or {}
         scales = d.get("activation_scale_by_tp") or {}
         graphs = d.get("cudagraph_bytes_by_tp") or {}
         if not all(isinstance(x, dict) for x in (by_tp, scales, graphs)):
             raise ValueError("non_torch_bytes_by_tp / activation_scale_by_tp is not a mapping")
         return cls(gpu=str(d["gpu"]), vllm_version=release(str(d["vllm_version"])),
-                   non_torch_by_tp=tuple(sorted((parse_layout(k), num(b, int, 0, 64 * GiB)) for k, b in by_tp.items())),
-                   activation_scale_by_tp=tuple(sorted((parse_layout(k), num(x, float, 0.05, 20))
+                   non_torch_by_tp=tuple(sorted((parse_layout(k), figure(b, int, 0, 64 * GiB))
+                                                for k, b in by_tp.items())),
+                   activation_scale_by_tp=tuple(sorted((parse_layout(k), figure(x, float, 0.05, 20))
                                                        for k, x in scales.items())),
-                   cudagraph_by_tp=tuple(sorted((parse_layout(k), num(b, int, 0, 64 * GiB))
+                   cudagraph_by_tp=tuple(sorted((parse_layout(k), figure(b, int, 0, 64 * GiB))
                                                 for k, b in graphs.items())),
                    total_memory_bytes=num(d.get("total_memory_bytes"), int, 0, 1 << 50),
                    speed=SpeedCalibration.from_json(d.get("speed")),
