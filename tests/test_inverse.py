@@ -101,7 +101,9 @@ def test_auto_max_model_len_is_the_largest_that_starts(model, gpu, w, k, tp):
     a = answer("auto", req)
     derived = req.spec.max_position_embeddings
     wf, kf = weight_format(w or "bf16"), kv_format(k or "auto")
-    base = vllm_engine.VllmSettings(weights=wf, kv=kf, max_model_len=derived, tensor_parallel=tp)
+    # the request's entry point (serve): its batching sizes the profile (and a multimodal model's encoder profile)
+    base = vllm_engine.VllmSettings(weights=wf, kv=kf, max_model_len=derived, tensor_parallel=tp,
+                                    entrypoint="serve")
     prof = vllm_engine.estimate(req.spec, req.gpu, base)
     pinned = replace(base, max_num_batched_tokens=prof.max_num_batched_tokens, max_num_seqs=prof.max_num_seqs)
     def kv_fits(length):  # vLLM's auto-fit asks only whether one request's KV fits each stage's budget

@@ -249,12 +249,17 @@ def test_vllm_replicates_mamba2_groups_under_tp():
     assert mamba_page(layer, 2, 2, 2) == 10_752 + 393_216
 
 
-def test_the_plan_says_which_encoder_weights_it_left_out():
+def test_the_plan_charges_the_encoder_weights_and_names_those_it_cannot_count():
     from cli_helper import invoke
 
-    code, out, err = invoke(["plan", "--model", str(FIXTURES / "Qwen--Qwen3.5-27B.json"), "--gpu", "h200"])
+    code, out, err = invoke(["explain", "--model", str(FIXTURES / "Qwen--Qwen3.5-27B.json"), "--gpu", "h200",
+                             "--engine", "vllm"])
     assert code == 0
-    assert "not in their weights: vision encoder (460,730,096 params, qwen3_5.vision_config)" in out + err
+    assert "qwen3_vl image encoder: 460,730,096 params, 921,460,192 B in the weights" in out
+    assert "not in their weights" not in out + err
+    code, out, err = invoke(["plan", "--model", str(FIXTURES / "moonshotai--Kimi-K2.5.json"), "--gpu", "h200",
+                             "--engine", "vllm", "--tp", "8"])
+    assert "not in their weights: vision encoder (kimi_k25.vision_config, not counted)" in out + err
 
 
 def test_falcon_h1_parallel_hybrid_from_its_config_defaults():

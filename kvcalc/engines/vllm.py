@@ -28,6 +28,7 @@ from ..units import GiB, ceil_div
 from .vllm_groups import KvLayout, vllm_kv_layout
 from .vllm_versions import (VersionRules, batch_defaults_for, chunked_prefill_on, release_of, rules_for,
                             rules_with_engine, version_key)
+from .vllm_encoders import encoder_notes, encoder_profile_bytes, encoder_rank_bytes
 from .weights import weight_bytes
 
 DEFAULT_VERSION = "0.26.0"
@@ -71,6 +72,8 @@ class VllmSettings:
     kv_cache_memory_bytes: int | None = None  # --kv-cache-memory-bytes: the KV budget per GPU, util ignored
     nccl_nvls: bool | None = None  # None: NCCL's own choice (on for TP on SXM Hopper/Blackwell with NVSwitch)
     calibration: Any = None  # kvcalc.calibrate.EnvCalibration: the user's own environment (kvcalc calibrate)
+    # --limit-mm-per-prompt with every modality 0 (or --language-model-only): no encoders from 0.10.1 (vllm_encoders.py)
+    language_model_only: bool = False
 
     @property
     def rules(self) -> VersionRules:
@@ -195,9 +198,10 @@ def _padded_vocab(vocab: int, tp: int) -> int:
 def vllm_weight_bytes(spec: ModelSpec, s: VllmSettings, rank_layers: int | None = None,
                       has_embedding: bool = True, has_lm_head: bool = True) -> int:
     """Weights one rank loads: its share of the model (TP shards projections and the vocabulary, norms replicate),
-    the vocabulary padded to a multiple of 64, and the rotary cos/sin cache (max_position x rotary_dim)."""
+    the vocabulary padded to a multiple of 64, the rotary cos/sin cache (max_position x rotary_dim), and the
+    multimodal encoders (vllm_encoders.py: every stage, sharded over TP; none with every modality limited to 0)."""
     tp = s.tensor_parallel
-    total = weight_bytes(spec, s.weights, s.dtype_bytes)
+    total = weight_bytes(spec, s.weights, s.dtype_bytes, encoders=False)
     embed_bytes = spec.params.embedding * s.dtype_bytes
     head_bytes = spec.params.lm_head * s.dtype_bytes
     body = total - embed_bytes - head_bytes
@@ -215,7 +219,7 @@ def vllm_weight_bytes(spec: ModelSpec, s: VllmSettings, rank_layers: int | None 
         per_rank += vocab_bytes
     ropes = 2 if spec.config.get("rope_local_base_freq") else 1  # Gemma 3: a local and a global rotary cache
     rotary = ropes * spec.max_position_embeddings * spec.rotary_dim * s.dtype_bytes
-    return per_rank + rotary
+    return per_rank + rotary + encoder_rank_bytes(spec, s)
 
 
 def _rules(version) -> VersionRules:
@@ -276,7 +280,7 @@ def draft_weight_bytes(spec: ModelSpec, s: VllmSettings) -> int:
     n = draft_layers(spec, s)
     if not n:
         return 0
-    total = weight_bytes(spec, s.weights, s.dtype_bytes)
+    total = weight_bytes(spec, s.weights, s.dtype_bytes, encoders=False)
     ends = (spec.params.embedding + spec.params.lm_head) * s.dtype_bytes
     per_layer = (total - ends) // spec.num_layers
     proj = (3 if s.speculative_method == "eagle3" else 2) * spec.hidden_size * spec.hidden_size * s.dtype_bytes
@@ -460,6 +464,7 @@ def estimate(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings) -> VllmEstimate:
         notes.append(f"pipeline stages of {pp_layer_partition(spec.num_layers, pp)} layers "
                      "(vllm/distributed/utils.py:get_pp_indices); each stage has its own budget, the smallest "
                      "stage's blocks serve the deployment")
+    notes += encoder_notes(spec, s, mnbt)
     notes.append(f"activation, non-torch and CUDA-graph memory: {c['source']}")
     if s.calibration is not None:
         notes.append(s.calibration.describe(s.tensor_parallel, pp))
@@ -537,6 +542,7 @@ def stage_budgets(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings, budget: int
         act = activation_bytes(spec, s, mnbt, seqs, v2, last_stage=last)
         if s.calibration is not None:
             act = s.calibration.activation(s.tensor_parallel, pp, act)
+        act += encoder_profile_bytes(spec, s, mnbt, act)  # multimodal: dummy items through the encoder, and its cache
         available = budget - w - act
         if s.kv_cache_memory_bytes:
             # gpu_worker.py:determine_available_memory: kv_cache_memory_bytes set -> no profile, that budget as is

@@ -1,0 +1,93 @@
+"""vLLM and the multimodal encoders: whether it loads them, what they weigh per rank, and what its profile run adds
+for them (the encoder forward on dummy items and the encoder cache those items fill).
+
+- Loading. vLLM builds the wrapper's vision tower and projector on every rank (e.g. models/gemma3_mm.py,
+  models/qwen2_5_vl.py), their projections tensor-parallel (QKVParallelLinear / Column- and RowParallelLinear):
+  kvcalc charges the encoder's bytes / tp on every pipeline stage. From 0.10.1 (vllm#22299, "implicit
+  language-model-only mode via limit-mm-per-prompt", merged 2025-08-06; vllm#22224 for LLaVA) a model whose every
+  modality is limited to 0 (`--limit-mm-per-prompt '{"image":0}'`, later also `--language-model-only`) skips building
+  the encoders; earlier releases load them anyway.
+- Profiling. V1's profile_run (v1/worker/gpu_model_runner.py) encodes a dummy batch of the largest item before the
+  decoder's dummy forward: the encoder compute budget max(max_num_batched_tokens, largest item's embeddings)
+  (v1/core/encoder_cache_manager.py compute_encoder_budget) over that item's embeddings gives the item count; the
+  outputs stay in self.encoder_cache["tmp"] while the decoder's forward and the sampler run, and are freed after.
+  V0's profile (worker/model_runner.py) runs the same items inside its dummy forward. So the profile's torch peak is
+  max(encoder forward, decoder peak + encoder outputs): encoder_profile_bytes() is what that adds to the decoder's
+  peak. The shapes come from encoders.py (tokens x widths x dtype bytes, layers one at a time), not from a fitted
+  constant; no H200 run measured a multimodal profile, and no public log prints one apart (docs/validation).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..encoders import encoder_cache_bytes, encoder_forward_bytes, profile_items
+from ..model import ModelSpec
+from .vllm_versions import version_key
+from .weights import encoder_weight_bytes
+
+LANGUAGE_MODEL_ONLY_SINCE = "0.10.1"  # vllm#22299
+
+
+def encoder_modalities(spec: ModelSpec) -> tuple[str, ...]:
+    """The modalities vLLM's processor registers for the model's encoders (Qwen's vision tower takes video too)."""
+    out = ["image"] if spec.encoders else []
+    if any(e.family.startswith("qwen") for e in spec.encoders):
+        out.append("video")
+    return tuple(out)
+
+
+def skips_encoders(spec: ModelSpec, s: Any) -> bool:
+    """vLLM builds no encoder for these settings: every modality limited to 0, on a release that honours it."""
+    return bool(spec.encoders) and bool(getattr(s, "language_model_only", False)) and \
+        version_key(s.version) >= version_key(LANGUAGE_MODEL_ONLY_SINCE)
+
+
+def encoder_rank_bytes(spec: ModelSpec, s: Any) -> int:
+    """The encoders' weights on one rank (every pipeline stage holds them; tensor parallel shards them)."""
+    if not spec.encoders or skips_encoders(spec, s):
+        return 0
+    return encoder_weight_bytes(spec, s.weights, s.dtype_bytes) // s.tensor_parallel
+
+
+def encoder_profile_bytes(spec: ModelSpec, s: Any, mnbt: int, decoder_peak: int) -> int:
+    """What the multimodal profile adds to the decoder's activation peak: max(encoder forward - decoder peak,
+    encoder outputs held), the larger over the model's encoders (vLLM profiles the modality with the largest item)."""
+    if not spec.encoders or skips_encoders(spec, s):
+        return 0
+    extra = 0
+    for enc in spec.encoders:
+        items = profile_items(enc, mnbt)
+        forward = encoder_forward_bytes(enc, items, s.dtype_bytes, s.tensor_parallel)
+        held = encoder_cache_bytes(enc, items, spec.hidden_size, s.dtype_bytes)
+        extra = max(extra, forward - decoder_peak, held)
+    return extra
+
+
+def encoder_notes(spec: ModelSpec, s: Any, mnbt: int) -> list[str]:
+    """explain's encoder lines: what is loaded, the profile's items, forward and cache, and where sizes come from."""
+    if not spec.encoders:
+        return []
+    if skips_encoders(spec, s):
+        return [f"encoders not loaded: every modality limited to 0 (--limit-mm-per-prompt / --language-model-only; "
+                f"vLLM {LANGUAGE_MODEL_ONLY_SINCE}+ skips them, vllm#22299): "
+                f"{sum(e.params for e in spec.encoders):,} encoder params left out"]
+    out = []
+    if getattr(s, "language_model_only", False):
+        out.append(f"--limit-mm-per-prompt 0 for every modality: vLLM {s.version} still loads the encoders "
+                   f"(skipping them arrived in {LANGUAGE_MODEL_ONLY_SINCE}, vllm#22299)")
+    for enc in spec.encoders:
+        items = profile_items(enc, mnbt)
+        weights = encoder_weight_bytes(spec, s.weights, s.dtype_bytes)
+        line = (f"{enc.label}: {enc.params:,} params, {weights:,} B in the weights ({weights // s.tensor_parallel:,} "
+                f"per rank)")
+        if items:
+            fwd = encoder_forward_bytes(enc, items, s.dtype_bytes, s.tensor_parallel)
+            cache = encoder_cache_bytes(enc, items, spec.hidden_size, s.dtype_bytes)
+            line += (f"; profile: {items} item(s) of {enc.patches_per_item:,} patches -> {enc.embeds_per_item:,} "
+                     f"embeddings (encoder budget max({mnbt:,}, {enc.embeds_per_item:,}) tokens), encoder forward "
+                     f"{fwd:,} B, encoder cache {cache:,} B ({enc.sizes_from}); not measured on our GPU")
+        else:
+            line += f"; profile not modelled ({enc.sizes_from})"
+        out.append(line)
+    return out

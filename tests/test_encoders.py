@@ -1,0 +1,215 @@
+"""Multimodal encoders: closed-form parameter counts per family (hand-computed), how the weight ledgers charge them
+(never twice: a checkpoint's header sum already holds them), vLLM's text-only mode, and the encoder profile."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from kvcalc.catalog import load_model
+from kvcalc.checkpoint import Checkpoint, checkpoint_format, encoder_bytes_inside
+from kvcalc.encoders import (encoder_cache_bytes, encoder_forward_bytes, pixtral_params, profile_items,
+                             qwen2_5_vl_vision_params, siglip_params)
+from kvcalc.engines import vllm as vllm_engine
+from kvcalc.engines.vllm_encoders import encoder_profile_bytes, skips_encoders
+from kvcalc.engines.weights import encoder_weight_bytes, text_weight_bytes, weight_bytes
+from kvcalc.errors import UsageError
+from kvcalc.formats import kv_format, weight_format
+from kvcalc.hardware import get_gpu
+from kvcalc.model import spec_from_config
+from kvcalc.safetensors_header import TensorEntry
+from kvcalc.vllm_command import parse_command, parse_mm_limits
+
+from cli_helper import invoke
+
+# Mistral Small 3.1 / 3.2 (model_type mistral3): PixtralVisionConfig of the released checkpoints and the Mistral
+# Small text backbone (the same as Devstral-Small-2507, tests/fixtures/configs)
+PIXTRAL_VC = {"model_type": "pixtral", "hidden_size": 1024, "intermediate_size": 4096, "num_hidden_layers": 24,
+              "num_attention_heads": 16, "head_dim": 64, "patch_size": 14, "image_size": 1540, "num_channels": 3}
+MISTRAL_TEXT = {"model_type": "mistral", "hidden_size": 5120, "intermediate_size": 32768, "num_hidden_layers": 40,
+                "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 131072,
+                "max_position_embeddings": 131072, "sliding_window": None, "rope_theta": 1e9,
+                "tie_word_embeddings": False}
+# Qwen2.5-VL-7B-Instruct's vision_config (Qwen2_5_VLVisionConfig) and its Qwen2-7B-shaped text decoder
+QWEN25_VC = {"depth": 32, "hidden_size": 1280, "intermediate_size": 3420, "num_heads": 16, "patch_size": 14,
+             "spatial_merge_size": 2, "temporal_patch_size": 2, "out_hidden_size": 3584, "in_chans": 3,
+             "window_size": 112, "fullatt_block_indexes": [7, 15, 23, 31]}
+QWEN25_TEXT = {"hidden_size": 3584, "intermediate_size": 18944, "num_hidden_layers": 28, "num_attention_heads": 28,
+               "num_key_value_heads": 4, "vocab_size": 152064, "max_position_embeddings": 128000,
+               "tie_word_embeddings": False, "rope_theta": 1e6}
+
+
+def test_siglip_of_gemma3_27b_by_hand():
+    """SigLIP So400m at 896 px (Gemma 3 4B-27B): d 1152, MLP 4304, 27 layers, 14 px patches -> 64^2 = 4,096
+    positions; no pooling head. Projector: 1152 x 5376 + a 1152 norm."""
+    d, inter = 1152, 4304
+    embeddings = 3 * 14 * 14 * d + d + 4096 * d  # 677,376 + 1,152 + 4,718,592
+    layer = 4 * (d * d + d) + (d * inter + inter) + (inter * d + d) + 4 * d  # 5,313,024 + 4,962,512 + 4,959,360 + 4,608
+    tower = embeddings + 27 * layer + 2 * d
+    assert layer == 15_239_504
+    assert tower + d * 5376 + d == 423_060_336  # the hub's total minus the text decoder (tests/test_catalog.py)
+    assert siglip_params({"hidden_size": d, "intermediate_size": inter, "num_hidden_layers": 27, "patch_size": 14,
+                          "image_size": 896, "vision_use_head": False}, 5376) == 423_060_336
+
+
+def test_pixtral_of_mistral_small_by_hand():
+    """Pixtral tower: unbiased patch conv 3 x 14^2 x 1024 = 602,112, ln_pre 1,024, 24 layers of 4 x 1024^2
+    (q/k/v/o, no bias) + 3 x 1024 x 4096 (gated MLP, no bias) + 2 x 1024 (norms) = 16,779,264. Projector: norm 1,024,
+    patch merger 4,096 x 1,024, linear_1 1,024 x 5,120, linear_2 5,120 x 5,120 (multimodal_projector_bias false)."""
+    tower = 602_112 + 1_024 + 24 * 16_779_264
+    projector = 1_024 + 4_096 * 1_024 + 1_024 * 5_120 + 5_120 * 5_120
+    assert tower == 403_305_472 and projector == 35_652_608
+    cfg = {"model_type": "mistral3", "architectures": ["Mistral3ForConditionalGeneration"], "spatial_merge_size": 2,
+           "multimodal_projector_bias": False, "text_config": MISTRAL_TEXT, "vision_config": PIXTRAL_VC}
+    assert pixtral_params(cfg, PIXTRAL_VC, 5120) == 438_958_080
+    spec = spec_from_config(cfg, "mistral-small-3.1")
+    assert spec.params.total == 23_572_403_200  # the Devstral-Small-2507 text backbone (tests/test_catalog.py)
+    assert spec.vision_params == 438_958_080 and spec.uncounted == ()
+    (enc,) = spec.encoders
+    # 1540 / 14 = 110 -> 12,100 patches, merged 2 x 2 -> 3,025 embeddings per image
+    assert (enc.patches_per_item, enc.embeds_per_item, enc.gated) == (12_100, 3_025, True)
+
+
+def test_qwen2_5_vl_vision_by_hand_and_its_flat_config():
+    """Qwen2.5-VL ViT: Conv3d 3 x 2 x 14^2 x 1280 (no bias) = 1,505,280; 32 blocks of qkv 1280 x 3840 + 3840,
+    proj 1280^2 + 1280, gate/up 2 x (1280 x 3420 + 3420), down 3420 x 1280 + 1280, two RMSNorms 2 x 1280
+    = 19,702,200; merger ln_q 1280 + 5120^2 + 5120 + 5120 x 3584 + 3584 = 44,574,464."""
+    block = (1280 * 3840 + 3840) + (1280 * 1280 + 1280) + 2 * (1280 * 3420 + 3420) + (3420 * 1280 + 1280) + 2 * 1280
+    assert block == 19_702_200
+    total = 1_505_280 + 32 * block + 1280 + (5120 * 5120 + 5120) + (5120 * 3584 + 3584)
+    assert total == 676_550_144 == qwen2_5_vl_vision_params(QWEN25_VC)
+    flat = {"model_type": "qwen2_5_vl", "architectures": ["Qwen2_5_VLForConditionalGeneration"], **QWEN25_TEXT,
+            "vision_config": QWEN25_VC}
+    spec = spec_from_config(flat, "qwen2.5-vl-7b")
+    qwen2 = spec_from_config({"model_type": "qwen2", **QWEN25_TEXT}, "qwen2-shaped")
+    assert spec.params == qwen2.params and spec.params.total == 7_615_616_512  # = Qwen2.5-7B's decoder
+    assert spec.vision_params == 676_550_144
+    (enc,) = spec.encoders
+    # the image processor's largest image: 12,845,056 px / 14^2 = 65,536 patches -> 16,384 embeddings
+    assert (enc.patches_per_item, enc.embeds_per_item) == (65_536, 16_384)
+    nested = {"model_type": "qwen2_5_vl", "text_config": {"model_type": "qwen2_5_vl_text", **QWEN25_TEXT},
+              "vision_config": QWEN25_VC}
+    assert spec_from_config(nested, "nested").params == spec.params
+
+
+def test_unknown_encoders_are_named_not_guessed():
+    k25 = load_model(str(__import__("pathlib").Path(__file__).parent / "fixtures/configs/moonshotai--Kimi-K2.5.json"))
+    assert k25.encoders == () and k25.vision_params == 0
+    assert k25.uncounted == ("vision encoder (kimi_k25.vision_config, not counted)",)
+
+
+def test_the_ledger_charges_the_encoder_once():
+    spec = load_model("gemma-3-27b")
+    bf16, awq = weight_format("bf16"), weight_format("awq")
+    assert encoder_weight_bytes(spec, bf16) == 423_060_336 * 2
+    assert encoder_weight_bytes(spec, awq) == 423_060_336 * 2  # the tower stays 16-bit in quantized checkpoints
+    assert weight_bytes(spec, bf16) == spec.params.total * 2 + 423_060_336 * 2
+    assert weight_bytes(spec, awq, encoders=False) == text_weight_bytes(spec, awq)
+    assert encoder_weight_bytes(spec, weight_format("fp32")) == 423_060_336 * 4
+
+
+def test_header_sums_already_hold_the_encoder():
+    """A checkpoint read from its safetensors headers: the tensors under vision_tower.* / multi_modal_projector.*
+    are the encoder's share of the total; the ledger splits them out instead of adding the closed form again."""
+    spec = load_model("gemma-3-4b")
+    tensors = (TensorEntry("language_model.model.embed_tokens.weight", "BF16", (262208, 2560), 262208 * 2560 * 2),
+               TensorEntry("vision_tower.vision_model.post_layernorm.weight", "BF16", (1152,), 2304),
+               TensorEntry("multi_modal_projector.mm_input_projection_weight", "BF16", (1152, 2560), 1152 * 2560 * 2))
+    ck = Checkpoint("folder /x", None, tensors, 1)
+    fmt = checkpoint_format(spec, ck)
+    assert fmt.total_bytes == sum(t.nbytes for t in tensors)
+    assert fmt.encoder_bytes == 2304 + 1152 * 2560 * 2 == encoder_bytes_inside(spec, ck, "safetensors headers")
+    assert weight_bytes(spec, fmt) == fmt.total_bytes  # not added twice
+    assert weight_bytes(spec, fmt, encoders=False) == 262208 * 2560 * 2
+    index = checkpoint_format(spec, Checkpoint("folder /x", None, None, 0, index_total=10**10))
+    assert index.encoder_bytes == spec.vision_params * 2 and weight_bytes(spec, index) == 10**10
+
+
+def _settings(spec, **kw):
+    base = dict(weights=weight_format("bf16"), kv=kv_format("auto"), max_model_len=4096, version="0.26.0",
+                entrypoint="serve")
+    base.update(kw)
+    return vllm_engine.VllmSettings(**base)
+
+
+def test_vllm_loads_the_encoder_per_rank_unless_every_modality_is_zero():
+    spec, gpu = load_model("gemma-3-27b"), get_gpu("h100-sxm")
+    full = vllm_engine.estimate(spec, gpu, _settings(spec))
+    text = vllm_engine.estimate(spec, gpu, _settings(spec, language_model_only=True))
+    assert full.weights_bytes - text.weights_bytes == 423_060_336 * 2
+    tp2 = vllm_engine.estimate(spec, gpu, _settings(spec, tensor_parallel=2))
+    tp2_text = vllm_engine.estimate(spec, gpu, _settings(spec, tensor_parallel=2, language_model_only=True))
+    assert tp2.weights_bytes - tp2_text.weights_bytes == 423_060_336  # sharded over the 2 ranks
+    # before 0.10.1 (vllm#22299) the limit did not stop vLLM building the tower
+    old = _settings(spec, language_model_only=True, version="0.10.0")
+    assert not skips_encoders(spec, old) and skips_encoders(spec, _settings(spec, language_model_only=True))
+    assert any("still loads the encoders" in n for n in vllm_engine.estimate(spec, gpu, old).notes)
+
+
+def test_encoder_profile_by_hand():
+    """Gemma 3 27B at max_num_batched_tokens 2,048: budget max(2048, 256) -> 8 images of 4,096 patches through
+    SigLIP (peak per patch 2 x 1152 + max(4 x 1152, 2 x 4304) = 10,912 values), outputs 8 x 256 x 5376 held."""
+    spec = load_model("gemma-3-27b")
+    (enc,) = spec.encoders
+    assert profile_items(enc, 2048) == 8 and profile_items(enc, 100) == 1
+    assert encoder_forward_bytes(enc, 8, 2) == 8 * 4096 * 10_912 * 2 == 715_128_832
+    assert encoder_cache_bytes(enc, 8, 5376, 2) == 8 * 256 * 5376 * 2 == 22_020_096
+    s = _settings(spec)
+    assert encoder_profile_bytes(spec, s, 2048, decoder_peak=10**9) == 22_020_096  # the cache rides on the peak
+    assert encoder_profile_bytes(spec, s, 2048, decoder_peak=10**8) == 715_128_832 - 10**8  # the encoder is the peak
+    assert encoder_profile_bytes(spec, _settings(spec, language_model_only=True), 2048, 10**8) == 0
+
+
+def test_explain_shows_the_encoder_lines():
+    code, out, err = invoke(["explain", "--gpu", "l40s", "--model", "gemma-3-27b", "--context", "4k", "--engine",
+                             "vllm", "--weights", "awq"])
+    assert code == 0, err
+    assert "siglip image encoder: 423,060,336 params, 846,120,672 B in the weights" in out
+    assert "8 item(s) of 4,096 patches -> 256 embeddings" in out and "not measured on our GPU" in out
+    code, out, _ = invoke(["explain", "--gpu", "l40s", "--model", "gemma-3-27b", "--context", "4k", "--engine",
+                           "vllm", "--weights", "awq", "--limit-mm-per-prompt", '{"image": 0}'])
+    assert code == 0 and "encoders not loaded" in out
+
+
+def test_mm_limit_spellings():
+    assert parse_mm_limits('{"image": 0, "video": 0}') == {"image": 0, "video": 0}
+    assert parse_mm_limits("image=0,video=2") == {"image": 0, "video": 2}
+    assert parse_mm_limits('{"image": {"count": 0}}') == {"image": 0}
+    for bad in ("{", "image", "[]", '{"image": -1}', '{"image": "x"}'):
+        with pytest.raises(UsageError):
+            parse_mm_limits(bad)
+    values, _ = parse_command("vllm serve Qwen/Qwen2.5-VL-7B-Instruct --limit-mm-per-prompt.image 0 "
+                              "--limit-mm-per-prompt.video=0 --language-model-only")
+    assert parse_mm_limits(values["limit_mm_per_prompt"]) == {"image": 0, "video": 0}
+    assert values["language_model_only"] is True
+
+
+def test_text_only_needs_every_modality_of_the_model():
+    from kvcalc.plan import PlanRequest
+
+    spec = spec_from_config({"model_type": "qwen2_5_vl", **QWEN25_TEXT, "vision_config": QWEN25_VC}, "q")
+    gpu = get_gpu("h100-sxm")
+    assert not PlanRequest(spec=spec, gpu=gpu, context=4096, limit_mm_per_prompt={"image": 0}).text_only
+    assert PlanRequest(spec=spec, gpu=gpu, context=4096, limit_mm_per_prompt={"image": 0, "video": 0}).text_only
+    gemma = load_model("gemma-3-27b")
+    assert PlanRequest(spec=gemma, gpu=gpu, context=4096, limit_mm_per_prompt={"image": 0}).text_only
+    assert not PlanRequest(spec=replace(gemma, encoders=()), gpu=gpu, context=4096,
+                           limit_mm_per_prompt={"image": 0}).text_only
+
+
+def test_transformers_loads_the_encoder_where_its_class_holds_it():
+    """AutoModelForCausalLM maps gemma3 to Gemma3ForConditionalGeneration (tower loaded) but llama4 and qwen3_5 to
+    their text-only ForCausalLM classes (transformers 5.24 MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)."""
+    from kvcalc.engines import hf as hf_engine
+
+    def static(name):
+        spec = load_model(name)
+        s = hf_engine.HfSettings(weight_format("bf16"), kv_format("auto"), 1, 1024, 128, 2)
+        return spec, hf_engine.estimate(spec, s).static_bytes
+
+    gemma, got = static("gemma-3-27b")
+    assert got == (gemma.params.total + 423_060_336) * 2
+    for name in ("llama-4-scout", "qwen3.5-27b"):
+        spec, got = static(name)
+        assert spec.vision_params and got == spec.params.total * 2
