@@ -58,6 +58,7 @@ class Encoder:
     sizes_from: str  # where the per-item sizes come from (config.json, or the processor's default)
     prefixes: tuple[str, ...]  # module names of the tower and projector in the checkpoint (headers, ignore lists)
     wrapper: str = ""  # the config's model_type (gemma3, qwen3_5, ...): which transformers class loads it
+    sample_linear: str = ""  # one Linear of the tower by its checkpoint name, to ask a quantization_config about
 
     @property
     def label(self) -> str:
@@ -94,7 +95,8 @@ def _siglip(cfg: dict[str, Any], vc: dict[str, Any], text_hidden: int) -> Encode
                    _i(vc, "intermediate_size", 3072), False, _i(vc, "num_hidden_layers", 12), (image // patch) ** 2,
                    int(cfg.get("mm_tokens_per_image") or 256),
                    "config.json: (image_size / patch_size)^2 patches, mm_tokens_per_image embeddings (pan-and-scan "
-                   "off, vLLM's default)", SIGLIP_PREFIXES)
+                   "off, vLLM's default)", SIGLIP_PREFIXES,
+                   sample_linear="vision_tower.vision_model.encoder.layers.0.self_attn.q_proj")
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -146,7 +148,7 @@ def _qwen(cfg: dict[str, Any], vc: dict[str, Any], text_hidden: int, family: str
     return Encoder(family, "image", params, _i(vc, "hidden_size"), _i(vc, "intermediate_size"), gated,
                    _i(vc, "depth"), patches, patches // (merge * merge),
                    f"the image processor's default largest image ({max_pixels:,} pixels, preprocessor_config.json; "
-                   "--mm-processor-kwargs max_pixels lowers it)", QWEN_PREFIXES)
+                   "--mm-processor-kwargs max_pixels lowers it)", QWEN_PREFIXES, sample_linear="visual.blocks.0.attn.qkv")
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -174,7 +176,7 @@ def _pixtral(cfg: dict[str, Any], vc: dict[str, Any], text_hidden: int) -> Encod
                    _i(vc, "intermediate_size", 4096), True, _i(vc, "num_hidden_layers", 24), patches,
                    patches // (merge * merge),
                    "config.json: (image_size / patch_size)^2 patches merged spatial_merge_size^2 to one embedding",
-                   PIXTRAL_PREFIXES)
+                   PIXTRAL_PREFIXES, sample_linear="vision_tower.transformer.layers.0.attention.q_proj")
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -212,7 +214,8 @@ def _llama4(cfg: dict[str, Any], vc: dict[str, Any], text_hidden: int) -> Encode
                    int(c["intermediate_size"]), False, int(c["num_hidden_layers"]), LLAMA4_TILES * (grid + 1),
                    LLAMA4_TILES * per_tile,
                    f"{LLAMA4_TILES} tiles of (image_size / patch_size)^2 + 1 patches (the processor's max_patches 16 "
-                   "and the global tile), pixel-shuffled by pixel_shuffle_ratio^2", LLAMA4_PREFIXES)
+                   "and the global tile), pixel-shuffled by pixel_shuffle_ratio^2", LLAMA4_PREFIXES,
+                   sample_linear="vision_model.model.layers.0.self_attn.q_proj")
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -233,7 +236,7 @@ def _gemma4(cfg: dict[str, Any], vc: dict[str, Any], text_hidden: int) -> Encode
     return Encoder("gemma4", "image", gemma4_vision_params(vc, text_hidden), int(vc["hidden_size"]),
                    int(vc["intermediate_size"]), True, int(vc["num_hidden_layers"]), 0, 0,
                    "variable resolution: the largest item is not modelled (no encoder profile charged)",
-                   GEMMA4_PREFIXES)
+                   GEMMA4_PREFIXES, sample_linear="model.vision_tower.encoder.layers.0.self_attn.q_proj")
 
 
 # wrapper model_type -> the reader of its vision encoder
@@ -256,6 +259,16 @@ def vision_encoder(cfg: dict[str, Any], outer_type: str, text_hidden: int) -> En
     if reader is None or (vc is None and outer_type != "llama4"):
         return None
     return replace(reader(cfg, vc or {}, text_hidden), wrapper=outer_type)
+
+
+def quantized_by(enc: Encoder, scheme: Any) -> bool:
+    """Whether a checkpoint's quantization_config (quant_config.QuantScheme) would quantize the tower's Linears: its
+    rules target the sample Linear and its ignore list (modules_to_not_convert, ignore, exclude_modules, ...) does
+    not name it, matched as the method matches (quant_config.py)."""
+    if scheme is None or not enc.sample_linear:
+        return False
+    paths = [enc.sample_linear, "model." + enc.sample_linear]
+    return scheme.layout_for(paths, enc.sample_linear.rsplit(".", 1)[-1]) is not None
 
 
 # ---------------------------------------------------------------------------------------------------------------------

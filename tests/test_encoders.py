@@ -213,3 +213,36 @@ def test_transformers_loads_the_encoder_where_its_class_holds_it():
     for name in ("llama-4-scout", "qwen3.5-27b"):
         spec, got = static(name)
         assert spec.vision_params and got == spec.params.total * 2
+
+
+def test_a_quantization_config_that_does_not_exclude_the_tower_is_said():
+    """quant_config.py's matching decides: AWQ's modules_to_not_convert naming the tower (substring) excludes it;
+    a compressed-tensors config targeting every Linear with only lm_head ignored does not."""
+    from kvcalc.encoders import quantized_by
+    from kvcalc.quant_config import parse_scheme
+
+    (enc,) = load_model("gemma-3-27b").encoders
+    awq = parse_scheme({"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True,
+                        "modules_to_not_convert": ["vision_tower", "multi_modal_projector"]})
+    assert not quantized_by(enc, awq)
+    ct = parse_scheme({"quant_method": "compressed-tensors", "format": "pack-quantized", "ignore": ["lm_head"],
+                       "config_groups": {"group_0": {"targets": ["Linear"], "weights": {
+                           "num_bits": 4, "type": "int", "symmetric": True, "strategy": "group", "group_size": 128}}}})
+    assert quantized_by(enc, ct)
+    ct_ignoring = parse_scheme({**{"quant_method": "compressed-tensors", "format": "pack-quantized"},
+                                "ignore": ["lm_head", "re:vision_tower.*", "re:multi_modal_projector.*"],
+                                "config_groups": {"group_0": {"targets": ["Linear"], "weights": {
+                                    "num_bits": 4, "type": "int", "symmetric": True, "strategy": "group",
+                                    "group_size": 128}}}})
+    assert not quantized_by(enc, ct_ignoring)
+    assert not quantized_by(enc, None)
+
+
+def test_runner_cases_started_text_only_are_predicted_text_only():
+    from kvcalc.validate.predict import normalize_vllm_case, vllm_case_settings
+
+    case = normalize_vllm_case({"model": "gemma-3-27b", "limit_mm_per_prompt": {"image": 0}})
+    assert vllm_case_settings(case, None, "0.26.0").language_model_only
+    case = normalize_vllm_case({"model": "gemma-3-27b", "limit_mm_per_prompt": {"image": 2}})
+    assert not vllm_case_settings(case, None, "0.26.0").language_model_only
+    assert not vllm_case_settings(normalize_vllm_case({"model": "gemma-3-27b"}), None, "0.26.0").language_model_only

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..encoders import encoder_cache_bytes, encoder_forward_bytes, profile_items
+from ..encoders import encoder_cache_bytes, encoder_forward_bytes, profile_items, quantized_by
 from ..model import ModelSpec
 from .vllm_versions import version_key
 from .weights import encoder_weight_bytes
@@ -90,4 +90,16 @@ def encoder_notes(spec: ModelSpec, s: Any, mnbt: int) -> list[str]:
         else:
             line += f"; profile not modelled ({enc.sizes_from})"
         out.append(line)
+        out += scheme_note(spec, enc)
     return out
+
+
+def scheme_note(spec: ModelSpec, enc: Any) -> list[str]:
+    """A checkpoint whose quantization_config does not exclude the tower: said, as its bytes stay 16-bit here."""
+    ck = getattr(spec, "checkpoint", None)
+    scheme = getattr(ck, "scheme", None)
+    if not quantized_by(enc, scheme):
+        return []
+    return [f"the checkpoint's quantization_config ({scheme.method}) does not exclude {enc.sample_linear}: the "
+            f"{enc.label} is charged in 16-bit as multimodal quantized checkpoints ship it, unless the safetensors "
+            "headers give its bytes; a tower stored quantized weighs less"]

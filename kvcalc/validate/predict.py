@@ -83,6 +83,9 @@ def vllm_case_settings(c: dict[str, Any], block_size: int | None, version: str):
         enforce_eager=bool(c["enforce_eager"]), block_size=block_size,
         version=version, entrypoint="llm", tensor_parallel=int(c.get("tensor_parallel_size") or 1),
         nccl_nvls=False,  # the project's H200 host runs with NCCL_NVLS_ENABLE=0 (device KINDS.md)
+        # limit_mm_per_prompt 0 for every modality given: vLLM 0.10.1+ builds no encoder (engines/vllm_encoders.py)
+        language_model_only=bool(c.get("limit_mm_per_prompt"))
+        and all(v == 0 for v in dict(c["limit_mm_per_prompt"]).values()),
     )
 
 
