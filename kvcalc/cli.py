@@ -191,6 +191,8 @@ def _plan_options(func):
                           "(0.10.1+) loads no vision/audio encoder and skips the encoder profile."),
         click.option("--language-model-only", is_flag=True,
                      help="vLLM --language-model-only: the text decoder only (as every modality limited to 0)."),
+        click.option("--skip-mm-profiling", is_flag=True,
+                     help="vLLM --skip-mm-profiling: the profile run encodes no dummy image (V1 model runner)."),
         click.option("--vllm-command", default=None, type=NAME, metavar="'vllm serve MODEL ...'",
                      help="a vLLM command line as you would run it: its model and flags set the options above "
                           "(options given here as well win); unknown flags are warned about."),
@@ -228,7 +230,8 @@ def _request(gpu, model, context, batch, engine, weights, kv, util, max_model_le
              block_size=None, kv_cache_memory_bytes=None, nccl_nvls="auto", vllm_command=None, enable_lora=False,
              max_loras=1, max_lora_rank=16, speculative_config=None, other_processes_memory=None,
              vllm_engine="auto", enable_chunked_prefill=None, no_calibration=False, input_len=None, output_len=None,
-             concurrency=None, request_rate=None, limit_mm_per_prompt=None, language_model_only=False):
+             concurrency=None, request_rate=None, limit_mm_per_prompt=None, language_model_only=False,
+             skip_mm_profiling=False):
     from .catalog import DEFAULT_MODEL, load_model
     from .hardware import get_gpu
     from .plan import PlanRequest, request_warnings, weights_for_quantization
@@ -272,7 +275,8 @@ def _request(gpu, model, context, batch, engine, weights, kv, util, max_model_le
                       if other_processes_memory else 0, vllm_engine=given["vllm_engine"],
                       enable_chunked_prefill=given["enable_chunked_prefill"], workload=workload,
                       limit_mm_per_prompt=mm_limits(given["limit_mm_per_prompt"]),
-                      language_model_only=bool(given["language_model_only"]))
+                      language_model_only=bool(given["language_model_only"]),
+                      skip_mm_profiling=bool(given["skip_mm_profiling"]))
     warnings = notes + request_warnings(req)
     if "vllm" in engines and not no_calibration:
         from .calibrate import find

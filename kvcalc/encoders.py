@@ -275,15 +275,28 @@ def quantized_by(enc: Encoder, scheme: Any) -> bool:
 # vLLM's profile run: the encoder on dummy items, and the encoder cache
 
 
-def profile_items(enc: Encoder, max_num_batched_tokens: int) -> int:
-    """Items of the largest size vLLM's profile run encodes at once: the encoder compute budget
-    max(max_num_batched_tokens, embeds_per_item) (v1/core/encoder_cache_manager.py compute_encoder_budget) over the
-    embeddings of one item, at least one. V0's profile (worker/model_runner.py profile_run) caps its dummy sequences
-    at max_num_batched_tokens // max_mm_tokens, one item each at the default limit: the same count."""
-    if not enc.embeds_per_item:
+DEFAULT_MM_LIMIT = 999  # config/multimodal.py get_limit_per_prompt: an unspecified modality allows 999 items
+
+
+def profile_items(enc: Encoder, max_num_batched_tokens: int, max_num_seqs: int | None = None,
+                  max_model_len: int | None = None, limit: int = DEFAULT_MM_LIMIT,
+                  chunked_prefill: bool = True) -> int:
+    """Items of the largest size vLLM's profile run encodes at once (vLLM 0.26.0 multimodal/encoder_budget.py
+    MultiModalBudget._get_max_items): the encoder budget min(compute budget, cache size), each
+    max(max_num_batched_tokens, T) by default (v1/core/encoder_cache_manager.py compute_mm_encoder_budget, T = the
+    item's embeddings), over T; at most max_num_seqs x max(1, min(limit, max_model_len // T)) items the decoder can
+    take (max_num_seqs capped at max_num_batched_tokens // T without chunked prefill); at least one. Without
+    max_num_seqs: the budget alone (V0's profile caps its dummy sequences at max_num_batched_tokens // T, one item
+    each at V0's default limit of 1: the same count)."""
+    t = enc.embeds_per_item
+    if not t:
         return 0
-    budget = max(max_num_batched_tokens, enc.embeds_per_item)
-    return max(1, budget // enc.embeds_per_item)
+    items = max(max_num_batched_tokens, t) // t
+    if max_num_seqs:
+        reqs = max_num_seqs if chunked_prefill else min(max_num_seqs, max_num_batched_tokens // t)
+        per_prompt = max(1, min(limit, (max_model_len or t) // t))
+        items = min(items, reqs * per_prompt)
+    return max(1, items)
 
 
 def encoder_cache_bytes(enc: Encoder, items: int, text_hidden: int, dtype_bytes: int) -> int:

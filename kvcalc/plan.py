@@ -183,6 +183,7 @@ class PlanRequest:
     # 0, vLLM 0.10.1+ loads no encoder (engines/vllm_encoders.py)
     limit_mm_per_prompt: dict[str, int] | None = None
     language_model_only: bool = False
+    skip_mm_profiling: bool = False  # vLLM --skip-mm-profiling: no encoder in the profile run
     workload: Workload | None = None  # --input-len/--output-len/--concurrency/--request-rate (vllm bench terms)
     calibration: Any = None  # kvcalc.calibrate.EnvCalibration for this GPU and vLLM version (kvcalc calibrate)
     # --weights/--kv resolved once, here; everything below uses these objects, never the names
@@ -247,7 +248,8 @@ class PlanRequest:
             max_lora_rank=self.max_lora_rank,
             speculative_method=(self.speculative_config or {}).get("method"),
             num_speculative_tokens=int((self.speculative_config or {}).get("num_speculative_tokens") or 0),
-            calibration=self.calibration, language_model_only=self.text_only)
+            calibration=self.calibration, language_model_only=self.text_only,
+            skip_mm_profiling=self.skip_mm_profiling)
 
     @property
     def text_only(self) -> bool:

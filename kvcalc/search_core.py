@@ -75,7 +75,9 @@ def build_structure(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv:
         if i == len(stages) - 1:  # the last stage runs the sampler: its peak depends on max_num_seqs
             per_seqs = [vllm_engine.activation_bytes(spec, replace(settings, max_num_seqs=q),
                                                      est.max_num_batched_tokens, q, v2) for q in seqs_grid]
-            per_seqs = [a + encoder_profile_bytes(spec, settings, est.max_num_batched_tokens, a) for a in per_seqs]
+            per_seqs = [a + encoder_profile_bytes(spec, settings, est.max_num_batched_tokens, a, q, max_model_len,
+                                                  vllm_engine.uses_v2_runner(spec, settings))
+                        for a, q in zip(per_seqs, seqs_grid)]
             if per_seqs[0] != st.activation_bytes:  # the engine changed how it calls its own formula
                 raise AssertionError("activation_bytes() no longer reproduces estimate(); update search_core")
         else:

@@ -42,6 +42,7 @@ FLAGS: dict[str, tuple[str, str]] = {
     "--no-enable-chunked-prefill": ("enable_chunked_prefill", "off"),
     "--limit-mm-per-prompt": ("limit_mm_per_prompt", "text"),
     "--language-model-only": ("language_model_only", "flag"),
+    "--skip-mm-profiling": ("skip_mm_profiling", "flag"),
 }
 # Flags kvcalc knows and that move no memory figure it models (value-taking unless in SWITCHES).
 IGNORED = {"--port", "--host", "--served-model-name", "--api-key", "--tokenizer", "--revision", "--download-dir",
@@ -53,7 +54,7 @@ IGNORED = {"--port", "--host", "--served-model-name", "--api-key", "--tokenizer"
 SWITCHES = {"--trust-remote-code", "--disable-log-requests", "--disable-log-stats", "--enable-auto-tool-choice",
             "--enable-prefix-caching", "--no-enable-prefix-caching", "--enable-chunked-prefill",
             "--no-enable-chunked-prefill", "--disable-custom-all-reduce", "--enforce-eager", "--enable-lora",
-            "--language-model-only"}
+            "--language-model-only", "--skip-mm-profiling"}
 
 
 def _vllm_part(words: list[str]) -> tuple[list[str], str | None]:

@@ -153,20 +153,34 @@ def test_encoder_profile_by_hand():
     spec = load_model("gemma-3-27b")
     (enc,) = spec.encoders
     assert profile_items(enc, 2048) == 8 and profile_items(enc, 100) == 1
+    # MultiModalBudget._get_max_items: at most max_num_seqs x max(1, min(999, max_model_len // 256)) items
+    assert profile_items(enc, 2048, max_num_seqs=256, max_model_len=4096) == 8
+    assert profile_items(enc, 8192, max_num_seqs=2, max_model_len=512) == 4  # 2 requests x 2 images each
+    assert profile_items(enc, 8192, max_num_seqs=1, max_model_len=100) == 1
     assert encoder_forward_bytes(enc, 8, 2) == 8 * 4096 * 10_912 * 2 == 715_128_832
     assert encoder_cache_bytes(enc, 8, 5376, 2) == 8 * 256 * 5376 * 2 == 22_020_096
-    s = _settings(spec)
+    s = _settings(spec, version="0.20.0")  # the V1 model runner profiles the encoder
     assert encoder_profile_bytes(spec, s, 2048, decoder_peak=10**9) == 22_020_096  # the cache rides on the peak
     assert encoder_profile_bytes(spec, s, 2048, decoder_peak=10**8) == 715_128_832 - 10**8  # the encoder is the peak
-    assert encoder_profile_bytes(spec, _settings(spec, language_model_only=True), 2048, 10**8) == 0
+    assert encoder_profile_bytes(spec, replace(s, language_model_only=True), 2048, 10**8) == 0
+    assert encoder_profile_bytes(spec, replace(s, skip_mm_profiling=True), 2048, 10**8) == 0
+    # 0.26's V2 model runner (dense Gemma 3) runs the text dummy forward only (v1/worker/gpu/model_runner.py)
+    assert vllm_engine.uses_v2_runner(spec, _settings(spec))
+    assert encoder_profile_bytes(spec, _settings(spec), 2048, decoder_peak=10**8, v2_runner=True) == 0
+    est = vllm_engine.estimate(spec, get_gpu("l40s"), _settings(spec, max_num_batched_tokens=2048))
+    text = vllm_engine.estimate(spec, get_gpu("l40s"), _settings(spec, max_num_batched_tokens=2048,
+                                                                 language_model_only=True))
+    assert est.activation_bytes == text.activation_bytes
 
 
 def test_explain_shows_the_encoder_lines():
     code, out, err = invoke(["explain", "--gpu", "l40s", "--model", "gemma-3-27b", "--context", "4k", "--engine",
-                             "vllm", "--weights", "awq"])
+                             "vllm", "--weights", "awq", "--vllm-version", "0.20.0"])
     assert code == 0, err
     assert "siglip image encoder: 423,060,336 params, 846,120,672 B in the weights" in out
     assert "8 item(s) of 4,096 patches -> 256 embeddings" in out and "not measured on our GPU" in out
+    code, out, _ = invoke(["explain", "--gpu", "l40s", "--model", "gemma-3-27b", "--context", "4k", "--engine", "vllm"])
+    assert code == 0 and "the V2 model runner's profile runs no encoder" in out
     code, out, _ = invoke(["explain", "--gpu", "l40s", "--model", "gemma-3-27b", "--context", "4k", "--engine",
                            "vllm", "--weights", "awq", "--limit-mm-per-prompt", '{"image": 0}'])
     assert code == 0 and "encoders not loaded" in out
@@ -183,6 +197,8 @@ def test_mm_limit_spellings():
                               "--limit-mm-per-prompt.video=0 --language-model-only")
     assert parse_mm_limits(values["limit_mm_per_prompt"]) == {"image": 0, "video": 0}
     assert values["language_model_only"] is True
+    values, _ = parse_command("vllm serve google/gemma-3-27b-it --skip-mm-profiling")
+    assert values["skip_mm_profiling"] is True
 
 
 def test_text_only_needs_every_modality_of_the_model():

@@ -74,6 +74,7 @@ class VllmSettings:
     calibration: Any = None  # kvcalc.calibrate.EnvCalibration: the user's own environment (kvcalc calibrate)
     # --limit-mm-per-prompt with every modality 0 (or --language-model-only): no encoders from 0.10.1 (vllm_encoders.py)
     language_model_only: bool = False
+    skip_mm_profiling: bool = False  # --skip-mm-profiling: no encoder profile (V1 runner, from 0.10.2)
 
     @property
     def rules(self) -> VersionRules:
@@ -464,7 +465,7 @@ def estimate(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings) -> VllmEstimate:
         notes.append(f"pipeline stages of {pp_layer_partition(spec.num_layers, pp)} layers "
                      "(vllm/distributed/utils.py:get_pp_indices); each stage has its own budget, the smallest "
                      "stage's blocks serve the deployment")
-    notes += encoder_notes(spec, s, mnbt)
+    notes += encoder_notes(spec, s, mnbt, seqs, max_model_len, v2)
     notes.append(f"activation, non-torch and CUDA-graph memory: {c['source']}")
     if s.calibration is not None:
         notes.append(s.calibration.describe(s.tensor_parallel, pp))
@@ -542,7 +543,7 @@ def stage_budgets(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings, budget: int
         act = activation_bytes(spec, s, mnbt, seqs, v2, last_stage=last)
         if s.calibration is not None:
             act = s.calibration.activation(s.tensor_parallel, pp, act)
-        act += encoder_profile_bytes(spec, s, mnbt, act)  # multimodal: dummy items through the encoder, and its cache
+        act += encoder_profile_bytes(spec, s, mnbt, act, seqs, max_model_len, v2)  # multimodal: the encoder's dummy items
         available = budget - w - act
         if s.kv_cache_memory_bytes:
             # gpu_worker.py:determine_available_memory: kv_cache_memory_bytes set -> no profile, that budget as is

@@ -7,18 +7,22 @@ for them (the encoder forward on dummy items and the encoder cache those items f
   language-model-only mode via limit-mm-per-prompt", merged 2025-08-06; vllm#22224 for LLaVA) a model whose every
   modality is limited to 0 (`--limit-mm-per-prompt '{"image":0}'`, later also `--language-model-only`) skips building
   the encoders; earlier releases load them anyway.
-- Profiling. V1's profile_run (v1/worker/gpu_model_runner.py) encodes a dummy batch of the largest item before the
-  decoder's dummy forward: the encoder compute budget max(max_num_batched_tokens, largest item's embeddings)
-  (v1/core/encoder_cache_manager.py compute_encoder_budget) over that item's embeddings gives the item count; the
-  outputs stay in self.encoder_cache["tmp"] while the decoder's forward and the sampler run, and are freed after.
-  V0's profile (worker/model_runner.py) runs the same items inside its dummy forward. So the profile's torch peak is
-  max(encoder forward, decoder peak + encoder outputs): encoder_profile_bytes() is what that adds to the decoder's
-  peak. The shapes come from encoders.py (tokens x widths x dtype bytes, layers one at a time), not from a fitted
-  constant; no H200 run measured a multimodal profile, and no public log prints one apart (docs/validation).
+- Profiling (read in vLLM 0.26.0's source). The V1 model runner's profile_run (v1/worker/gpu_model_runner.py)
+  encodes a dummy batch of the largest item before the decoder's dummy forward (items: encoders.profile_items, as
+  multimodal/encoder_budget.py MultiModalBudget counts them); the outputs stay in self.encoder_cache while the
+  decoder's forward and the sampler run, and are freed after. V0's profile (worker/model_runner.py, before 0.11)
+  runs the same items inside its dummy forward. So the profile's torch peak is max(encoder forward, decoder peak +
+  encoder outputs): encoder_profile_bytes() is what that adds to the decoder's peak. The V2 model runner (0.26's
+  default for dense, non-hybrid models: v1/worker/gpu/model_runner.py profile_run) runs the text dummy forward only:
+  nothing is added, and the encoder's memory at run time is outside the budget (vllm#48469 describes the OOMs).
+  `--skip-mm-profiling` (vllm#22950, from 0.10.2) skips it on the V1 runner too. The shapes come from encoders.py
+  (tokens x widths x dtype bytes, layers one at a time), not from a fitted constant; no H200 run measured a
+  multimodal profile, and no public log prints one apart (docs/validation).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from ..encoders import encoder_cache_bytes, encoder_forward_bytes, profile_items, quantized_by
@@ -27,6 +31,7 @@ from .vllm_versions import version_key
 from .weights import encoder_weight_bytes
 
 LANGUAGE_MODEL_ONLY_SINCE = "0.10.1"  # vllm#22299
+SKIP_MM_PROFILING_SINCE = "0.10.2"  # vllm#22950 (merged 2025-08-15)
 
 
 def encoder_modalities(spec: ModelSpec) -> tuple[str, ...]:
@@ -50,21 +55,37 @@ def encoder_rank_bytes(spec: ModelSpec, s: Any) -> int:
     return encoder_weight_bytes(spec, s.weights, s.dtype_bytes) // s.tensor_parallel
 
 
-def encoder_profile_bytes(spec: ModelSpec, s: Any, mnbt: int, decoder_peak: int) -> int:
+def profiles_encoders(spec: ModelSpec, s: Any, v2_runner: bool = False) -> bool:
+    """Whether the profile run encodes dummy items: not on the V2 model runner (vllm.uses_v2_runner, passed in by
+    the caller), not with --skip-mm-profiling."""
+    if not spec.encoders or skips_encoders(spec, s) or v2_runner:
+        return False
+    return not (getattr(s, "skip_mm_profiling", False)
+                and version_key(s.version) >= version_key(SKIP_MM_PROFILING_SINCE))
+
+
+def _items(enc: Any, s: Any, mnbt: int, seqs: int | None, max_model_len: int | None) -> int:
+    chunked = s.rules.engine == "v1" or bool(getattr(s, "enable_chunked_prefill", False))
+    return profile_items(enc, mnbt, seqs if s.rules.engine == "v1" else None, max_model_len, chunked_prefill=chunked)
+
+
+def encoder_profile_bytes(spec: ModelSpec, s: Any, mnbt: int, decoder_peak: int, seqs: int | None = None,
+                          max_model_len: int | None = None, v2_runner: bool = False) -> int:
     """What the multimodal profile adds to the decoder's activation peak: max(encoder forward - decoder peak,
     encoder outputs held), the larger over the model's encoders (vLLM profiles the modality with the largest item)."""
-    if not spec.encoders or skips_encoders(spec, s):
+    if not profiles_encoders(spec, s, v2_runner):
         return 0
     extra = 0
     for enc in spec.encoders:
-        items = profile_items(enc, mnbt)
+        items = _items(enc, s, mnbt, seqs, max_model_len)
         forward = encoder_forward_bytes(enc, items, s.dtype_bytes, s.tensor_parallel)
         held = encoder_cache_bytes(enc, items, spec.hidden_size, s.dtype_bytes)
         extra = max(extra, forward - decoder_peak, held)
     return extra
 
 
-def encoder_notes(spec: ModelSpec, s: Any, mnbt: int) -> list[str]:
+def encoder_notes(spec: ModelSpec, s: Any, mnbt: int, seqs: int | None = None,
+                  max_model_len: int | None = None, v2_runner: bool = False) -> list[str]:
     """explain's encoder lines: what is loaded, the profile's items, forward and cache, and where sizes come from."""
     if not spec.encoders:
         return []
@@ -77,11 +98,16 @@ def encoder_notes(spec: ModelSpec, s: Any, mnbt: int) -> list[str]:
         out.append(f"--limit-mm-per-prompt 0 for every modality: vLLM {s.version} still loads the encoders "
                    f"(skipping them arrived in {LANGUAGE_MODEL_ONLY_SINCE}, vllm#22299)")
     for enc in spec.encoders:
-        items = profile_items(enc, mnbt)
+        items = _items(enc, s, mnbt, seqs, max_model_len)
         weights = encoder_weight_bytes(spec, s.weights, s.dtype_bytes)
         line = (f"{enc.label}: {enc.params:,} params, {weights:,} B in the weights ({weights // s.tensor_parallel:,} "
                 f"per rank)")
-        if items:
+        if items and v2_runner:
+            line += ("; the V2 model runner's profile runs no encoder (v1/worker/gpu/model_runner.py profile_run): "
+                     f"{items} image(s) of {enc.embeds_per_item:,} embeddings at run time are not in the budget")
+        elif items and getattr(s, "skip_mm_profiling", False) and profiles_encoders(spec, replace(s, skip_mm_profiling=False), v2_runner):
+            line += "; --skip-mm-profiling: no encoder profile, its run-time memory is not in the budget"
+        elif items:
             fwd = encoder_forward_bytes(enc, items, s.dtype_bytes, s.tensor_parallel)
             cache = encoder_cache_bytes(enc, items, spec.hidden_size, s.dtype_bytes)
             line += (f"; profile: {items} item(s) of {enc.patches_per_item:,} patches -> {enc.embeds_per_item:,} "
