@@ -2,7 +2,7 @@
 vLLM's profile run pushes through them.
 
 Pure arithmetic over a wrapper's `vision_config`, each following the transformers module it counts (numbers checked
-against transformers 5.24's own modules built on the meta device from the fixtures' configs, tests/test_model.py, and
+against transformers 5.24's own modules built on the meta device, tests/test_model.py and tests/test_encoders.py, and
 by hand in tests/test_encoders.py):
 - SigLIP (Gemma 3, modeling_siglip.py + modeling_gemma3.py Gemma3MultiModalProjector): a biased patch Conv2d,
   (image/patch)^2 learned positions, layers of biased q/k/v/out + biased fc1/fc2 + two LayerNorms, the post

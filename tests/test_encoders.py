@@ -262,3 +262,26 @@ def test_runner_cases_started_text_only_are_predicted_text_only():
     case = normalize_vllm_case({"model": "gemma-3-27b", "limit_mm_per_prompt": {"image": 2}})
     assert not vllm_case_settings(case, None, "0.26.0").language_model_only
     assert not vllm_case_settings(normalize_vllm_case({"model": "gemma-3-27b"}), None, "0.26.0").language_model_only
+
+
+@pytest.mark.parametrize("cfg", [
+    {"model_type": "mistral3", "spatial_merge_size": 2, "multimodal_projector_bias": False, "image_token_index": 10,
+     "tie_word_embeddings": False, "text_config": MISTRAL_TEXT, "vision_config": PIXTRAL_VC},
+    {"model_type": "qwen2_5_vl", **QWEN25_TEXT, "vision_config": QWEN25_VC},
+], ids=["mistral3", "qwen2_5_vl"])
+def test_new_towers_match_transformers(cfg):
+    """The Pixtral and Qwen2.5-VL closed forms against the classes transformers builds (meta device): the tower and
+    projector, and decoder + encoder = the whole model (Qwen2.5-VL-7B: 8,292,166,656; Mistral Small 3.1:
+    24,011,361,280)."""
+    import copy
+
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    config = transformers.AutoConfig.for_model(**copy.deepcopy(cfg))
+    with torch.device("meta"):
+        model = transformers.AutoModelForImageTextToText.from_config(config)
+    vision = sum(p.numel() for n, p in model.named_parameters()
+                 if n.startswith(("model.vision_tower", "model.multi_modal_projector", "model.visual")))
+    spec = spec_from_config(cfg, cfg["model_type"])
+    assert spec.vision_params == vision
+    assert spec.params.total + spec.vision_params == sum(p.numel() for p in model.parameters())
