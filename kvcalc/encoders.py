@@ -239,6 +239,68 @@ def _gemma4(cfg: dict[str, Any], vc: dict[str, Any], text_hidden: int) -> Encode
                    GEMMA4_PREFIXES, sample_linear="model.vision_tower.encoder.layers.0.self_attn.q_proj")
 
 
+# ---------------------------------------------------------------------------------------------------------------------
+# Gemma 3n audio (USM conformer) and the multimodal embedders
+
+GEMMA3N_AUDIO_PREFIXES = ("model.audio_tower", "model.embed_audio", "audio_tower", "embed_audio")
+# Gemma3nAudioConfig's defaults (configuration_gemma3n.py, transformers 5.24), for keys a config leaves out
+GEMMA3N_AUDIO_DEFAULTS = {"hidden_size": 1536, "vocab_size": 128, "input_feat_size": 128, "conf_num_attention_heads": 8,
+                          "conf_num_hidden_layers": 12, "conf_conv_kernel_size": 5,
+                          "sscp_conv_channel_size": [128, 32], "sscp_conv_kernel_size": [[3, 3], [3, 3]],
+                          "sscp_conv_stride_size": [[2, 2], [2, 2]]}
+
+
+def gemma3n_embedder_params(hidden: int, vocab: int, text_hidden: int) -> int:
+    """modeling_gemma3n.py Gemma3nMultimodalEmbedder: an embedding table (vocab x hidden), hard and soft RMSNorms of
+    hidden, the projection hidden -> text hidden (no bias) and a scale-less RMSNorm (no parameter)."""
+    return vocab * hidden + 2 * hidden + hidden * text_hidden
+
+
+def gemma3n_audio_params(ac: dict[str, Any], text_hidden: int) -> int:
+    """modeling_gemma3n.py Gemma3nAudioEncoder + embed_audio: the sub-sampling projection (two unbiased Conv2d with
+    a cumulative group norm each, frequency (F + 2 - k) // s + 1 per conv, then channels x frequency -> hidden) and
+    conformer blocks of d = hidden: two macaron feed-forwards (d -> 4d -> d, two RMSNorms each), attention (relative
+    position projection, q/k/v, post: 5 d^2, per-dim scale of d / heads, two RMSNorms), the light conv (d -> 2d GLU,
+    depthwise conv of kernel K, d -> d, two RMSNorms) and a final RMSNorm: 24 d^2 + d/heads + dK + 9d."""
+    c = {**GEMMA3N_AUDIO_DEFAULTS, **{k: v for k, v in ac.items() if v is not None}}
+    d, heads, k = int(c["hidden_size"]), int(c["conf_num_attention_heads"]), int(c["conf_conv_kernel_size"])
+    channels = [int(x) for x in c["sscp_conv_channel_size"]]
+    freq, conv = int(c["input_feat_size"]), 0
+    for i, ((kh, kw), (_, sw)) in enumerate(zip(c["sscp_conv_kernel_size"], c["sscp_conv_stride_size"])):
+        cin = 1 if i == 0 else channels[i - 1]
+        conv += cin * channels[i] * int(kh) * int(kw) + channels[i]
+        freq = (freq + 2 - int(kw)) // int(sw) + 1
+    subsample = conv + channels[-1] * freq * d
+    block = 24 * d * d + d // heads + d * k + 9 * d
+    return subsample + int(c["conf_num_hidden_layers"]) * block + gemma3n_embedder_params(d, int(c["vocab_size"]),
+                                                                                          text_hidden)
+
+
+def audio_encoder(cfg: dict[str, Any], outer_type: str, text_hidden: int) -> Encoder | None:
+    """The audio encoder of a wrapper config, or None when kvcalc has no reader for it (only Gemma 3n's so far)."""
+    ac = cfg.get("audio_config")
+    if outer_type != "gemma3n" or not isinstance(ac, dict):
+        return None
+    c = {**GEMMA3N_AUDIO_DEFAULTS, **{k: v for k, v in ac.items() if v is not None}}
+    d = int(c["hidden_size"])
+    return Encoder("gemma3n_audio", "audio", gemma3n_audio_params(ac, text_hidden), d, 4 * d, False,
+                   int(c["conf_num_hidden_layers"]), 0, int(cfg.get("audio_soft_tokens_per_image") or 188),
+                   "audio: the profile's mel frames are not modelled (no encoder profile charged)",
+                   GEMMA3N_AUDIO_PREFIXES, wrapper=outer_type, sample_linear="model.audio_tower.conformer.0.attention.attn.q_proj")
+
+
+def gemma3n_vision_embedder(cfg: dict[str, Any], text_hidden: int) -> Encoder | None:
+    """Gemma 3n's embed_vision (the MobileNet-v5 tower itself, a timm model, is not counted: named instead)."""
+    vc = cfg.get("vision_config")
+    if not isinstance(vc, dict):
+        return None
+    hidden, vocab = int(vc.get("hidden_size") or 2048), int(vc.get("vocab_size") or 128)
+    return Encoder("gemma3n_vision_embedder", "image", gemma3n_embedder_params(hidden, vocab, text_hidden), hidden, 0,
+                   False, 0, 0, int(cfg.get("vision_soft_tokens_per_image") or 256),
+                   "the MobileNet-v5 tower is not modelled (no encoder profile charged)",
+                   ("model.embed_vision", "embed_vision"), wrapper="gemma3n")
+
+
 # wrapper model_type -> the reader of its vision encoder
 VISION_ENCODERS: dict[str, Callable[[dict[str, Any], dict[str, Any], int], Encoder]] = {
     "gemma3": _siglip,

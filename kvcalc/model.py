@@ -33,7 +33,7 @@ from typing import Any, Literal
 
 from .errors import UnsupportedModelError, UsageError, shown
 from .input_files import MAX_CONFIG_BYTES, is_dir, load_json
-from .encoders import Encoder, vision_encoder
+from .encoders import Encoder, audio_encoder, gemma3n_vision_embedder, vision_encoder
 from .layer_kinds import (gdn_dims, kinds_from_layer_types, layer_caches, mamba2_dims, mamba2_inner, mixer_kinds,
                           short_conv_dims)
 from .layers import FullAttention, LayerCache, MambaState, MultiLatentAttention, SlidingWindow, flatten
@@ -107,7 +107,8 @@ class ModelSpec:
     config: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
     # Multimodal checkpoints: the encoders (vision tower + projector) the checkpoint also holds, not part of params
     # (the text decoder). transformers' multimodal classes and vLLM load them (vLLM skips them when every modality
-    # is limited to 0); engines/weights.py charges them. vision_params is their parameter sum.
+    # is limited to 0); engines/weights.py charges them. vision_params is their parameter sum (Gemma 3n's audio
+    # tower included: the name predates it).
     vision_params: int = 0
     encoders: tuple[Encoder, ...] = ()
     # Parameters (already in params) that transformers keeps in float32 whatever the load dtype
@@ -873,14 +874,22 @@ def _encoders(spec: ModelSpec, cfg: dict[str, Any], outer_type: str) -> ModelSpe
     notes: list[str] = []
     encoder = vision_encoder(cfg, outer_type, spec.hidden_size)
     vc = cfg.get("vision_config")
-    if encoder is None and vc:
+    extra: list[Encoder] = []
+    if outer_type == "gemma3n" and vc:  # its embed_vision is counted; the timm MobileNet-v5 tower is not
+        embedder = gemma3n_vision_embedder(cfg, spec.hidden_size)
+        extra += [embedder] if embedder else []
+        notes.append(f"vision tower ({outer_type}.vision_config, timm MobileNet-v5: not counted; its embed_vision is)")
+    elif encoder is None and vc:
         notes.append(f"vision encoder ({outer_type}.vision_config, not counted)")
     elif encoder is None and cfg.get("vision_config") is None and outer_type in TEXT_ONLY_WRAPPERS:
         # a trimmed copy without vision_config: the checkpoint still holds a tower
         notes.append(f"vision encoder ({outer_type}: no vision_config in this config.json, not counted)")
-    if cfg.get("audio_config"):
+    audio = audio_encoder(cfg, outer_type, spec.hidden_size)
+    if audio is not None:
+        extra.append(audio)
+    elif cfg.get("audio_config"):
         notes.append(f"audio encoder ({outer_type}.audio_config, not counted)")
-    encoders = (encoder,) if encoder is not None else ()
+    encoders = ((encoder,) if encoder is not None else ()) + tuple(extra)
     return replace(spec, encoders=encoders, vision_params=sum(e.params for e in encoders), uncounted=tuple(notes))
 
 

@@ -285,3 +285,42 @@ def test_new_towers_match_transformers(cfg):
     spec = spec_from_config(cfg, cfg["model_type"])
     assert spec.vision_params == vision
     assert spec.params.total + spec.vision_params == sum(p.numel() for p in model.parameters())
+
+
+def test_gemma3n_audio_tower_by_hand_and_against_transformers():
+    """Gemma 3n's USM audio encoder at Gemma3nAudioConfig's defaults (d 1536, 8 heads, 12 conformer blocks, kernel
+    5; mel 128 -> (128 + 2 - 3) // 2 + 1 = 64 -> 32 frequencies x 32 channels = 1,024 into the projection):
+    convs 1 x 128 x 9 + 128 and 128 x 32 x 9 + 32, projection 1,024 x 1,536; blocks 24 d^2 + d/8 + 5d + 9d; the
+    embedder 128 x 1,536 + 2 x 1,536 + 1,536 x text hidden. The MobileNet-v5 vision tower is timm's: only its
+    embedder is counted, and the plan names the tower."""
+    from kvcalc.encoders import gemma3n_audio_params, gemma3n_embedder_params
+
+    d = 1536
+    subsample = (1 * 128 * 9 + 128) + (128 * 32 * 9 + 32) + 1024 * d
+    block = 24 * d * d + d // 8 + 5 * d + 9 * d
+    embedder = 128 * d + 2 * d + d * 2048
+    assert gemma3n_audio_params({}, 2048) == subsample + 12 * block + embedder == 684_694_048
+    assert gemma3n_embedder_params(2048, 128, 2048) == 128 * 2048 + 2 * 2048 + 2048 * 2048 == 4_460_544
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from transformers.models.gemma3n import modeling_gemma3n as g
+
+    audio, text = transformers.Gemma3nAudioConfig(), transformers.Gemma3nTextConfig(hidden_size=2048)
+    with torch.device("meta"):
+        modules = [g.Gemma3nAudioEncoder(audio), g.Gemma3nMultimodalEmbedder(audio, text)]
+    assert sum(p.numel() for m in modules for p in m.parameters()) == 684_694_048
+
+
+def test_gemma3n_wrapper_counts_audio_and_names_the_vision_tower():
+    transformers = pytest.importorskip("transformers")
+    import json
+
+    text = {k: v for k, v in transformers.Gemma3nTextConfig().to_dict().items()
+            if not k.startswith("_") and k != "transformers_version"}
+    cfg = json.loads(json.dumps({"model_type": "gemma3n", "text_config": text, "audio_config": {},
+                                 "vision_config": {"hidden_size": 2048, "vocab_size": 128}}))
+    spec = spec_from_config(cfg, "gemma-3n")
+    assert [e.family for e in spec.encoders] == ["gemma3n_vision_embedder", "gemma3n_audio"]
+    assert spec.vision_params == 4_460_544 + 684_694_048
+    assert spec.uncounted == ("vision tower (gemma3n.vision_config, timm MobileNet-v5: not counted; its embed_vision "
+                              "is)",)
