@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, replace
 
 from .engines import vllm as vllm_engine
+from .engines.vllm_support import unserved_reason
 from .errors import UsageError
 from .formats import kv_format, weight_format
 from .plan import PlanRequest, Row, custom_key, plan, sweep_choice
@@ -57,6 +58,9 @@ def _vllm(req: PlanRequest) -> PlanRequest:
         raise UsageError(f"vLLM has no {kv_format(req.kv).label} cache; choose --kv auto, fp8 or fp8-e5m2")
     if req.weights is not None and "vllm" not in weight_format(req.weights).engines:
         raise UsageError(f"vLLM does not load {weight_format(req.weights).label} weights")
+    unserved = unserved_reason(req.spec, req.vllm_version)
+    if unserved:  # engines/vllm_support.py: no context, util or GPU count makes this release serve the model
+        raise UsageError(unserved)
     return replace(req, engines=("vllm",))
 
 

@@ -121,6 +121,9 @@ class ModelSpec:
     # What kvcalc read from the checkpoint besides the architecture (checkpoint.Checkpoint: its quantization, the
     # safetensors headers or the index's total_size); None for a bare config dict.
     checkpoint: Any = field(default=None, repr=False, compare=False)
+    # the multimodal wrapper's model_type (gemma3, llama4, qwen3_5...) when the config nests the decoder under
+    # text_config; "" otherwise. vLLM serves the wrapper's architecture (engines/vllm_support.py gates by it).
+    wrapper_type: str = ""
 
     @property
     def linear_params(self) -> int:
@@ -257,7 +260,7 @@ def spec_from_config(cfg: dict[str, Any], name: str = "model", source: str = "",
         # a trusted config, or a field the schema does not know a builder reads: still one line, never a traceback
         raise UsageError(f"config of {label} ({model_type}) has a field kvcalc cannot use "
                          f"({type(exc).__name__}: {shown(str(exc), 80, quote=False)})") from None
-    return spec
+    return replace(spec, wrapper_type=outer_type) if wrapped else spec
 
 
 # ---------------------------------------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from .engines.vllm_encoders import encoder_modalities
 from .engines import hf as hf_engine
 from .engines import vllm as vllm_engine
 from .engines.vllm_versions import is_newer_than_known, rules_for, rules_with_engine
+from .engines.vllm_support import unserved_gate, unserved_reason
 from .errors import UnsupportedModelError, UsageError, shown
 from .formats import KvFormat, WeightFormat, kv_format, weight_format
 from .hardware import GpuProfile
@@ -438,6 +439,9 @@ def verdicts(rows: list[Row]) -> list[list[str]]:
             best = max(safest, key=lambda i: (rows[i].kv_capacity_tokens or 0))
             if "most context" not in out[best]:
                 out[best].append("most context at low risk")
+    for i, r in enumerate(rows):  # vllm_support.py: this release does not serve the model at all
+        if r.vllm is not None and r.vllm.serve_gate is not None:
+            out[i] = [f"not served: needs vLLM {r.vllm.serve_gate.since}+"]
     return out
 
 
@@ -449,6 +453,12 @@ def request_warnings(req: PlanRequest) -> list[str]:
                    f"{spec.max_position_embeddings:,}: quality past it is not what the model was trained for")
     if spec.uncounted:  # multimodal wrappers read as their text decoder (model.py TEXT_ONLY_WRAPPERS)
         out.append(f"the rows plan the text decoder; not in their weights: {'; '.join(spec.uncounted)}")
+    if "vllm" in req.engines:
+        unserved = unserved_reason(spec, req.vllm_version)
+        if unserved:
+            since = unserved_gate(spec, req.vllm_version).since
+            out.append(f"{unserved}; every vLLM row says no (its figures are vLLM {since}'s, the first release "
+                       "that serves it)")
     if is_newer_than_known(req.vllm_version):
         newest = rules_for(req.vllm_version).since
         out.append(f"vLLM {shown(req.vllm_version, 40, quote=False)} is newer than the newest release kvcalc has rules for ({newest}); "
@@ -584,6 +594,8 @@ def should_sweep(req: PlanRequest, rows: list[Row], asked: bool = False) -> bool
     """Show the TP sweep when asked (--tp-sweep), or when the asked configuration (else the baseline) does not fit
     vLLM on one GPU; never when the user already chose a TP or PP size."""
     if "vllm" not in req.engines or req.tp != 1 or req.pp != 1:
+        return False
+    if unserved_reason(req.spec, req.vllm_version):  # no TP size helps a release that does not serve the model
         return False
     target = [r for r in rows if r.engine == "vllm" and r.config == custom_key(req)]
     return asked or bool(target and not target[0].fits)

@@ -50,6 +50,8 @@ def render_table(req: PlanRequest, rows: list[Row]) -> None:
         table.add_column(name, justify=justify, overflow="fold")
     for r in rows:
         fits = "yes" if r.fits else f"no (-{r.shortfall_bytes / GiB:.2f} GiB)"
+        if r.vllm is not None and r.vllm.serve_gate is not None:  # not served by this release at all
+            fits = f"no (vLLM {r.vllm.serve_gate.since}+)"
         capacity = "-" if r.kv_capacity_tokens is None else fmt_tokens(r.kv_capacity_tokens)
         if r.engine == "hf" and r.kv_capacity_tokens is not None:
             at_limit = 0 < spec.max_position_embeddings <= r.kv_capacity_tokens
@@ -161,7 +163,10 @@ def explain_text(req: PlanRequest, row: Row) -> str:
             f"{v.max_model_len:,} tokens per request: {v.logged_concurrency:.2f}x'",
             f"requests of {req.context:,} tokens at once: {row.max_concurrency} (one null block reserved)",
         ]
-        if not v.fits:
+        if v.serve_gate is not None:
+            lines.append(f"does NOT start: vLLM {req.vllm_version} does not serve {v.serve_gate.what} (first served "
+                         f"in {v.serve_gate.since}); the figures above are vLLM {v.serve_gate.since}'s")
+        elif not v.fits:
             lines.append(f"does NOT start: short by {fmt_bytes(v.shortfall_bytes)} for one request of "
                          f"{v.max_model_len:,} tokens")
     if row.hf is not None:

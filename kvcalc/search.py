@@ -18,6 +18,7 @@ import numpy as np
 
 from . import latency
 from .engines import vllm as vllm_engine
+from .engines.vllm_support import unserved_gate, unserved_reason
 from .errors import UsageError
 from .formats import kv_format, weight_format
 from .hardware import GpuProfile
@@ -303,6 +304,12 @@ def run_search(req: SearchRequest) -> SearchResult:
         empty.closest = {"constraint": "context", "value": spec.max_position_embeddings}
         return empty
 
+    unserved = unserved_gate(spec, req.vllm_version)
+    if unserved is not None:  # engines/vllm_support.py: no configuration of this release starts the model
+        empty.binding = "vllm_version"
+        empty.message = f"no configuration can serve it: {unserved_reason(spec, req.vllm_version)}"
+        empty.closest = {"constraint": "vllm_version", "value": unserved.since}
+        return empty
     cands, unsupported = _structures(req, max_model_len, warnings)
     return evaluate(req, cands, unsupported, max_model_len, warnings)
 

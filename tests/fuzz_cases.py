@@ -915,7 +915,12 @@ def plan_invariants(doc: dict, argv: list[str]) -> list[str]:
                     and not isinstance(value, int):
                 problems.append(f"{tag}: {key} is not an integer ({value!r})")
         fits = row.get("fits")
-        if fits != (row.get("shortfall_bytes") in (0, None)):
+        # a release that does not serve the model at all (engines/vllm_support.py) says no whatever the memory:
+        # no shortfall is owed; its rows say so in the verdict
+        unserved = any(str(v).startswith("not served: needs vLLM") for v in row.get("verdicts") or [])
+        if unserved and fits:
+            problems.append(f"{tag}: fits although its verdict says the release does not serve the model")
+        if fits != (row.get("shortfall_bytes") in (0, None)) and not unserved:
             problems.append(f"{tag}: fits={fits} but shortfall_bytes={row.get('shortfall_bytes')}")
         if not fits:
             continue

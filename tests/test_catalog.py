@@ -19,7 +19,7 @@ REQUIRED = [
 ]
 
 # Entries whose published total is not the loaded model's parameter count (each explained in its params_note).
-EXCEPTIONS = {"qwen3-0.6b", "gemma-3-4b", "gemma-3-12b", "gemma-3-27b", "deepseek-v3"}
+EXCEPTIONS = {"qwen3-0.6b", "gemma-3-4b", "gemma-3-12b", "gemma-3-27b", "deepseek-v3", "medgemma-27b", "kimi-k2.5"}
 
 
 def test_catalog_is_large_enough_and_complete():
@@ -229,3 +229,29 @@ def test_unknown_name_suggests():
         load_model("qwen3-8")
     with pytest.raises(UsageError, match="unknown model"):
         load_model("zzzzzz")
+
+
+def test_medgemma_index_total_parameters_counts_the_tied_lm_head_twice():
+    """medgemma-27b-it's model.safetensors.index.json: total_size 54,864,813,280 B = 2 B x (text 27,009,346,304 +
+    SigLIP tower and projector 423,060,336); its total_parameters 28,842,036,848 adds the tied embedding a second
+    time as lm_head: 262,208 x 5,376 = 1,409,630,208."""
+    spec = load_model("medgemma-27b")
+    assert spec.tie_word_embeddings and spec.params.lm_head == 0
+    assert (spec.params.total + spec.vision_params) * 2 == 54_864_813_280
+    assert 28_842_036_848 - (spec.params.total + spec.vision_params) == 262_208 * 5_376 == spec.params.embedding
+    assert spec.wrapper_type == "gemma3"
+
+
+def test_kimi_k25_moonvit_in_closed_form():
+    """Kimi-K2.5 = Kimi K2's text decoder + MoonViT (vision_config) + its patch-merger projector, by hand."""
+    vc = catalog_entry("kimi-k2.5")["config"]["vision_config"]
+    w, ff, n = vc["vt_hidden_size"], vc["vt_intermediate_size"], vc["vt_num_hidden_layers"]
+    patch = 3 * vc["patch_size"] ** 2 * w + w
+    pos = vc["init_pos_emb_height"] * vc["init_pos_emb_width"] * w  # learned 2D; the temporal part is fixed
+    layer = 2 * (2 * w) + (w * 3 * w + 3 * w) + (w * w + w) + (w * ff + ff) + (ff * w + w)
+    merged = w * vc["merge_kernel_size"][0] * vc["merge_kernel_size"][1]
+    projector = 2 * w + (merged * merged + merged) + (merged * vc["text_hidden_size"] + vc["text_hidden_size"])
+    tower = patch + pos + n * layer + 2 * w + projector
+    assert tower == 471_143_920 == catalog_entry("kimi-k2.5")["published_params_extra"][
+        "moonvit_vision_tower_and_projector"]
+    assert load_model("kimi-k2.5").params.total == load_model("kimi-k2").params.total

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from typing import Any
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..constants import engine_constants
 from ..errors import UnsupportedModelError, UsageError
@@ -26,6 +26,7 @@ from ..hardware import GpuProfile
 from ..model import ModelSpec
 from ..units import GiB, ceil_div
 from .vllm_groups import KvLayout, vllm_kv_layout
+from .vllm_support import ServeGate, unserved_gate, unserved_reason
 from .vllm_versions import (VersionRules, batch_defaults_for, chunked_prefill_on, release_of, rules_for,
                             rules_with_engine, version_key)
 from .vllm_encoders import encoder_notes, encoder_profile_bytes, encoder_rank_bytes
@@ -122,6 +123,9 @@ class VllmEstimate:
     deployment_weights_bytes: int = 0  # all tp x pp ranks: the stages' weights summed (not the smallest x pp)
     deployment_kv_bytes_per_token: int = 0  # all tp x pp ranks: each stage stores its own layers' KV
     cudagraph_overflow_bytes: int = 0  # V2 runner: graph capture after the KV cache needs this beyond the GPU
+    # the release gate this version misses (vllm_support.py): the model is not served at all; not in the plan JSON,
+    # whose fits (false), verdicts and first note say it
+    serve_gate: ServeGate | None = field(default=None, repr=False)
     notes: list[str] = field(default_factory=list)
     layout: KvLayout | None = field(default=None, repr=False)
     # every pipeline stage's own budget (this estimate is the smallest one's); not in the plan JSON
@@ -384,6 +388,22 @@ def pp_layer_partition(num_layers: int, pp: int) -> list[int]:
 
 def estimate(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings) -> VllmEstimate:
     """Predict what vLLM logs at start-up for this model, GPU and settings.
+
+    A release older than the first that serves the model's architecture or one of its layer kinds
+    (vllm_support.py) cannot start it at all: the estimate says so (fits False, serve_gate, first note) and its
+    figures are those of the first release that serves it, the same settings otherwise."""
+    parse_version(s.version)
+    gate = unserved_gate(spec, s.version)
+    if gate is None:
+        return _estimate(spec, gpu, s)
+    est = _estimate(spec, gpu, replace(s, version=gate.since, engine=None))
+    est.notes.insert(0, f"{unserved_reason(spec, s.version)}; the figures are vLLM {gate.since}'s")
+    est.fits, est.serve_gate = False, gate
+    return est
+
+
+def _estimate(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings) -> VllmEstimate:
+    """The estimate for a release that serves the model.
 
     Each pipeline stage (one rank of each TP group) gets its own budget; the deployment's blocks are the smallest
     stage's (kv_cache_utils.py:get_kv_cache_configs, "change the num_blocks of each rank to the smallest"). The

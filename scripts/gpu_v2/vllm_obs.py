@@ -18,6 +18,7 @@ A case (JSON object):
   ttft          {"inputs": [512, ...], "repeats": 3}: batch-1 time to first token (max_tokens=1)
   speed         {"batches": [...], "contexts": [...], "decode_tokens": 64, "max_prompt_tokens": N,
                  "kv_fill_limit": 0.9}: decode step time per (batch, context) point
+  mem_trace     true: record the allocator during each profile_run (../gpu_v3/profile_trace.py)
   expected_s    rough wall time (the parent does not start a case that would end after the deadline)
 
 TPOT method (recorded in each row): all `batch` requests (random token ids, prefix caching off) are added at once
@@ -483,6 +484,12 @@ def run_case(case: dict[str, Any], args, env_facts: dict[str, Any]) -> tuple[dic
         kwargs.setdefault("dtype", "bfloat16")
         row["llm_kwargs"] = {k: v for k, v in kwargs.items() if k != "model"}
         vlog.info("kvobs case %s: %s", case["id"], json.dumps(row["llm_kwargs"], default=str))
+        trace_store: list[dict[str, Any]] = []
+        if case.get("mem_trace"):  # gpu_v3: where the profile run's peak comes from (profile_trace.py)
+            sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "gpu_v3"))
+            import profile_trace
+
+            row["profile_trace_hooked"] = profile_trace.install(trace_store)
         free0, total = torch.cuda.mem_get_info()
         t0 = time.perf_counter()
         llm = LLM(**kwargs)
@@ -494,6 +501,8 @@ def run_case(case: dict[str, Any], args, env_facts: dict[str, Any]) -> tuple[dic
                                "torch_allocated_after_start": int(torch.cuda.memory_allocated()),
                                "torch_reserved_after_start": int(torch.cuda.memory_reserved()),
                                "internals": internals}
+        if case.get("mem_trace"):
+            obs["profile_trace"] = trace_store
         row["observed"] = obs
         row["status"] = "started"
         print(f"[{case['id']}] started in {startup:.1f} s: blocks={internals.get('num_gpu_blocks')} "

@@ -22,6 +22,11 @@
   const gib = (n) => (n === null || n === undefined ? "-" : (n / GiB).toFixed(2));
   const commas = (n, digits) => n.toLocaleString("en-US", { minimumFractionDigits: digits, maximumFractionDigits: digits });
   const tokens = (n) => Math.trunc(n).toLocaleString("en-US");
+  // a vLLM release that does not serve the model (engines/vllm_support.py): "no (vLLM 0.10.1+)", as the CLI prints it
+  const unservedCell = (r) => {
+    const v = (r.verdicts || []).find((s) => s.startsWith("not served: needs "));
+    return v ? `no (${v.slice("not served: needs ".length)})` : null;
+  };
 
   const COLUMNS = [
     // [header, field, format(row, plan), numeric?]
@@ -33,7 +38,7 @@
     ["max conc. @ctx", "max_concurrency", (r) => (r.max_concurrency === null ? "-" : String(r.max_concurrency)), true],
     ["HF mem GiB", "hf_memory_bytes", (r) => gib(r.hf_memory_bytes), true],
     ["decode tok/s", "decode_tokens_per_s", (r) => commas(r.decode_tokens_per_s, 1), true],
-    ["fits", "fits", (r) => (r.fits ? "yes" : `no (-${(r.shortfall_bytes / GiB).toFixed(2)} GiB)`), false],
+    ["fits", "fits", (r) => (r.fits ? "yes" : unservedCell(r) || `no (-${(r.shortfall_bytes / GiB).toFixed(2)} GiB)`), false],
     ["quality risk", "quality_risk", (r) => r.quality_risk, false],
     ["verdict", "verdicts", (r) => r.verdicts.join(", "), false],
   ];
