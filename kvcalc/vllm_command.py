@@ -157,6 +157,8 @@ def parse_mm_limits(text: str) -> dict[str, int]:
         raise UsageError("--limit-mm-per-prompt must name at least one modality, e.g. '{\"image\": 0}'")
     out: dict[str, int] = {}
     for key, value in raw.items():
+        if not str(key).strip() or not str(key).replace("_", "").isalnum():
+            raise UsageError(f"--limit-mm-per-prompt: {shown(key)} is not a modality name (image, video, audio)")
         if isinstance(value, dict):
             value = value.get("count", 1)
         try:

@@ -324,3 +324,10 @@ def test_gemma3n_wrapper_counts_audio_and_names_the_vision_tower():
     assert spec.vision_params == 4_460_544 + 684_694_048
     assert spec.uncounted == ("vision tower (gemma3n.vision_config, timm MobileNet-v5: not counted; its embed_vision "
                               "is)",)
+
+
+@pytest.mark.parametrize("value", ["{", "image", "[]", '{"image": -1}', '{"image": "many"}', "{}", "image=", "=0"])
+def test_a_bad_mm_limit_is_one_line_and_exit_2(value):
+    code, out, err = invoke(["plan", "--gpu", "l4", "--model", "gemma-3-4b", "--limit-mm-per-prompt", value])
+    lines = [ln for ln in (out + err).splitlines() if ln.strip()]
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("error:"), (value, out, err)
