@@ -2,8 +2,10 @@
 for them (the encoder forward on dummy items and the encoder cache those items fill).
 
 - Loading. vLLM builds the wrapper's vision tower and projector on every rank (e.g. models/gemma3_mm.py,
-  models/qwen2_5_vl.py), their projections tensor-parallel (QKVParallelLinear / Column- and RowParallelLinear):
-  kvcalc charges the encoder's bytes / tp on every pipeline stage. From 0.10.1 (vllm#22299, "implicit
+  models/qwen2_5_vl.py; interfaces.py _mark_tower_model has no pipeline-stage gate), their projections
+  tensor-parallel (QKVParallelLinear / Column- and RowParallelLinear): kvcalc charges the encoder's bytes / tp on
+  every pipeline stage (the patch embedding, position table, norms and Gemma 3's projector matrix are replicated in
+  fact: ~3% of SigLIP, so TP > 1 is a little under-counted). From 0.10.1 (vllm#22299, "implicit
   language-model-only mode via limit-mm-per-prompt", merged 2025-08-06; vllm#22224 for LLaVA) a model whose every
   modality is limited to 0 (`--limit-mm-per-prompt '{"image":0}'`, later also `--language-model-only`) skips building
   the encoders; earlier releases load them anyway.
