@@ -188,7 +188,7 @@ def _plan_options(func):
                           "(ngram, eagle, eagle3, mtp)."),
         click.option("--limit-mm-per-prompt", "limit_mm_per_prompt", default=None, type=NAME, metavar="JSON",
                      help='vLLM --limit-mm-per-prompt, e.g. \'{"image": 0}\': with every modality at 0 vLLM '
-                          "(0.10.1+) loads no vision/audio encoder and skips the encoder profile."),
+                          "(0.10.1+, per model family) loads no vision/audio encoder and skips the encoder profile."),
         click.option("--language-model-only", is_flag=True,
                      help="vLLM --language-model-only: the text decoder only (as every modality limited to 0)."),
         click.option("--skip-mm-profiling", is_flag=True,

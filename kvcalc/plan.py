@@ -181,7 +181,7 @@ class PlanRequest:
     max_lora_rank: int = 16
     speculative_config: str | dict | None = None  # vLLM --speculative-config: JSON with method, num_speculative_tokens
     # vLLM --limit-mm-per-prompt (items per modality) and --language-model-only: with every modality of the model at
-    # 0, vLLM 0.10.1+ loads no encoder (engines/vllm_encoders.py)
+    # 0, vLLM (0.10.1+, per family) loads no encoder (engines/vllm_encoders.py)
     limit_mm_per_prompt: dict[str, int] | None = None
     language_model_only: bool = False
     skip_mm_profiling: bool = False  # vLLM --skip-mm-profiling: no encoder in the profile run

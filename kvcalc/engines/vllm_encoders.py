@@ -8,7 +8,7 @@ for them (the encoder forward on dummy items and the encoder cache those items f
   fact: ~3% of SigLIP, so TP > 1 is a little under-counted). From 0.10.1 (vllm#22299, "implicit
   language-model-only mode via limit-mm-per-prompt", merged 2025-08-06; vllm#22224 for LLaVA) a model whose every
   modality is limited to 0 (`--limit-mm-per-prompt '{"image":0}'`, later also `--language-model-only`) skips building
-  the encoders; earlier releases load them anyway.
+  the encoders, family by family (TEXT_ONLY_SINCE below); earlier releases load them anyway.
 - Profiling (read in vLLM 0.26.0's source). The V1 model runner's profile_run (v1/worker/gpu_model_runner.py)
   encodes a dummy batch of the largest item before the decoder's dummy forward (items: encoders.profile_items, as
   multimodal/encoder_budget.py MultiModalBudget counts them); the outputs stay in self.encoder_cache while the
@@ -33,6 +33,19 @@ from .vllm_versions import version_key
 from .weights import encoder_weight_bytes
 
 LANGUAGE_MODEL_ONLY_SINCE = "0.10.1"  # vllm#22299
+# The release from which each family's towers are skipped, as far as the sources show it: vllm#22299 (merged
+# 2025-08-06, first released in 0.10.1; its doc tip, vllm#22561, names Llama-4, Step3 and Mistral-3), vllm#26000 for
+# Qwen3-VL (merged October 2025; 0.11.1 taken, the first release certainly after it), and the 0.26.0 wheel's own
+# models (gemma3_mm.py, qwen2_5_vl.py, qwen3_5.py, gemma4_mm.py, gemma3n_mm.py call _mark_tower_model) for the rest,
+# whose first release kvcalc has not pinned: before these, kvcalc keeps charging the encoder (the safe direction).
+TEXT_ONLY_SINCE = {"llama4": "0.10.1", "mistral3": "0.10.1", "qwen3_vl": "0.11.1", "qwen3_vl_moe": "0.11.1"}
+TEXT_ONLY_CONFIRMED = "0.26.0"
+
+
+def text_only_since(spec: ModelSpec) -> str:
+    """The first release in which vLLM skips all of this model's encoders (the latest over its wrappers)."""
+    since = [TEXT_ONLY_SINCE.get(e.wrapper, TEXT_ONLY_CONFIRMED) for e in spec.encoders]
+    return max(since, key=version_key) if since else LANGUAGE_MODEL_ONLY_SINCE
 SKIP_MM_PROFILING_SINCE = "0.10.2"  # vllm#22950 (merged 2025-08-15)
 
 
@@ -47,7 +60,7 @@ def encoder_modalities(spec: ModelSpec) -> tuple[str, ...]:
 def skips_encoders(spec: ModelSpec, s: Any) -> bool:
     """vLLM builds no encoder for these settings: every modality limited to 0, on a release that honours it."""
     return bool(spec.encoders) and bool(getattr(s, "language_model_only", False)) and \
-        version_key(s.version) >= version_key(LANGUAGE_MODEL_ONLY_SINCE)
+        version_key(s.version) >= version_key(text_only_since(spec))
 
 
 def encoder_rank_bytes(spec: ModelSpec, s: Any) -> int:
@@ -60,7 +73,9 @@ def encoder_rank_bytes(spec: ModelSpec, s: Any) -> int:
 def profiles_encoders(spec: ModelSpec, s: Any, v2_runner: bool = False) -> bool:
     """Whether the profile run encodes dummy items: not on the V2 model runner (vllm.uses_v2_runner, passed in by
     the caller), not with --skip-mm-profiling."""
-    if not spec.encoders or skips_encoders(spec, s) or v2_runner:
+    # every modality limited to 0: no encoder budget, so no profile, even where the release still builds the tower
+    # (v1/core/encoder_cache_manager.py compute_mm_encoder_budget returns 0, 0)
+    if not spec.encoders or getattr(s, "language_model_only", False) or v2_runner:
         return False
     return not (getattr(s, "skip_mm_profiling", False)
                 and version_key(s.version) >= version_key(SKIP_MM_PROFILING_SINCE))
@@ -93,12 +108,12 @@ def encoder_notes(spec: ModelSpec, s: Any, mnbt: int, seqs: int | None = None,
         return []
     if skips_encoders(spec, s):
         return [f"encoders not loaded: every modality limited to 0 (--limit-mm-per-prompt / --language-model-only; "
-                f"vLLM {LANGUAGE_MODEL_ONLY_SINCE}+ skips them, vllm#22299): "
+                f"vLLM {text_only_since(spec)}+ skips this model's, vllm#22299 / _mark_tower_model): "
                 f"{sum(e.params for e in spec.encoders):,} encoder params left out"]
     out = []
     if getattr(s, "language_model_only", False):
         out.append(f"--limit-mm-per-prompt 0 for every modality: vLLM {s.version} still loads the encoders "
-                   f"(skipping them arrived in {LANGUAGE_MODEL_ONLY_SINCE}, vllm#22299)")
+                   f"(kvcalc has it skip them from {text_only_since(spec)}: vllm#22299 and later, per model family)")
     for enc in spec.encoders:
         items = _items(enc, s, mnbt, seqs, max_model_len)
         weights = encoder_weight_bytes(spec, s.weights, s.dtype_bytes)
