@@ -26,8 +26,11 @@ by hand in tests/test_encoders.py):
   table (2 x position_embedding_size x hidden), layers of q/k/v/o (no bias) with per-head q/k RMSNorms, a gated MLP
   and four RMSNorms, and the embed_vision projection into the text width.
 
-Encoders kvcalc cannot count (Kimi-K2.5's MoonViT, Gemma 3n's MobileNet-v5 and USM audio tower, any audio_config)
-are named, never guessed: model.py lists them in ModelSpec.uncounted and every plan says so.
+- MoonViT (Kimi-K2.5): from vLLM 0.26.0's kimi_k25_vit.py (transformers has no class for it).
+- Gemma 3n's USM audio tower and its multimodal embedders (modeling_gemma3n.py).
+
+Encoders kvcalc cannot count (Gemma 3n's timm MobileNet-v5 vision tower, any other audio_config) are named, never
+guessed: model.py lists them in ModelSpec.uncounted and every plan says so.
 
 Per item (the largest image vLLM's dummy data builds, `patches` through the encoder's layers, `embeds` handed to the
 decoder): what config.json fixes (Gemma 3: (image_size/patch)^2 patches, mm_tokens_per_image embeddings; Pixtral:
@@ -240,6 +243,37 @@ def _gemma4(cfg: dict[str, Any], vc: dict[str, Any], text_hidden: int) -> Encode
 
 
 # ---------------------------------------------------------------------------------------------------------------------
+# MoonViT (Kimi-K2.5): transformers has no class for it; the layout is vLLM 0.26.0's
+# model_executor/models/kimi_k25_vit.py (MoonViT3dPretrainedModel) and kimi_k25.py (KimiK25MultiModalProjector)
+
+MOONVIT_PREFIXES = ("vision_tower", "mm_projector")
+
+
+def moonvit_params(vc: dict[str, Any], text_hidden: int) -> int:
+    """A biased patch Conv2d (3 x p^2 -> d), a learned init_pos_emb_height x init_pos_emb_width x d position table,
+    layers of two LayerNorms + biased fused wqkv (d -> 3d) + biased wo + a biased GELU MLP fc0/fc1, a final
+    LayerNorm; the projector: a LayerNorm of d, then d*m^2 -> d*m^2 -> mm_hidden_size (the text width unless the
+    config says otherwise), biased (m x m = merge_kernel_size)."""
+    d, inter = int(vc["vt_hidden_size"]), int(vc["vt_intermediate_size"])
+    layers, patch = int(vc["vt_num_hidden_layers"]), int(vc.get("patch_size", 14))
+    mh, mw = (int(x) for x in (vc.get("merge_kernel_size") or [2, 2]))
+    out = int(vc.get("text_hidden_size") or text_hidden)
+    if vc.get("mm_hidden_size") and int(vc["mm_hidden_size"]) != d:
+        out = int(vc["mm_hidden_size"])
+    tower = 3 * patch * patch * d + d + int(vc.get("init_pos_emb_height", 64)) * int(vc.get("init_pos_emb_width", 64)) * d
+    tower += layers * (4 * d + (d * inter + inter) + (inter * d + d) + (d * 3 * d + 3 * d) + (d * d + d)) + 2 * d
+    wide = d * mh * mw
+    return tower + 2 * d + (wide * wide + wide) + (wide * out + out)
+
+
+def _moonvit(cfg: dict[str, Any], vc: dict[str, Any], text_hidden: int) -> Encoder:
+    return Encoder("moonvit", "image", moonvit_params(vc, text_hidden), int(vc["vt_hidden_size"]),
+                   int(vc["vt_intermediate_size"]), False, int(vc["vt_num_hidden_layers"]), 0, 0,
+                   "dynamic resolution: the largest item is not modelled (no encoder profile charged)",
+                   MOONVIT_PREFIXES, sample_linear="vision_tower.encoder.blocks.0.wqkv")
+
+
+# ---------------------------------------------------------------------------------------------------------------------
 # Gemma 3n audio (USM conformer) and the multimodal embedders
 
 GEMMA3N_AUDIO_PREFIXES = ("model.audio_tower", "model.embed_audio", "audio_tower", "embed_audio")
@@ -310,6 +344,7 @@ VISION_ENCODERS: dict[str, Callable[[dict[str, Any], dict[str, Any], int], Encod
     **{t: (lambda cfg, vc, h: _qwen(cfg, vc, h, "qwen3_vl")) for t in ("qwen3_vl", "qwen3_vl_moe", "qwen3_5",
                                                                        "qwen3_5_moe")},
     "gemma4": _gemma4,
+    "kimi_k25": _moonvit,
 }
 
 

@@ -144,7 +144,7 @@ def _get(cfg: dict[str, Any], *names: str, default: Any = None) -> Any:
 # multimodal wrappers whose vision part kvcalc counts (encoders.py); any other wrapper with a vision tower is refused
 # unless TEXT_TYPE_OF_WRAPPER knows its decoder (then the plan names the encoder it does not count)
 MULTIMODAL_WRAPPERS = {"gemma3", "mistral3", "qwen2_5_vl", "llama4", "qwen3_vl", "qwen3_vl_moe", "qwen3_5",
-                       "qwen3_5_moe", "gemma4"}
+                       "qwen3_5_moe", "gemma4", "kimi_k25"}
 # wrappers whose decoder keys sit at the top level beside vision_config (older Qwen2.5-VL configs), and the
 # decoder layout kvcalc builds for them (modeling_qwen2_5_vl.py's text model is Qwen2's: biased q/k/v)
 FLAT_MULTIMODAL = {"qwen2_5_vl": "qwen2"}

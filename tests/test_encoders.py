@@ -93,10 +93,41 @@ def test_qwen2_5_vl_vision_by_hand_and_its_flat_config():
     assert spec_from_config(nested, "nested").params == spec.params
 
 
+def test_moonvit_of_kimi_k25_by_hand():
+    """MoonViT (vLLM 0.26.0 kimi_k25_vit.py): d 1152, MLP 4304, 27 layers, 14 px patches, a 64 x 64 position table;
+    the projector merges 2 x 2 (4,608) and projects to the text width 7,168. Hub total - text decoder =
+    1,026,879,376,368 - 1,026,408,232,448 = 471,143,920 (param_totals.json, huggingface.js's header test)."""
+    from kvcalc.encoders import moonvit_params
+
+    d, inter = 1152, 4304
+    tower = 3 * 196 * d + d + 64 * 64 * d
+    tower += 27 * (4 * d + (d * inter + inter) + (inter * d + d) + (d * 3 * d + 3 * d) + (d * d + d)) + 2 * d
+    projector = 2 * d + (4608 * 4608 + 4608) + (4608 * 7168 + 7168)
+    assert tower + projector == 471_143_920
+    cfg = __import__("json").loads((__import__("pathlib").Path(__file__).parent
+                                     / "fixtures/configs/moonshotai--Kimi-K2.5.json").read_text())
+    assert moonvit_params(cfg["vision_config"], 7168) == 471_143_920
+    spec = spec_from_config(cfg, "kimi-k2.5")
+    assert spec.params.total == 1_026_408_232_448 and spec.uncounted == ()
+
+
+def test_medgemma_checkpoint_is_gemma3_27b_with_its_tower():
+    """google/medgemma-27b-it's index total_size 54,864,813,280 B (param_totals.json) / 2 bytes = the Gemma 3 27B
+    decoder + SigLIP tower and projector, read from its own config.json."""
+    import json
+    from pathlib import Path
+
+    cfg = json.loads((Path(__file__).parent / "fixtures/configs/google--medgemma-27b-it.json").read_text())
+    spec = spec_from_config(cfg, "medgemma-27b")
+    assert 2 * (spec.params.total + spec.vision_params) == 54_864_813_280
+
+
 def test_unknown_encoders_are_named_not_guessed():
-    k25 = load_model(str(__import__("pathlib").Path(__file__).parent / "fixtures/configs/moonshotai--Kimi-K2.5.json"))
-    assert k25.encoders == () and k25.vision_params == 0
-    assert k25.uncounted == ("vision encoder (kimi_k25.vision_config, not counted)",)
+    cfg = {"model_type": "qwen2_5_vl", **QWEN25_TEXT, "vision_config": QWEN25_VC,
+           "audio_config": {"model_type": "whisper"}}
+    spec = spec_from_config(cfg, "with-audio")
+    assert spec.vision_params == 676_550_144  # the vision tower still counted
+    assert spec.uncounted == ("audio encoder (qwen2_5_vl.audio_config, not counted)",)
 
 
 def test_the_ledger_charges_the_encoder_once():

@@ -137,11 +137,16 @@ def encoder_notes(spec: ModelSpec, s: Any, mnbt: int, seqs: int | None = None,
     return out
 
 
+# Towers vLLM builds with no quant config for these methods whatever the ignore list says (kimi_k25.py
+# _maybe_ignore_quant_config, vLLM 0.26.0)
+UNQUANTIZED_TOWER = {("kimi_k25", "compressed-tensors")}
+
+
 def scheme_note(spec: ModelSpec, enc: Any) -> list[str]:
     """A checkpoint whose quantization_config does not exclude the tower: said, as its bytes stay 16-bit here."""
     ck = getattr(spec, "checkpoint", None)
     scheme = getattr(ck, "scheme", None)
-    if not quantized_by(enc, scheme):
+    if not quantized_by(enc, scheme) or (enc.wrapper, scheme.method) in UNQUANTIZED_TOWER:
         return []
     return [f"the checkpoint's quantization_config ({scheme.method}) does not exclude {enc.sample_linear}: the "
             f"{enc.label} is charged in 16-bit as multimodal quantized checkpoints ship it, unless the safetensors "
