@@ -176,7 +176,7 @@ def test_vllm_loads_the_encoder_per_rank_unless_every_modality_is_zero():
     # the 0.26.0 source only (kvcalc keeps charging it before), Llama 4 and Mistral 3 from 0.10.1 (vllm#22299)
     old = _settings(spec, language_model_only=True, version="0.24.0")
     assert not skips_encoders(spec, old) and skips_encoders(spec, _settings(spec, language_model_only=True))
-    assert any("still loads the encoders" in n for n in vllm_engine.estimate(spec, gpu, old).notes)
+    assert any("still loads this model's encoders" in n for n in vllm_engine.estimate(spec, gpu, old).notes)
     scout = load_model("llama-4-scout")
     assert skips_encoders(scout, _settings(scout, language_model_only=True, version="0.10.1"))
     assert not skips_encoders(scout, _settings(scout, language_model_only=True, version="0.10.0"))
@@ -213,7 +213,7 @@ def test_explain_shows_the_encoder_lines():
                              "vllm", "--weights", "awq", "--vllm-version", "0.20.0"])
     assert code == 0, err
     assert "siglip image encoder: 423,060,336 params, 846,120,672 B in the weights" in out
-    assert "8 item(s) of 4,096 patches -> 256 embeddings" in out and "not measured on our GPU" in out
+    assert "8 image item(s) of 4,096 patches -> 256 embeddings" in out and "not measured on our GPU" in out
     code, out, _ = invoke(["explain", "--gpu", "l40s", "--model", "gemma-3-27b", "--context", "4k", "--engine", "vllm"])
     assert code == 0 and "the V2 model runner's profile runs no encoder" in out
     code, out, _ = invoke(["explain", "--gpu", "l40s", "--model", "gemma-3-27b", "--context", "4k", "--engine",

@@ -46,6 +46,8 @@ def text_only_since(spec: ModelSpec) -> str:
     """The first release in which vLLM skips all of this model's encoders (the latest over its wrappers)."""
     since = [TEXT_ONLY_SINCE.get(e.wrapper, TEXT_ONLY_CONFIRMED) for e in spec.encoders]
     return max(since, key=version_key) if since else LANGUAGE_MODEL_ONLY_SINCE
+
+
 SKIP_MM_PROFILING_SINCE = "0.10.2"  # vllm#22950 (merged 2025-08-15)
 
 
@@ -112,26 +114,34 @@ def encoder_notes(spec: ModelSpec, s: Any, mnbt: int, seqs: int | None = None,
                 f"{sum(e.params for e in spec.encoders):,} encoder params left out"]
     out = []
     if getattr(s, "language_model_only", False):
-        out.append(f"--limit-mm-per-prompt 0 for every modality: vLLM {s.version} still loads the encoders "
-                   f"(kvcalc has it skip them from {text_only_since(spec)}: vllm#22299 and later, per model family)")
+        out.append(f"--limit-mm-per-prompt 0 for every modality: vLLM {s.version} still loads this model's encoders "
+                   f"(kvcalc follows vLLM's skipping from {text_only_since(spec)} for it: vllm#22299 and later, per "
+                   "model family); no encoder profile (no encoder budget)")
+    total = encoder_weight_bytes(spec, s.weights, s.dtype_bytes)
+    skipped = getattr(s, "skip_mm_profiling", False) and profiles_encoders(
+        spec, replace(s, skip_mm_profiling=False), v2_runner)
     for enc in spec.encoders:
         items = _items(enc, s, mnbt, seqs, max_model_len)
-        weights = encoder_weight_bytes(spec, s.weights, s.dtype_bytes)
+        weights = total * enc.params // max(spec.vision_params, 1)  # this encoder's share of the encoders' bytes
         line = (f"{enc.label}: {enc.params:,} params, {weights:,} B in the weights ({weights // s.tensor_parallel:,} "
                 f"per rank)")
-        if items and v2_runner:
+        if not items or getattr(s, "language_model_only", False):
+            line += f"; profile not modelled ({enc.sizes_from})" if not items else ""
+        elif v2_runner:
             line += ("; the V2 model runner's profile runs no encoder (v1/worker/gpu/model_runner.py profile_run): "
-                     f"{items} image(s) of {enc.embeds_per_item:,} embeddings at run time are not in the budget")
-        elif items and getattr(s, "skip_mm_profiling", False) and profiles_encoders(spec, replace(s, skip_mm_profiling=False), v2_runner):
+                     f"{items} {enc.modality} item(s) of {enc.embeds_per_item:,} embeddings at run time are not in "
+                     "the budget")
+        elif skipped:
             line += "; --skip-mm-profiling: no encoder profile, its run-time memory is not in the budget"
-        elif items:
+        else:
             fwd = encoder_forward_bytes(enc, items, s.dtype_bytes, s.tensor_parallel)
             cache = encoder_cache_bytes(enc, items, spec.hidden_size, s.dtype_bytes)
-            line += (f"; profile: {items} item(s) of {enc.patches_per_item:,} patches -> {enc.embeds_per_item:,} "
-                     f"embeddings (encoder budget max({mnbt:,}, {enc.embeds_per_item:,}) tokens), encoder forward "
-                     f"{fwd:,} B, encoder cache {cache:,} B ({enc.sizes_from}); not measured on our GPU")
-        else:
-            line += f"; profile not modelled ({enc.sizes_from})"
+            forward = (f"encoder forward {fwd:,} B" if enc.patches_per_item
+                       else f"encoder forward not modelled ({enc.sizes_from})")
+            line += (f"; profile: {items} {enc.modality} item(s) of {enc.patches_per_item:,} patches -> "
+                     f"{enc.embeds_per_item:,} embeddings (encoder budget max({mnbt:,}, {enc.embeds_per_item:,}) "
+                     f"tokens), {forward}, encoder cache {cache:,} B"
+                     + (f" ({enc.sizes_from})" if enc.patches_per_item else "") + "; not measured on our GPU")
         out.append(line)
         out += scheme_note(spec, enc)
     return out
