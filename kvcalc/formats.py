@@ -69,6 +69,16 @@ class WeightFormat:
             # [in/128, out/8]; scales fp16 [in/128, out]; g_idx int32 [in].
             groups = _ceil_div(in_features, 128)
             return n // 2 + groups * out_features // 2 + groups * out_features * 2 + in_features * 4
+        if name == "w4a16":
+            # compressed-tensors W4A16 pack-quantized (vLLM compressed_tensors_wNa16.py create_weights), symmetric,
+            # group 128: weight_packed int32 [out, in/8]; weight_scale [out, in/128] in the compute dtype;
+            # weight_shape int64 [2]
+            groups = _ceil_div(in_features, 128)
+            return out_features * _ceil_div(in_features, 8) * 4 + out_features * groups * dtype_bytes + 16
+        if name == "w8a8":
+            # compressed-tensors W8A8 int8 (vLLM compressed_tensors_w8a8_int8.py create_weights), channel strategy,
+            # dynamic per-token activations: int8 weight [out, in] + fp32 weight_scale [out, 1]
+            return n + out_features * 4
         if name == "hqq4":
             # hqq 4-bit, group 64 along the input axis: packed uint8 + scale and zero in the compute dtype.
             return _ceil_div(n, 2) + _ceil_div(n, 64) * 2 * dtype_bytes
@@ -112,6 +122,15 @@ WEIGHT_FORMATS: dict[str, WeightFormat] = {
                      description="GPTQ int4, group 128, fp16 scales, packed zeros, g_idx", bits=4,
                      quantizes_linears=True, needs_unpack=True, native_min_compute_capability=7.5, quality_risk="low",
                      engines=("hf", "vllm"), quality_risk_small="moderate", quality_note="calibrated on data"),
+        WeightFormat(name="w4a16", label="W4A16 int4",
+                     description="compressed-tensors W4A16: int4 packed in int32, group 128, 16-bit scales "
+                     "(llm-compressor's '.w4a16' checkpoints)", bits=4, quantizes_linears=True, needs_unpack=True,
+                     native_min_compute_capability=8.0, quality_risk="low", engines=("vllm",),
+                     quality_risk_small="moderate", quality_note="calibrated on data (GPTQ)"),
+        WeightFormat(name="w8a8", label="W8A8 int8",
+                     description="compressed-tensors W8A8 int8: per-channel fp32 weight scales, dynamic per-token "
+                     "int8 activations (llm-compressor's '.w8a8' checkpoints)", bits=8, quantizes_linears=True,
+                     needs_unpack=False, native_min_compute_capability=7.5, quality_risk="low", engines=("vllm",)),
         WeightFormat(name="hqq4", label="HQQ 4-bit",
                      description="hqq 4-bit weights, group 64, scale+zero in the compute dtype", bits=4,
                      quantizes_linears=True, needs_unpack=True, native_min_compute_capability=None,
@@ -124,6 +143,7 @@ WEIGHT_FORMATS: dict[str, WeightFormat] = {
 _WEIGHT_ALIASES = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32", "auto": "bf16",
                    "awq-int4": "awq", "gptq-int4": "gptq", "bnb-nf4": "nf4", "nf4dq": "nf4-dq", "hqq": "hqq4",
                    "bnb-int8": "int8", "w8": "fp8",
+                   "w4a16-int4": "w4a16", "int8-w8a8": "w8a8", "w8a8-int8": "w8a8",
                    # vLLM's `quantization` names for the same bytes run by another kernel (fuzz review §3)
                    "awq-marlin": "awq", "gptq-marlin": "gptq"}
 

@@ -168,6 +168,8 @@ def serve_command(spec: ModelSpec, hf_id: str | None, d: Deployment) -> str:
     if w in ("awq", "gptq"):
         parts[1] = f"<{w.upper()} int4 checkpoint of {model}>"
         parts += ["--quantization", w]
+    elif w in ("w4a16", "w8a8"):  # vLLM reads the scheme from the checkpoint's quantization_config
+        parts[1] = f"<compressed-tensors {w.upper()} checkpoint of {model}>"
     elif w == "fp8":
         parts += ["--quantization", "fp8"]
     elif w == "nf4":

@@ -74,8 +74,10 @@ def build_structure(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv:
         base.append(st.weights_bytes + est.non_torch_bytes + est.cudagraph_bytes)
         if i == len(stages) - 1:  # the last stage runs the sampler: its peak depends on max_num_seqs
             per_seqs = [vllm_engine.activation_bytes(spec, replace(settings, max_num_seqs=q),
-                                                     est.max_num_batched_tokens, q, v2) for q in seqs_grid]
-            per_seqs = [a + encoder_profile_bytes(spec, settings, est.max_num_batched_tokens, a, q, max_model_len,
+                                                     est.max_num_batched_tokens, q, v2, gpu=gpu,
+                                                     max_model_len=est.max_model_len, block_size=est.block_size)
+                        for q in seqs_grid]
+            per_seqs = [a + encoder_profile_bytes(spec, settings, est.max_num_batched_tokens, a, q, est.max_model_len,
                                                   vllm_engine.uses_v2_runner(spec, settings))
                         for a, q in zip(per_seqs, seqs_grid)]
             if per_seqs[0] != st.activation_bytes:  # the engine changed how it calls its own formula

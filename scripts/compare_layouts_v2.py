@@ -106,6 +106,7 @@ def compare(row: dict) -> dict:
         max_model_len=mml, max_num_batched_tokens=llm.get("max_num_batched_tokens"),
         max_num_seqs=llm.get("max_num_seqs"), enforce_eager=bool(llm.get("enforce_eager")),
         version=row["environment"]["vllm_version"], entrypoint="llm",
+        flashinfer_sampler=(row["environment"].get("env") or {}).get("VLLM_USE_FLASHINFER_SAMPLER") != "0",
         # started with every modality limited to 0: vLLM builds no encoder (engines/vllm_encoders.py)
         language_model_only=bool(limits) and all(v == 0 for v in limits.values()))
     try:

@@ -43,9 +43,12 @@ BREAKDOWN = ("weights", "activation peak", "non-torch memory", "CUDA-graph estim
 # stands only while the error stays in its range (a rule change that moves the error makes it stale: then the
 # automatic cause below is shown, marked, until someone reviews it again).
 CAUSES: dict[str, list[tuple[float, float, str]]] = {
-    "dennislee-a100-40gb-x2-qwen2-7b-tp2-u050": [(0.05, 0.15, "two nodes over Ray: the log's non-torch memory per "
-        "rank is ~1.3 GiB above kvcalc's single-node NCCL figure on a 40 GB card with util 0.5 (KV is 11 GiB, so "
-        "1.3 GiB is 12%); kvcalc has no multi-node term")],
+    "dennislee-a100-40gb-x2-qwen2-7b-tp2-u050": [(0.05, 0.15, "not a per-node cost: the log's other budget (util x "
+        "total - weights - KV) is 1.55 GiB per rank against 0.67 on the same author's one-node A100 80GB TP 2 run, but "
+        "the same author's 4-node TP 4 gpt-oss-120b run (Ray, custom all-reduce off across nodes too) is +0.1% with no "
+        "multi-node term; NCCL's own buffers (src/init.cc: 4 MiB SIMPLE + 512 KiB LL + 4.7 MiB LL128 per connection "
+        "and channel) come to tens of MiB, not 0.9 GiB. 0.10.1.1 prints no breakdown at INFO, so the 0.9 GiB is not "
+        "attributed; kvcalc has no multi-node term")],
     "llmd-h100-gemma3-12b-8k": [
         (0.5, 10.0, "vLLM 0.19 with prefix caching off prints tokens = KV memory / bytes of every layer (every layer "
          "allocated at full length), kvcalc counts sliding-window groups at their window"),
@@ -65,8 +68,21 @@ CAUSES: dict[str, list[tuple[float, float, str]]] = {
         "0.10.1.1 environment's at both util 0.25 and 0.5 (the same log pair at 0.5 is -0.8%): a per-environment "
         "term the log prints no breakdown of; at util 0.25 the KV budget is 5 GiB, so 0.2 GiB is 4% "
         "(`kvcalc calibrate` fits such terms)")],
-    "vllm13061-2x4090-r1-distill-qwen14b-tp2": [(0.05, 0.2, "the other rank had less free memory (vLLM takes the "
-        "minimum over ranks); the post's own profile line gives 8.69 GiB = ~95k tokens on the rank it shows")],
+    "vllm10517-rtx3090-llama31-8b-20k": [(0.02, 0.05, "V0 0.6.4 counts all used GPU memory as non-torch (worker.py: "
+        "mem_get_info, CUDA context and other processes included): the log's 0.35 GiB is 0.13 above kvcalc's on this "
+        "RTX 3090 (a desktop card may also drive a display; the post does not say); weights and activation match, and "
+        "0.13 GiB is 3% of a 3.8 GiB KV budget")],
+    "vllm10517-rtx3090-llama31-8b-29k": [(0.02, 0.05, "as the 20k run of the same post: non-torch 0.35 GiB logged, 0.13 "
+        "above kvcalc's, on a 2.9 GiB KV budget")],
+    "llmd-h100x2-kimi-dev-72b-tp2-8k": [(0.02, 0.05, "as Qwen2.5-72B at TP 2 (the same shape): a 3 GiB KV budget per rank, "
+        "so the 0.10 GiB per rank kvcalc's weights are below the log's is 3%")],
+    "vllm13061-2x4090-r1-distill-qwen14b-tp2": [(0.08, 0.13, "rank asymmetry, modelled (only V0's driver rank "
+        "samples; vLLM keeps the minimum of the ranks' blocks): the worker rank the post quotes holds 13.95 GiB weights + "
+        "0.25 non-torch + 0.19 activation + 8.69 KV = 23.08; the error's 81,536 tokens (5,096 blocks of 16 x 96 KiB = "
+        "7.46 GiB) put the driver 1.23 GiB higher, the sampler over 256 x 152,064 logits. kvcalc's driver rank is short "
+        "by 0.77 GiB: sampler 1.02 GiB at V0's 28 B/logit where the log implies 1.4 (about 36 B/logit), non-torch 0.065 "
+        "against the logged 0.25 (TP 2 over PCIe, no custom all-reduce: NCCL buffers), weights 0.18 GiB below the "
+        "R1-Distill checkpoint's 13.95")],
 }
 
 

@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 
 from kvcalc.catalog import load_model
+from kvcalc.checkpoint import baseline_weights
 from kvcalc.engines import vllm as vllm_engine
 from kvcalc.formats import kv_format, weight_format
 from kvcalc.hardware import get_gpu
@@ -58,8 +59,11 @@ def predict(e: dict):
         profile = dataclasses.replace(profile, memory_total_bytes=gib_to_bytes(e["prediction_total_gpu_memory_gib"]))
     version, version_text = _version(e["vllm_version"] or e.get("version_hint"), e.get("version_family"))
     quant = (e["quantization"] or "").split(" ")[0] or None
+    # a quantized catalog checkpoint (gpt-oss MXFP4) brings its own bytes; a float32 run is 4 bytes per element
+    ckpt = spec.checkpoint.scheme is not None if getattr(spec, "checkpoint", None) is not None else False
     settings = vllm_engine.VllmSettings(
-        weights=weight_format(WEIGHTS.get(quant, quant or "bf16")),
+        weights=baseline_weights(spec) if ckpt else weight_format(WEIGHTS.get(quant, quant or "bf16")),
+        dtype_bytes=4 if e["dtype"] == "float32" else 2,
         kv=kv_format(e["kv_cache_dtype"] or "auto"),
         gpu_memory_utilization=e["gpu_memory_utilization"],  # None: the version's default
         max_model_len=e["max_model_len"],

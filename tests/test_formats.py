@@ -29,6 +29,21 @@ def test_fp8_and_int8():
     assert weight_format("int8").linear_bytes(1024, 512) == 1024 * 512 + 512 * 4
 
 
+def test_compressed_tensors_w4a16_and_w8a8():
+    # W4A16: weight_packed int32 [4096, 4096/8] = 4096*512*4; weight_scale [4096, 32] bf16; weight_shape int64 [2]
+    assert weight_format("w4a16").linear_bytes(4096, 4096) == 8_388_608 + 4096 * 32 * 2 + 16
+    # fp32 scales only if the compute dtype is fp32
+    assert weight_format("w4a16").linear_bytes(4096, 4096, 4) == 8_388_608 + 4096 * 32 * 4 + 16
+    # W8A8 int8, channel strategy: int8 [out, in] + fp32 scale per output row; dynamic activations store no scale
+    assert weight_format("w8a8").linear_bytes(4096, 1024) == 4096 * 1024 + 1024 * 4
+    # the same bytes as the compressed-tensors reader computes from a checkpoint's quantization_config
+    from kvcalc.quant_config import Layout
+
+    assert Layout("wna16", 4, group_size=128).linear_bytes(4096, 4096) == weight_format("w4a16").linear_bytes(4096, 4096)
+    assert Layout("int8", 8, strategy="channel", scale_bytes=4).linear_bytes(4096, 1024) == \
+        weight_format("w8a8").linear_bytes(4096, 1024)
+
+
 def test_hqq_4bit_kv_is_4_5_bits_with_bf16_scales():
     fmt = kv_format("hqq-4")
     assert fmt.bits_per_element(2) == 4.5

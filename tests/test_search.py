@@ -264,3 +264,17 @@ def test_memory_rejections_do_not_start_on_the_scalar_path():
                     seen.add("fits")
     assert seen == {"memory", "concurrency", "fits"}
     assert "memory" in res.rejected_by
+
+
+def test_winner_command_names_a_compressed_tensors_checkpoint():
+    """vLLM reads a W8A8 / W4A16 scheme from the checkpoint's quantization_config: the command names the checkpoint
+    to use instead of the bf16 model id, and passes no --quantization."""
+    import json
+
+    from cli_helper import invoke
+
+    code, out, err = invoke(["search", "--model", "llama-3.1-8b", "--weights", "w8a8", "--gpus", "l4", "--input-len",
+                             "1000", "--output-len", "200", "--concurrency", "4", "--json"])
+    assert code == 0, err
+    command = json.loads(out)["winner_command"]
+    assert command.startswith("vllm serve <compressed-tensors W8A8 checkpoint of ") and "--quantization" not in command

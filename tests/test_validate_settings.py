@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from cli_helper import invoke
 
+from kvcalc.errors import UsageError
 from kvcalc.validate.predict import settings_with_sources
 from kvcalc.validate.vllm_log import parse_vllm_log, read_log
 
@@ -65,12 +66,36 @@ def test_unquantized_weights_follow_the_logged_dtype():
 
 
 def test_a_scheme_name_that_does_not_fix_the_bytes_asks_for_weights():
+    """compressed-tensors holds several schemes: the model id of an llm-compressor checkpoint names it (this log's
+    RedHatAI/...-fp8-dynamic is fp8); a local path that says nothing asks for --weights in one line."""
     parsed = parse_vllm_log(read_log(FP8DYN))
     assert parsed["settings"]["quantization"] == "compressed-tensors"
-    code, out, err = invoke(["validate", "--from-log", str(FP8DYN), "--model", "llama-3.1-70b", "--gpu", "h100-sxm"])
+    assumed = _json(FP8DYN, "llama-3.1-70b")["assumed"]
+    assert assumed["weights"] == {"value": "fp8", "from": "log (quantization compressed-tensors; the model id names fp8)"}
+    text = read_log(FP8DYN).replace("RedHatAI/Llama-3.3-70B-Instruct-fp8-dynamic", "/models/llama70")
+    local = FP8DYN.parent / "_local_model.log"
+    try:
+        local.write_text(text)
+        code, out, err = invoke(["validate", "--from-log", str(local), "--model", "llama-3.1-70b", "--gpu", "h100-sxm"])
+    finally:
+        local.unlink()
     assert code == 2 and "give --weights" in err and len(err.strip().splitlines()) == 1
     assumed = _json(FP8DYN, "llama-3.1-70b", "--weights", "fp8")["assumed"]
     assert assumed["weights"] == {"value": "fp8", "from": "override"}
+
+
+@pytest.mark.parametrize("model,fmt", [("RedHatAI/Meta-Llama-3.1-8B-Instruct-quantized.w8a8", "w8a8"),
+                                       ("RedHatAI/Qwen2.5-7B-Instruct-quantized.w4a16", "w4a16"),
+                                       ("RedHatAI/Llama-3.3-70B-Instruct-FP8-dynamic", "fp8"),
+                                       ("/models/my-checkpoint", None)])
+def test_compressed_tensors_scheme_from_the_model_id(model, fmt):
+    parsed = {"settings": {"model": model, "quantization": "compressed-tensors"}}
+    if fmt is None:
+        with pytest.raises(UsageError, match="give --weights"):
+            settings_with_sources(parsed, {})
+        return
+    settings, sources = settings_with_sources(parsed, {})
+    assert settings.weights.name == fmt and "the model id names" in sources["weights"]
 
 
 @pytest.mark.parametrize("flag,value", [("--max-model-len", "4x"), ("--tp", "0"), ("--util", "1.5"),
@@ -94,3 +119,18 @@ def test_entry_point_offline_from_an_args_line_without_the_api_server_else_serve
     assert parse_vllm_log(read_log(offline))["settings"]["entrypoint"] == "llm"
     settings, sources = settings_with_sources({"settings": {}}, {})
     assert settings.entrypoint == "serve" and sources["entrypoint"] == "default"
+
+
+def test_a_quantized_checkpoint_sets_the_weights_whatever_the_method_name():
+    """vLLM loaded the checkpoint the model names: an MXFP4 catalog entry keeps its own bytes under the log's
+    `quantization=mxfp4` (a name kvcalc cannot size alone), and under --weights mxfp4."""
+    from kvcalc.catalog import load_model
+    from kvcalc.checkpoint import baseline_weights
+
+    ckpt = baseline_weights(load_model("gpt-oss-20b"))
+    settings, sources = settings_with_sources({"settings": {"quantization": "mxfp4"}}, {}, checkpoint=ckpt)
+    assert settings.weights is ckpt and sources["weights"].startswith("checkpoint (MXFP4")
+    settings, sources = settings_with_sources({"settings": {}}, {"weights": "mxfp4"}, checkpoint=ckpt)
+    assert settings.weights is ckpt and sources["weights"].startswith("override (mxfp4")
+    # --weights with a format kvcalc sizes itself still wins over the checkpoint
+    assert settings_with_sources({"settings": {}}, {"weights": "bf16"}, checkpoint=ckpt)[0].weights.name == "bf16"

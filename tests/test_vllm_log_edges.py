@@ -191,3 +191,14 @@ def test_adversarial_files_parse_under_a_guard(tmp_path):
         "print('ok')\n" % str(Path(__file__).resolve().parent.parent))
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=20)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
+
+
+def test_version_from_the_serve_banner():
+    """vllm serve (0.11+) prints its version at the end of the block-letter banner's second row
+    (entrypoints/utils.py); a copy that collapsed the banner's spaces reads the same. Other 'version' lines do not."""
+    from kvcalc.validate.vllm_log import parse_vllm_log
+
+    row = "(APIServer pid=1) INFO 04-22 00:10:58 [entrypoints/utils.py:299]  ▄▄ ▄█ █     █     █ ▀▄▀ █  version 0.19.0\n"
+    assert parse_vllm_log(row)["version"] == "0.19.0"
+    assert parse_vllm_log(row.replace("     ", " ").replace("█  version", "█ version"))["version"] == "0.19.0"
+    assert parse_vllm_log("INFO 04-22 00:21:13 [flash_attn.py:596] Using FlashAttention version 3\n")["version"] is None

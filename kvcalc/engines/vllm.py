@@ -26,6 +26,7 @@ from ..hardware import GpuProfile
 from ..model import ModelSpec
 from ..units import GiB, ceil_div
 from .vllm_groups import KvLayout, vllm_kv_layout
+from .vllm_profile import ProfilePeak, profile_peak
 from .vllm_support import ServeGate, unserved_gate, unserved_reason
 from .vllm_versions import (VersionRules, batch_defaults_for, chunked_prefill_on, release_of, rules_for,
                             rules_with_engine, version_key)
@@ -73,6 +74,9 @@ class VllmSettings:
     kv_cache_memory_bytes: int | None = None  # --kv-cache-memory-bytes: the KV budget per GPU, util ignored
     nccl_nvls: bool | None = None  # None: NCCL's own choice (on for TP on SXM Hopper/Blackwell with NVSwitch)
     calibration: Any = None  # kvcalc.calibrate.EnvCalibration: the user's own environment (kvcalc calibrate)
+    # VLLM_USE_FLASHINFER_SAMPLER: None = vLLM's default (on where FlashInfer supports the GPU); False as on the
+    # project's H200 host, whose offline bundle has no FlashInfer
+    flashinfer_sampler: bool | None = None
     # --limit-mm-per-prompt with every modality 0 (or --language-model-only): no encoders from 0.10.1 (vllm_encoders.py)
     language_model_only: bool = False
     skip_mm_profiling: bool = False  # --skip-mm-profiling: no encoder profile (V1 runner, from 0.10.2)
@@ -207,6 +211,10 @@ def vllm_weight_bytes(spec: ModelSpec, s: VllmSettings, rank_layers: int | None 
     multimodal encoders (vllm_encoders.py: every stage, sharded over TP; none with every modality limited to 0)."""
     tp = s.tensor_parallel
     total = weight_bytes(spec, s.weights, s.dtype_bytes, encoders=False)
+    if not s.weights.quantizes_linears and s.weights.bits != 8 * s.dtype_bytes:
+        # unquantized weights load in the model dtype (model_loader: set_default_torch_dtype): --dtype float32
+        # doubles a bf16 checkpoint
+        total = total * 8 * s.dtype_bytes // s.weights.bits
     embed_bytes = spec.params.embedding * s.dtype_bytes
     head_bytes = spec.params.lm_head * s.dtype_bytes
     body = total - embed_bytes - head_bytes
@@ -225,6 +233,27 @@ def vllm_weight_bytes(spec: ModelSpec, s: VllmSettings, rank_layers: int | None 
     ropes = 2 if spec.config.get("rope_local_base_freq") else 1  # Gemma 3: a local and a global rotary cache
     rotary = ropes * spec.max_position_embeddings * spec.rotary_dim * s.dtype_bytes
     return per_rank + rotary + encoder_rank_bytes(spec, s)
+
+
+def mxfp4_moe_padding_bytes(spec: ModelSpec, s: VllmSettings, gpu: GpuProfile) -> int:
+    """Bytes one rank's MXFP4 experts grow by when vLLM pads their shapes for its MoE kernel
+    (vllm/model_executor/layers/quantization/mxfp4.py, Mxfp4MoEMethod.create_weights): Marlin, the kernel below sm90,
+    pads the per-rank intermediate size to a multiple of 128 and the hidden size to 256; the Triton kernels (sm90)
+    the intermediate size to 64; FlashInfer on sm100 both to 256. Each expert holds w13 [2I, H] and w2 [H, I] as uint8
+    (two e2m1 per byte), an e8m0 scale per 32 and a bf16 bias per output row. gpt-oss-120b at TP 4 on an A100:
+    720 -> 768 and 2880 -> 3072, 1.96 GiB per rank (the public log dennislee-a100x4-gpt-oss-120b-tp4-u080 loads 2.01
+    GiB more than the checkpoint's share)."""
+    if s.weights.name != "mxfp4" or spec.moe is None or not spec.moe.moe_layers:
+        return 0
+    cc = gpu.compute_capability or 9.0
+    i_align, h_align = (128, 256) if (cc < 9.0 or cc >= 11.0) else ((256, 256) if cc >= 10.0 else (64, 1))
+    inter, hidden = spec.moe.expert_intermediate_size // s.tensor_parallel, spec.hidden_size
+
+    def expert(i: int, h: int) -> int:
+        return (2 * i * h) // 2 + (2 * i * h) // 32 + 2 * i * 2 + (h * i) // 2 + (h * i) // 32 + h * 2
+
+    padded = expert(ceil_div(inter, i_align) * i_align, ceil_div(hidden, h_align) * h_align)
+    return (padded - expert(inter, hidden)) * spec.moe.num_experts * spec.moe.moe_layers
 
 
 def _rules(version) -> VersionRules:
@@ -352,11 +381,28 @@ def sampler_bytes(spec: ModelSpec, s: VllmSettings, mnbt: int, seqs: int, v2_run
     return int(per_logit * rows * _padded_vocab(spec.vocab_size, 1))
 
 
+def profile_peak_of(spec: ModelSpec, s: VllmSettings, mnbt: int, seqs: int, v2_runner: bool = True,
+                    last_stage: bool = True, gpu: GpuProfile | None = None,
+                    max_model_len: int | None = None, block_size: int = 16) -> ProfilePeak:
+    """The profile peak by mechanism (engines/vllm_profile.py), for releases whose rules say so (0.26)."""
+    return profile_peak(
+        spec, gpu, tp=s.tensor_parallel, m=mnbt, seqs=seqs, dtype_bytes=s.dtype_bytes, weights=s.weights.name,
+        max_model_len=max_model_len or s.max_model_len or spec.max_position_embeddings, block_size=block_size,
+        v2_runner=v2_runner and uses_v2_runner(spec, s), compiled=not s.enforce_eager, last_stage=last_stage,
+        padded_vocab=_padded_vocab(spec.vocab_size, 1),
+        v2_sampler_bytes_per_logit=float(engine_constants("vllm")["sampler_bytes_per_logit"]),
+        flashinfer_sampler=s.flashinfer_sampler)
+
+
 def activation_bytes(spec: ModelSpec, s: VllmSettings, mnbt: int, seqs: int, v2_runner: bool = True,
-                     last_stage: bool = True) -> int:
+                     last_stage: bool = True, gpu: GpuProfile | None = None, max_model_len: int | None = None,
+                     block_size: int = 16) -> int:
     """Torch peak of the profile run: the larger of the dummy forward over mnbt tokens and, on the last pipeline
     stage, the dummy sampler over min(max_num_seqs, mnbt) rows of logits (before 0.26, plus the fused-MoE
-    workspace the forward left allocated). The forward factor is fitted (kvcalc/data/constants.yaml)."""
+    workspace the forward left allocated). From 0.26 by mechanism (profile_peak_of); before, the forward factor is
+    fitted (kvcalc/data/constants.yaml) on logs of those releases."""
+    if s.rules.profile == "mechanism" and not s.speculative_method:
+        return profile_peak_of(spec, s, mnbt, seqs, v2_runner, last_stage, gpu, max_model_len, block_size).bytes
     forward = forward_bytes(spec, s, mnbt)
     if not last_stage:
         return forward
@@ -368,12 +414,6 @@ def activation_bytes(spec: ModelSpec, s: VllmSettings, mnbt: int, seqs: int, v2_
         # reads them all): the H200 n-gram start (k=4, 2048 tokens) peaked at 1.07 GiB against 0.98 GiB of logits
         sampler = max(sampler, mnbt * _padded_vocab(spec.vocab_size, 1) * 4)
     peak = max(forward, sampler)
-    if v2_runner and not s.enforce_eager and uses_v2_runner(spec, s):
-        # V2 runner with torch.compile / CUDA graphs: a floor proportional to the hidden size, whatever the batch
-        # settings (H200, 0.26: 0.758 GiB for Llama-3.2-3B and 1.010 GiB for Llama-3.1-8B at 2048 tokens, with 16, 256
-        # or 1024 sequences; eager 0.16 / 0.24 GiB). Fitted on the 3B, the 8B held out (+0.09%); mechanism not
-        # identified (constants.yaml v2_graph_floor_tokens).
-        peak = max(peak, int(engine_constants("vllm")["v2_graph_floor_tokens"]) * spec.hidden_size * s.dtype_bytes)
     return peak
 
 
@@ -486,7 +526,9 @@ def _estimate(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings) -> VllmEstimate
                      "(vllm/distributed/utils.py:get_pp_indices); each stage has its own budget, the smallest "
                      "stage's blocks serve the deployment")
     notes += encoder_notes(spec, s, mnbt, seqs, max_model_len, v2)
-    notes.append(f"activation, non-torch and CUDA-graph memory: {c['source']}")
+    fitted_terms = ("non-torch and CUDA-graph memory" if rules.profile == "mechanism" and not s.speculative_method
+                    else "activation, non-torch and CUDA-graph memory")
+    notes.append(f"{fitted_terms}: {c['source']}")
     if s.calibration is not None:
         notes.append(s.calibration.describe(s.tensor_parallel, pp))
 
@@ -505,6 +547,9 @@ def _estimate(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings) -> VllmEstimate
         if stage.num_blocks < low.num_blocks or (not stage.kv_fits and low.kv_fits):
             low = stage
     layout, blocks, available = low.layout, low.num_blocks, low.available_kv_bytes
+    if rules.profile == "mechanism" and not s.speculative_method and not s.kv_cache_memory_bytes:
+        peak = profile_peak_of(spec, s, mnbt, seqs, v2, low is stages[-1], gpu, max_model_len, layout.block_size)
+        notes.append(peak.describe() + " (engines/vllm_profile.py)")
     concurrency = layout.max_concurrency(blocks) if blocks else 0.0
     if rules.logged_tokens == "concurrency":
         logged = layout.logged_tokens(blocks) if blocks else 0
@@ -555,19 +600,12 @@ def stage_budgets(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings, budget: int
         first, last = stage == 0, stage == pp - 1
         w = vllm_weight_bytes(spec, s, n_layers, has_embedding=first, has_lm_head=last)
         w += lora_slot_bytes(spec, s) * n_layers // spec.num_layers
+        w += mxfp4_moe_padding_bytes(spec, s, gpu) * n_layers // spec.num_layers
         layers = spec.layers[start: start + n_layers]
         if last and draft_layers(spec, s):
             # the drafter runs on the last stage: its weights and its layers' KV (the same kind as the target's last)
             w += draft_weight_bytes(spec, s)
             layers = layers + (spec.layers[-1],) * draft_layers(spec, s)
-        act = activation_bytes(spec, s, mnbt, seqs, v2, last_stage=last)
-        if s.calibration is not None:
-            act = s.calibration.activation(s.tensor_parallel, pp, act)
-        act += encoder_profile_bytes(spec, s, mnbt, act, seqs, max_model_len, v2)  # multimodal: the encoder's dummy items
-        available = budget - w - act
-        if s.kv_cache_memory_bytes:
-            # gpu_worker.py:determine_available_memory: kv_cache_memory_bytes set -> no profile, that budget as is
-            available = s.kv_cache_memory_bytes
         try:
             layout = vllm_kv_layout(layers, s.kv, s.dtype_bytes, s.block_size,
                                     s.tensor_parallel, max_model_len, spec.model_type, max_num_batched_tokens=mnbt,
@@ -576,6 +614,15 @@ def stage_budgets(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings, budget: int
                                     compute_capability=gpu.compute_capability or 9.0)
         except (NotImplementedError, ValueError) as exc:
             raise UnsupportedModelError(f"vLLM cannot serve {spec.name} this way: {exc}") from None
+        act = activation_bytes(spec, s, mnbt, seqs, v2, last_stage=last, gpu=gpu, max_model_len=max_model_len,
+                               block_size=layout.block_size)
+        if s.calibration is not None:
+            act = s.calibration.activation(s.tensor_parallel, pp, act)
+        act += encoder_profile_bytes(spec, s, mnbt, act, seqs, max_model_len, v2)  # multimodal: the encoder's dummy items
+        available = budget - w - act
+        if s.kv_cache_memory_bytes:
+            # gpu_worker.py:determine_available_memory: kv_cache_memory_bytes set -> no profile, that budget as is
+            available = s.kv_cache_memory_bytes
         start += n_layers
         out.append(StageBudget(w, act, available, layout, layout.num_blocks(max(available, 0)),
                                available >= layout.min_kv_bytes, int(round(layout.kv_bytes_per_token))))

@@ -69,7 +69,10 @@ def encoder_rank_bytes(spec: ModelSpec, s: Any) -> int:
     """The encoders' weights on one rank (every pipeline stage holds them; tensor parallel shards them)."""
     if not spec.encoders or skips_encoders(spec, s):
         return 0
-    return encoder_weight_bytes(spec, s.weights, s.dtype_bytes) // s.tensor_parallel
+    total = encoder_weight_bytes(spec, s.weights, s.dtype_bytes)
+    if not s.weights.quantizes_linears and s.weights.bits != 8 * s.dtype_bytes:
+        total = total * 8 * s.dtype_bytes // s.weights.bits  # as vllm.py: unquantized weights load in --dtype
+    return total // s.tensor_parallel
 
 
 def profiles_encoders(spec: ModelSpec, s: Any, v2_runner: bool = False) -> bool:

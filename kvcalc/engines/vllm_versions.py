@@ -34,6 +34,9 @@ class VersionRules:
     others_reduce_kv: bool  # memory other processes hold on the GPU comes out of the KV budget (else: must be free)
     sampler_bytes_per_logit: float | None  # None: fitted (constants.yaml); the dummy sampler's torch peak per logit on the V0 / V1 runner
     sources: str
+    # "mechanism": the profile peak is built tensor by tensor (engines/vllm_profile.py, traced on this release);
+    # "fitted": the older fitted forward factor and per-logit sampler, calibrated on public logs of those releases
+    profile: str = "fitted"
 
 
 # Sampler peak per logit, before the V2 runner: fp32 logits (4 B) + the top-k/top-p path's sorted copy (4 B) and
@@ -87,8 +90,8 @@ VERSION_RULES: tuple[VersionRules, ...] = (
                  "max_model_len)"),
     VersionRules("0.26.0", "v1", 0.92, "v1_memory", "always", True, True, True, True, "concurrency", False, None,
                  "config/vllm.py:use_v2_model_runner (dense decoders on v1/worker/gpu/model_runner.py, whose "
-                 "profile_cudagraph_memory returns 0); V1-runner sampler peak 12 B/logit fitted on H200 "
-                 "(kvcalc/data/constants.yaml)"),
+                 "profile_cudagraph_memory returns 0); profile peak by mechanism (engines/vllm_profile.py, traced "
+                 "tensor by tensor on the H200: docs/validation/data/v3)", profile="mechanism"),
 )
 
 

@@ -72,6 +72,7 @@ class GpuProfile:
     flops: dict[str, float | None] = field(default_factory=dict)  # dense FLOP/s per datatype
     tdp_watts: int | None = None
     form_factor: str | None = None
+    sm_count: int | None = None  # streaming multiprocessors (CUs on AMD): sizes per-SM kernel buffers
     sources: dict[str, str] = field(default_factory=dict)
 
     # -- handy views ----------------------------------------------------------------------------------------------

@@ -49,6 +49,8 @@ class GpuProfileSchema(BaseModel):
     native_fp8: bool = Field(strict=True)
     tdp_watts: int | None = Field(default=None, gt=0, le=100_000)
     form_factor: str | None = Field(default=None, max_length=100)
+    sm_count: int | None = Field(default=None, gt=0, le=10_000,
+                                 description="streaming multiprocessors (NVIDIA) or compute units (AMD)")
     achievable_bandwidth_fraction: float = Field(
         gt=0, le=1, description="share of datasheet bandwidth a large device-to-device copy reaches"
     )

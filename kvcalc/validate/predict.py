@@ -149,8 +149,11 @@ VLLM_KV_CACHE_DTYPE: dict[str, str] = {
     "auto": "auto", "bfloat16": "auto", "float16": "auto", "half": "auto",  # the model dtype's 2 bytes
     "fp8": "fp8", "fp8_e4m3": "fp8", "fp8_inc": "fp8", "fp8_e5m2": "fp8-e5m2",
 }
+# vLLM casts unquantized weights to the model dtype: a float32 run is kvcalc's 16-bit format at 4 bytes per element
+# (VllmSettings.dtype_bytes, _VLLM_DTYPE_BYTES), which sizes the weights, activations and the auto KV cache alike
 _VLLM_DTYPE_WEIGHTS = {"bfloat16": "bf16", "torch.bfloat16": "bf16", "float16": "fp16", "torch.float16": "fp16",
-                       "half": "fp16", "float32": "fp32", "torch.float32": "fp32", "float": "fp32"}
+                       "half": "fp16", "float32": "bf16", "torch.float32": "bf16", "float": "bf16"}
+_VLLM_DTYPE_BYTES = {"float32": 4, "torch.float32": 4, "float": 4}
 
 
 def weights_from_vllm(quantization: Any, dtype: Any = None) -> str | None:
@@ -171,16 +174,32 @@ def weights_from_vllm(quantization: Any, dtype: Any = None) -> str | None:
     return q  # kvcalc's own name, or a one-line 'unknown weight format' from formats
 
 
+# llm-compressor's checkpoints name their scheme in the model id (RedHatAI/Qwen2.5-7B-Instruct-quantized.w8a8,
+# ...-quantized.w4a16, ...-FP8-dynamic): where the log says only `quantization=compressed-tensors`, the name fixes the
+# bytes. First match wins; the name is compared in lower case.
+COMPRESSED_TENSORS_NAMES: tuple[tuple[str, str], ...] = (
+    ("w4a16", "w4a16"), ("w8a8", "w8a8"), ("fp8-dynamic", "fp8"), ("fp8_dynamic", "fp8"), ("fp8dyn", "fp8"),
+)
+
+
+def weights_from_model_name(model: Any) -> str | None:
+    """kvcalc's weight format named by a compressed-tensors checkpoint's id (COMPRESSED_TENSORS_NAMES), or None."""
+    name = str(model or "").lower().rsplit("/", 1)[-1]
+    return next((fmt for key, fmt in COMPRESSED_TENSORS_NAMES if key in name), None)
+
+
 def kv_from_vllm(name: Any) -> str:
     key = str(name).strip().lower()
     return VLLM_KV_CACHE_DTYPE.get(key, key)
 
 
-def settings_with_sources(parsed: dict[str, Any], overrides: dict[str, Any]):
+def settings_with_sources(parsed: dict[str, Any], overrides: dict[str, Any], checkpoint: Any = None):
     """(VllmSettings, {setting: where it came from}) for a parsed log; sources are 'override', 'log', 'log (...)' or
     'default' (kvcalc's engine default for that setting: the version's gpu_memory_utilization, the entry point...).
     Settings the user passes win over the log; vLLM's names for formats are mapped (VLLM_QUANTIZATION,
-    VLLM_KV_CACHE_DTYPE)."""
+    VLLM_KV_CACHE_DTYPE). `checkpoint`: the quantized checkpoint's own weight format (checkpoint.baseline_weights of a
+    model whose config.json has a quantization_config): vLLM loaded that checkpoint, so it wins over the log's method
+    name unless the user passes --weights."""
     from ..engines.vllm import DEFAULT_VERSION, VllmSettings
     from ..errors import UsageError
     from ..formats import kv_format, weight_format
@@ -206,16 +225,31 @@ def settings_with_sources(parsed: dict[str, Any], overrides: dict[str, Any]):
     weights = given.get("weights")
     if weights is not None:
         sources["weights"] = "override"
-        weights = weights_from_vllm(weights) if str(weights).lower() in VLLM_QUANTIZATION else weights
+        method = str(weights).lower()
+        if method in VLLM_QUANTIZATION and VLLM_QUANTIZATION[method] is None and checkpoint is not None:
+            # a method name that does not fix the bytes (mxfp4, modelopt, compressed-tensors): the checkpoint's own
+            weights, sources["weights"] = checkpoint, f"override ({method}: the checkpoint's {checkpoint.scheme_label})"
+        elif method in VLLM_QUANTIZATION:
+            weights = weights_from_vllm(weights)
+    elif checkpoint is not None:
+        weights, sources["weights"] = checkpoint, f"checkpoint ({checkpoint.scheme_label})"
     else:
-        weights = weights_from_vllm(logged.get("quantization"), logged.get("dtype"))
-        if weights is not None:
-            q = logged.get("quantization")
+        q = logged.get("quantization")
+        named = weights_from_model_name(logged.get("model")) if str(q).lower() in (
+            "compressed-tensors", "compressed_tensors") else None
+        weights = named or weights_from_vllm(q, logged.get("dtype"))
+        if named is not None:
+            sources["weights"] = f"log (quantization {q}; the model id names {named})"
+        elif weights is not None:
             sources["weights"] = (f"log (quantization {q})" if q not in (None, "None", "none")
                                   else f"log (dtype {logged.get('dtype')})")
         else:
             weights, sources["weights"] = "bf16", "default"
     kwargs: dict[str, Any] = {}
+    dtype = str(given.get("dtype") or logged.get("dtype") or "")
+    if dtype in _VLLM_DTYPE_BYTES:
+        kwargs["dtype_bytes"] = _VLLM_DTYPE_BYTES[dtype]
+        sources["dtype"] = "override" if given.get("dtype") else "log"
     util = pick("gpu_memory_utilization", "util", default=None)
     if util is not None:
         kwargs["gpu_memory_utilization"] = float(util)
@@ -241,7 +275,7 @@ def settings_with_sources(parsed: dict[str, Any], overrides: dict[str, Any]):
         except UsageError:  # the release had only one engine: its rules already are that engine's
             sources["engine"] = "default"
     settings = VllmSettings(
-        weights=weight_format(str(weights)),
+        weights=weights if checkpoint is not None and weights is checkpoint else weight_format(str(weights)),
         kv=kv_format(kv_name),
         max_model_len=int(max_model_len) if max_model_len else None,
         max_num_batched_tokens=int(mnbt) if mnbt else None,

@@ -425,6 +425,9 @@ _VERSION_RES = (
     # entrypoints/openai/api_server.py "vLLM API server version %s"
     ("vLLM API server version", re.compile(r"vLLM API server version v?(\S{1,64})")),
     ("vLLM version", re.compile(r"vLLM version:?\s{0,4}v?(\S{1,64})")),
+    # entrypoints/utils.py (0.11+, `vllm serve`): the block-letter banner ends its second row with "version X"
+    # ("█  version 0.19.0"; a blog's copy may collapse the banner's spaces)
+    ("version ", re.compile(r"[█▀▄] {1,8}version {1,4}v?(\d[^\s]{0,63})")),
 )
 _STARTS = ("non-default args: ", "LLM engine (v", "vLLM API server version")
 
@@ -806,6 +809,15 @@ def _valid_version(text: Any) -> bool:
     return True
 
 
+def _quantized_checkpoint(spec: Any) -> Any:
+    """The weight format of a model whose checkpoint is quantized (its config.json quantization_config), else None:
+    vLLM loaded that checkpoint, whatever name the log gives its method."""
+    from ..checkpoint import baseline_weights
+
+    ck = getattr(spec, "checkpoint", None)
+    return baseline_weights(spec) if ck is not None and ck.scheme is not None else None
+
+
 def check_log(parsed: dict[str, Any], model: Any, gpu: Any, *, vllm_version: str | None = None,
               run_given: bool = False, **overrides: Any) -> dict[str, Any]:
     """{"rows": judged comparison rows, "mismatches": [...], "notes": [...], "assumed": {setting: source}}.
@@ -835,7 +847,7 @@ def check_log(parsed: dict[str, Any], model: Any, gpu: Any, *, vllm_version: str
         notes += _version_notes(parsed)
     if parsed.get("version") and not _valid_version(parsed["version"]):
         parsed = dict(parsed, version=None)  # said in the note above; the default rules apply
-    settings, sources = settings_with_sources(parsed, overrides)
+    settings, sources = settings_with_sources(parsed, overrides, checkpoint=_quantized_checkpoint(spec))
     logged_engine = parsed.get("settings", {}).get("engine")
     rules = getattr(settings, "rules", None)  # the version's rules (engines/vllm_versions.py)
     if logged_engine and rules is not None and getattr(rules, "engine", logged_engine) != logged_engine:
@@ -877,7 +889,7 @@ _SETTING_ATTR = {"kv_cache_dtype": ("kv", "name"), "weights": ("weights", "name"
                  "max_num_batched_tokens": ("max_num_batched_tokens",), "max_num_seqs": ("max_num_seqs",),
                  "block_size": ("block_size",), "version": ("version",), "entrypoint": ("entrypoint",),
                  "enforce_eager": ("enforce_eager",), "tensor_parallel_size": ("tensor_parallel",),
-                 "pipeline_parallel_size": ("pipeline_parallel",)}
+                 "pipeline_parallel_size": ("pipeline_parallel",), "dtype": ("dtype_bytes",)}
 
 
 def _setting_value(settings: Any, key: str) -> Any:

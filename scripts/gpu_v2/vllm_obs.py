@@ -19,6 +19,8 @@ A case (JSON object):
   speed         {"batches": [...], "contexts": [...], "decode_tokens": 64, "max_prompt_tokens": N,
                  "kv_fill_limit": 0.9}: decode step time per (batch, context) point
   mem_trace     true: record the allocator during each profile_run (../gpu_v3/profile_trace.py)
+  draft_config  file name of a drafter's config.json in --configs (EAGLE / EAGLE-3 heads): written to a folder of
+                its own, and llm.speculative_config.model is set to that folder (recorded as draft_config_used)
   expected_s    rough wall time (the parent does not start a case that would end after the deadline)
 
 TPOT method (recorded in each row): all `batch` requests (random token ids, prefix caching off) are added at once
@@ -80,8 +82,11 @@ def load_cases(path: str) -> list[dict[str, Any]]:
     return cases
 
 
-def case_config(case: dict[str, Any], config_dir: str) -> dict[str, Any]:
-    cfg = json.loads(Path(config_dir, case["config"]).read_text())
+def case_config(case: dict[str, Any], config_dir: str, key: str = "config") -> dict[str, Any]:
+    cfg = json.loads(Path(config_dir, case[key]).read_text())
+    if key != "config":
+        cfg.pop("_source", None)
+        return cfg
     cfg.pop("_source", None)  # provenance note kept beside the config, not given to vLLM
     for k, v in (case.get("config_overrides") or {}).items():
         if v is None:
@@ -470,6 +475,7 @@ def run_case(case: dict[str, Any], args, env_facts: dict[str, Any]) -> tuple[dic
     except Exception:  # noqa: BLE001
         pass
     folder = tempfile.mkdtemp(prefix=f"kvobs-{case['id']}-")
+    draft_folder = None
     llm = None
     deadline = args.deadline or (time.time() + 10**6)
     try:
@@ -481,6 +487,12 @@ def run_case(case: dict[str, Any], args, env_facts: dict[str, Any]) -> tuple[dic
         row["config_used"] = cfg
         kwargs = dict(model=folder, load_format="dummy", skip_tokenizer_init=True, seed=0)
         kwargs.update(case.get("llm") or {})
+        if case.get("draft_config"):  # an EAGLE head: its own config folder, named by speculative_config.model
+            draft_folder = tempfile.mkdtemp(prefix=f"kvobs-{case['id']}-draft-")
+            dcfg = case_config(case, args.configs, "draft_config")
+            Path(draft_folder, "config.json").write_text(json.dumps(dcfg, indent=1))
+            row["draft_config_used"] = dcfg
+            kwargs["speculative_config"] = dict(kwargs.get("speculative_config") or {}, model=draft_folder)
         kwargs.setdefault("dtype", "bfloat16")
         row["llm_kwargs"] = {k: v for k, v in kwargs.items() if k != "model"}
         vlog.info("kvobs case %s: %s", case["id"], json.dumps(row["llm_kwargs"], default=str))
@@ -550,6 +562,8 @@ def run_case(case: dict[str, Any], args, env_facts: dict[str, Any]) -> tuple[dic
         vlog.removeHandler(handler)
         handler.close()
         shutil.rmtree(folder, ignore_errors=True)
+        if draft_folder:
+            shutil.rmtree(draft_folder, ignore_errors=True)
         try:
             row["log_key_lines"] = key_lines(log_path.read_text(encoding="utf-8", errors="replace"))
         except OSError:
@@ -639,6 +653,8 @@ def parent_main(args) -> int:
         cases = [c for c in cases if c["id"] in want]
     for c in cases:  # fail early on a missing config, before any GPU time is spent
         case_config(c, args.configs)
+        if c.get("draft_config"):
+            case_config(c, args.configs, "draft_config")
     if args.dry_run:
         for g in groups_of(cases):
             print("process:", [c["id"] for c in g], "expected_s", sum(c.get("expected_s", 60) for c in g))
@@ -653,6 +669,10 @@ def parent_main(args) -> int:
                           f"; skipped {[(p['batch'], p['context'], p['skip']) for p in pts if 'skip' in p]}")
                 print(f"   {c['id']}: arch {cfg.get('architectures')} layers {cfg.get('num_hidden_layers')}"
                       f" llm {c.get('llm')}")
+                if c.get("draft_config"):
+                    d = case_config(c, args.configs, "draft_config")
+                    print(f"   {c['id']}: drafter {c['draft_config']}: arch {d.get('architectures')} layers "
+                          f"{d.get('num_hidden_layers')} -> speculative_config.model = its own folder")
         return 0
     Path(args.log_dir).mkdir(parents=True, exist_ok=True)
     deadline = args.deadline or (time.time() + 10**6)

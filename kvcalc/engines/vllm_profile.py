@@ -1,0 +1,204 @@
+"""vLLM's profile-run torch peak, by mechanism (vLLM 0.26).
+
+vLLM sizes the KV cache after one dummy forward over max_num_batched_tokens (M) and, on the last pipeline stage, one
+dummy sampler step over min(max_num_seqs, M) rows (R) of logits (v1/worker/gpu_model_runner.py profile_run). The torch
+peak of that call, less what was allocated before it, is `peak_activation_memory`, which comes out of the KV budget.
+
+Every term below is a tensor the CUDA allocator's own history showed live at the peak on the H200 host, with the
+source line that allocated it (docs/validation/data/v3: 25 engines, dense, MoE, MLA, Mamba2, Gated DeltaNet, the
+allocator's peak equal to vLLM's figure within 2 MiB). Sizes follow from the model's shapes and the settings; the
+only hardware facts are the cuBLAS workspace size and the SM count. Nothing here is fitted, except the V2 runner's
+sampler per logit (constants.yaml, its tensors were not traced).
+
+The peak is the largest of these phases (each a set of tensors alive at once):
+- attention: a standard attention layer's qkv and output beside three M x H tensors (with the MoE workspace held in
+  MoE models: Mixtral's peak).
+- MLP: a decoder layer's MLP over M tokens: the residual and two projection outputs (3 x M x H) and the gate/up
+  output and the activation (3 x M x I / tp), activation dtype.
+- MoE layers: the fused-MoE workspace, allocated once by the workspace manager (v1/worker/workspace.py) and kept for
+  the rest of the run (modular_kernel.py _allocate_buffers; experts/triton_moe.py workspace_shapes): M x top_k x
+  max(I, H) (shared with the output M x H) and M x top_k x max(2I, H).
+- MLA: DeepSeek's prefill up-projection workspace, which the profile allocates at its worst size
+  (mla_attention.py forward_impl: chunked_prefill_workspace_size x heads x (qk_nope + v)), with q, the output, the
+  latent projections and their norms.
+- Mamba2: in_proj's output, the SSM output, and two fp32 copies of the gated RMSNorm's input (mamba_mixer2.py).
+- sampler (V1 runner): the lm_head's logits, the fp32 logits, the probabilities and the exponential noise (or
+  FlashInfer's masked logits and probabilities: the same count) and, without FlashInfer, the Triton top-k/top-p
+  buffer of min(SMs, next power of two of R) x vocab fp32 (v1/sample/ops/topk_topp_triton.py), while the forward's
+  output and the MoE workspace are still held.
+- compile (V2 runner with torch.compile): Inductor holds a vocab x hidden copy of the embedding table
+  (compilation/compiler_interface.py) and two M x H buffers.
+Plus torch's cuBLAS workspace, allocated at the first matmul of the run (CublasHandlePool.cpp: 32 MiB from sm90,
+4096 KiB x 2 + 16 KiB x 8 before).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..hardware import GpuProfile
+from ..layers import MultiLatentAttention, flatten
+from ..layer_kinds import mamba2_dims, mamba2_inner
+from ..model import ModelSpec
+
+OWN_GEMM_FORMATS = {"awq", "gptq", "fp8", "mxfp4", "w4a16", "w8a8"}
+MLA_WORKSPACE_CAP = 64 * 1024  # mla_attention.py determine_chunked_prefill_workspace_size: "limiting it to 64k tokens"
+
+
+@dataclass(frozen=True)
+class ProfilePeak:
+    """The profile run's torch peak: the phase that sets it and what it holds, each part in bytes."""
+
+    phase: str
+    parts: tuple[tuple[str, int], ...]
+    others: tuple[tuple[str, int], ...] = ()  # the other phases' totals, for explain
+
+    @property
+    def bytes(self) -> int:
+        return sum(b for _, b in self.parts)
+
+    def describe(self) -> str:
+        from ..units import GiB
+
+        inner = ", ".join(f"{name} {b / GiB:.3f}" for name, b in self.parts if b)
+        rest = "; ".join(f"{name} {b / GiB:.2f}" for name, b in self.others)
+        return (f"profile peak {self.bytes / GiB:.3f} GiB in the {self.phase} phase ({inner} GiB)"
+                + (f"; other phases: {rest} GiB" if rest else ""))
+
+
+def cublas_workspace_bytes(gpu: GpuProfile | None) -> int:
+    """torch's default cuBLAS workspace (aten/src/ATen/cuda/CublasHandlePool.cpp parseChosenWorkspaceSize):
+    ':4096:8' (32 MiB) from sm90 on, ':4096:2:16:8' before."""
+    cc = (gpu.compute_capability or 0.0) if gpu is not None else 9.0
+    return 4096 * 8 * 1024 if cc >= 9.0 else 4096 * 1024 * 2 + 16 * 1024 * 8
+
+
+def flashinfer_sampler_default(gpu: GpuProfile | None) -> bool:
+    """VLLM_USE_FLASHINFER_SAMPLER defaults on (envs.py) and flashinfer-python is a dependency of vLLM's CUDA wheels;
+    it is used where FlashInfer supports the GPU (NVIDIA, compute capability 7.5 and later)."""
+    if gpu is None:
+        return True
+    return gpu.vendor == "nvidia" and (gpu.compute_capability or 0.0) >= 7.5
+
+
+def moe_workspace(spec: ModelSpec, tp: int, m: int, dtype_bytes: int, weights: str) -> int:
+    """The fused-MoE workspace the manager keeps (Triton experts' shapes: workspace13 = M x top_k x max(I, H),
+    shared with the output M x H; workspace2 = M x top_k x max(2I, H); I per TP rank). Marlin's experts (AWQ/GPTQ,
+    experts/marlin_moe.py workspace_shapes) take the same two sizes, swapped. gpt-oss's MXFP4 experts run
+    OpenAI's Triton kernels, which allocate only their M x H output (experts/gpt_oss_triton_kernels_moe.py): no
+    workspace is kept."""
+    moe = spec.moe
+    if moe is None or not moe.moe_layers or not moe.expert_intermediate_size:
+        return 0
+    h = spec.hidden_size
+    if weights == "mxfp4":
+        return 0  # the kernels' M x H output is the forward output the sampler phase already holds
+    inter, k = moe.expert_intermediate_size // tp, moe.experts_per_token
+    return (max(m * k * max(inter, h), m * h) + m * k * max(2 * inter, h)) * dtype_bytes
+
+
+def _mla_phase(spec: ModelSpec, tp: int, m: int, d: int, max_model_len: int, seqs: int, block: int) -> list:
+    mla = next((x for x in flatten(spec.layers) if isinstance(x, MultiLatentAttention)), None)
+    if mla is None:
+        return []
+    heads = max(mla.num_heads // tp, 1)
+    work = min(max(8 * max_model_len, 4 * seqs * block), MLA_WORKSPACE_CAP)
+    topk = spec.config.get("index_topk")
+    if mla.index_head_dim and topk:  # sparse_mla_attention.py: also at most max_num_seqs x index_topk
+        work = min(work, seqs * int(topk))
+    work = max(work, seqs * block)
+    q_lora = int(spec.config.get("q_lora_rank") or 0)
+    lat = mla.kv_lora_rank
+    return [("MLA prefill workspace", work * heads * (mla.qk_nope_head_dim + mla.v_head_dim) * d),
+            ("MLA q", m * heads * (mla.qk_nope_head_dim + mla.qk_rope_head_dim) * d),
+            ("MLA output", m * heads * mla.v_head_dim * d),
+            ("MLA latents and norms", m * (2 * q_lora + 2 * lat + mla.qk_rope_head_dim) * d),
+            ("hidden states", 2 * m * spec.hidden_size * d)]
+
+
+def _mamba2_phase(spec: ModelSpec, tp: int, m: int, d: int) -> list:
+    cfg: dict[str, Any] = spec.config
+    if "mamba" not in spec.layer_kinds or not (cfg.get("mamba_num_heads") or cfg.get("mamba_n_heads")):
+        return []  # Mamba1 (Jamba) and layouts without Mamba2 fields: the generic MLP phase covers them
+    heads, _, state, groups, _ = mamba2_dims(cfg)
+    inner = mamba2_inner(cfg)
+    in_proj = (2 * inner + 2 * groups * state + heads) // tp
+    return [("Mamba2 in_proj output", m * in_proj * d), ("Mamba2 SSM output", m * inner // tp * d),
+            ("Mamba2 gated-norm fp32 copies", 2 * m * inner // tp * 4),
+            ("hidden states", 2 * m * spec.hidden_size * d)]
+
+
+def _attention_phase(spec: ModelSpec, tp: int, m: int, d: int) -> list:
+    if not spec.layer_kinds & {"full", "sliding", "chunked"}:
+        return []
+    q, kv = spec.num_heads * spec.head_dim // tp, max(spec.num_kv_heads // tp, 1) * spec.head_dim
+    return [("hidden states", 3 * m * spec.hidden_size * d), ("attention qkv", m * (q + 2 * kv) * d),
+            ("attention output", m * q * d)]
+
+
+def _mlp_phase(spec: ModelSpec, tp: int, m: int, d: int) -> list:
+    h = spec.hidden_size
+    inter = spec.intermediate_size
+    parts = [("hidden states", 3 * m * h * d), ("MLP gate/up and activation", 3 * m * inter // tp * d)]
+    cfg = spec.config
+    if any(float(x or 0) > 0 for x in (cfg.get("activation_sparsity_pattern") or [])):
+        # Gemma 3n: the Gaussian top-k sparsity keeps two more M x I tensors (activation.py _gaussian_topk)
+        parts.append(("Gaussian top-k", 2 * m * inter // tp * d))
+    if cfg.get("altup_num_inputs"):
+        # Gemma 3n AltUp: the embedded streams and their predictions (gemma3n.py altup_embed, predict)
+        parts.append(("AltUp streams", 2 * m * int(cfg["altup_num_inputs"]) * h * d))
+    return parts
+
+
+def profile_peak(spec: ModelSpec, gpu: GpuProfile | None, *, tp: int, m: int, seqs: int, dtype_bytes: int,
+                 weights: str, max_model_len: int, block_size: int, v2_runner: bool, compiled: bool,
+                 last_stage: bool, padded_vocab: int, v2_sampler_bytes_per_logit: float,
+                 flashinfer_sampler: bool | None = None) -> ProfilePeak:
+    """The largest phase of vLLM 0.26's profile run on one rank (see the module docstring)."""
+    d = dtype_bytes
+    h = spec.hidden_size
+    rows = min(seqs, m)
+    cublas = ("cuBLAS workspace", cublas_workspace_bytes(gpu))
+    # the forward reaches cuBLAS through unquantized Linears (and MoE routers, never quantized); AWQ/GPTQ/FP8/MXFP4
+    # Linears run their own kernels (Machete/Marlin, CUTLASS): a dense model in those formats meets cuBLAS only at
+    # the lm_head, in the sampler phase (H200 h-8b-awq-eager-16k: no workspace in the forward's peak)
+    fwd_cublas = [cublas] if (weights not in OWN_GEMM_FORMATS or spec.moe is not None) else []
+    ws = moe_workspace(spec, tp, m, d, weights)
+    held = [("MoE workspace", ws)] if ws else []
+    phases: dict[str, list] = {}
+    dense_mlp = _mlp_phase(spec, tp, m, d)
+    if spec.moe is None or spec.moe.moe_layers < spec.num_layers:
+        phases["MLP"] = dense_mlp + fwd_cublas
+    if spec.moe is not None and spec.moe.moe_layers:
+        phases["MoE"] = held + [("hidden states", 3 * m * h * d)] + fwd_cublas
+    attention = _attention_phase(spec, tp, m, d)
+    if attention:
+        # a layer after the first MoE layer runs its attention with the MoE workspace held (H200 h-mixtral-8x7b-16k)
+        phases["attention"] = held + attention + fwd_cublas
+    mla = _mla_phase(spec, tp, m, d, max_model_len, seqs, block_size)
+    if mla:
+        phases["MLA"] = held + mla + fwd_cublas
+    mamba = _mamba2_phase(spec, tp, m, d)
+    if mamba:
+        phases["Mamba2"] = held + mamba + fwd_cublas
+    if last_stage:
+        if v2_runner:
+            phases["sampler"] = [("sampler", int(v2_sampler_bytes_per_logit * rows * padded_vocab)), cublas]
+        else:
+            use_fi = flashinfer_sampler_default(gpu) if flashinfer_sampler is None else flashinfer_sampler
+            sampler = [("logits (lm_head output)", rows * padded_vocab * d),
+                       ("fp32 logits, probabilities, noise", 3 * rows * spec.vocab_size * 4)]
+            if not use_fi:
+                sms = (gpu.sm_count if gpu is not None and gpu.sm_count else 132)
+                programs = min(1 << max(rows - 1, 0).bit_length(), sms)
+                sampler.append(("top-k/top-p Triton buffer", programs * spec.vocab_size * 4))
+            phases["sampler"] = held + sampler + [("forward output", m * h * d + 2 * rows * h * d), cublas]
+    if v2_runner and compiled:
+        phases["compile"] = [("Inductor embedding copy", padded_vocab // tp * h * d), ("hidden states", 2 * m * h * d)]
+    totals = {name: sum(b for _, b in parts) for name, parts in phases.items()}
+    top = max(totals, key=lambda k: totals[k])
+    return ProfilePeak(phase=top, parts=tuple(phases[top]),
+                       others=tuple((k, v) for k, v in totals.items() if k != top))
+
+
