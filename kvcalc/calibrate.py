@@ -11,6 +11,14 @@ Only the per-environment terms of vLLM's memory budget that have a mechanism are
   fused-MoE and quantized kernels' workspaces differ per build).
 Weights and the KV layout are not calibrated: they follow from the checkpoint and vLLM's rules, not the environment.
 
+With `vllm bench serve` / `vllm bench throughput` result files beside the logs (`--bench`), the speed model's
+per-GPU constants (kvcalc/throughput.py, kvcalc/data/speed.yaml) are fitted too, each a mechanism that transfers
+to other models on the same GPU and vLLM build: the bandwidth decode kernels reach (bytes/s), the per-step overhead
+(launches, scheduling, sampling bookkeeping: seconds, whatever the model), the tensor-core efficiency (a fraction of
+the datasheet dense peak, GEMMs and attention alike) and, from benches of a tensor-parallel server, the time of one
+layer's all-reduces (set by the interconnect: NVLink, PCIe, pods of one node). kvcalc/validate/speed_fit.py fits
+them.
+
 Where the profile lives: $KVCALC_CONFIG_DIR/calibration.json, else $XDG_CONFIG_HOME/kvcalc/calibration.json, else
 ~/.config/kvcalc/calibration.json. This module reads and writes that file and applies a calibration; fitting it from
 logs is kvcalc/validate/calibration_fit.py (the log parser lives in validate/).
@@ -21,11 +29,12 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from .errors import UsageError
+from .hardware.profile import GpuProfile
 from .units import GiB
 
 SCHEMA = "kvcalc.calibration/1"
@@ -73,6 +82,80 @@ def layout_text(layout: Layout) -> str:
 
 
 @dataclass(frozen=True)
+class SpeedCalibration:
+    """The speed model's per-GPU constants fitted on the user's bench files (None: not fitted, kvcalc's own applies).
+    They replace kvcalc/data/speed.yaml's measured or derived values for this GPU in vLLM rows."""
+
+    bandwidth_bytes_per_s: float | None = None  # what decode kernels reach (speed.yaml bandwidth_bytes_per_s)
+    step_overhead_s: float | None = None  # per engine step (speed.yaml step_overhead_s)
+    tensor_fraction: float | None = None  # prefill's share of the datasheet dense tensor peak (tensor_fraction)
+    tp_comm_per_layer_s: float | None = None  # the all-reduces of one layer at TP > 1 (throughput.yaml tp_comm_...)
+    link_bandwidth_bytes_per_s: float | None = None  # the all-reduce's data path (bytes of a batch's hidden states)
+    benches: tuple[str, ...] = ()
+    not_fitted: tuple[str, ...] = ()  # why a constant was left to kvcalc (what the benches lacked)
+
+    def describe(self) -> str:
+        parts = []
+        if self.bandwidth_bytes_per_s is not None:
+            parts.append(f"decode bandwidth {self.bandwidth_bytes_per_s / 1e12:.2f} TB/s")
+        if self.step_overhead_s is not None:
+            parts.append(f"step overhead {self.step_overhead_s * 1e3:.2f} ms")
+        if self.tensor_fraction is not None:
+            parts.append(f"tensor efficiency {self.tensor_fraction:.0%} of the datasheet peak")
+        if self.tp_comm_per_layer_s is not None:
+            parts.append(f"TP all-reduce {self.tp_comm_per_layer_s * 1e6:.1f} us per layer")
+        if self.link_bandwidth_bytes_per_s is not None:
+            parts.append(f"all-reduce data at {self.link_bandwidth_bytes_per_s / 1e9:.1f} GB/s")
+        return ", ".join(parts) + f" (from {len(self.benches)} bench file(s))"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"bandwidth_bytes_per_s": self.bandwidth_bytes_per_s, "step_overhead_s": self.step_overhead_s,
+                "tensor_fraction": self.tensor_fraction, "tp_comm_per_layer_s": self.tp_comm_per_layer_s,
+                "link_bandwidth_bytes_per_s": self.link_bandwidth_bytes_per_s,
+                "benches": list(self.benches),
+                "not_fitted": list(self.not_fitted)}
+
+    @classmethod
+    def from_json(cls, d: Any) -> "SpeedCalibration | None":
+        if d is None:
+            return None
+        if not isinstance(d, dict):
+            raise ValueError("speed is not a mapping")
+        return cls(bandwidth_bytes_per_s=_num(d.get("bandwidth_bytes_per_s"), float, 1e9, 1e14),
+                   step_overhead_s=_num(d.get("step_overhead_s"), float, 1e-6, 1.0),
+                   tensor_fraction=_num(d.get("tensor_fraction"), float, 0.01, 1.0),
+                   tp_comm_per_layer_s=_num(d.get("tp_comm_per_layer_s"), float, 1e-8, 0.01),
+                   link_bandwidth_bytes_per_s=_num(d.get("link_bandwidth_bytes_per_s"), float, 1e8, 1e13),
+                   benches=tuple(str(x) for x in d.get("benches") or ()),
+                   not_fitted=tuple(str(x) for x in d.get("not_fitted") or ()))
+
+
+def _num(value: Any, kind: type, lo: float, hi: float) -> Any:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not lo <= value <= hi:
+        raise ValueError(f"{value!r} out of range")
+    return kind(value)
+
+
+@dataclass(frozen=True)
+class CalibratedGpu(GpuProfile):
+    """A GPU profile that carries the user's speed calibration: kvcalc/throughput.py's gpu_rates uses it for vLLM's
+    kernels (transformers rows keep kvcalc's own constants: the calibration measured vLLM's kernels)."""
+
+    speed_calibration: SpeedCalibration | None = None
+    speed_source: str = ""
+
+
+def with_speed(gpu: GpuProfile, speed: SpeedCalibration | None, source: str = "") -> GpuProfile:
+    """`gpu` with the speed calibration attached (the same profile when there is none)."""
+    if speed is None:
+        return gpu
+    base = {f.name: getattr(gpu, f.name) for f in fields(GpuProfile)}
+    return CalibratedGpu(**base, speed_calibration=speed, speed_source=source)
+
+
+@dataclass(frozen=True)
 class EnvCalibration:
     """One environment's fitted terms (bytes are per rank). None: that term was not fitted, kvcalc's own applies."""
 
@@ -83,6 +166,7 @@ class EnvCalibration:
     activation_scale_by_tp: tuple[tuple[Layout, float], ...] = ()  # ((tp, pp), observed activation peak / kvcalc's)
     cudagraph_by_tp: tuple[tuple[Layout, int], ...] = ()  # ((tp, pp), the CUDA-graph memory vLLM subtracts per rank)
     total_memory_bytes: int | None = None  # what the logs' driver reported
+    speed: SpeedCalibration | None = None  # fitted on bench files (kvcalc calibrate --bench)
     logs: tuple[str, ...] = ()
     created: str = ""
     source: str = field(default="", compare=False)  # the profile file it was read from
@@ -115,8 +199,11 @@ class EnvCalibration:
             elif by_layout:
                 parts.append(f"{what} not calibrated for {layout_text(key)} (only "
                              f"{', '.join(layout_text(k) for k in sorted(by_layout))})")
+        if self.speed is not None:
+            parts.append("speed: " + self.speed.describe())
         where = f" ({self.source})" if self.source else ""
-        return (f"calibrated from your logs for {self.gpu}, vLLM {self.vllm_version}{where}: " + ", ".join(parts)
+        what = "logs and bench files" if self.speed is not None else "logs"
+        return (f"calibrated from your {what} for {self.gpu}, vLLM {self.vllm_version}{where}: " + ", ".join(parts)
                 + "; --no-calibration ignores it")
 
     def to_json(self) -> dict[str, Any]:
@@ -124,7 +211,9 @@ class EnvCalibration:
                 "non_torch_bytes_by_tp": {layout_key(k): b for k, b in self.non_torch_by_tp},
                 "activation_scale_by_tp": {layout_key(k): x for k, x in self.activation_scale_by_tp},
                 "cudagraph_bytes_by_tp": {layout_key(k): b for k, b in self.cudagraph_by_tp},
-                "total_memory_bytes": self.total_memory_bytes, "logs": list(self.logs), "created": self.created}
+                "total_memory_bytes": self.total_memory_bytes,
+                "speed": self.speed.to_json() if self.speed is not None else None,
+                "logs": list(self.logs), "created": self.created}
 
     @classmethod
     def from_json(cls, d: dict[str, Any], source: str = "") -> "EnvCalibration":
@@ -135,18 +224,25 @@ class EnvCalibration:
                 raise ValueError(f"{value!r} out of range")
             return kind(value)
 
+        def figure(value: Any, kind: type, lo: float, hi: float) -> Any:  # a layout's entry: a number, never null
+            if value is None:
+                raise ValueError("a per-layout entry is null")
+            return num(value, kind, lo, hi)
+
         by_tp = d.get("non_torch_bytes_by_tp") or {}
         scales = d.get("activation_scale_by_tp") or {}
         graphs = d.get("cudagraph_bytes_by_tp") or {}
         if not all(isinstance(x, dict) for x in (by_tp, scales, graphs)):
             raise ValueError("non_torch_bytes_by_tp / activation_scale_by_tp is not a mapping")
         return cls(gpu=str(d["gpu"]), vllm_version=release(str(d["vllm_version"])),
-                   non_torch_by_tp=tuple(sorted((parse_layout(k), num(b, int, 0, 64 * GiB)) for k, b in by_tp.items())),
-                   activation_scale_by_tp=tuple(sorted((parse_layout(k), num(x, float, 0.05, 20))
+                   non_torch_by_tp=tuple(sorted((parse_layout(k), figure(b, int, 0, 64 * GiB))
+                                                for k, b in by_tp.items())),
+                   activation_scale_by_tp=tuple(sorted((parse_layout(k), figure(x, float, 0.05, 20))
                                                        for k, x in scales.items())),
-                   cudagraph_by_tp=tuple(sorted((parse_layout(k), num(b, int, 0, 64 * GiB))
+                   cudagraph_by_tp=tuple(sorted((parse_layout(k), figure(b, int, 0, 64 * GiB))
                                                 for k, b in graphs.items())),
                    total_memory_bytes=num(d.get("total_memory_bytes"), int, 0, 1 << 50),
+                   speed=SpeedCalibration.from_json(d.get("speed")),
                    logs=tuple(str(x) for x in d.get("logs") or ()), created=str(d.get("created", "")),
                    source=source)
 

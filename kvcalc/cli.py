@@ -284,6 +284,10 @@ def _request(gpu, model, context, batch, engine, weights, kv, util, max_model_le
         req.calibration, why = find(profile.name, req.vllm_version)
         if req.calibration is not None:
             warnings.append("vllm: " + req.calibration.describe(req.tp, req.pp))
+            if req.calibration.speed is not None:  # vLLM rows' speed model uses the fitted per-GPU constants
+                from .calibrate import with_speed
+
+                req.gpu = with_speed(req.gpu, req.calibration.speed, req.calibration.source)
         elif why:
             warnings.append(why)
     return req, warnings

@@ -19,6 +19,7 @@ import numpy as np
 from . import latency
 from .engines import vllm as vllm_engine
 from .engines.vllm_support import unserved_gate, unserved_reason
+from .engines.vllm_versions import rules_for
 from .errors import UsageError
 from .formats import kv_format, weight_format
 from .hardware import GpuProfile
@@ -36,7 +37,11 @@ DEFAULT_TP = (1, 2, 4, 8)
 DEFAULT_UTILS = tuple(round(0.80 + 0.01 * i, 2) for i in range(16))  # 0.80 .. 0.95
 DEFAULT_SEQS = tuple(2 ** i for i in range(11))  # 1 .. 1024
 MAX_CONFIGURATIONS = 50_000_000  # a few bytes each in the boolean arrays: bounded memory
-PREFERRED_UTIL = 0.9  # vLLM's default gpu_memory_utilization: kept when it works
+
+
+def preferred_util(vllm_version: str) -> float:
+    """The util a deployment keeps when it works: what `vllm serve` uses without --gpu-memory-utilization."""
+    return rules_for(vllm_version).default_util
 
 
 @dataclass
@@ -388,9 +393,12 @@ def evaluate(req: SearchRequest, cands: list[_Candidate], unsupported: list[Reje
     cost = price[:, None] * gpus_per[:, None] * replicas[None, :]  # (S, R)
     usd_per_m = np.where(tokens_per_s > 0, cost / (tokens_per_s * 3600) * 1e6, np.inf)
 
-    # choose util and max_num_seqs per feasible deployment: vLLM's default util when it works, else the closest
-    # above it, else below; the smallest max_num_seqs that holds the replica's requests
-    util_pref = np.where(utils <= PREFERRED_UTIL + 1e-9, PREFERRED_UTIL - utils, 1 + utils - PREFERRED_UTIL)
+    # choose util and max_num_seqs per feasible deployment: the version's default gpu_memory_utilization when it
+    # works (0.92 from vLLM 0.21, 0.9 before: config/cache.py, kvcalc/engines/vllm_versions.py), else the closest
+    # below it (leaving memory to the rest of the GPU), else the closest above; the smallest max_num_seqs that holds
+    # the replica's requests
+    preferred = preferred_util(req.vllm_version)
+    util_pref = np.where(utils <= preferred + 1e-9, preferred - utils, 1 + utils - preferred)
     score = util_pref[None, :, None, None] * 1e4 + np.arange(Q)[None, None, :, None]
     score = np.where(feasible, score, np.inf)
     flat = score.reshape(S, U * Q, R).argmin(axis=1)  # (S, R)

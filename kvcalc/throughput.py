@@ -96,6 +96,10 @@ class GpuRates:
     overlap: float  # p of the p-norm combining a kernel's memory, tensor and ALU times
     measured: bool
     source: str
+    tp_comm_per_layer_s: float | None = None  # the user's calibration (kvcalc calibrate --bench); None: throughput.yaml
+    # bytes/s of the all-reduce's data path at TP > 1, from the user's calibration; None: not a term of its own (on
+    # NVLink the per-layer constant holds it; across PCIe or pods the bytes of a large batch dominate)
+    link_bandwidth: float | None = None
 
 
 def _reference_peak(data: dict) -> float:
@@ -106,23 +110,39 @@ def _reference_peak(data: dict) -> float:
     return ref.flops_for("bf16") or 1.0
 
 
-def gpu_rates(gpu: GpuProfile) -> GpuRates:
+def gpu_rates(gpu: GpuProfile, calibrated: bool = True) -> GpuRates:
+    """The GPU's rates: speed.yaml's fit for its architecture, else its datasheet x the reference GPU's fractions.
+    A profile carrying the user's speed calibration (kvcalc calibrate --bench: kvcalc/calibrate.py CalibratedGpu)
+    replaces the constants it fitted (decode bandwidth, step overhead, tensor efficiency, TP all-reduce time;
+    attention's efficiency moves with the tensor one); calibrated=False ignores it (transformers rows: the
+    calibration measured vLLM's kernels)."""
     data = load("speed")
     fit = data["measured"].get(gpu.id)
     c = fit or data["derived"]
     bandwidth = fit["bandwidth_bytes_per_s"] if fit else gpu.memory_bandwidth_bytes_per_s * \
         gpu.achievable_bandwidth_fraction
+    step, tensor_fraction, source = c["step_overhead_s"], c["tensor_fraction"], c["source"]
+    cal = getattr(gpu, "speed_calibration", None) if calibrated else None
+    if cal is not None:
+        bandwidth = cal.bandwidth_bytes_per_s or bandwidth
+        step = cal.step_overhead_s or step
+        tensor_fraction = cal.tensor_fraction or tensor_fraction
+        source = f"your calibration ({cal.describe()}; {getattr(gpu, 'speed_source', '') or 'kvcalc calibrate'}); " \
+                 f"the rest: {source}"
     peak = (gpu.flops_for("bf16") if gpu.native_bf16 else None) or gpu.flops_for("fp16") or \
         gpu.flops_for("fp32") or 1e12
     fp8 = gpu.flops_for("fp8") if gpu.native_fp8 else None
     alu = gpu.flops_for("fp32") or peak / 8
     return GpuRates(
-        bandwidth=bandwidth, tensor=peak * c["tensor_fraction"],
-        tensor_fp8=fp8 * c["tensor_fraction"] if fp8 else None,
-        attention_tensor=peak * c["attention_tensor_fraction"],
+        bandwidth=bandwidth, tensor=peak * tensor_fraction,
+        tensor_fp8=fp8 * tensor_fraction if fp8 else None,
+        attention_tensor=peak * c["attention_tensor_fraction"] * (
+            tensor_fraction / c["tensor_fraction"] if tensor_fraction != c["tensor_fraction"] else 1.0),
         gemm_half_rows=c["gemm_half_rows"] * (1.0 if fit else peak / _reference_peak(data)),
-        alu=alu, step_overhead_s=c["step_overhead_s"], moe_layer_overhead_s=c["moe_layer_overhead_s"],
-        overlap=float(c["overlap"]), measured=fit is not None, source=c["source"])
+        alu=alu, step_overhead_s=step, moe_layer_overhead_s=c["moe_layer_overhead_s"],
+        overlap=float(c["overlap"]), measured=fit is not None or cal is not None, source=source,
+        tp_comm_per_layer_s=cal.tp_comm_per_layer_s if cal is not None else None,
+        link_bandwidth=getattr(cal, "link_bandwidth_bytes_per_s", None) if cal is not None else None)
 
 
 def _emulated(min_cc: float | None, gpu: GpuProfile) -> bool:
@@ -263,6 +283,11 @@ def forward_kernels(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv:
     out.append(_kernel("attention", kv_read_bytes / tp, attn_flops / tp,
                        kv_read_bytes / kv_elem_bytes * kv_conversion_ops(kv, gpu) / tp, r.bandwidth,
                        r.attention_tensor if prefill else r.tensor, r.alu, r.overlap))
+    if tp > 1 and r.link_bandwidth:
+        # two all-reduces per layer (after attention, after the MLP) of the tokens' hidden states; a ring moves
+        # 2 (tp - 1) / tp of the buffer through each GPU's link
+        moved = 2 * spec.num_layers * tokens * spec.hidden_size * dtype_bytes * 2 * (tp - 1) / tp
+        out.append(Kernel("allreduce", moved, 0.0, 0.0, moved / r.link_bandwidth, 0.0, 0.0, r.overlap))
     rows = 1 if prefill else tokens
     out.append(_kernel("sampler", rows * spec.vocab_size * 4 * 3, 0.0, rows * spec.vocab_size * 8, r.bandwidth,
                        r.tensor, r.alu, r.overlap))  # fp32 logits: written, read for the softmax, read for the sample
@@ -273,7 +298,9 @@ def _overhead(spec: ModelSpec, engine_consts: dict, rates: GpuRates, layers: flo
               moe: bool) -> float:
     fixed = rates.step_overhead_s
     if tp > 1:
-        fixed += engine_consts["tp_comm_per_layer_s"] * layers  # an all-reduce after attention and after the MLP
+        comm = rates.tp_comm_per_layer_s if rates.tp_comm_per_layer_s is not None \
+            else engine_consts["tp_comm_per_layer_s"]
+        fixed += comm * layers  # an all-reduce after attention and after the MLP
     if moe:
         fixed += rates.moe_layer_overhead_s * layers  # routing: top-k, token sort/align, the scatter of outputs
     return fixed
@@ -367,7 +394,7 @@ def prefill_s(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFor
 
 def _hf_fixed_s(spec: ModelSpec, weights: WeightFormat, kv: KvFormat) -> float:
     e = load("throughput")["engines"]["hf"]
-    fixed = e["fixed_step_s"] + e["per_layer_s"] * spec.num_layers
+    fixed = e["per_layer_s"] * spec.num_layers
     if kv.hf_quantized:
         fixed += e["kv_per_layer_s"][kv.backend] * spec.num_layers  # dequantize + re-quantize bookkeeping
     if weights.name.startswith("nf4"):
@@ -381,14 +408,15 @@ def hf_prefill_s(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: Kv
     time overlapping the kernels (GEMMs over every prompt token, causal SDPA)."""
     tokens = batch * input_len
     pairs = batch * input_len * (input_len + 1) / 2
-    kernels = forward_kernels(spec, gpu, weights, kv, tokens, 0.0, pairs, 1, dtype_bytes, prefill=True)
+    kernels = forward_kernels(spec, gpu, weights, kv, tokens, 0.0, pairs, 1, dtype_bytes,
+                              rates=gpu_rates(gpu, calibrated=False), prefill=True)
     quantize = 0.0
     if kv.hf_quantized:  # QuantizedLayer quantizes the whole prompt at prefill, layer by layer (cache_utils.py)
         quantize = load("throughput")["engines"]["hf"]["kv_prefill_per_layer_s"][kv.backend] * spec.num_layers
     # eager PyTorch: the CPU launches the layers while the GPU runs the queued kernels, so the two overlap as a
     # kernel's resources do (the same p-norm); the prompt's quantization runs after the forward
     cpu, gpu_s = _hf_fixed_s(spec, weights, kv), sum(k.time_s for k in kernels if k.name != "sampler")
-    p = gpu_rates(gpu).overlap
+    p = gpu_rates(gpu, calibrated=False).overlap
     top = max(cpu, gpu_s)
     both = top * ((cpu / top) ** p + (gpu_s / top) ** p) ** (1 / p) if top > 0 else 0.0
     return both + quantize
@@ -404,7 +432,7 @@ def hf_decode_speed(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv:
     notes: list[str] = []
     e = data["engines"]["hf"]
     layers = spec.num_layers
-    fixed = e["fixed_step_s"] + e["per_layer_s"] * layers
+    fixed = e["per_layer_s"] * layers
     if kv.hf_quantized:
         fixed += e["kv_per_layer_s"][kv.backend] * layers  # dequantize + re-quantize bookkeeping
     if weights.name.startswith("nf4"):

@@ -81,16 +81,18 @@ def fit() -> dict:
     (b1, t1), (b2, t2) = points
     bandwidth = (b2 - b1) / (t2 - t1)
     result["vllm_bandwidth_bytes_per_s"] = int(bandwidth)
-    result["vllm_fixed_step_s"] = round(t1 - b1 / bandwidth, 6)
+    # the line's intercept (the batch-1 step time no byte explains): only the TP fit below uses it; the vLLM step
+    # overhead kvcalc applies is speed model v2's step_overhead_s (kvcalc/data/speed.yaml, scripts/fit_speed.py)
+    intercept = t1 - b1 / bandwidth
 
-    # TP: the extra per-layer time of a TP-2 step over what bytes/bandwidth and t_fixed explain
+    # TP: the extra per-layer time of a TP-2 step over what bytes/bandwidth and the intercept explain
     r = tp2[FIT_CASES["vllm_tp_comm"][0]]
     spec = load_model(r["settings"]["model"])
     sp = r["observed"]["speed"]["b1"]
     context = sp["prompt_len"] + sp["max_tokens"] / 2
     per_gpu = (weight_bytes_read_per_token(spec, weight_format("bf16"))
                + 2 * spec.num_kv_heads * spec.head_dim * 2 * spec.num_layers * context) / 2
-    explained = result["vllm_fixed_step_s"] + per_gpu / bandwidth
+    explained = intercept + per_gpu / bandwidth
     result["tp_comm_per_layer_s"] = round((sp["decode_ms_per_step"] / 1e3 - explained) / spec.num_layers, 7)
 
     # HF prefill activation: tokens * 2 bytes * (a*h + b*I) (+ the fp32 last-position logits), solved on two models
@@ -141,9 +143,8 @@ def write(values: dict) -> None:
     path.write_text(HEADER_CONSTANTS + yaml.safe_dump(c, sort_keys=False))
     path = ROOT / "kvcalc" / "data" / "throughput.yaml"
     t = yaml.safe_load(path.read_text())
-    t["engines"]["vllm"].update(fixed_step_s=values["vllm_fixed_step_s"],
-                                tp_comm_per_layer_s=values["tp_comm_per_layer_s"], source=source)
-    t["engines"]["hf"].update(fixed_step_s=0.0, per_layer_s=values["hf_per_layer_s"],
+    t["engines"]["vllm"].update(tp_comm_per_layer_s=values["tp_comm_per_layer_s"], source=source)
+    t["engines"]["hf"].update(per_layer_s=values["hf_per_layer_s"],
                               kv_per_layer_s={"hqq": values["hf_hqq_kv_per_layer_s"],
                                               "quanto": values["hf_quanto_kv_per_layer_s"]},
                               nf4_per_layer_s=values["hf_nf4_per_layer_s"], source=source)
@@ -156,8 +157,10 @@ HEADER_CONSTANTS = """\
 # scripts/fit_constants.py from the runs under docs/validation/data/; the others say "assumption".
 """
 HEADER_THROUGHPUT = """\
-# Decode-speed constants: t_step = t_fixed + bytes_read / bandwidth (+ conversion costs), with a compute roof.
-# Fitted values are written by scripts/fit_constants.py; the others are assumptions until measured.
+# Step-time constants outside speed model v2's per-GPU rates (kvcalc/data/speed.yaml): vLLM's TP all-reduce and
+# eager-mode launch costs, and transformers' eager step (t_step = per-layer launch time + bytes_read / bandwidth,
+# with conversion costs and a compute roof). Fitted values are written by scripts/fit_constants.py; the others are
+# assumptions until measured.
 # conversion_cost_per_byte: extra time per byte read, relative to a plain read, for formats a kernel converts on every
 # read. Assumptions (the H200 has FP8 units; no Turing/Ampere GPU was measured): emulated_fp8 2.0 makes an FP8 KV cache
 # of Llama-3.2-3B at 32k about 15% slower than fp16 on a T4 (the ~20% reported for that case), and free on an L4.

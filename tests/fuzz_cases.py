@@ -460,7 +460,33 @@ def calibrate_case(rng: random.Random) -> Case:
         argv += ["--vllm-version", rng.choice(VERSIONS + BAD_TEXT[:20])]
     if rng.random() < 0.2:  # an existing profile, intact or damaged, beside which the new calibration is written
         files["cfg/calibration.json"] = _profile_mutation(rng)
+    for i in range(rng.choice([0, 0, 1, 2])):  # vllm bench results (kvcalc calibrate --bench), intact or damaged
+        files[f"b{i}.json"] = _bench_mutation(rng)
+        argv += ["--bench", f"{{dir}}/b{i}.json" + (f"=l0.log" if rng.random() < 0.2 else "")]
+    if rng.random() < 0.1:
+        argv += ["--input-len", rng.choice(["1024", "0", "-3", "1e9", "x"]), "--output-len", rng.choice(["128", "0"])]
     return Case("calibrate", argv, files, f"{len(files)} files", env={"KVCALC_CONFIG_DIR": "{dir}/cfg"})
+
+
+BENCHES = sorted((ROOT / "tests" / "fixtures" / "vllm_bench").glob("*.json"))
+
+
+def _bench_mutation(rng: random.Random) -> bytes:
+    """A real bench fixture, intact, with values replaced by bad numbers or text, keys dropped, or not JSON."""
+    doc = json.loads(rng.choice(BENCHES).read_text())
+    roll = rng.random()
+    if roll < 0.1:
+        return rng.choice(SPECIAL_CONFIGS)[0]
+    if roll < 0.2:  # a `vllm bench throughput` result
+        doc = {"elapsed_time": 10.0, "num_requests": 100, "total_num_tokens": 204800, "requests_per_second": 10.0,
+               "tokens_per_second": 20480.0}
+    for _ in range(rng.choice([0, 1, 2, 3])):
+        if doc and rng.random() < 0.3:
+            doc.pop(rng.choice(sorted(doc)))
+        else:
+            key = rng.choice(sorted(doc) + ["max_concurrency", "request_rate", "gpu"])
+            doc[key] = copy.deepcopy(rng.choice(BAD_NUMBERS + ["inf", "4xNVIDIA_L40S", "NVIDIA H200", None]))
+    return _dumps(doc)
 
 
 def _profile_mutation(rng: random.Random) -> bytes:
@@ -471,9 +497,13 @@ def _profile_mutation(rng: random.Random) -> bytes:
     if roll < 0.2:
         return b""
     env = doc["environments"][0]
+    if rng.random() < 0.4:  # a speed calibration (kvcalc calibrate --bench)
+        env["speed"] = {"bandwidth_bytes_per_s": 3.9e12, "step_overhead_s": 0.0012, "tensor_fraction": 0.6,
+                        "benches": ["b.json"], "not_fitted": []}
     for _ in range(rng.choice([0, 1, 2, 3])):
         target = rng.choice([doc, env] + [env[k] for k in ("non_torch_bytes_by_tp", "activation_scale_by_tp",
-                                                             "cudagraph_bytes_by_tp") if isinstance(env.get(k), dict)])
+                                                             "cudagraph_bytes_by_tp", "speed")
+                                          if isinstance(env.get(k), dict)])
         if target and rng.random() < 0.3:
             target.pop(rng.choice(sorted(target)))
         else:

@@ -164,3 +164,14 @@ def test_a_calibration_profile_whose_environment_is_not_an_object_is_one_line(tm
     (tmp_path / "calibration.json").write_text(json.dumps({"schema": "kvcalc.calibration/1", "environments": ["x"]}))
     monkeypatch.setenv("KVCALC_CONFIG_DIR", str(tmp_path))
     _one_error_line(["explain", "--gpu", "h100-sxm"], "environments is not a list of objects")
+
+
+def test_a_calibration_profile_with_a_null_layout_entry_is_one_line(tmp_path, monkeypatch):
+    # {"non_torch_bytes_by_tp": {"tp1pp2": null}} loaded as (layout, None): every plan at that layout then divided
+    # None by GiB (TypeError traceback) in the warning line (found by the calibrate --bench fuzz cases)
+    doc = json.loads((Path(__file__).parent / "fixtures" / "calibration_h200.json").read_text())
+    doc["environments"][0]["non_torch_bytes_by_tp"]["tp1pp2"] = None
+    (tmp_path / "calibration.json").write_text(json.dumps(doc))
+    monkeypatch.setenv("KVCALC_CONFIG_DIR", str(tmp_path))
+    _one_error_line(["fit", "max-context", "--gpu", "h200", "--model", "mistral-7b-v0.1", "--context", "1k", "--pp",
+                     "2", "--vllm-version", "0.26.0"], "a per-layout entry is null")

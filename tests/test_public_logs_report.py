@@ -4,6 +4,7 @@ error range, else the largest per-rank breakdown gap (a log without breakdown li
 fails here: someone must look at it)."""
 
 import importlib.util
+import json
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -27,3 +28,40 @@ def test_every_miss_is_explained_and_the_table_renders():
             assert r["cause"], f"{r['id']}: {r['error']:+.1%} with no cause"
     text = report.markdown(data)
     assert "median |error|" in text and text.count("\n| [") == len(predicted)
+
+
+# a 3 GiB KV budget per rank turns 0.1 GiB into 3% (Qwen2.5-72B's shape at TP 2, like llmd-h100x2-qwen25-72b-tp2-8k)
+H100_SMALL_BUDGET = {"llmd-h100x2-kimi-dev-72b-tp2-8k"}
+
+
+def test_public_h100_v019_logs_within_three_percent():
+    """The llm-d 0.19 H100 logs (dense, FP8, KV FP8, TP=2, PP=2, MoE, MLA, Gemma 2/3 sliding windows): each KV
+    token count within 3% of what vLLM logged (TP NCCL NVLS buffers, gathered-vocab sampler, fused-MoE workspace,
+    per-group token logging), through the same path as the docs/validation table."""
+    rows = [r for r in _report().rows() if r["id"].startswith("llmd-") and r.get("error") is not None]
+    assert len(rows) >= 12
+    for r in rows:
+        assert r["quantity"] == "logged KV cache tokens", r["id"]
+        limit = 0.05 if r["id"] in H100_SMALL_BUDGET else 0.03
+        assert abs(r["error"]) <= limit, (r["id"], r["observed"], r["predicted"])
+
+
+# the public logs kvcalc misses by more than 5%, each explained in docs/validation/README.md
+EXPLAINED_MISSES = {"vllm16199-24gb-gemma3-27b-awq-v0-4k": "AWQ checkpoint bytes kvcalc's ledger misses (V0, 0.8.3)",
+                    "dennislee-a100-40gb-x2-qwen2-7b-tp2-u050": "two nodes over Ray: 0.9 GiB per rank not attributed "
+                    "(not NCCL's buffers; the 4-node gpt-oss-120b log needs no such term)",
+                    "vllm13061-2x4090-r1-distill-qwen14b-tp2": "V0 driver rank: its sampler peak above kvcalc's V0 "
+                    "count, non-torch at TP 2 over PCIe (scripts/public_logs_report.py CAUSES)"}
+
+
+def test_public_logs_of_every_version_family_within_five_percent():
+    """Every settings-complete public log kvcalc can model (V0 0.7, V1 0.10.1.1 on A100, 0.19 on H100): KV capacity
+    within 5% of the log, but for the two explained misses."""
+    index = json.loads((ROOT / "tests" / "fixtures" / "vllm_logs" / "public" / "index.json").read_text())["logs"]
+    family = {e["id"]: e.get("version_family") for e in index}
+    rows = [r for r in _report().rows() if r.get("error") is not None]
+    assert {"v0", "v1"} <= {family[r["id"]] for r in rows} and len(rows) >= 18
+    for r in rows:
+        if r["id"] in EXPLAINED_MISSES:
+            continue
+        assert abs(r["error"]) <= 0.05, (r["id"], r["observed"], r["predicted"])

@@ -65,6 +65,24 @@ def test_winner_command_is_the_vllm_serve_line():
     assert f"--max-model-len {2048 + 256}" in d.command and f"--max-num-seqs {d.max_num_seqs}" in d.command
 
 
+def test_util_is_the_versions_default_when_it_works():
+    """`vllm serve` without --gpu-memory-utilization uses 0.92 from 0.21 and 0.9 before (config/cache.py,
+    kvcalc/engines/vllm_versions.py): the search keeps that util where it meets every target, and the winner's
+    command says it."""
+    for version, default in (("0.26.0", 0.92), ("0.19.0", 0.9)):
+        wl, tg = Workload(2048, 256, 16), Targets(max_tpot_ms=60)
+        space = Space([get_gpu("h100-sxm")], weights=("bf16",), kv=("auto",))
+        res = run_search(SearchRequest(load_model("llama-3.1-8b"), wl, tg, space, load_prices(use_user_file=False),
+                                       vllm_version=version))
+        assert res.results and all(d.util == default and d.min_util < default for d in res.results)
+        assert f"--gpu-memory-utilization {default:.2f}" in res.results[0].command
+    # a grid without the default: the closest util below it where that works, else the closest above
+    res = _search(gpus=("h100-sxm",), weights=("bf16",), kv=("auto",), utils=(0.85, 0.93, 0.95))
+    assert {d.util for d in res.results} == {0.85}
+    res = _search(gpus=("h100-sxm",), weights=("bf16",), kv=("auto",), utils=(0.93, 0.95))
+    assert {d.util for d in res.results} == {0.93}
+
+
 def test_unmeetable_tpot_names_the_binding_constraint_and_closest_value():
     res = _search(max_tpot_ms=0.5)
     assert not res.results and res.binding == "tpot"

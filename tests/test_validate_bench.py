@@ -11,7 +11,7 @@ import pytest
 from kvcalc.cli import main
 from kvcalc.validate.bench import read_bench, same_model, workload_of
 
-FIXTURE = Path(__file__).parent / "fixtures" / "vllm_bench" / "dennislee-a100-qwen2-7b-n10-1024-1024.json"
+FIXTURE = Path(__file__).parent / "fixtures" / "vllm_bench" / "dennislee-a100-qwen2-7b-u050-n10-1024-1024.json"
 CONFIG = Path(__file__).parent / "fixtures" / "configs" / "Qwen2-7B-Instruct.json"
 ARGS = ["validate", "--bench", str(FIXTURE), "--model", str(CONFIG), "--gpu", "a100-80gb", "--util", "0.5",
         "--max-model-len", "16384", "--vllm-version", "0.10.1"]
@@ -76,3 +76,13 @@ def test_throughput_result_compares_tokens_per_s(tmp_path, capsys):
           "--output-len", "1024", "--json"])
     rows = json.loads(capsys.readouterr().out)["comparison"]
     assert [r["quantity"] for r in rows] == ["tokens_per_s"]
+
+
+def test_reads_a_verbatim_benchmark_serving_file_with_its_writers_metadata():
+    """nerdalert/vllm-bench-automation's results.json (line 1, verbatim): benchmark_serving.py of May 2025 with
+    `--metadata` keys at the top level and the `request_goodput:` key that version wrote."""
+    data = read_bench(str(FIXTURE.parent / "nerdalert-4xl40s-llama32-3b-10qps.json"))
+    assert data["kind"] == "serve" and data["gpu"] == "4xNVIDIA_L40S" and "request_goodput:" in data
+    wl = workload_of(data, None, None)
+    # 299,700 / 300 input tokens; 80,945 / 300 = 269.8 output tokens (ignore_eos off: outputs end early)
+    assert (wl.input_len, wl.output_len, wl.request_rate, wl.concurrency, wl.burst) == (999, 270, 10.0, None, False)

@@ -70,8 +70,10 @@ def _read(path: str, vllm_version: str | None) -> tuple[str, dict[str, Any], str
     return name, parsed, str(version)
 
 
-def _log_figures(name: str, parsed: dict[str, Any], version: str, gpu: str, model: str | None) -> dict[str, Any]:
-    """kvcalc's uncalibrated estimate beside the log's terms."""
+def _log_figures(name: str, parsed: dict[str, Any], version: str, gpu: str, model: str | None,
+                 settings_only: bool = False) -> dict[str, Any]:
+    """kvcalc's uncalibrated estimate beside the log's terms. settings_only: a log without a memory breakdown is
+    kept for the settings it states (the server a bench file ran against) instead of being refused."""
     from ..catalog import load_model
     from ..engines import vllm as vllm_engine
     from .predict import gpu_with_total, settings_with_sources
@@ -97,7 +99,10 @@ def _log_figures(name: str, parsed: dict[str, Any], version: str, gpu: str, mode
                          "graphs": est.cudagraph_bytes},
            "spec": spec, "profile": profile, "settings": settings, "values": values,
            "observed_kv": _capacity(values), "predicted_kv_before": _capacity_of(est, values)}
-    if fig["non_torch"] is None and fig["activation"] is None and fig["graphs"] is None:
+    served = parsed.get("settings", {}).get("model")
+    fig["served_model"] = served if isinstance(served, str) else None
+    fig["prefix_caching"] = parsed.get("settings", {}).get("enable_prefix_caching")
+    if fig["non_torch"] is None and fig["activation"] is None and fig["graphs"] is None and not settings_only:
         raise UsageError(f"{name}: insufficient: the log prints no memory breakdown (non-torch, activation or "
                          "CUDA-graph memory; vLLM prints them in its 'Memory profiling' lines from 0.6.4 and in the "
                          "'Free memory on device' summary from 0.10)")
@@ -119,9 +124,34 @@ def _capacity_of(est: Any, values: dict[str, Any]) -> int | None:
             "kv_tokens_in_error": est.kv_capacity_tokens, "available_kv_bytes": est.available_kv_bytes}[cap[0]]
 
 
-def fit(paths: list[str], gpu: str, model: str | None = None, vllm_version: str | None = None):
-    """(EnvCalibration, per-log figures with the capacity error before and after). UsageError when the logs are
-    unusable, from different environments, contradict each other, or fit nothing."""
+def _pair(bench: str, figs: list[dict[str, Any]]) -> tuple[str, dict[str, Any]]:
+    """(bench path, the log figures of the server it ran against): `FILE=LOG` names the log; a bare FILE goes with
+    the one log given, or with the logs' one server when they all state the same speed-relevant settings."""
+    path, _, log = bench.rpartition("=") if "=" in bench and not Path(bench).is_file() else (bench, "", "")
+    if log:
+        match = [f for f in figs if f["log"] == Path(log).name]
+        if not match:
+            raise UsageError(f"--bench {bench}: {log!r} is not one of the logs given "
+                             f"({', '.join(f['log'] for f in figs)})")
+        return path, match[0]
+
+    def server(f: dict[str, Any]) -> tuple:
+        s = f["settings"]
+        return (f["spec"].name, s.tensor_parallel, s.pipeline_parallel, s.weights.name, s.kv.name,
+                s.gpu_memory_utilization, s.max_model_len, s.max_num_batched_tokens, s.max_num_seqs, s.enforce_eager)
+
+    if len({server(f) for f in figs}) > 1:
+        raise UsageError(f"--bench {path}: the logs ran servers with different settings; say which one the bench ran "
+                         f"against: --bench {path}=LOG (LOG one of {', '.join(f['log'] for f in figs)})")
+    return path, figs[0]
+
+
+def fit(paths: list[str], gpu: str, model: str | None = None, vllm_version: str | None = None,
+        benches: tuple[str, ...] = (), input_len: int | None = None, output_len: int | None = None):
+    """(EnvCalibration, per-log figures with the capacity error before and after, the speed fit's report). UsageError
+    when the logs are unusable, from different environments, contradict each other, or fit nothing; with bench files
+    (`vllm bench serve` / `throughput` results of the logs' server), the speed model's per-GPU constants are fitted
+    too (speed_fit.py), and a log without a memory breakdown is kept for its settings."""
     import dataclasses
 
     from .. import calibrate
@@ -132,7 +162,8 @@ def fit(paths: list[str], gpu: str, model: str | None = None, vllm_version: str 
     if len(versions) > 1:
         raise UsageError(f"logs of different vLLM versions ({', '.join(versions)}): calibrate one environment at a "
                          "time")
-    figs = [_log_figures(name, parsed, version, gpu, model) for name, parsed, version in logs]
+    figs = [_log_figures(name, parsed, version, gpu, model, settings_only=bool(benches))
+            for name, parsed, version in logs]
     totals = [(f["log"], f["total"]) for f in figs if f["total"]]
     if totals:
         lo, hi = min(totals, key=lambda t: t[1]), max(totals, key=lambda t: t[1])
@@ -178,17 +209,29 @@ def fit(paths: list[str], gpu: str, model: str | None = None, vllm_version: str 
             raise UsageError(f"contradicting logs: at {layout_text(tp)} CUDA-graph memory is {lo[1] / GiB:.2f} GiB in {lo[0]} "
                              f"but {hi[1] / GiB:.2f} GiB in {hi[0]} (more than 0.25 GiB and 25% apart)")
         graphs[tp] = int(statistics.mean(b for _, b in seen))
-    if not non_torch and not scale and not graphs:
+    speed, speed_report, speed_notes = None, [], []
+    if benches:
+        from .speed_fit import fit_speed, rows_for
+
+        rows = []
+        for bench in benches:
+            path, fig = _pair(bench, figs)
+            rows += rows_for(path, fig, input_len, output_len, speed_notes)
+        if not rows:
+            raise UsageError("insufficient bench data: the bench files hold no TPOT, TTFT or throughput figure kvcalc "
+                             "can use (" + "; ".join(speed_notes)[:300] + ")")
+        speed, speed_report = fit_speed(rows, figs[0]["profile"], speed_notes)
+    if not non_torch and not scale and not graphs and speed is None:
         raise UsageError("insufficient: no log gives a term to fit (non-torch, activation or CUDA-graph memory)")
     profile_name = figs[0]["profile"].name
-    env = calibrate.EnvCalibration(
+    env = calibrate.EnvCalibration(speed=speed,
         gpu=profile_name, vllm_version=versions[0], non_torch_by_tp=tuple(sorted(non_torch.items())),
         activation_scale_by_tp=tuple(sorted(scale.items())), cudagraph_by_tp=tuple(sorted(graphs.items())), total_memory_bytes=totals[0][1] if totals else None,
         logs=tuple(f["log"] for f in figs), created=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
     for f in figs:
         after = vllm_engine.estimate(f["spec"], f["profile"], dataclasses.replace(f["settings"], calibration=env))
         f["predicted_kv_after"] = _capacity_of(after, f["values"])
-    return env, figs
+    return env, figs, {"rows": speed_report, "notes": speed_notes}
 
 
 def _err(pred: int | None, cap: tuple[str, int] | None) -> str:
@@ -213,6 +256,8 @@ def _show(as_json: bool) -> None:
         click.echo(f"- {e.gpu}, vLLM {e.vllm_version}, {len(e.logs)} log(s), {e.created}:")
         for layout in e.layouts():
             click.echo("    " + e.describe(*layout).split(": ", 1)[1].split("; --no")[0])
+        for reason in e.speed.not_fitted if e.speed is not None else ():
+            click.echo(f"    speed: not fitted, kvcalc's value kept: {reason}")
 
 
 @click.command("calibrate", context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
@@ -221,13 +266,23 @@ def _show(as_json: bool) -> None:
 @click.option("--model", help="the model the logs served (catalog name or config.json) [default: the log's, when "
                               "kvcalc's catalog has it]")
 @click.option("--vllm-version", "vllm_version", metavar="VERSION", help="when the logs do not print it")
+@click.option("--bench", "benches", multiple=True, metavar="FILE[=LOG]",
+              help="a `vllm bench serve --save-result` or `vllm bench throughput --output-json` result of the logs' "
+                   "server (repeatable): fits the speed model's decode bandwidth, tensor efficiency, step "
+                   "overhead and TP all-reduce; =LOG names the log of the server it ran against when the logs "
+                   "ran several")
+@click.option("--input-len", "input_len", type=int, default=None,
+              help="prompt length of `vllm bench throughput` results (they do not record it)")
+@click.option("--output-len", "output_len", type=int, default=None,
+              help="output length of `vllm bench throughput` results")
 @click.option("--force", is_flag=True, help="replace an existing calibration of the same GPU and vLLM version")
 @click.option("--dry-run", is_flag=True, help="fit and show, write nothing")
 @click.option("--show", is_flag=True, help="print the calibrations in the profile and exit")
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
-def calibrate_command(logs, gpu, model, vllm_version, force, dry_run, show, as_json):
+def calibrate_command(logs, gpu, model, vllm_version, benches, input_len, output_len, force, dry_run, show, as_json):
     """Fit your own vLLM environment (GPU, driver, vLLM version) from its start-up logs: non-torch memory per rank,
-    CUDA-graph memory and the activation peak's scale. plan and explain use it when GPU and vLLM version match."""
+    CUDA-graph memory and the activation peak's scale; with --bench files, the speed model's per-GPU constants. plan
+    and explain use it when GPU and vLLM version match."""
     from .. import calibrate
 
     if show:
@@ -239,7 +294,10 @@ def calibrate_command(logs, gpu, model, vllm_version, force, dry_run, show, as_j
         raise UsageError("calibrate needs --gpu (the GPU the logs ran on, e.g. h100-sxm)")
     if vllm_version is not None:
         calibrate.release(vllm_version)  # one line when it is not a version
-    env, figs = fit(list(logs), gpu, model, vllm_version)
+    for n, what in ((input_len, "--input-len"), (output_len, "--output-len")):
+        if n is not None and not 1 <= n <= 2**24:
+            raise UsageError(f"{what} {n} is out of range (1 to {2**24:,})")
+    env, figs, speed = fit(list(logs), gpu, model, vllm_version, tuple(benches), input_len, output_len)
     envs = calibrate.load_profile()
     old = next((e for e in envs if e.gpu == env.gpu and e.vllm_version == env.vllm_version), None)
     if old is not None and not force and not dry_run:
@@ -254,7 +312,8 @@ def calibrate_command(logs, gpu, model, vllm_version, force, dry_run, show, as_j
                                "logs": [{"log": f["log"], "layout": layout_key(f["tp"]), "capacity": (f["observed_kv"] or [None])[0],
                                          "observed": (f["observed_kv"] or [None, None])[1],
                                          "before": f["predicted_kv_before"], "after": f["predicted_kv_after"]}
-                                        for f in figs]}, indent=1))
+                                        for f in figs],
+                               "benches": speed["rows"], "bench_notes": speed["notes"]}, indent=1))
         return
     tps = env.layouts()
     click.echo(f"{env.gpu}, vLLM {env.vllm_version}, from {len(figs)} log(s):")
@@ -265,6 +324,16 @@ def calibrate_command(logs, gpu, model, vllm_version, force, dry_run, show, as_j
         cap = f["observed_kv"]
         click.echo(f"  {f['log']} ({layout_text(f['tp'])}, {cap[0] if cap else 'no capacity line'}): "
                    f"{_err(f['predicted_kv_before'], cap)} -> {_err(f['predicted_kv_after'], cap)}")
+    if env.speed is not None:
+        for reason in env.speed.not_fitted:
+            click.echo(f"  speed: not fitted, kvcalc's value kept: {reason}")
+        click.echo("bench figures (measured; kvcalc before -> after calibration):")
+        for r in speed["rows"]:
+            unit, k = ("tok/s", 1.0) if r["quantity"] == "tokens_per_s" else ("ms", 1e3)
+            click.echo(f"  {r['bench']} {r['quantity'].upper()}: {r['measured'] * k:.2f} {unit}; "
+                       f"{r['before'] / r['measured'] - 1:+.1%} -> {r['after'] / r['measured'] - 1:+.1%}")
+        for note in speed["notes"]:
+            click.echo(f"  note: {note}")
     if written:
         click.echo(f"{'replaced' if old else 'wrote'} {written}")
     else:
