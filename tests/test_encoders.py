@@ -366,3 +366,20 @@ def test_a_bad_mm_limit_is_one_line_and_exit_2(value):
     code, out, err = invoke(["plan", "--gpu", "l4", "--model", "gemma-3-4b", "--limit-mm-per-prompt", value])
     lines = [ln for ln in (out + err).splitlines() if ln.strip()]
     assert code == 2 and len(lines) == 1 and lines[0].startswith("error:"), (value, out, err)
+
+
+def test_a_logs_mm_limit_makes_validate_plan_text_only():
+    """`non-default args: {..., 'limit_mm_per_prompt': {'image': 0}}` (vLLM's own line) is read from the log, and
+    validate --from-log predicts the decoder alone when it covers every modality of the model's encoders."""
+    from kvcalc.validate.predict import settings_with_sources
+    from kvcalc.validate.vllm_log import _non_default_args
+
+    out = {"settings": {}, "warnings": [], "raw": {}}
+    line = ("INFO 11-30 21:24:24 [api_utils.py:273] non-default args: {'model_tag': 'google/gemma-3-27b-it', "
+            "'max_model_len': 8192, 'limit_mm_per_prompt': {'image': 0}}")
+    _non_default_args(line, 1, out)
+    assert out["settings"]["limit_mm_per_prompt"] == {"image": 0}
+    settings, sources = settings_with_sources(out, {}, modalities=("image",))
+    assert settings.language_model_only and sources["language_model_only"] == "log"
+    settings, _ = settings_with_sources(out, {}, modalities=("image", "video"))  # Qwen: video still allowed
+    assert not settings.language_model_only
