@@ -144,14 +144,17 @@ def qwen2_5_vl_vision_params(vc: dict[str, Any]) -> int:
 def _qwen(cfg: dict[str, Any], vc: dict[str, Any], text_hidden: int, family: str) -> Encoder:
     merge = _i(vc, "spatial_merge_size", 2)
     if family == "qwen2_5_vl":
-        params, patch, max_pixels, gated = qwen2_5_vl_vision_params(vc), _i(vc, "patch_size", 14), QWEN25_MAX_PIXELS, True
+        params, patch = qwen2_5_vl_vision_params(vc), _i(vc, "patch_size", 14)
+        max_pixels, gated = QWEN25_MAX_PIXELS, True
     else:
-        params, patch, max_pixels, gated = qwen3_vl_vision_params(vc), _i(vc, "patch_size", 16), QWEN3_MAX_PIXELS, False
+        params, patch = qwen3_vl_vision_params(vc), _i(vc, "patch_size", 16)
+        max_pixels, gated = QWEN3_MAX_PIXELS, False
     patches = max_pixels // (patch * patch)
     return Encoder(family, "image", params, _i(vc, "hidden_size"), _i(vc, "intermediate_size"), gated,
                    _i(vc, "depth"), patches, patches // (merge * merge),
                    f"the image processor's default largest image ({max_pixels:,} pixels, preprocessor_config.json; "
-                   "--mm-processor-kwargs max_pixels lowers it)", QWEN_PREFIXES, sample_linear="visual.blocks.0.attn.qkv")
+                   "--mm-processor-kwargs max_pixels lowers it)", QWEN_PREFIXES,
+                   sample_linear="visual.blocks.0.attn.qkv")
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -260,7 +263,8 @@ def moonvit_params(vc: dict[str, Any], text_hidden: int) -> int:
     out = int(vc.get("text_hidden_size") or text_hidden)
     if vc.get("mm_hidden_size") and int(vc["mm_hidden_size"]) != d:
         out = int(vc["mm_hidden_size"])
-    tower = 3 * patch * patch * d + d + int(vc.get("init_pos_emb_height", 64)) * int(vc.get("init_pos_emb_width", 64)) * d
+    positions = int(vc.get("init_pos_emb_height", 64)) * int(vc.get("init_pos_emb_width", 64))
+    tower = 3 * patch * patch * d + d + positions * d
     tower += layers * (4 * d + (d * inter + inter) + (inter * d + d) + (d * 3 * d + 3 * d) + (d * d + d)) + 2 * d
     wide = d * mh * mw
     return tower + 2 * d + (wide * wide + wide) + (wide * out + out)
@@ -320,7 +324,8 @@ def audio_encoder(cfg: dict[str, Any], outer_type: str, text_hidden: int) -> Enc
     return Encoder("gemma3n_audio", "audio", gemma3n_audio_params(ac, text_hidden), d, 4 * d, False,
                    int(c["conf_num_hidden_layers"]), 0, int(cfg.get("audio_soft_tokens_per_image") or 188),
                    "audio: the profile's mel frames are not modelled (no encoder profile charged)",
-                   GEMMA3N_AUDIO_PREFIXES, wrapper=outer_type, sample_linear="model.audio_tower.conformer.0.attention.attn.q_proj")
+                   GEMMA3N_AUDIO_PREFIXES, wrapper=outer_type,
+                   sample_linear="model.audio_tower.conformer.0.attention.attn.q_proj")
 
 
 def gemma3n_vision_embedder(cfg: dict[str, Any], text_hidden: int) -> Encoder | None:
