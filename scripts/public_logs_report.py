@@ -76,11 +76,12 @@ CAUSES: dict[str, list[tuple[float, float, str]]] = {
         "above kvcalc's, on a 2.9 GiB KV budget")],
     "llmd-h100x2-kimi-dev-72b-tp2-8k": [(0.02, 0.05, "as Qwen2.5-72B at TP 2 (the same shape): a 3 GiB KV budget per rank, "
         "so the 0.10 GiB per rank kvcalc's weights are below the log's is 3%")],
-    "vllm13061-2x4090-r1-distill-qwen14b-tp2": [(0.08, 0.13, "rank asymmetry, modelled (only V0's driver rank "
+    "vllm13061-2x4090-r1-distill-qwen14b-tp2": [(0.06, 0.13, "rank asymmetry, modelled (only V0's driver rank "
         "samples; vLLM keeps the minimum of the ranks' blocks): the worker rank the post quotes holds 13.95 GiB weights + "
         "0.25 non-torch + 0.19 activation + 8.69 KV = 23.08; the error's 81,536 tokens (5,096 blocks of 16 x 96 KiB = "
         "7.46 GiB) put the driver 1.23 GiB higher, the sampler over 256 x 152,064 logits. kvcalc's driver rank is short "
-        "by 0.77 GiB: sampler 1.02 GiB at V0's 28 B/logit where the log implies 1.4 (about 36 B/logit), non-torch 0.065 "
+        "by 0.62 GiB: sampler 1.16 GiB at V0's 32 B/logit (counted from sampler.py) where the log implies 1.4 (about 36 "
+        "B/logit), non-torch 0.065 "
         "against the logged 0.25 (TP 2 over PCIe, no custom all-reduce: NCCL buffers), weights 0.18 GiB below the "
         "R1-Distill checkpoint's 13.95")],
 }

@@ -44,11 +44,12 @@ class VersionRules:
 # model_executor/layers/sampler.py:_apply_top_k_top_p does the same sort). The 0.19 public logs agree: torch peak
 # / (1024 rows x vocab) = 15.0-16.0 B for Llama-3.1-8B, Qwen3-8B, Gemma 2/3, Qwen2.5-72B, Llama-3.3-70B.
 _SORT_SAMPLER = 16.0
-# V0 (model_executor/layers/sampler.py, only the driver rank samples): the logits gathered to the driver in the model
-# dtype (2 B) and the gather's per-rank buffers (2 B in all), Sampler.forward's fp32 copy (4 B), the top-k/top-p sort
-# (4 B values + 8 B int64 indices) and, while the top-p mask is built, its softmax (4 B) and cumsum (4 B): 28 B.
-# The one V0 log with a per-rank breakdown (vllm#13061, 2 x RTX 4090, 0.7) implies ~34 B on its driver rank.
-_V0_SAMPLER = 28.0
+# V0 (model_executor/layers/sampler.py, only the driver rank samples), counted at the top-k/top-p step's peak: the
+# caller's logits in the model dtype (2 B), Sampler.forward's fp32 copy (4 B), the sort's values (4 B) and int64
+# indices (8 B), the two bool masks (2 B), the top-p softmax (4 B) and cumsum (4 B) and the scattered output (4 B):
+# 32 B. (28 B before: it counted the TP gather's buffers, freed by then, and missed the masks and the scatter.) The one
+# V0 log with a per-rank breakdown (vllm#13061, 2 x RTX 4090, 0.7) implies ~36 B on its driver rank.
+_V0_SAMPLER = 32.0
 
 VERSION_RULES: tuple[VersionRules, ...] = (
     VersionRules("0.4.0", "v0", 0.9, "v0", "off", False, False, False, False, "blocks", True, _V0_SAMPLER,
