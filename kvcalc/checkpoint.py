@@ -356,6 +356,19 @@ def weights_total(spec: Any, ck: Checkpoint) -> WeightsTotal:
                         f"{spec.dtype_bytes}-byte {_dtype_name(spec)}")
 
 
+def encoder_bytes_inside(spec: Any, ck: Checkpoint, source: str) -> int | None:
+    """The multimodal encoders' share of a checkpoint total: from the headers, the tensors under the encoders'
+    module names (vision_tower.*, multi_modal_projector.*, visual.*, ...); from the index's total_size, their closed
+    form in the config's dtype; None for the closed form (the decoder alone)."""
+    encoders = getattr(spec, "encoders", ())
+    if not encoders or source == "closed form":
+        return None
+    if ck.tensors is not None:
+        prefixes = tuple(p + "." for e in encoders for p in e.prefixes)
+        return sum(t.nbytes for t in ck.tensors if t.name.startswith(prefixes))
+    return spec.vision_params * spec.dtype_bytes
+
+
 def _dtype_name(spec: Any) -> str:
     return str(spec.config.get("torch_dtype") or spec.config.get("dtype") or "bfloat16").replace("torch.", "")
 
@@ -428,6 +441,9 @@ class CheckpointWeights(WeightFormat):
     (`name`); `label` and `detail` say what the checkpoint really holds and where the number came from."""
 
     total_bytes: int = 0
+    # bytes of the multimodal encoders inside total_bytes (headers: their tensors; index: their closed form); None
+    # when total_bytes is the closed form of the decoder alone (engines/weights.py then charges them apart)
+    encoder_bytes: int | None = None
     source: str = ""  # safetensors headers | model.safetensors.index.json | closed form
     detail: str = ""
     scheme_label: str = ""
@@ -457,7 +473,8 @@ def checkpoint_format(spec: Any, ck: Checkpoint) -> CheckpointWeights:
         native_min_compute_capability=base.native_min_compute_capability, quality_risk=base.quality_risk,
         quality_risk_small=base.quality_risk_small,
         engines=("vllm",) if ck.scheme and ck.scheme.method == "modelopt" else ("hf", "vllm"),
-        total_bytes=total.bytes, source=total.source, detail=total.detail,
+        total_bytes=total.bytes, encoder_bytes=encoder_bytes_inside(spec, ck, total.source),
+        source=total.source, detail=total.detail,
         kv_cache_fp8=bool(ck.scheme and ck.scheme.kv_cache_fp8),
         scheme_label=label)
 

@@ -186,6 +186,13 @@ def _plan_options(func):
         click.option("--speculative-config", default=None, type=NAME, metavar="JSON",
                      help='vLLM --speculative-config, e.g. \'{"method": "ngram", "num_speculative_tokens": 4}\' '
                           "(ngram, eagle, eagle3, mtp)."),
+        click.option("--limit-mm-per-prompt", "limit_mm_per_prompt", default=None, type=NAME, metavar="JSON",
+                     help='vLLM --limit-mm-per-prompt, e.g. \'{"image": 0}\': with every modality at 0 vLLM '
+                          "(0.10.1+, per model family) loads no vision/audio encoder and skips the encoder profile."),
+        click.option("--language-model-only", is_flag=True,
+                     help="vLLM --language-model-only: the text decoder only (as every modality limited to 0)."),
+        click.option("--skip-mm-profiling", is_flag=True,
+                     help="vLLM --skip-mm-profiling: the profile run encodes no dummy image (V1 model runner)."),
         click.option("--vllm-command", default=None, type=NAME, metavar="'vllm serve MODEL ...'",
                      help="a vLLM command line as you would run it: its model and flags set the options above "
                           "(options given here as well win); unknown flags are warned about."),
@@ -223,7 +230,8 @@ def _request(gpu, model, context, batch, engine, weights, kv, util, max_model_le
              block_size=None, kv_cache_memory_bytes=None, nccl_nvls="auto", vllm_command=None, enable_lora=False,
              max_loras=1, max_lora_rank=16, speculative_config=None, other_processes_memory=None,
              vllm_engine="auto", enable_chunked_prefill=None, no_calibration=False, input_len=None, output_len=None,
-             concurrency=None, request_rate=None):
+             concurrency=None, request_rate=None, limit_mm_per_prompt=None, language_model_only=False,
+             skip_mm_profiling=False):
     from .catalog import DEFAULT_MODEL, load_model
     from .hardware import get_gpu
     from .plan import PlanRequest, request_warnings, weights_for_quantization
@@ -265,7 +273,10 @@ def _request(gpu, model, context, batch, engine, weights, kv, util, max_model_le
                       max_lora_rank=given["max_lora_rank"], speculative_config=given["speculative_config"],
                       other_processes_bytes=parse_bytes(other_processes_memory, "--other-processes-memory")
                       if other_processes_memory else 0, vllm_engine=given["vllm_engine"],
-                      enable_chunked_prefill=given["enable_chunked_prefill"], workload=workload)
+                      enable_chunked_prefill=given["enable_chunked_prefill"], workload=workload,
+                      limit_mm_per_prompt=mm_limits(given["limit_mm_per_prompt"]),
+                      language_model_only=bool(given["language_model_only"]),
+                      skip_mm_profiling=bool(given["skip_mm_profiling"]))
     warnings = notes + request_warnings(req)
     if "vllm" in engines and not no_calibration:
         from .calibrate import find
@@ -280,6 +291,14 @@ def _request(gpu, model, context, batch, engine, weights, kv, util, max_model_le
         elif why:
             warnings.append(why)
     return req, warnings
+
+
+def mm_limits(text: str | None) -> dict[str, int] | None:
+    if not text:
+        return None
+    from .vllm_command import parse_mm_limits
+
+    return parse_mm_limits(text)
 
 
 def _explicit_options() -> set[str]:

@@ -9,8 +9,10 @@ Supported model types and where their layout comes from:
 - llama, mistral, qwen2, qwen3, granite, olmo2, gemma, gemma2, gemma3_text, phi3: dense decoders
   (q/k/v/o projections, gated MLP; Qwen3/Gemma 3 add per-head q/k RMSNorms, OLMo 2 full-width ones, Gemma 2/3 four
   norms per layer, Phi-3 fuses qkv and gate/up into single Linears).
-- gemma3 (multimodal wrapper): the text decoder under text_config; the SigLIP vision tower and projector are counted
-  apart in ModelSpec.vision_params.
+- multimodal wrappers (gemma3, mistral3, llama4, qwen2_5_vl, qwen3_vl, qwen3_5, gemma4, ...): the text decoder under
+  text_config (Qwen2.5-VL: at the top level); the encoders (encoders.py) are counted apart in ModelSpec.encoders
+  (vision_params is their sum) and the weight ledgers charge them; encoders kvcalc cannot count are named in
+  ModelSpec.uncounted.
 - mixtral, qwen3_moe: mixture-of-experts MLPs (a router plus num_experts gated experts per MoE layer).
 - deepseek_v2, deepseek_v3: multi-head latent attention (MLA) + MoE with shared experts; the first
   first_k_dense_replace layers are dense.
@@ -31,7 +33,7 @@ from typing import Any, Literal
 
 from .errors import UnsupportedModelError, UsageError, shown
 from .input_files import MAX_CONFIG_BYTES, is_dir, load_json
-from .encoders import VISION_PARAMS
+from .encoders import Encoder, audio_encoder, gemma3n_vision_embedder, vision_encoder
 from .layer_kinds import (gdn_dims, kinds_from_layer_types, layer_caches, mamba2_dims, mamba2_inner, mixer_kinds,
                           short_conv_dims)
 from .layers import FullAttention, LayerCache, MambaState, MultiLatentAttention, SlidingWindow, flatten
@@ -103,10 +105,12 @@ class ModelSpec:
     source: str = ""
     # the config.json dict the builder read (family defaults filled in); facts the engines need belong in fields above
     config: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
-    # Multimodal checkpoints (Gemma 3 4B+): vision tower + projector parameters the checkpoint also holds. Not part of
-    # params (the text decoder). The multimodal classes and vLLM load them unless told to skip them, but no weight
-    # ledger adds them yet: plans cover the text decoder (reading the encoders is issue 9's).
+    # Multimodal checkpoints: the encoders (vision tower + projector) the checkpoint also holds, not part of params
+    # (the text decoder). transformers' multimodal classes and vLLM load them (vLLM skips them when every modality
+    # is limited to 0); engines/weights.py charges them. vision_params is their parameter sum (Gemma 3n's audio
+    # tower included: the name predates it).
     vision_params: int = 0
+    encoders: tuple[Encoder, ...] = ()
     # Parameters (already in params) that transformers keeps in float32 whatever the load dtype
     # (_keep_in_fp32_modules_strict: DeepSeek routers and e_score_correction_bias). Recorded, not yet charged at 4 bytes
     # by the weight ledger (0.016% of DeepSeek-V3's parameters).
@@ -137,8 +141,13 @@ def _get(cfg: dict[str, Any], *names: str, default: Any = None) -> Any:
     return default
 
 
-# multimodal wrappers whose vision part kvcalc counts; any other wrapper with a vision tower is refused
-MULTIMODAL_WRAPPERS = {"gemma3"}
+# multimodal wrappers whose vision part kvcalc counts (encoders.py); any other wrapper with a vision tower is refused
+# unless TEXT_TYPE_OF_WRAPPER knows its decoder (then the plan names the encoder it does not count)
+MULTIMODAL_WRAPPERS = {"gemma3", "mistral3", "qwen2_5_vl", "llama4", "qwen3_vl", "qwen3_vl_moe", "qwen3_5",
+                       "qwen3_5_moe", "gemma4", "kimi_k25"}
+# wrappers whose decoder keys sit at the top level beside vision_config (older Qwen2.5-VL configs), and the
+# decoder layout kvcalc builds for them (modeling_qwen2_5_vl.py's text model is Qwen2's: biased q/k/v)
+FLAT_MULTIMODAL = {"qwen2_5_vl": "qwen2"}
 
 # transformers' config defaults for fields real configs leave out: Gemma 3's text_config lists only what differs from
 # Gemma3TextConfig (configuration_gemma3.py); MistralConfig's sliding_window is 4096 when the key is absent.
@@ -176,9 +185,10 @@ SUPPORTED = DENSE_LLAMA_LIKE | MOE | MLA | HYBRID | LAYERED
 # multimodal wrappers whose text decoder sits under text_config with its own model_type (filled in when absent)
 TEXT_TYPE_OF_WRAPPER = {"gemma3": "gemma3_text", "qwen3_5": "qwen3_5_text", "qwen3_5_moe": "qwen3_5_moe_text",
                         "llama4": "llama4_text", "gemma3n": "gemma3n_text", "gemma4": "gemma4_text",
-                        "kimi_k25": "kimi_k2", "qwen3_vl": "qwen3_vl_text", "qwen3_vl_moe": "qwen3_vl_moe_text"}
-# wrappers kvcalc plans as their text decoder while the vision/audio encoder weights are not counted yet: the plan
-# says so (ModelSpec.uncounted) instead of refusing
+                        "kimi_k25": "kimi_k2", "qwen3_vl": "qwen3_vl_text", "qwen3_vl_moe": "qwen3_vl_moe_text",
+                        "mistral3": "mistral", "qwen2_5_vl": "qwen2"}
+# every wrapper kvcalc reads: its decoder is planned, its encoders counted where encoders.py knows them and named
+# in ModelSpec.uncounted where it does not (Kimi-K2.5's MoonViT, Gemma 3n's vision and audio towers)
 TEXT_ONLY_WRAPPERS = set(TEXT_TYPE_OF_WRAPPER) - MULTIMODAL_WRAPPERS
 
 
@@ -191,9 +201,12 @@ def _text_config(cfg: dict[str, Any]) -> dict[str, Any]:
             if cfg.get(key) is not None:
                 merged.setdefault(key, cfg[key])
         outer = str(cfg.get("model_type", "")).lower()
-        if "model_type" not in merged and outer in TEXT_TYPE_OF_WRAPPER:
+        if ("model_type" not in merged or outer in FLAT_MULTIMODAL) and outer in TEXT_TYPE_OF_WRAPPER:
             merged["model_type"] = TEXT_TYPE_OF_WRAPPER[outer]
         return merged
+    outer = str(cfg.get("model_type", "")).lower()
+    if outer in FLAT_MULTIMODAL:
+        return {**cfg, "model_type": FLAT_MULTIMODAL[outer]}
     return cfg
 
 
@@ -211,7 +224,7 @@ def spec_from_config(cfg: dict[str, Any], name: str = "model", source: str = "",
         if cfg.get(key) is not None and not isinstance(cfg[key], dict):
             raise UsageError(f"config of {label}: {key} must be an object (got {shown(cfg[key], 30)})")
     outer_type = str(cfg.get("model_type", "")).lower()
-    wrapped = "text_config" in cfg and "num_hidden_layers" not in cfg
+    wrapped = ("text_config" in cfg and "num_hidden_layers" not in cfg) or outer_type in FLAT_MULTIMODAL
     if (wrapped and cfg.get("vision_config") is not None and outer_type not in MULTIMODAL_WRAPPERS
             and outer_type not in TEXT_ONLY_WRAPPERS):
         raise UnsupportedModelError(
@@ -237,9 +250,7 @@ def spec_from_config(cfg: dict[str, Any], name: str = "model", source: str = "",
             check_vision_config(vision, outer_type, label)
     try:
         spec = _BUILDERS[model_type](merged, name, model_type, source)
-        if vision is not None and outer_type in MULTIMODAL_WRAPPERS:
-            spec = replace(spec, vision_params=_gemma3_vision_params(vision, spec.hidden_size))
-        elif wrapped and outer_type in TEXT_ONLY_WRAPPERS:
+        if wrapped and (outer_type in MULTIMODAL_WRAPPERS or outer_type in TEXT_ONLY_WRAPPERS):
             spec = _encoders(spec, cfg, outer_type)
     except UsageError:
         raise
@@ -857,41 +868,32 @@ def _layered(cfg: dict[str, Any], name: str, model_type: str, source: str) -> Mo
 
 
 # ---------------------------------------------------------------------------------------------------------------------
-# Gemma 3 vision tower (SigLIP, modeling_siglip.py) + multimodal projector (modeling_gemma3.py)
+# encoders of multimodal wrappers (encoders.py)
 
 
 def _encoders(spec: ModelSpec, cfg: dict[str, Any], outer_type: str) -> ModelSpec:
-    """A text-only-planned wrapper's encoders: counted into vision_params where encoders.py knows the tower, and
-    named in `uncounted` either way (no weight row charges them yet)."""
-    notes, vision = [], 0
+    """A wrapper's encoders: counted (ModelSpec.encoders) where encoders.py knows the family, named in `uncounted`
+    where it does not (never guessed)."""
+    notes: list[str] = []
+    encoder = vision_encoder(cfg, outer_type, spec.hidden_size)
     vc = cfg.get("vision_config")
-    if vc is None and outer_type == "llama4":  # transformers and vLLM build Llama4VisionConfig's defaults
-        vision = VISION_PARAMS["llama4"]({}, spec.hidden_size)
-        notes.append(f"vision encoder ({vision:,} params, llama4: no vision_config, Llama4VisionConfig defaults)")
-    elif vc and outer_type in VISION_PARAMS:
-        vision = VISION_PARAMS[outer_type](vc, spec.hidden_size)
-        notes.append(f"vision encoder ({vision:,} params, {outer_type}.vision_config)")
-    elif vc:
+    extra: list[Encoder] = []
+    if outer_type == "gemma3n" and vc:  # its embed_vision is counted; the timm MobileNet-v5 tower is not
+        embedder = gemma3n_vision_embedder(cfg, spec.hidden_size)
+        extra += [embedder] if embedder else []
+        notes.append(f"vision tower ({outer_type}.vision_config, timm MobileNet-v5: not counted; its embed_vision is)")
+    elif encoder is None and vc:
         notes.append(f"vision encoder ({outer_type}.vision_config, not counted)")
-    else:  # a trimmed copy (e.g. Llama 4's without vision_config): the checkpoint still holds a tower
+    elif encoder is None and cfg.get("vision_config") is None and outer_type in TEXT_ONLY_WRAPPERS:
+        # a trimmed copy without vision_config: the checkpoint still holds a tower
         notes.append(f"vision encoder ({outer_type}: no vision_config in this config.json, not counted)")
-    if cfg.get("audio_config"):
+    audio = audio_encoder(cfg, outer_type, spec.hidden_size)
+    if audio is not None:
+        extra.append(audio)
+    elif cfg.get("audio_config"):
         notes.append(f"audio encoder ({outer_type}.audio_config, not counted)")
-    return replace(spec, vision_params=vision, uncounted=tuple(notes))
-
-
-def _gemma3_vision_params(vc: dict[str, Any], text_hidden: int) -> int:
-    d = int(vc.get("hidden_size", 768))
-    inter = int(vc.get("intermediate_size", 3072))
-    n_layers = int(vc.get("num_hidden_layers", 12))
-    patch, image = int(vc.get("patch_size", 16)), int(vc.get("image_size", 224))
-    channels = int(vc.get("num_channels", 3))
-    embeddings = channels * patch * patch * d + d + (image // patch) ** 2 * d  # patch conv (+bias), positions
-    layer = 4 * (d * d + d) + (d * inter + inter) + (inter * d + d) + 2 * 2 * d  # attn, fc1, fc2, 2 LayerNorms
-    total = embeddings + n_layers * layer + 2 * d  # post_layernorm
-    if vc.get("vision_use_head", True):  # SiglipMultiheadAttentionPoolingHead
-        total += d + (3 * d * d + 3 * d) + (d * d + d) + 2 * d + (d * inter + inter) + (inter * d + d)
-    return total + d * text_hidden + d  # mm_input_projection_weight, mm_soft_emb_norm
+    encoders = ((encoder,) if encoder is not None else ()) + tuple(extra)
+    return replace(spec, encoders=encoders, vision_params=sum(e.params for e in encoders), uncounted=tuple(notes))
 
 
 _BUILDERS = {

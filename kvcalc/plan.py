@@ -7,6 +7,7 @@ from typing import Any
 
 from . import limits
 from .checkpoint import baseline_weights, weights_note
+from .engines.vllm_encoders import encoder_modalities
 from .engines import hf as hf_engine
 from .engines import vllm as vllm_engine
 from .engines.vllm_versions import is_newer_than_known, rules_for, rules_with_engine
@@ -197,6 +198,11 @@ class PlanRequest:
     max_loras: int = 1
     max_lora_rank: int = 16
     speculative_config: str | dict | None = None  # vLLM --speculative-config: JSON with method, num_speculative_tokens
+    # vLLM --limit-mm-per-prompt (items per modality) and --language-model-only: with every modality of the model at
+    # 0, vLLM (0.10.1+, per family) loads no encoder (engines/vllm_encoders.py)
+    limit_mm_per_prompt: dict[str, int] | None = None
+    language_model_only: bool = False
+    skip_mm_profiling: bool = False  # vLLM --skip-mm-profiling: no encoder in the profile run
     workload: Workload | None = None  # --input-len/--output-len/--concurrency/--request-rate (vllm bench terms)
     calibration: Any = None  # kvcalc.calibrate.EnvCalibration for this GPU and vLLM version (kvcalc calibrate)
     # --weights/--kv resolved once, here; everything below uses these objects, never the names
@@ -262,7 +268,18 @@ class PlanRequest:
             speculative_method=(self.speculative_config or {}).get("method"),
             num_speculative_tokens=int((self.speculative_config or {}).get("num_speculative_tokens") or 0),
             draft_config=(self.speculative_config or {}).get("draft_config"),
-            calibration=self.calibration)
+            calibration=self.calibration, language_model_only=self.text_only,
+            skip_mm_profiling=self.skip_mm_profiling)
+
+    @property
+    def text_only(self) -> bool:
+        """--language-model-only, or --limit-mm-per-prompt 0 for every modality the model's encoders take."""
+        if self.language_model_only:
+            return True
+        limits_ = self.limit_mm_per_prompt
+        if not limits_ or not self.spec.encoders:
+            return False
+        return all(limits_.get(m, 1) == 0 for m in encoder_modalities(self.spec))
 
     def hf_settings(self, choice: FormatChoice) -> hf_engine.HfSettings:
         """transformers' settings for `choice`: with a workload, its prompt and output; else a prompt and a generation

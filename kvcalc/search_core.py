@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from .engines import vllm as vllm_engine
+from .engines.vllm_encoders import encoder_profile_bytes
 from .errors import UsageError
 from .formats import KvFormat, WeightFormat
 from .hardware import GpuProfile
@@ -76,6 +77,9 @@ def build_structure(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv:
                                                      est.max_num_batched_tokens, q, v2, gpu=gpu,
                                                      max_model_len=est.max_model_len, block_size=est.block_size)
                         for q in seqs_grid]
+            per_seqs = [a + encoder_profile_bytes(spec, settings, est.max_num_batched_tokens, a, q, est.max_model_len,
+                                                  vllm_engine.uses_v2_runner(spec, settings))
+                        for a, q in zip(per_seqs, seqs_grid)]
             if per_seqs[0] != st.activation_bytes:  # the engine changed how it calls its own formula
                 raise AssertionError("activation_bytes() no longer reproduces estimate(); update search_core")
         else:

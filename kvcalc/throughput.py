@@ -210,7 +210,7 @@ class WeightSplit:
 
 
 def weight_split(spec: ModelSpec, weights: WeightFormat, dtype_bytes: int = 2) -> WeightSplit:
-    total = weight_bytes(spec, weights, dtype_bytes)
+    total = weight_bytes(spec, weights, dtype_bytes, encoders=False)  # a decode step does not run the encoders
     embed = spec.params.embedding * dtype_bytes if not spec.tie_word_embeddings else 0
     ratio = total / max(spec.params.total, 1)
     active = spec.params.active - (spec.params.embedding if not spec.tie_word_embeddings else 0)

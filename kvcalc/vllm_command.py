@@ -40,6 +40,9 @@ FLAGS: dict[str, tuple[str, str]] = {
     "--speculative-config": ("speculative_config", "text"),
     "--enable-chunked-prefill": ("enable_chunked_prefill", "flag"),
     "--no-enable-chunked-prefill": ("enable_chunked_prefill", "off"),
+    "--limit-mm-per-prompt": ("limit_mm_per_prompt", "text"),
+    "--language-model-only": ("language_model_only", "flag"),
+    "--skip-mm-profiling": ("skip_mm_profiling", "flag"),
 }
 # Flags kvcalc knows and that move no memory figure it models (value-taking unless in SWITCHES).
 IGNORED = {"--port", "--host", "--served-model-name", "--api-key", "--tokenizer", "--revision", "--download-dir",
@@ -50,7 +53,8 @@ IGNORED = {"--port", "--host", "--served-model-name", "--api-key", "--tokenizer"
            "--distributed-executor-backend"}
 SWITCHES = {"--trust-remote-code", "--disable-log-requests", "--disable-log-stats", "--enable-auto-tool-choice",
             "--enable-prefix-caching", "--no-enable-prefix-caching", "--enable-chunked-prefill",
-            "--no-enable-chunked-prefill", "--disable-custom-all-reduce", "--enforce-eager", "--enable-lora"}
+            "--no-enable-chunked-prefill", "--disable-custom-all-reduce", "--enforce-eager", "--enable-lora",
+            "--language-model-only", "--skip-mm-profiling"}
 
 
 def _vllm_part(words: list[str]) -> tuple[list[str], str | None]:
@@ -86,6 +90,14 @@ def parse_command(text: str) -> tuple[dict, list[str]]:
         if not flag.startswith("-"):
             warnings.append(f"--vllm-command: stray argument {shown(word)} ignored")
             continue
+        if flag.startswith("--limit-mm-per-prompt."):  # vLLM's dotted form: --limit-mm-per-prompt.image 0
+            known_dotted = flag.split(".", 1)[1]
+            if not eq:
+                if i >= len(args):
+                    raise UsageError(f"--vllm-command: {flag} needs a value")
+                inline, i = args[i], i + 1
+            values.setdefault("mm_limits_dotted", {})[known_dotted] = inline
+            continue
         known = FLAGS.get(flag)
         takes_value = (known is not None and known[1] not in ("flag", "off")) or (known is None and flag not in SWITCHES)
         value = inline if eq else None
@@ -115,7 +127,48 @@ def parse_command(text: str) -> tuple[dict, list[str]]:
             values[name] = value
     if "model" not in values:
         raise UsageError("--vllm-command names no model (vllm serve MODEL, or --model MODEL)")
+    dotted = values.pop("mm_limits_dotted", None)
+    if dotted:
+        values["limit_mm_per_prompt"] = ",".join(f"{k}={v}" for k, v in dotted.items())
     return values, warnings
+
+
+def parse_mm_limits(text: str) -> dict[str, int]:
+    """vLLM's --limit-mm-per-prompt: a JSON object ('{"image": 0, "video": 0}', 0.8 on) or the older
+    'image=0,video=0'; values are item counts per prompt (newer releases also take a dict per modality: its
+    "count")."""
+    import json
+
+    raw: object
+    text = str(text).strip()
+    if text.startswith("{"):
+        try:
+            raw = json.loads(text)
+        except ValueError as exc:
+            raise UsageError(f"--limit-mm-per-prompt is not valid JSON: {shown(str(exc), 80, quote=False)}") from None
+    else:
+        raw = {}
+        for part in filter(None, (p.strip() for p in text.split(","))):
+            key, eq, value = part.partition("=")
+            if not eq:
+                raise UsageError(f"--limit-mm-per-prompt: {shown(part)} is not MODALITY=COUNT")
+            raw[key.strip()] = value.strip()
+    if not isinstance(raw, dict) or not raw:
+        raise UsageError("--limit-mm-per-prompt must name at least one modality, e.g. '{\"image\": 0}'")
+    out: dict[str, int] = {}
+    for key, value in raw.items():
+        if not str(key).strip() or not str(key).replace("_", "").isalnum():
+            raise UsageError(f"--limit-mm-per-prompt: {shown(key)} is not a modality name (image, video, audio)")
+        if isinstance(value, dict):
+            value = value.get("count", 1)
+        try:
+            count = int(value)
+        except (TypeError, ValueError):
+            raise UsageError(f"--limit-mm-per-prompt: {shown(key)} needs a count (got {shown(value)})") from None
+        if count < 0 or count > 1_000_000:
+            raise UsageError(f"--limit-mm-per-prompt: {shown(key)} {count} is not a count from 0 to 1,000,000")
+        out[str(key)[:40]] = count
+    return out
 
 
 def apply_command(text: str, given: dict, explicit: set[str]) -> tuple[dict, list[str]]:

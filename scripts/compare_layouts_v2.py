@@ -100,12 +100,15 @@ def compare(row: dict) -> dict:
             return out
         out["weights_format"] = weights.label
     llm = row["llm_kwargs"]
+    limits = llm.get("limit_mm_per_prompt") or {}
     settings = vllm_engine.VllmSettings(
         weights=weights, kv=kv, gpu_memory_utilization=float(llm["gpu_memory_utilization"]),
         max_model_len=mml, max_num_batched_tokens=llm.get("max_num_batched_tokens"),
         max_num_seqs=llm.get("max_num_seqs"), enforce_eager=bool(llm.get("enforce_eager")),
         version=row["environment"]["vllm_version"], entrypoint="llm",
-        flashinfer_sampler=(row["environment"].get("env") or {}).get("VLLM_USE_FLASHINFER_SAMPLER") != "0")
+        flashinfer_sampler=(row["environment"].get("env") or {}).get("VLLM_USE_FLASHINFER_SAMPLER") != "0",
+        # started with every modality limited to 0: vLLM builds no encoder (engines/vllm_encoders.py)
+        language_model_only=bool(limits) and all(v == 0 for v in limits.values()))
     try:
         est = vllm_engine.estimate(spec, gpu_with_total("h200", int(internals["init_total_memory"])), settings)
     except UsageError as exc:

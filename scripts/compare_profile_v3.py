@@ -94,7 +94,10 @@ def compare(row: dict) -> dict:
         gpu_memory_utilization=float(llm["gpu_memory_utilization"]), max_model_len=int(internals["max_model_len"]),
         max_num_batched_tokens=llm.get("max_num_batched_tokens"), max_num_seqs=llm.get("max_num_seqs"),
         enforce_eager=bool(llm.get("enforce_eager")), version=row["environment"]["vllm_version"], entrypoint="llm",
-        flashinfer_sampler=env.get("VLLM_USE_FLASHINFER_SAMPLER") != "0")
+        flashinfer_sampler=env.get("VLLM_USE_FLASHINFER_SAMPLER") != "0",
+        # started with every modality limited to 0 (Qwen3.5): vLLM builds no encoder (engines/vllm_encoders.py)
+        language_model_only=bool(llm.get("limit_mm_per_prompt"))
+        and all(v == 0 for v in llm["limit_mm_per_prompt"].values()))
     gpu = gpu_with_total("h200", int(internals["init_total_memory"]))
     est = vllm_engine.estimate(spec, gpu, settings)
     mnbt, seqs = est.max_num_batched_tokens, est.max_num_seqs

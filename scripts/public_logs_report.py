@@ -52,15 +52,18 @@ CAUSES: dict[str, list[tuple[float, float, str]]] = {
     "llmd-h100-gemma3-12b-8k": [
         (0.5, 10.0, "vLLM 0.19 with prefix caching off prints tokens = KV memory / bytes of every layer (every layer "
          "allocated at full length), kvcalc counts sliding-window groups at their window"),
-        (0.02, 0.05, "kvcalc's Gemma-3-12B weights are 1.33 GiB below the log's (2.8% of the 47.7 GiB KV budget): "
-         "the text-only catalog entry leaves out the checkpoint's SigLIP vision tower and projector (~0.4B params, "
-         "~0.8 GiB); the other ~0.5 GiB is not yet attributed")],
+        (0.005, 0.02, "kvcalc's Gemma-3-12B weights are 0.55 GiB below the log's (1.2% of the 47.7 GiB KV budget) "
+         "now that the SigLIP vision tower and projector are charged (0.78 GiB, kvcalc/encoders.py; before: 1.33 GiB "
+         "below, +2.7%); the rest is not yet attributed")],
     "llmd-h100-gemma2-9b-8k": [(0.5, 10.0, "as Gemma 3: the printed token count treats sliding layers as "
                                            "full-length")],
-    "vllm16199-24gb-gemma3-27b-awq-v0-4k": [(1.0, 300.0, "the post forced the V0 engine (VLLM_USE_V1=0) on 0.8.3; "
+    "vllm16199-24gb-gemma3-27b-awq-v0-4k": [(1.0, 1.5, "the post forced the V0 engine (VLLM_USE_V1=0) on 0.8.3; "
         "kvcalc reads the engine from the log's wording and applies V0's rules (every Gemma-3 layer at full length). "
-        "What remains is the weights: the AWQ checkpoint keeps the vision tower and the 262k-token embeddings "
-        "unquantized (2.57 GiB kvcalc's awq what-if misses) on a 24 GB card whose KV budget is ~1 GiB")],
+        "The SigLIP tower and projector are now charged (0.79 GiB, kvcalc/encoders.py); what remains is the "
+        "checkpoint's layout: gaunernst's converter (github.com/gau-nernst/gemma3-int4 convert_flax.py @ 7c1b16b5) "
+        "writes AWQ with group size 32 (qzeros [K/32, N/8] int32, bf16 scales [K/32, N]), 1.43 GiB more than kvcalc's "
+        "group-128 AWQ what-if; ~0.35 GiB is not attributed. On a 24 GB card whose KV budget is ~1.7 GiB each GiB "
+        "is ~60% of the capacity")],
     "dennislee-a100-qwen2-7b-u025": [(0.02, 0.05, "kvcalc's non-KV overhead is 0.19-0.20 GiB above this A100 / vLLM "
         "0.10.1.1 environment's at both util 0.25 and 0.5 (the same log pair at 0.5 is -0.8%): a per-environment "
         "term the log prints no breakdown of; at util 0.25 the KV budget is 5 GiB, so 0.2 GiB is 4% "

@@ -175,13 +175,14 @@ def test_parameter_counts_equal_the_hub_totals(fixture, hub_id):
     assert load(fixture).params.total == TOTALS[hub_id]["total_params"]
 
 
-def test_kimi_k25_text_decoder_and_its_uncounted_vision_tower():
+def test_kimi_k25_text_decoder_and_its_moonvit_tower():
     """Kimi-K2.5 (hub total 1,026,879,376,368 with MoonViT): the text decoder is counted exactly as Kimi K2's
-    layout, and the plan names the vision tower it has not counted (471,143,920 parameters remain for it)."""
+    layout, and MoonViT (encoders.py, from vLLM 0.26.0's kimi_k25_vit.py) is the remaining 471,143,920 exactly."""
     k25 = load("moonshotai--Kimi-K2.5.json")
     assert k25.params.total == load("moonshotai--Kimi-K2-Instruct.json").params.total
-    assert k25.uncounted == ("vision encoder (kimi_k25.vision_config, not counted)",)
-    assert TOTALS["moonshotai/Kimi-K2.5"]["total_params"] - k25.params.total == 471_143_920
+    assert k25.uncounted == ()
+    assert k25.vision_params == 471_143_920
+    assert TOTALS["moonshotai/Kimi-K2.5"]["total_params"] == k25.params.total + k25.vision_params
 
 
 # --------------------------------------------------------------------------------------------------- refusals
@@ -249,12 +250,20 @@ def test_vllm_replicates_mamba2_groups_under_tp():
     assert mamba_page(layer, 2, 2, 2) == 10_752 + 393_216
 
 
-def test_the_plan_says_which_encoder_weights_it_left_out():
+def test_the_plan_charges_the_encoder_weights_and_names_those_it_cannot_count(tmp_path):
     from cli_helper import invoke
 
-    code, out, err = invoke(["plan", "--model", str(FIXTURES / "Qwen--Qwen3.5-27B.json"), "--gpu", "h200"])
+    code, out, err = invoke(["explain", "--model", str(FIXTURES / "Qwen--Qwen3.5-27B.json"), "--gpu", "h200",
+                             "--engine", "vllm"])
     assert code == 0
-    assert "not in their weights: vision encoder (460,730,096 params, qwen3_5.vision_config)" in out + err
+    assert "qwen3_vl image encoder: 460,730,096 params, 921,460,192 B in the weights" in out
+    assert "not in their weights" not in out + err
+    cfg = json.loads((FIXTURES / "Qwen--Qwen3.5-27B.json").read_text())
+    cfg["audio_config"] = {"model_type": "some_audio_tower"}  # a tower kvcalc has no closed form for
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    code, out, err = invoke(["plan", "--model", str(path), "--gpu", "h200", "--engine", "vllm"])
+    assert "not in their weights: audio encoder (qwen3_5.audio_config, not counted)" in out + err
 
 
 def test_falcon_h1_parallel_hybrid_from_its_config_defaults():

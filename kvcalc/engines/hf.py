@@ -23,6 +23,16 @@ from ..model import ModelSpec
 from ..units import GiB
 from .weights import weight_bytes
 
+# Wrappers whose AutoModelForCausalLM class is the text model alone (transformers 5.24 models/auto/modeling_auto.py
+# MODEL_FOR_CAUSAL_LM_MAPPING_NAMES: llama4 -> Llama4ForCausalLM, qwen3_5 -> Qwen3_5ForCausalLM, qwen3_5_moe ->
+# Qwen3_5MoeForCausalLM): no encoder is loaded. Every other wrapper loads its encoders: gemma3 / gemma4 map to their
+# ForConditionalGeneration classes, and mistral3, qwen2_5_vl, qwen3_vl load through AutoModelForImageTextToText.
+TEXT_ONLY_CAUSAL_LM = {"llama4", "qwen3_5", "qwen3_5_moe"}
+
+
+def hf_loads_encoders(spec: ModelSpec) -> bool:
+    return any(e.wrapper not in TEXT_ONLY_CAUSAL_LM for e in spec.encoders)
+
 
 # ------------------------------------------------------------------------- cache bytes per layer (cache_utils.py)
 
@@ -207,7 +217,7 @@ def estimate(spec: ModelSpec, s: HfSettings, gpu: GpuProfile | None = None) -> H
     _check(spec, s)
     c = engine_constants("hf")
     notes: list[str] = []
-    static = weight_bytes(spec, s.weights, s.dtype_bytes)
+    static = weight_bytes(spec, s.weights, s.dtype_bytes, encoders=hf_loads_encoders(spec))
     cache_tokens, cache, transient, prefill, peak, context, total = _memory(spec, s, static, c)
     fits, shortfall = True, 0
     if gpu is not None:
@@ -218,6 +228,10 @@ def estimate(spec: ModelSpec, s: HfSettings, gpu: GpuProfile | None = None) -> H
                      "needs generate(cache_implementation='quantized', cache_config=...)")
     if s.weights.name.startswith("nf4") or s.weights.name == "int8":
         notes.append("bitsandbytes quantizes every nn.Linear but lm_head; embeddings and norms stay 16-bit")
+    if spec.encoders:
+        notes.append(f"encoders: {sum(e.params for e in spec.encoders):,} params "
+                     + ("in the weights (the class transformers loads for this checkpoint holds them)"
+                        if hf_loads_encoders(spec) else "not loaded (AutoModelForCausalLM is the text model alone)"))
     notes.append(f"prefill activation factors: {c['source']}")
     notes.append(f"CUDA context {context / GiB:.2f} GiB: an assumption (the runs measured torch's allocations only)")
     return HfEstimate(
@@ -234,7 +248,7 @@ def max_context(spec: ModelSpec, s: HfSettings, gpu: GpuProfile) -> int:
     states none (the bound was 2 then: "2 (model max)" beside a context that fits, fuzz review 1d)."""
     _check(spec, s)
     c = engine_constants("hf")
-    static = weight_bytes(spec, s.weights, s.dtype_bytes)  # the same at every length: computed once, not per step
+    static = weight_bytes(spec, s.weights, s.dtype_bytes, encoders=hf_loads_encoders(spec))  # the same at every length: computed once, not per step
     lo, hi = 0, max(spec.max_position_embeddings, 2) if spec.max_position_embeddings else limits.MAX_CONTEXT
     while lo < hi:
         mid = (lo + hi + 1) // 2

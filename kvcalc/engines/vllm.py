@@ -31,6 +31,7 @@ from .vllm_profile import ProfilePeak, profile_peak
 from .vllm_support import ServeGate, unserved_gate, unserved_reason
 from .vllm_versions import (VersionRules, batch_defaults_for, chunked_prefill_on, release_of, rules_for,
                             rules_with_engine, version_key)
+from .vllm_encoders import encoder_notes, encoder_profile_bytes, encoder_rank_bytes
 from .weights import weight_bytes
 
 DEFAULT_VERSION = "0.26.0"
@@ -81,6 +82,9 @@ class VllmSettings:
     # VLLM_USE_FLASHINFER_SAMPLER: None = vLLM's default (on where FlashInfer supports the GPU); False as on the
     # project's H200 host, whose offline bundle has no FlashInfer
     flashinfer_sampler: bool | None = None
+    # --limit-mm-per-prompt with every modality 0 (or --language-model-only): no encoders from 0.10.1 (vllm_encoders.py)
+    language_model_only: bool = False
+    skip_mm_profiling: bool = False  # --skip-mm-profiling: no encoder profile (V1 runner, from 0.10.2)
 
     @property
     def rules(self) -> VersionRules:
@@ -208,9 +212,10 @@ def _padded_vocab(vocab: int, tp: int) -> int:
 def vllm_weight_bytes(spec: ModelSpec, s: VllmSettings, rank_layers: int | None = None,
                       has_embedding: bool = True, has_lm_head: bool = True) -> int:
     """Weights one rank loads: its share of the model (TP shards projections and the vocabulary, norms replicate),
-    the vocabulary padded to a multiple of 64, and the rotary cos/sin cache (max_position x rotary_dim)."""
+    the vocabulary padded to a multiple of 64, the rotary cos/sin cache (max_position x rotary_dim), and the
+    multimodal encoders (vllm_encoders.py: every stage, sharded over TP; none with every modality limited to 0)."""
     tp = s.tensor_parallel
-    total = weight_bytes(spec, s.weights, s.dtype_bytes)
+    total = weight_bytes(spec, s.weights, s.dtype_bytes, encoders=False)
     if not s.weights.quantizes_linears and s.weights.bits != 8 * s.dtype_bytes:
         # unquantized weights load in the model dtype (model_loader: set_default_torch_dtype): --dtype float32
         # doubles a bf16 checkpoint
@@ -232,7 +237,7 @@ def vllm_weight_bytes(spec: ModelSpec, s: VllmSettings, rank_layers: int | None 
         per_rank += vocab_bytes
     ropes = 2 if spec.config.get("rope_local_base_freq") else 1  # Gemma 3: a local and a global rotary cache
     rotary = ropes * spec.max_position_embeddings * spec.rotary_dim * s.dtype_bytes
-    return per_rank + rotary
+    return per_rank + rotary + encoder_rank_bytes(spec, s)
 
 
 def mxfp4_moe_padding_bytes(spec: ModelSpec, s: VllmSettings, gpu: GpuProfile) -> int:
@@ -573,6 +578,7 @@ def _estimate(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings) -> VllmEstimate
         notes.append(f"pipeline stages of {pp_layer_partition(spec.num_layers, pp)} layers "
                      "(vllm/distributed/utils.py:get_pp_indices); each stage has its own budget, the smallest "
                      "stage's blocks serve the deployment")
+    notes += encoder_notes(spec, s, mnbt, seqs, max_model_len, v2)
     fitted_terms = ("non-torch and CUDA-graph memory" if rules.profile == "mechanism" and not s.speculative_method
                     else "activation, non-torch and CUDA-graph memory")
     notes.append(f"{fitted_terms}: {c['source']}")
@@ -671,6 +677,7 @@ def stage_budgets(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings, budget: int
         act = with_drafter_profile(spec, s, act, mnbt, seqs, v2, last, gpu, max_model_len, layout.block_size)
         if s.calibration is not None:
             act = s.calibration.activation(s.tensor_parallel, pp, act)
+        act += encoder_profile_bytes(spec, s, mnbt, act, seqs, max_model_len, v2)  # multimodal: the encoder's dummy items
         available = budget - w - act
         if s.kv_cache_memory_bytes:
             # gpu_worker.py:determine_available_memory: kv_cache_memory_bytes set -> no profile, that budget as is

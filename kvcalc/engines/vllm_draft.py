@@ -103,7 +103,7 @@ def _body_bytes(one: ModelSpec, target: ModelSpec, weights: Any, dtype_bytes: in
     if ratio is not None:
         body = int(round((one.params.total - ends) * ratio))
     else:
-        body = weight_bytes(one, weights, dtype_bytes) - ends * dtype_bytes
+        body = weight_bytes(one, weights, dtype_bytes, encoders=False) - ends * dtype_bytes
     norms = one.params.norms * dtype_bytes
     return (body - norms) // tp + norms
 

@@ -83,6 +83,9 @@ def vllm_case_settings(c: dict[str, Any], block_size: int | None, version: str):
         enforce_eager=bool(c["enforce_eager"]), block_size=block_size,
         version=version, entrypoint="llm", tensor_parallel=int(c.get("tensor_parallel_size") or 1),
         nccl_nvls=False,  # the project's H200 host runs with NCCL_NVLS_ENABLE=0 (device KINDS.md)
+        # limit_mm_per_prompt 0 for every modality given: vLLM 0.10.1+ builds no encoder (engines/vllm_encoders.py)
+        language_model_only=bool(c.get("limit_mm_per_prompt"))
+        and all(v == 0 for v in dict(c["limit_mm_per_prompt"]).values()),
     )
 
 
@@ -190,7 +193,8 @@ def kv_from_vllm(name: Any) -> str:
     return VLLM_KV_CACHE_DTYPE.get(key, key)
 
 
-def settings_with_sources(parsed: dict[str, Any], overrides: dict[str, Any], checkpoint: Any = None):
+def settings_with_sources(parsed: dict[str, Any], overrides: dict[str, Any], checkpoint: Any = None,
+                          modalities: tuple[str, ...] = ("image",)):
     """(VllmSettings, {setting: where it came from}) for a parsed log; sources are 'override', 'log', 'log (...)' or
     'default' (kvcalc's engine default for that setting: the version's gpu_memory_utilization, the entry point...).
     Settings the user passes win over the log; vLLM's names for formats are mapped (VLLM_QUANTIZATION,
@@ -271,6 +275,12 @@ def settings_with_sources(parsed: dict[str, Any], overrides: dict[str, Any], che
             kwargs["engine"] = str(engine)
         except UsageError:  # the release had only one engine: its rules already are that engine's
             sources["engine"] = "default"
+    # the log's limit_mm_per_prompt with every modality of the model's encoders at 0, or language_model_only
+    limits = logged.get("limit_mm_per_prompt")
+    if logged.get("language_model_only") or (isinstance(limits, dict) and limits
+                                             and all(limits.get(m, 1) == 0 for m in modalities)):
+        kwargs["language_model_only"] = True
+        sources["language_model_only"] = "log"
     settings = VllmSettings(
         weights=weights if checkpoint is not None and weights is checkpoint else weight_format(str(weights)),
         kv=kv_format(kv_name),

@@ -550,6 +550,13 @@ def _non_default_args(line: str, lineno: int, out: dict) -> None:
         out["settings"].setdefault("entrypoint", "serve")
     out["non_default_args"] = {str(k): v for k, v in args.items()
                                if isinstance(v, (str, int, float, bool)) or v is None}
+    limits = args.get("limit_mm_per_prompt")  # {"image": 0, ...} (or {"image": {"count": 0}}): encoders skipped
+    if isinstance(limits, dict) and limits and len(limits) <= 16:
+        counts = {str(k)[:40]: (v.get("count") if isinstance(v, dict) else v) for k, v in limits.items()}
+        if all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in counts.values()):
+            out["settings"]["limit_mm_per_prompt"] = counts
+    if args.get("language_model_only") is True:
+        out["settings"]["language_model_only"] = True
     for key in _ARG_WANTED:
         if key in args and args[key] is not None:
             ok, value = _check_setting(key, args[key], from_text=False)
@@ -847,7 +854,10 @@ def check_log(parsed: dict[str, Any], model: Any, gpu: Any, *, vllm_version: str
         notes += _version_notes(parsed)
     if parsed.get("version") and not _valid_version(parsed["version"]):
         parsed = dict(parsed, version=None)  # said in the note above; the default rules apply
-    settings, sources = settings_with_sources(parsed, overrides, checkpoint=_quantized_checkpoint(spec))
+    from ..engines.vllm_encoders import encoder_modalities
+
+    settings, sources = settings_with_sources(parsed, overrides, checkpoint=_quantized_checkpoint(spec),
+                                              modalities=encoder_modalities(spec) or ("image",))
     logged_engine = parsed.get("settings", {}).get("engine")
     rules = getattr(settings, "rules", None)  # the version's rules (engines/vllm_versions.py)
     if logged_engine and rules is not None and getattr(rules, "engine", logged_engine) != logged_engine:
