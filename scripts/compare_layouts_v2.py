@@ -22,19 +22,18 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
 
-from kvcalc.catalog import load_model  # noqa: E402
-from kvcalc.checkpoint import baseline_weights  # noqa: E402
 from kvcalc.engines import vllm as vllm_engine  # noqa: E402
 from kvcalc.engines.vllm_groups import vllm_kv_layout  # noqa: E402
 from kvcalc.errors import UsageError  # noqa: E402
-from kvcalc.formats import kv_format, weight_format  # noqa: E402
+from kvcalc.formats import kv_format  # noqa: E402
 from kvcalc.validate.predict import gpu_with_total  # noqa: E402
+from h200_rows import clean_config, settings_of, spec_and_weights  # noqa: E402
 from kvcalc.model import spec_from_config  # noqa: E402
 
 DATA = ROOT / "docs" / "validation" / "data" / "v2"
@@ -66,8 +65,7 @@ def compare(row: dict) -> dict:
     if not internals:
         out["status"] = f"did not run: {row.get('status')} ({row.get('message')})"
         return out
-    cfg = {k: v for k, v in row["config_used"].items() if k != "_source"}
-    spec = spec_from_config(cfg, row["case_id"])
+    spec = spec_from_config(clean_config(row["config_used"]), row["case_id"])
     mml, mnbt = int(internals["max_model_len"]), int(internals["max_num_batched_tokens"])
     kv = kv_format(str(internals.get("cache_dtype") or "auto"))
     layout = vllm_kv_layout(spec.layers, kv, spec.dtype_bytes, None, 1, mml, spec.model_type,
@@ -87,28 +85,13 @@ def compare(row: dict) -> dict:
         concurrency=[round(layout.max_concurrency(blocks), 2), round(internals["kv_cache_max_concurrency"], 2)],
     )
     out["tokens_error_pct"] = _pct(*out["tokens"])
-    quant = str(internals.get("quantization") or "None")
-    weights = weight_format("bf16")
-    if quant not in ("None", "none", ""):
-        # the checkpoint's own format, read from its quantization_config as `kvcalc plan --model <folder>` does
-        with tempfile.TemporaryDirectory() as folder:
-            (Path(folder) / "config.json").write_text(json.dumps(cfg))
-            spec = load_model(folder)
-        weights = baseline_weights(spec)
-        if weights is None:
-            out["end_to_end"] = f"not planned: kvcalc does not read the {quant} checkpoint's weights"
-            return out
+    spec, weights = spec_and_weights(row)
+    if weights is None:
+        out["end_to_end"] = f"not planned: kvcalc does not read the {internals.get('quantization')} checkpoint's weights"
+        return out
+    if weights.name != "bf16":
         out["weights_format"] = weights.label
-    llm = row["llm_kwargs"]
-    limits = llm.get("limit_mm_per_prompt") or {}
-    settings = vllm_engine.VllmSettings(
-        weights=weights, kv=kv, gpu_memory_utilization=float(llm["gpu_memory_utilization"]),
-        max_model_len=mml, max_num_batched_tokens=llm.get("max_num_batched_tokens"),
-        max_num_seqs=llm.get("max_num_seqs"), enforce_eager=bool(llm.get("enforce_eager")),
-        version=row["environment"]["vllm_version"], entrypoint="llm",
-        flashinfer_sampler=(row["environment"].get("env") or {}).get("VLLM_USE_FLASHINFER_SAMPLER") != "0",
-        # started with every modality limited to 0: vLLM builds no encoder (engines/vllm_encoders.py)
-        language_model_only=bool(limits) and all(v == 0 for v in limits.values()))
+    settings = settings_of(row, weights)
     try:
         est = vllm_engine.estimate(spec, gpu_with_total("h200", int(internals["init_total_memory"])), settings)
     except UsageError as exc:

@@ -20,20 +20,16 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
-from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
 
-from kvcalc.catalog import load_model  # noqa: E402
-from kvcalc.checkpoint import baseline_weights  # noqa: E402
 from kvcalc.engines import vllm as vllm_engine  # noqa: E402
 from kvcalc.engines.vllm_profile import cublas_workspace_bytes  # noqa: E402
-from kvcalc.formats import kv_format, weight_format  # noqa: E402
-from kvcalc.model import spec_from_config  # noqa: E402
 from kvcalc.validate.predict import gpu_with_total  # noqa: E402
+from h200_rows import settings_of, spec_and_weights  # noqa: E402
 
 DATA = ROOT / "docs" / "validation" / "data" / "v3"
 MIB = 1 << 20
@@ -76,28 +72,9 @@ def traced_phase(row: dict) -> str:
 
 def compare(row: dict) -> dict:
     internals = row["observed"]["internals"]
-    cfg = {k: v for k, v in row["config_used"].items() if k != "_source"}
-    spec = spec_from_config(cfg, row["case_id"])
-    weights = weight_format("bf16")
-    if (row.get("llm_kwargs") or {}).get("quantization") == "fp8":  # bf16 checkpoint quantized at load
-        weights = weight_format("fp8")
-    elif str(internals.get("quantization") or "None") not in ("None", "none", ""):
-        with tempfile.TemporaryDirectory() as folder:
-            (Path(folder) / "config.json").write_text(json.dumps(cfg))
-            spec = load_model(folder)
-        weights = baseline_weights(spec)
-    llm = row["llm_kwargs"]
+    spec, weights = spec_and_weights(row)
     fresh = not row.get("process_case_index")
-    env = (row.get("environment") or {}).get("env") or {}
-    settings = vllm_engine.VllmSettings(
-        weights=weights, kv=kv_format(str(internals.get("cache_dtype") or "auto")),
-        gpu_memory_utilization=float(llm["gpu_memory_utilization"]), max_model_len=int(internals["max_model_len"]),
-        max_num_batched_tokens=llm.get("max_num_batched_tokens"), max_num_seqs=llm.get("max_num_seqs"),
-        enforce_eager=bool(llm.get("enforce_eager")), version=row["environment"]["vllm_version"], entrypoint="llm",
-        flashinfer_sampler=env.get("VLLM_USE_FLASHINFER_SAMPLER") != "0",
-        # started with every modality limited to 0 (Qwen3.5): vLLM builds no encoder (engines/vllm_encoders.py)
-        language_model_only=bool(llm.get("limit_mm_per_prompt"))
-        and all(v == 0 for v in llm["limit_mm_per_prompt"].values()))
+    settings = settings_of(row, weights)
     gpu = gpu_with_total("h200", int(internals["init_total_memory"]))
     est = vllm_engine.estimate(spec, gpu, settings)
     mnbt, seqs = est.max_num_batched_tokens, est.max_num_seqs

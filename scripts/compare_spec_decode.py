@@ -31,14 +31,16 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
 
 from kvcalc.engines import vllm as vllm_engine  # noqa: E402
 from kvcalc.engines import vllm_draft  # noqa: E402
 from kvcalc.engines.vllm_groups import vllm_kv_layout  # noqa: E402
 from kvcalc.engines.vllm_profile import cublas_workspace_bytes  # noqa: E402
-from kvcalc.formats import kv_format, weight_format  # noqa: E402
+from kvcalc.formats import weight_format  # noqa: E402
 from kvcalc.model import spec_from_config  # noqa: E402
 from kvcalc.validate.predict import gpu_with_total  # noqa: E402
+from h200_rows import clean_config, settings_of  # noqa: E402
 
 DATA = ROOT / "docs" / "validation" / "data"
 GIB = 2**30
@@ -55,18 +57,14 @@ def all_rows(data: Path = DATA) -> list[dict]:
     return list(out.values())
 
 
-def _clean(cfg: dict) -> dict:
-    return {k: v for k, v in cfg.items() if k != "_source"}
-
-
 def _speculative(row: dict) -> dict | None:
     return (row.get("llm_kwargs") or {}).get("speculative_config")
 
 
 def baseline(row: dict, rows: list[dict]) -> dict | None:
     """A start of the same config.json and dtype without a drafter (the first engine of its process preferred)."""
-    cfg = _clean(row["config_used"])
-    same = [r for r in rows if not _speculative(r) and _clean(r.get("config_used") or {}) == cfg
+    cfg = clean_config(row["config_used"])
+    same = [r for r in rows if not _speculative(r) and clean_config(r.get("config_used") or {}) == cfg
             and not (r.get("llm_kwargs") or {}).get("enable_lora")
             and r["observed"]["internals"].get("quantization") == row["observed"]["internals"].get("quantization")]
     same.sort(key=lambda r: (r.get("process_case_index") or 0) != 0)
@@ -77,25 +75,20 @@ def _pct(pred: float, obs: float) -> float:
     return 100.0 * (pred - obs) / obs if obs else float("nan")
 
 
-def settings_of(row: dict) -> vllm_engine.VllmSettings:
-    llm, internals = row["llm_kwargs"], row["observed"]["internals"]
+def draft_settings(row: dict) -> vllm_engine.VllmSettings:
     sc = _speculative(row)
-    return vllm_engine.VllmSettings(
-        weights=weight_format("bf16"), kv=kv_format(str(internals.get("cache_dtype") or "auto")),
-        gpu_memory_utilization=float(llm["gpu_memory_utilization"]), max_model_len=int(internals["max_model_len"]),
-        max_num_batched_tokens=llm.get("max_num_batched_tokens"), max_num_seqs=llm.get("max_num_seqs"),
-        enforce_eager=bool(llm.get("enforce_eager")), version=row["environment"]["vllm_version"], entrypoint="llm",
+    return settings_of(
+        row, weight_format("bf16"),
         speculative_method=sc["method"], num_speculative_tokens=int(sc.get("num_speculative_tokens") or 0),
-        draft_config=_clean(row["draft_config_used"]) if row.get("draft_config_used") else None,
-        draft_weights_loaded=False,  # load_format=dummy
-        flashinfer_sampler=(row["environment"].get("env") or {}).get("VLLM_USE_FLASHINFER_SAMPLER") != "0")
+        draft_config=clean_config(row["draft_config_used"]) if row.get("draft_config_used") else None,
+        draft_weights_loaded=False)  # load_format=dummy
 
 
 def compare(row: dict, rows: list[dict]) -> dict:
     internals = row["observed"]["internals"]
     sc = _speculative(row)
-    spec = spec_from_config(_clean(row["config_used"]), row["case_id"])
-    s = settings_of(row)
+    spec = spec_from_config(clean_config(row["config_used"]), row["case_id"])
+    s = draft_settings(row)
     out: dict = {"case": row["case_id"], "method": f"{sc['method']} k={sc.get('num_speculative_tokens')}",
                  "batch": f"{internals['max_num_batched_tokens']} / {internals['max_num_seqs']}",
                  "runner": internals["model_runner_class"].split(".")[-2],
