@@ -3,18 +3,16 @@ code, every settings-complete log gets a row, and every miss above 2% carries a 
 error range, else the largest per-rank breakdown gap (a log without breakdown lines and without a reviewed cause
 fails here: someone must look at it)."""
 
-import importlib.util
 import json
 from pathlib import Path
+
+from script_loader import load_script
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def _report():
-    spec = importlib.util.spec_from_file_location("public_logs_report", ROOT / "scripts" / "public_logs_report.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("public_logs_report")
 
 
 def test_every_miss_is_explained_and_the_table_renders():

@@ -3,19 +3,15 @@ committed runs and constants (reproducible: rerun `python3 scripts/fit_speed.py 
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
+
+from script_loader import load_script
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("fit_speed", ROOT / "scripts" / "fit_speed.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["fit_speed"] = mod  # dataclasses look their module up
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("fit_speed")
 
 
 def test_published_tables_match_the_committed_constants():

@@ -9,20 +9,16 @@ issue 10's, so no bound is asserted here beyond the weights, which are this issu
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
+from script_loader import load_script
 
 ROOT = Path(__file__).resolve().parent.parent
-SCRIPT = ROOT / "scripts" / "compare_layouts_v2.py"
 
 
 def _module():
-    spec = importlib.util.spec_from_file_location("compare_layouts_v2", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("compare_layouts_v2")
 
 
 @pytest.fixture(scope="module")

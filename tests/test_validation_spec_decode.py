@@ -4,13 +4,9 @@ scripts/compare_spec_decode.py): the model runner, the KV layout with the drafte
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
+from script_loader import load_script
 
-ROOT = Path(__file__).resolve().parent.parent
-_spec = importlib.util.spec_from_file_location("compare_spec_decode", ROOT / "scripts" / "compare_spec_decode.py")
-compare_spec_decode = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(compare_spec_decode)
+compare_spec_decode = load_script("compare_spec_decode")
 
 
 def _rows() -> list[dict]:

@@ -3,10 +3,10 @@ H200 engines (docs/validation/data/v3), and the whole comparison held to its pub
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
+from script_loader import load_script
 
 from kvcalc.catalog import load_model
 from kvcalc.engines import vllm
@@ -99,10 +99,7 @@ def test_peak_never_shrinks_with_more_batched_tokens_or_sequences(model):
 
 
 def _compare_module():
-    spec = importlib.util.spec_from_file_location("compare_profile_v3", ROOT / "scripts" / "compare_profile_v3.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("compare_profile_v3")
 
 
 def test_every_traced_engine_within_one_percent_of_kv_tokens():
