@@ -358,16 +358,10 @@ def drafter_profile_note(spec: ModelSpec, s: VllmSettings, mnbt: int, seqs: int,
 
 def with_drafter_profile(spec: ModelSpec, s: VllmSettings, act: int, mnbt: int, seqs: int, v2_runner: bool,
                          last_stage: bool, gpu: GpuProfile | None, max_model_len: int, block_size: int) -> int:
-    """activation_bytes with a drafter: on releases profiled by mechanism (0.26) the target's own phases
-    (profile_peak_of, without the drafter) and, on the last stage, the drafter's beside them (drafter_profile_bytes:
-    its decoder layer's phases plus what it holds, the V1 rejection pass); before, the larger of activation_bytes
-    and the fitted drafter terms."""
-    if not s.speculative_method:
-        return act
-    if s.rules.profile == "mechanism":
-        plain = replace(s, speculative_method=None, num_speculative_tokens=0)
-        act = profile_peak_of(spec, plain, mnbt, seqs, v2_runner, last_stage, gpu, max_model_len, block_size).bytes
-    if not last_stage:
+    """activation_bytes (`act`: on releases profiled by mechanism, 0.26, the target's own phases) with a drafter: on
+    the last stage, the larger of it and the drafter's terms (drafter_profile_bytes: its decoder layer's phases plus
+    what it holds, the V1 rejection pass; before 0.26 the fitted ones)."""
+    if not s.speculative_method or not last_stage:
         return act
     return max(act, drafter_profile_bytes(spec, s, mnbt, seqs, v2_runner, gpu, max_model_len, block_size))
 
@@ -453,8 +447,10 @@ def activation_bytes(spec: ModelSpec, s: VllmSettings, mnbt: int, seqs: int, v2_
     stage, the dummy sampler over min(max_num_seqs, mnbt) rows of logits (before 0.26, plus the fused-MoE
     workspace the forward left allocated). From 0.26 by mechanism (profile_peak_of); before, the forward factor is
     fitted (kvcalc/data/constants.yaml) on logs of those releases."""
-    if s.rules.profile == "mechanism" and not s.speculative_method:
-        return profile_peak_of(spec, s, mnbt, seqs, v2_runner, last_stage, gpu, max_model_len, block_size).bytes
+    if s.rules.profile == "mechanism":
+        # the target's own phases; a drafter's come beside them (with_drafter_profile)
+        target = replace(s, speculative_method=None, num_speculative_tokens=0) if s.speculative_method else s
+        return profile_peak_of(spec, target, mnbt, seqs, v2_runner, last_stage, gpu, max_model_len, block_size).bytes
     forward = forward_bytes(spec, s, mnbt)
     if not last_stage:
         return forward
@@ -500,7 +496,6 @@ def _estimate(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings) -> VllmEstimate
     Each pipeline stage (one rank of each TP group) gets its own budget; the deployment's blocks are the smallest
     stage's (kv_cache_utils.py:get_kv_cache_configs, "change the num_blocks of each rank to the smallest"). The
     returned estimate is that stage's, with the deployment's totals beside it."""
-    version = parse_version(s.version)
     rules = s.rules
     util = s.util
     if not 0 < util <= 1:
