@@ -217,17 +217,10 @@ class EnvCalibration:
 
     @classmethod
     def from_json(cls, d: dict[str, Any], source: str = "") -> "EnvCalibration":
-        def num(value: Any, kind: type, lo: float, hi: float) -> Any:
-            if value is None:
-                return None
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not lo <= value <= hi:
-                raise ValueError(f"{value!r} out of range")
-            return kind(value)
-
         def figure(value: Any, kind: type, lo: float, hi: float) -> Any:  # a layout's entry: a number, never null
             if value is None:
                 raise ValueError("a per-layout entry is null")
-            return num(value, kind, lo, hi)
+            return _num(value, kind, lo, hi)
 
         by_tp = d.get("non_torch_bytes_by_tp") or {}
         scales = d.get("activation_scale_by_tp") or {}
@@ -241,7 +234,7 @@ class EnvCalibration:
                                                        for k, x in scales.items())),
                    cudagraph_by_tp=tuple(sorted((parse_layout(k), figure(b, int, 0, 64 * GiB))
                                                 for k, b in graphs.items())),
-                   total_memory_bytes=num(d.get("total_memory_bytes"), int, 0, 1 << 50),
+                   total_memory_bytes=_num(d.get("total_memory_bytes"), int, 0, 1 << 50),
                    speed=SpeedCalibration.from_json(d.get("speed")),
                    logs=tuple(str(x) for x in d.get("logs") or ()), created=str(d.get("created", "")),
                    source=source)
