@@ -284,6 +284,10 @@ def simulate(cost, cfg: EngineConfig, load: Load, frontend_s: float = 0.0) -> Si
                 ks.append(k_i)
                 budget -= k_i
         if not ids:
+            if freed_later:  # the blocks the last step freed: an idle engine schedules again once they are free
+                free += freed_later
+                freed_later = 0
+                continue
             if pending:  # nothing fits until the next arrival (or a finished request) changes the state
                 t = s_prev = max(t, float(arrive[pending[0]]))
                 continue
