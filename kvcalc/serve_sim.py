@@ -14,9 +14,10 @@ Engine rules (vLLM 0.26.0, vllm/v1/core/sched/scheduler.py unless named):
   the waiting queue's front, to recompute prompt and output so far.
 - Prefix caching (on by default): a prompt's leading full blocks that another request computed are hits
   (`get_computed_blocks`, at most num_tokens - 1 tokens); blocks are cached as they are scheduled, so a request
-  scheduled after the first one in the same step already hits. `vllm bench serve` sends its first prompt once before
-  the run (benchmarks/serve.py:824-862, the ready check), so the shared prefix (--random-prefix-len) and the first
-  prompt are cached when the run starts.
+  scheduled after the first one in the same step already hits. The shared prefix (--random-prefix-len) is computed
+  by the first request that carries it. With --ready-check-timeout-sec > 0 (default 0, skipped:
+  benchmarks/serve.py:1821-1826) vllm bench sends its first prompt once before the run (:824-862), so that prompt and
+  the prefix are cached when the run starts.
 - Async scheduling (default on, config/vllm.py:1059-1107): step k+1 is scheduled while step k runs, so a request that
   reaches the engine during step k is scheduled into step k+2 at the earliest, and the blocks a request frees at the
   end of step k are free for step k+2.
@@ -80,6 +81,7 @@ class Load:
     random_range_ratio: float = 0.0  # --random-range-ratio
     prefix_len: int = 0  # --random-prefix-len
     seed: int = 0  # --seed
+    ready_check: bool = False  # --ready-check-timeout-sec > 0: the first prompt is sent once before the run
 
 
 @dataclass
@@ -132,10 +134,10 @@ def planned_sends(load: Load) -> np.ndarray:
     n = load.num_prompts
     if not math.isfinite(load.request_rate):
         return np.zeros(n)
-    rng = np.random.default_rng(load.seed)
     if math.isinf(load.burstiness):
         gaps = np.full(n, 1.0 / load.request_rate)
-    else:
+    else:  # numpy's global generator, seeded with --seed (serve.py:1890), one gamma draw per request in order
+        rng = np.random.RandomState(load.seed)
         gaps = rng.gamma(shape=load.burstiness, scale=1.0 / (load.request_rate * load.burstiness), size=n)
     t = np.cumsum(gaps)
     return t * (n / load.request_rate / t[-1]) if t[-1] > 0 else t
@@ -189,7 +191,9 @@ def simulate(cost, cfg: EngineConfig, load: Load, frontend_s: float = 0.0) -> Si
             in_flight += 1
 
     release(0.0)
-    first_cached = int(((int(prompt[0]) - 1) // bs) * bs) if cfg.prefix_caching else 0  # the ready check's prompt
+    ready = cfg.prefix_caching and load.ready_check
+    first_cached = int(((int(prompt[0]) - 1) // bs) * bs) if ready else 0  # the ready check's prompt
+    prefix_ready = prefix_full if ready else 0  # shared-prefix tokens in the cache
     pending = deque(sorted(range(next_send), key=lambda i: arrive[i]))  # sent, not yet in the engine's queue
     waiting: deque = deque()
     running: list[int] = []
@@ -262,8 +266,8 @@ def simulate(cost, cfg: EngineConfig, load: Load, frontend_s: float = 0.0) -> Si
                 if cfg.prefix_caching:
                     if i == 0:
                         hit = min(first_cached, int(tokens[i]) - 1)
-                    elif prefix_full:
-                        hit = min(prefix_full, ((int(tokens[i]) - 1) // bs) * bs)
+                    elif prefix_ready:
+                        hit = min(prefix_ready, ((int(tokens[i]) - 1) // bs) * bs)
                 share = prefix_full > 0 and hit >= prefix_full and i != 0
                 cut = prefix_blocks if share else 0
                 extra_prefix = prefix_blocks if (share and shared_users == 0) else 0
@@ -279,6 +283,8 @@ def simulate(cost, cfg: EngineConfig, load: Load, frontend_s: float = 0.0) -> Si
                 if share:
                     shares[i] = True
                     shared_users += 1
+                if prefix_full and prefix_ready < prefix_full:  # its blocks are cached as they are scheduled
+                    prefix_ready = max(prefix_ready, min(prefix_full, ((hit + k_i) // bs) * bs))
                 running.append(i)
                 ids.append(i)
                 ks.append(k_i)
