@@ -204,6 +204,20 @@ def _plan_options(func):
                      help="requests in flight (vllm bench --max-concurrency); sets --batch [default: 1]."),
         click.option("--request-rate", type=RATE, default=None,
                      help="Poisson arrivals in requests/s (vllm bench --request-rate); the concurrency follows."),
+        click.option("--num-prompts", type=POSITIVE, default=None,
+                     help="requests in the run (vllm bench --num-prompts) [default: 10 x --concurrency, or 60 s of "
+                          "--request-rate; 50-1,000]."),
+        click.option("--random-range-ratio", type=click.FloatRange(0, 1, max_open=True), default=None,
+                     help="vllm bench --random-range-ratio: lengths uniform in [L (1 - r), L (1 + r)] [default: 0]."),
+        click.option("--prefix-len", "--random-prefix-len", "prefix_len", type=TOKENS, default=None,
+                     help="a prefix shared by every prompt, before its --input-len tokens (vllm bench "
+                          "--random-prefix-len); prefix caching computes it once."),
+        click.option("--burstiness", type=click.FloatRange(0, min_open=True), default=None,
+                     help="vllm bench --burstiness with --request-rate: gamma-distributed gaps, 1 = Poisson, "
+                          "< 1 burstier [default: 1]."),
+        click.option("--percentiles", "--metric-percentiles", "percentiles", type=NAME, default=None,
+                     metavar="P,P,...", help="vllm bench --metric-percentiles for TTFT, TPOT, ITL, e2e "
+                                             "[default: 50,99]."),
         click.option("--no-calibration", is_flag=True,
                      help="ignore your calibration (kvcalc calibrate) for this GPU and vLLM version."),
     ]
@@ -212,17 +226,25 @@ def _plan_options(func):
     return func
 
 
-def _workload(input_len, output_len, concurrency, request_rate):
+def _workload(input_len, output_len, concurrency, request_rate, num_prompts=None, random_range_ratio=None,
+              prefix_len=None, burstiness=None, percentiles=None):
     """The --input-len workload, or None; the other workload options need it."""
-    from .workload import Workload
+    from .workload import Workload, parse_percentiles
 
     if input_len is None:
         given = [n for n, v in (("--output-len", output_len), ("--concurrency", concurrency),
-                                ("--request-rate", request_rate)) if v is not None]
+                                ("--request-rate", request_rate), ("--num-prompts", num_prompts),
+                                ("--random-range-ratio", random_range_ratio), ("--prefix-len", prefix_len),
+                                ("--burstiness", burstiness), ("--percentiles", percentiles)) if v is not None]
         if given:
             raise UsageError(f"{given[0]} describes a vllm bench workload and needs --input-len")
         return None
-    return Workload(input_len, output_len or 128, concurrency, request_rate)
+    if burstiness is not None and request_rate is None:
+        raise UsageError("--burstiness shapes --request-rate arrivals: give --request-rate too")
+    return Workload(input_len, output_len or 128, concurrency, request_rate, num_prompts=num_prompts,
+                    random_range_ratio=random_range_ratio or 0.0, prefix_len=prefix_len or 0,
+                    burstiness=burstiness if burstiness is not None else 1.0,
+                    percentiles=parse_percentiles(percentiles))
 
 
 def _request(gpu, model, context, batch, engine, weights, kv, util, max_model_len, max_num_batched_tokens,
@@ -231,7 +253,8 @@ def _request(gpu, model, context, batch, engine, weights, kv, util, max_model_le
              max_loras=1, max_lora_rank=16, speculative_config=None, other_processes_memory=None,
              vllm_engine="auto", enable_chunked_prefill=None, no_calibration=False, input_len=None, output_len=None,
              concurrency=None, request_rate=None, limit_mm_per_prompt=None, language_model_only=False,
-             skip_mm_profiling=False):
+             skip_mm_profiling=False, num_prompts=None, random_range_ratio=None, prefix_len=None, burstiness=None,
+             percentiles=None):
     from .catalog import DEFAULT_MODEL, load_model
     from .hardware import get_gpu
     from .plan import PlanRequest, request_warnings, weights_for_quantization
@@ -246,7 +269,8 @@ def _request(gpu, model, context, batch, engine, weights, kv, util, max_model_le
         if given["weights"]:
             raise UsageError("give --weights or --quantization, not both")
         given["weights"] = weights_for_quantization(given["quantization"])
-    workload = _workload(input_len, output_len, concurrency, request_rate)
+    workload = _workload(input_len, output_len, concurrency, request_rate, num_prompts, random_range_ratio,
+                         prefix_len, burstiness, percentiles)
     context, batch = given["context"], given["batch"]
     if workload is not None:
         # before any model or GPU is read: a bad workload is a usage error

@@ -39,6 +39,7 @@ DEFAULT_TP = (1, 2, 4, 8)
 DEFAULT_UTILS = tuple(round(0.80 + 0.01 * i, 2) for i in range(16))  # 0.80 .. 0.95
 DEFAULT_SEQS = tuple(2 ** i for i in range(11))  # 1 .. 1024
 MAX_CONFIGURATIONS = 50_000_000  # a few bytes each in the boolean arrays: bounded memory
+SIMULATED_ROWS = 50  # rows re-timed by the simulation (~0.1 s each); more --top rows keep the screen's figures
 
 
 def preferred_util(vllm_version: str) -> float:
@@ -416,7 +417,8 @@ def evaluate(req: SearchRequest, cands: list[_Candidate], unsupported: list[Reje
             0, s.gpu.id, s.gpu.name, s.tp, s.pp, r, s.tp * s.pp * r, s.weights.name, s.kv.name, float(utils[ui]), min_u,
             int(seqs[qi]), s.max_num_batched_tokens, max_model_len, float(cost[si, ri]), float(usd_per_m[si, ri]),
             float(ttft[si]) * 1e3, float(tpot[si, ri]) * 1e3, float(tokens_per_s[si, ri]), int(n[si, ri]),
-            conc * r, int(grid.blocks[si, ui, qi]) * s.block_size, c.risk, c.price.source, c.price.estimate))
+            conc * r, s.kv_capacity_tokens(grid.blocks[si, ui, qi], int(grid.stage[si, ui, qi])), c.risk,
+            c.price.source, c.price.estimate))
     rows.sort(key=_rank_key)
     screened = len(rows)
     # the closed form screened; the rows shown are re-timed by the simulation (plan's own row of each deployment)
@@ -485,8 +487,12 @@ def retime(req: SearchRequest, rows: list[Deployment], max_model_len: int) -> tu
     tg = req.targets
     kept: list[Deployment] = []
     over = {"ttft": 0, "tpot": 0}
-    for d in rows[: 3 * max(req.top, 1)]:
-        if len(kept) >= req.top:
+    want = min(req.top, SIMULATED_ROWS)
+    for i, d in enumerate(rows):
+        if len(kept) >= want:  # past SIMULATED_ROWS: the rest keep the screen's figures (their `timing` says so)
+            kept += rows[i:i + req.top - len(kept)]
+            break
+        if i >= 3 * want:
             break
         preq = replica_request(req, d, max_model_len)
         choice = FormatChoice("search", "search", preq.asked_weights, preq.asked_kv, None)

@@ -121,6 +121,16 @@ def commands(plan_options, make_request, tokens) -> dict[str, click.Command]:
                   help="requests in flight at once (as vllm bench --max-concurrency).")
     @click.option("--request-rate", type=float, default=None, callback=_positive_float("--request-rate"),
                   help="requests per second, all replicas together (Little's law sets the concurrency).")
+    @click.option("--num-prompts", type=click.IntRange(1, 100_000), default=None,
+                  help="requests in the simulated vllm bench run, all replicas together [default: as kvcalc plan].")
+    @click.option("--random-range-ratio", type=click.FloatRange(0, 1, max_open=True), default=0.0,
+                  help="vllm bench --random-range-ratio: lengths uniform in [L (1 - r), L (1 + r)].")
+    @click.option("--prefix-len", "--random-prefix-len", "prefix_len", type=tokens, default=None,
+                  help="a prefix every prompt shares (vllm bench --random-prefix-len).")
+    @click.option("--burstiness", type=click.FloatRange(0, min_open=True), default=1.0,
+                  help="vllm bench --burstiness of --request-rate arrivals (1 = Poisson).")
+    @click.option("--percentiles", "--metric-percentiles", "percentiles", default=None, metavar="P,P,...",
+                  help="vllm bench --metric-percentiles in the JSON rows [default: 50,99].")
     @click.option("--max-ttft-ms", type=float, default=None, callback=_positive_float("--max-ttft-ms"),
                   help="target: time to first token.")
     @click.option("--max-tpot-ms", type=float, default=None, callback=_positive_float("--max-tpot-ms"),
@@ -216,9 +226,15 @@ def search_result(kw, spec=None):
                     max_gpus_per_replica=kw["max_gpus_per_replica"], utils=_utils(kw["utils"]) or S.DEFAULT_UTILS,
                     seqs=_ints(kw["seqs"], "--max-num-seqs") or S.DEFAULT_SEQS)
     prices = load_prices(kw["price"], kw["prices_file"])
-    wl = S.Workload(kw["input_len"], kw["output_len"], kw["concurrency"], kw["request_rate"])
+    from .workload import parse_percentiles
+
+    wl = S.Workload(kw["input_len"], kw["output_len"], kw["concurrency"], kw["request_rate"],
+                    num_prompts=kw["num_prompts"], random_range_ratio=kw["random_range_ratio"],
+                    prefix_len=kw["prefix_len"] or 0, burstiness=kw["burstiness"],
+                    percentiles=parse_percentiles(kw["percentiles"]))
     if wl.output_len < 1:
         raise UsageError("--output-len must be at least 1")
+    wl.check()
     targets = S.Targets(kw["max_ttft_ms"], kw["max_tpot_ms"], kw["min_context"], kw["max_quality_risk"])
     req = S.SearchRequest(spec, wl, targets, space, prices, version, kw["max_num_batched_tokens"], kw["top"])
     return S.run_search(req)

@@ -96,6 +96,19 @@ class Workload:
                              "max_model_len")
 
 
+def parse_percentiles(text: str | None) -> tuple[float, ...]:
+    """--percentiles / vllm bench --metric-percentiles: '50,90,99' -> (50.0, 90.0, 99.0); None: the default."""
+    if text is None:
+        return DEFAULT_PERCENTILES
+    try:
+        out = tuple(float(p) for p in str(text).split(",") if p.strip())
+    except ValueError:
+        raise UsageError(f"--percentiles {str(text)[:40]!r} is not a list of numbers like 50,90,99") from None
+    if not out or any(not (0 < p <= 100) or not math.isfinite(p) for p in out):
+        raise UsageError("--percentiles are numbers in (0, 100], e.g. 50,90,99")
+    return out
+
+
 @dataclass
 class BenchEstimate:
     concurrency: float  # requests in flight the numbers are for (mean over the run for the simulation)
