@@ -137,14 +137,15 @@ def plot_command(kind, out_path, **kwargs):
 @cli.command()
 @plan_options
 def explain(**kwargs):
-    """Full breakdown of one configuration (--weights/--kv choose it; default: the baseline)."""
-    from .plan import custom_key
+    """Full breakdown of one configuration (--weights/--kv choose it; default: the baseline; lists: each)."""
+    from .plan import asked_keys
     from .plan import plan as make_plan
     from .render import explain_text
 
     req, warnings = _request(kwargs)
     rows = make_plan(req, warnings)
-    wanted = [r for r in rows if r.config == custom_key(req)]
+    keys = asked_keys(req)
+    wanted = sorted((r for r in rows if r.config in keys), key=lambda r: keys.index(r.config))
     if not wanted:  # the asked configuration runs on no asked engine: say why rather than explain another one
         why = [w for w in warnings if w.startswith(("vllm:", "hf:"))]
         raise UsageError("nothing to explain: " + "; ".join(why or ["no row for the asked configuration"]))

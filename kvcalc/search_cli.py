@@ -11,7 +11,7 @@ import json
 
 import click
 
-from .options import FIT_QUESTIONS, fit_options, given_names, plan_options, search_options
+from .options import FIT_QUESTIONS, fit_options, fit_plan_options, given_names, search_options
 
 
 def commands() -> dict[str, click.Command]:
@@ -19,7 +19,7 @@ def commands() -> dict[str, click.Command]:
 
     @click.command(name="fit")
     @click.argument("question", type=click.Choice(FIT_QUESTIONS))
-    @plan_options
+    @fit_plan_options
     @fit_options
     def fit(question, max_gpus, as_json, **kwargs):
         """Plan backwards for one vLLM configuration (--weights/--kv; default the baseline), exact at vLLM's
@@ -37,7 +37,6 @@ def commands() -> dict[str, click.Command]:
         from .inverse import answer
         from .request import build_request
 
-        kwargs["engine"] = "vllm" if kwargs.get("engine") == "both" else kwargs.get("engine")
         req, warnings = build_request(kwargs, given_names())
         result = answer(question, req, max_gpus)
         if as_json:
@@ -77,7 +76,9 @@ def _print_answer(req, a) -> None:
 
 
 def _run_search(kw) -> None:
-    res = search_result(kw)
+    from .request import search_result
+
+    res = search_result(kw, None, given_names())
     if kw["as_json"]:
         from . import search as S
 
@@ -86,11 +87,3 @@ def _run_search(kw) -> None:
     from .search_render import render_search
 
     render_search(res)
-
-
-def search_result(kw, spec=None):
-    """The search for the parsed options `kw` of `kvcalc search` (`spec`: a pasted config.json's model)."""
-    from . import search as S
-    from .request import build_search
-
-    return S.run_search(build_search(kw, spec))

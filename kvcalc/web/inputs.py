@@ -54,6 +54,24 @@ def _web_names(command: str = "plan") -> dict[str, object]:
     return {o.name: o for o in web_table(command)}
 
 
+def canonical_params(params: dict, names: dict, extra: set[str] = frozenset()) -> dict:
+    """Parameters under the option names the table uses: any spelling of an option is taken as the CLI takes it
+    (`input-len`, `--input-len`, `tensor_parallel_size` and `input_len` are one parameter); two spellings of one
+    option are refused, as a repeated parameter is."""
+    spelled = {}
+    for name, option in names.items():
+        for flag in (name, *option.spellings):
+            spelled[flag.lstrip("-").replace("-", "_").lower()] = name
+    out: dict = {}
+    for key, value in params.items():
+        name = key if key in names or key in extra else spelled.get(str(key).lstrip("-").replace("-", "_").lower(),
+                                                                    key)
+        if name in out:
+            raise UsageError(f"parameter {name!r} given twice (as {key!r})")
+        out[name] = value
+    return out
+
+
 def option_names() -> list[str]:
     return sorted(_web_names())
 
@@ -207,6 +225,7 @@ def parse(params: dict, allow_hub: bool = False) -> WebRequest:
     """Query or JSON parameters -> WebRequest. Raises UsageError (or click's errors, via `error_message`) on any
     bad input; unknown parameter names are refused, so a typo never silently falls back to a default."""
     names = _web_names()
+    params = canonical_params(params, names, WEB_OPTIONS)
     unknown = sorted(k for k in params if k not in names and k not in WEB_OPTIONS)
     if unknown:
         raise UsageError(f"unknown parameter {unknown[0]!r}; known: {', '.join(sorted(names))}")
@@ -215,10 +234,10 @@ def parse(params: dict, allow_hub: bool = False) -> WebRequest:
     from ..options import web_table
     from ..request import build_request
 
-    values, _ = options_parse(web_table("plan"), _argv(names, params, model_name), "plan")
+    values, explicit = options_parse(web_table("plan"), _argv(names, params, model_name), "plan")
     tp_sweep = bool(values.get("tp_sweep"))
     kwargs = {k: v for k, v in values.items() if k != "tp_sweep"}
-    req, warnings = build_request(kwargs)
+    req, warnings = build_request(kwargs, explicit)  # as on the CLI, options given beside vllm_command win
     if spec is not None:  # a pasted or hub config: the CLI's request with this spec, and the warnings for it
         from ..plan import request_warnings
 
@@ -236,18 +255,19 @@ def search_names() -> list[str]:
     return sorted(_web_names("search"))
 
 
-def parse_search(params: dict, allow_hub: bool = False) -> tuple[dict, object]:
-    """Query or JSON parameters -> (the parsed options of `kvcalc search`, a ModelSpec or None), through the search
-    command's own click parser; `model` and `gpus` are held to the same rules as for a plan."""
+def parse_search(params: dict, allow_hub: bool = False) -> tuple[dict, object, set]:
+    """Query or JSON parameters -> (the parsed options of `kvcalc search`, a ModelSpec or None, the options given),
+    through the search command's own click options; `model` and `gpus` are held to the same rules as for a plan."""
     from ..options import SEARCH_OPTIONS
 
     names = _web_names("search")
+    params = canonical_params(params, names, {"config", "config_name"})
     unknown = sorted(k for k in params if k not in names and k not in ("config", "config_name"))
     if unknown:
         raise UsageError(f"unknown search parameter {unknown[0]!r}; known: {', '.join(sorted(names))}")
     model_name, spec = resolve_model(params, allow_hub)
-    values, _ = options_parse(SEARCH_OPTIONS, _argv(names, params, model_name), "search")
-    return values, spec
+    values, explicit = options_parse(SEARCH_OPTIONS, _argv(names, params, model_name), "search")
+    return values, spec, explicit
 
 
 def error_message(exc: BaseException) -> str | None:
