@@ -62,9 +62,10 @@ def weights_for_quantization(name: str) -> str:
     return VLLM_QUANTIZATION[key]
 
 
-def speculative_settings(config: str | dict | None) -> dict | None:
+def speculative_settings(config: str | dict | None, read_files: bool = True) -> dict | None:
     """vLLM's --speculative-config (a JSON object): its method (ngram, eagle, eagle3, mtp; vLLM's 'deepseek_mtp' and
-    the other *_mtp names are mtp) and num_speculative_tokens. One clear line for anything else."""
+    the other *_mtp names are mtp) and num_speculative_tokens. One clear line for anything else. read_files=False
+    never reads an EAGLE head's local config (the head then has the target's shape, as for a hub id)."""
     if config is None or config == "":
         return None
     if isinstance(config, str):
@@ -87,7 +88,9 @@ def speculative_settings(config: str | dict | None) -> dict | None:
     if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 64:
         raise UsageError(f"--speculative-config num_speculative_tokens must be 1-64, got {shown(k)}")
     out = {"method": method, "num_speculative_tokens": k}
-    if method in ("eagle", "eagle3") and isinstance(config.get("model"), str):
+    if "draft_config" in config:  # already read (a PlanRequest copied by dataclasses.replace: fit's steps)
+        out["draft_config"] = config["draft_config"]
+    elif method in ("eagle", "eagle3") and isinstance(config.get("model"), str) and read_files:
         out["draft_config"] = draft_config_at(config["model"])
     return out
 
@@ -208,6 +211,7 @@ class PlanRequest:
     skip_mm_profiling: bool = False  # vLLM --skip-mm-profiling: no encoder in the profile run
     workload: Workload | None = None  # --input-len/--output-len/--concurrency/--request-rate (vllm bench terms)
     calibration: Any = None  # kvcalc.calibrate.EnvCalibration for this GPU and vLLM version (kvcalc calibrate)
+    read_files: bool = True  # False (the web API): no file named in the request is read (an EAGLE head's folder)
     # --weights/--kv resolved once, here; everything below uses these objects, never the names
     asked_weights: WeightFormat | None = field(init=False, default=None, repr=False, compare=False)
     asked_kv: KvFormat | None = field(init=False, default=None, repr=False, compare=False)
@@ -222,7 +226,7 @@ class PlanRequest:
         if self.entrypoint not in ENTRYPOINTS:
             raise UsageError(f"--entrypoint {shown(self.entrypoint)} is not serve or offline")
         dtype_bytes_for(self.dtype)
-        self.speculative_config = speculative_settings(self.speculative_config)
+        self.speculative_config = speculative_settings(self.speculative_config, self.read_files)
         rules_with_engine(self.vllm_version, self.vllm_engine)  # refuses an engine the release did not have
         if self.weights is not None:
             self.asked_weights = self.weights if isinstance(self.weights, WeightFormat) else weight_format(self.weights)

@@ -48,12 +48,17 @@ def _names(value) -> tuple[str, ...]:
     return (value,) if isinstance(value, str) else tuple(value)
 
 
-def build_request(options: dict, explicit: set[str] = frozenset()):
+def build_request(options: dict, explicit: set[str] = frozenset(), *, load_model=None, read_files: bool = True):
     """(PlanRequest, warnings) for the parsed PLAN_OPTIONS `options`; `explicit` names the options the user typed
-    (they win over a --vllm-command's flags)."""
-    from .catalog import DEFAULT_MODEL, load_model
+    (they win over a --vllm-command's flags). `load_model` turns the model's name (--model, or the command's) into a
+    ModelSpec (default catalog.load_model: catalog, files, hub); read_files=False reads no file a request names
+    (the web API: with a load_model that reads none either)."""
+    from .catalog import DEFAULT_MODEL
     from .hardware import get_gpu
     from .plan import PlanRequest, request_warnings, weights_for_quantization
+
+    if load_model is None:
+        from .catalog import load_model
 
     given = {o.name: o.default for o in PLAN_OPTIONS}
     given.update(options)
@@ -91,7 +96,7 @@ def build_request(options: dict, explicit: set[str] = frozenset()):
     req = PlanRequest(spec=spec, gpu=profile, context=context or 8192, batch=batch, engines=engines,
                       workload=workload, weights=weights[0] if weights else None, kv=kvs[0] if kvs else None,
                       weights_choices=weights if len(weights) > 1 else (), kv_choices=kvs if len(kvs) > 1 else (),
-                      **fields)
+                      read_files=read_files, **fields)
     warnings = notes + request_warnings(req)
     if "vllm" in engines and not given["no_calibration"]:
         from .calibrate import find
@@ -139,10 +144,10 @@ def _search_command(kw: dict, explicit: set[str]) -> tuple[dict, list[str]]:
     return out, warnings
 
 
-def build_search(options: dict, spec=None, explicit: set[str] = frozenset()):
-    """(SearchRequest, warnings) for the parsed SEARCH_OPTIONS `options` (`spec`: a pasted config.json's model
-    instead of --model; `explicit`: the options typed, which win over --vllm-command's)."""
-    from .catalog import DEFAULT_MODEL, load_model
+def build_search(options: dict, load_model=None, explicit: set[str] = frozenset()):
+    """(SearchRequest, warnings) for the parsed SEARCH_OPTIONS `options`; `load_model` as build_request's (the web
+    API's reads no file); `explicit`: the options typed, which win over --vllm-command's."""
+    from .catalog import DEFAULT_MODEL
     from .engines.vllm import DEFAULT_VERSION, parse_version
     from .formats import kv_format, weight_format
     from .hardware import get_gpu, list_gpus
@@ -154,7 +159,9 @@ def build_search(options: dict, spec=None, explicit: set[str] = frozenset()):
         kw, warnings = _search_command(kw, set(explicit))
     if (kw["concurrency"] is None) == (kw["request_rate"] is None):
         raise UsageError("give exactly one of --concurrency N and --request-rate R")
-    spec = spec or load_model(kw["model"] or DEFAULT_MODEL)
+    if load_model is None:
+        from .catalog import load_model
+    spec = load_model(kw["model"] or DEFAULT_MODEL)
     version = kw["vllm_version"] or DEFAULT_VERSION
     parse_version(version)
     gpus = [get_gpu(g) for g in kw["gpus"]] if kw["gpus"] else list_gpus()
@@ -178,12 +185,12 @@ def build_search(options: dict, spec=None, explicit: set[str] = frozenset()):
     return req, warnings
 
 
-def search_result(options: dict, spec=None, explicit: set[str] = frozenset()):
+def search_result(options: dict, load_model=None, explicit: set[str] = frozenset()):
     """The search for the parsed SEARCH_OPTIONS `options`, its request's warnings first (kvcalc search and the web
     API's /api/search both answer with this)."""
     from . import search as S
 
-    req, warnings = build_search(options, spec, explicit)
+    req, warnings = build_search(options, load_model, explicit)
     result = S.run_search(req)
     result.warnings[:0] = warnings
     return result

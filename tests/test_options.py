@@ -148,7 +148,7 @@ def test_web_takes_the_same_names_and_spellings():
 
     from kvcalc.web.app import create_app
 
-    client = TestClient(create_app(cache_size=0))
+    client = TestClient(create_app(cache_size=0), base_url="http://localhost")
     info = client.get("/api/info").json()
     assert info["options"] == sorted(o.name for o in O.web_table("plan"))
     assert info["search_options"] == sorted(o.name for o in O.web_table("search"))

@@ -133,8 +133,8 @@ def search_payload(params: dict, allow_hub: bool) -> dict:
     from ..request import search_result
     from .inputs import parse_search
 
-    kw, spec, explicit = parse_search(params, allow_hub)
-    return search.search_json(search_result(kw, spec, explicit))
+    kw, load, explicit = parse_search(params, allow_hub)
+    return search.search_json(search_result(kw, load, explicit))
 
 
 @lru_cache(maxsize=2)
