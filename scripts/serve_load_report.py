@@ -7,10 +7,9 @@ back), as the mean of (measured TTFT - simulated TTFT without it) over FIT. It i
 request at a short prompt (where the engine's prefill is small and well measured) fixes it. Every other run is held
 out and nothing is fitted on it.
 
-Which rows are which shape follows the data README: run b's "llama-3.1-8b-awq" rows were answered by run a's
-leftover llama-3.2-3b-fp8kv server; c4_8k_256 and rate8_1k_256 are kept as that shape, the others dropped (their
-prompts were the ones run a had sent, so they came from the prefix cache). Seeds: 1000 x (shape index + 1) +
-workload index in the case file (README).
+Rows are as docs/validation/data/v4/serve/runs.jsonl labels them (its README: run b's two rows answered by run a's
+leftover llama-3.2-3b-fp8kv server are that shape). Runs c and d (AWQ 8B, Qwen3-30B-A3B) came after the split was
+fixed and are all held out.
 
     PYTHONPATH=. python3 scripts/serve_load_report.py            # the table (markdown)
     PYTHONPATH=. python3 scripts/serve_load_report.py --json     # rows and summaries
@@ -23,47 +22,57 @@ import json
 import math
 import statistics
 import sys
+import zlib
 from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "docs" / "validation" / "data" / "v4" / "serve"
-CASES = {"a": ROOT / "scripts" / "gpu_v4" / "serve_cases_a.json", "b": ROOT / "scripts" / "gpu_v4" / "serve_cases_b.json"}
+CASES = {run: ROOT / "scripts" / "gpu_v4" / f"serve_cases_{run}.json" for run in "abcd"}
 FIT = ("llama-3.1-8b.c1_1k_256",)  # the front-end cost's fit set; everything else is held out
+# run b's rows that run a's leftover 3B server answered: the case file names them llama-3.1-8b-awq (data README)
 RELABEL = {("b", "llama-3.1-8b-awq", "c4_8k_256"): "llama-3.2-3b-fp8kv",
            ("b", "llama-3.1-8b-awq", "rate8_1k_256"): "llama-3.2-3b-fp8kv"}
-DROP = {("b", "llama-3.1-8b-awq", w) for w in ("c1_1k_256", "c8_1k_256", "c32_1k_256", "c128_1k_256")}
 TARGETS = {"mean_ttft": 0.20, "p99_ttft": 0.30, "mean_tpot": 0.10, "output_throughput": 0.10}
 QUANTITIES = (("mean_ttft", "mean_ttft_ms", "ttft_s"), ("p99_ttft", "p99_ttft_ms", None),
               ("mean_tpot", "mean_tpot_ms", "tpot_s"), ("output_throughput", "output_throughput", None))
 
 
+def _seed(run: str, shape_index: int, shape: str, workload_index: int, workload: str) -> int:
+    """--seed as the runner gave it: 1000 x (shape index + 1) + workload index in runs a and b, then a CRC of the run,
+    shape and workload names (scripts/gpu_v4/serve_load.py; data README)."""
+    if run in ("a", "b"):
+        return 1000 * (shape_index + 1) + workload_index
+    return zlib.crc32(f"{run}/{shape}/{workload}".encode()) % 2**31
+
+
 def _cases() -> dict:
-    """(run, shape, workload id) -> (shape entry, workload entry, seed)."""
+    """(run, shape as served, workload id) -> (shape entry, workload entry, seed)."""
     out = {}
     for run, path in CASES.items():
-        shapes = json.loads(path.read_text())["shapes"]
-        for si, shape in enumerate(shapes):
+        if not path.is_file():
+            continue
+        for si, shape in enumerate(json.loads(path.read_text())["shapes"]):
             for wi, wl in enumerate(shape["workloads"]):
-                out[(run, shape["name"], wl["id"])] = (shape, wl, 1000 * (si + 1) + wi)
+                served = RELABEL.get((run, shape["name"], wl["id"]), shape["name"])
+                out[(run, served, wl["id"])] = (shape, wl, _seed(run, si, shape["name"], wi, wl["id"]))
     return out
 
 
 def runs() -> list[dict]:
-    """The bench rows with their shape, workload settings and seed (README's relabelling applied)."""
+    """The bench rows (as the data README relabelled them) with their served shape, workload settings and seed."""
     cases = _cases()
-    shapes_a = {s["name"]: s for s in json.loads(CASES["a"].read_text())["shapes"]}
+    shapes = {}
+    for path in CASES.values():
+        if path.is_file():
+            shapes.update({s["name"]: s for s in json.loads(path.read_text())["shapes"]})
     out = []
     for line in (DATA / "runs.jsonl").read_text().splitlines():
         row = json.loads(line)
-        full = f"{row['shape']}.{row['workload']}"  # the file splits "name.workload" at the first dot
-        key = next(k for k in cases if k[0] == row["run"] and f"{k[1]}.{k[2]}" == full)
-        if key in DROP:
-            continue
+        key = (row["run"], row["shape"], row["workload"])
         shape, wl, seed = cases[key]
-        served = RELABEL.get(key, key[1])
-        out.append({"id": f"{served}.{key[2]}", "run": key[0], "shape": shapes_a.get(served, shape), "wl": wl,
-                    "seed": seed, "bench": row})
+        out.append({"id": f"{row['shape']}.{row['workload']}", "run": row["run"], "shape": shapes[row["shape"]],
+                    "wl": wl, "seed": seed, "bench": row})
     return out
 
 
@@ -77,6 +86,7 @@ def _serve_settings(shape: dict) -> dict:
 def predict(case: dict, frontend_s: float | None = None) -> dict:
     """kvcalc's figures for one run: the deployment as `kvcalc plan` builds it, the workload as vllm bench ran it."""
     from kvcalc.catalog import load_model
+    from kvcalc.checkpoint import baseline_weights
     from kvcalc.engines import vllm as vllm_engine
     from kvcalc.formats import kv_format, weight_format
     from kvcalc.hardware import get_gpu
@@ -86,7 +96,7 @@ def predict(case: dict, frontend_s: float | None = None) -> dict:
 
     shape, wl, s = case["shape"], case["wl"], _serve_settings(case["shape"])
     spec, gpu = load_model(shape["catalog"]), get_gpu("h200")
-    weights, kv = weight_format("bf16"), kv_format(s["kv"])
+    weights, kv = baseline_weights(spec) or weight_format("bf16"), kv_format(s["kv"])  # the checkpoint's format
     settings = vllm_engine.VllmSettings(weights=weights, kv=kv, gpu_memory_utilization=s["util"],
                                         max_model_len=s["max_model_len"], version="0.26.0", entrypoint="serve")
     est = vllm_engine.estimate(spec, gpu, settings)
@@ -108,6 +118,7 @@ def closed_form(case: dict) -> dict:
     """The model plan used before the simulation (workload.closed_form_bench: one prefill for TTFT, the other
     requests' prefills spread over TPOT), for the comparison column."""
     from kvcalc.catalog import load_model
+    from kvcalc.checkpoint import baseline_weights
     from kvcalc.engines import vllm as vllm_engine
     from kvcalc.formats import kv_format, weight_format
     from kvcalc.hardware import get_gpu
@@ -115,7 +126,7 @@ def closed_form(case: dict) -> dict:
 
     shape, wl, s = case["shape"], case["wl"], _serve_settings(case["shape"])
     spec, gpu = load_model(shape["catalog"]), get_gpu("h200")
-    settings = vllm_engine.VllmSettings(weights=weight_format("bf16"), kv=kv_format(s["kv"]),
+    settings = vllm_engine.VllmSettings(weights=baseline_weights(spec) or weight_format("bf16"), kv=kv_format(s["kv"]),
                                         gpu_memory_utilization=s["util"], max_model_len=s["max_model_len"],
                                         version="0.26.0", entrypoint="serve")
     est = vllm_engine.estimate(spec, gpu, settings)
