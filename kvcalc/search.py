@@ -360,6 +360,14 @@ def evaluate(req: SearchRequest, cands: list[_Candidate], unsupported: list[Reje
         rate_ok = n <= cap[:, None]
         n = np.minimum(n, cap_sr)  # where the rate is out of reach, judge the rest at the most the replica holds
         ttft, tpot = _latencies(cands, wl, n, mnbt)
+        # the GPU's time per second: each request's prefill GEMMs and attention (their compute alone: what mixing
+        # them into decode steps cannot hide) plus its share of the decode steps; above 1 the queue grows
+        pre0 = np.array([c.line.pre0 for c in cands])[:, None]
+        pre1 = np.array([c.line.pre1 for c in cands])[:, None]
+        p_len = wl.input_len + wl.prefix_len
+        busy = (wl.request_rate / replicas[None, :]) * (pre0 * p_len + pre1 * p_len * (p_len + 1) / 2
+                                                         + (wl.output_len - 1) * tpot / np.maximum(n, 1))
+        rate_ok &= busy <= 1.0
         tokens_per_s = np.full((S, R), wl.request_rate * wl.output_len)
     evaluated = S * U * Q * R
 
@@ -396,6 +404,11 @@ def evaluate(req: SearchRequest, cands: list[_Candidate], unsupported: list[Reje
     preferred = preferred_util(req.vllm_version)
     util_pref = np.where(utils <= preferred + 1e-9, preferred - utils, 1 + utils - preferred)
     score = util_pref[None, :, None, None] * 1e4 + np.arange(Q)[None, None, :, None]
+    if wl.request_rate is not None:
+        # Poisson arrivals bunch: more than the mean n are in flight at times, and vLLM queues what max_num_seqs
+        # does not seat, so prefer a max_num_seqs of at least twice the mean when the grid has one that fits
+        short = seqs[None, None, :, None] < 2 * n[:, None, None, :]
+        score = score + np.where(short, 1e3, 0.0)
     score = np.where(feasible, score, np.inf)
     flat = score.reshape(S, U * Q, R).argmin(axis=1)  # (S, R)
     u_idx, q_idx = flat // Q, flat % Q
@@ -445,9 +458,10 @@ def evaluate(req: SearchRequest, cands: list[_Candidate], unsupported: list[Reje
     if not rows and screened:
         worst = max(after_sim, key=after_sim.get)
         result.binding = worst
+        target = "--request-rate" if worst == "throughput" else f"--max-{worst}-ms"
         result.message = (f"no configuration meets the targets: {screened:,} deployments pass the closed-form screen, "
                           f"but the simulation of the cheapest {sum(after_sim.values())} puts every one over the "
-                          f"--max-{worst}-ms target (it queues the prompts and mixes their prefills into the decode "
+                          f"{target} target (it queues the prompts and mixes their prefills into the decode "
                           "steps, as vLLM's scheduler does)")
         result.closest = {"constraint": worst}
     elif not rows:
@@ -486,7 +500,7 @@ def retime(req: SearchRequest, rows: list[Deployment], max_model_len: int) -> tu
 
     tg = req.targets
     kept: list[Deployment] = []
-    over = {"ttft": 0, "tpot": 0}
+    over = {"throughput": 0, "ttft": 0, "tpot": 0}
     want = min(req.top, SIMULATED_ROWS)
     for i, d in enumerate(rows):
         if len(kept) >= want:  # past SIMULATED_ROWS: the rest keep the screen's figures (their `timing` says so)
@@ -507,7 +521,9 @@ def retime(req: SearchRequest, rows: list[Deployment], max_model_len: int) -> tu
         d.kv_capacity_tokens = int(row.kv_capacity_tokens)
         d.max_concurrency = int(row.max_concurrency) * d.replicas
         d.timing = "simulation"
-        if tg.max_ttft_ms is not None and d.ttft_ms > tg.max_ttft_ms:
+        if b.saturated:  # the replica's share of the rate is more than it serves: its queue grows without bound
+            over["throughput"] += 1
+        elif tg.max_ttft_ms is not None and d.ttft_ms > tg.max_ttft_ms:
             over["ttft"] += 1
         elif tg.max_tpot_ms is not None and d.tpot_ms > tg.max_tpot_ms:
             over["tpot"] += 1

@@ -126,6 +126,7 @@ class BenchEstimate:
     duration_s: float | None = None
     preemptions: int | None = None
     prefix_hit_tokens: int | None = None
+    saturated: bool = False  # a request rate above what the deployment serves: the queue grew over the run
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -190,6 +191,16 @@ def vllm_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFo
     if want > held:
         notes.append(f"{want} requests in flight exceed the {held} vLLM holds at once at this context: the rest "
                      "wait in its queue (their wait is in the TTFT)")
+    saturated = False
+    if math.isfinite(load.request_rate) and load.num_prompts >= 8:
+        # a queue that grows over the run: the last quarter of the requests waits far longer than the second
+        q = load.num_prompts // 4
+        early, late = float(res.ttft_s[q:2 * q].mean()), float(res.ttft_s[-q:].mean())
+        saturated = late > 2 * early + 0.5
+        if saturated:
+            notes.append(f"request rate {load.request_rate:g}/s is more than this deployment serves: the queue grows "
+                         f"over the run (first token after {early:.2f} s in the second quarter, {late:.2f} s in the "
+                         "last); the figures grow with --num-prompts")
     e2e = m["mean_e2el_ms"] / 1e3
     in_flight = float((res.e2e_s).sum() / res.duration_s)  # Little's law over the run
     pct = {k: v for k, v in m.items() if k.startswith(("median_", "p", "std_")) and k.endswith("_ms")}
@@ -198,7 +209,7 @@ def vllm_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFo
         output_tokens_per_s=m["output_throughput"], output_tokens_per_s_per_user=float(
             (res.output_lens / res.e2e_s).mean()), request_throughput=m["request_throughput"], notes=notes,
         itl_s=m["mean_itl_ms"] / 1e3, percentiles=pct, num_prompts=load.num_prompts, duration_s=res.duration_s,
-        preemptions=res.preemptions, prefix_hit_tokens=res.prefix_hit_tokens)
+        preemptions=res.preemptions, prefix_hit_tokens=res.prefix_hit_tokens, saturated=saturated)
 
 
 def closed_form_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFormat, wl: Workload, *,
