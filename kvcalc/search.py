@@ -360,14 +360,16 @@ def evaluate(req: SearchRequest, cands: list[_Candidate], unsupported: list[Reje
         rate_ok = n <= cap[:, None]
         n = np.minimum(n, cap_sr)  # where the rate is out of reach, judge the rest at the most the replica holds
         ttft, tpot = _latencies(cands, wl, n, mnbt)
-        # the GPU's time per second: each request's prefill GEMMs and attention (their compute alone: what mixing
-        # them into decode steps cannot hide) plus its share of the decode steps; above 1 the queue grows
+        # the GPU's time per request: its prefill GEMMs and attention (their compute alone: what mixing them into
+        # decode steps cannot hide) plus its share of the decode steps at the most requests a replica holds; a rate
+        # that needs more than the GPU's second grows the queue at any concurrency
         pre0 = np.array([c.line.pre0 for c in cands])[:, None]
         pre1 = np.array([c.line.pre1 for c in cands])[:, None]
         p_len = wl.input_len + wl.prefix_len
-        busy = (wl.request_rate / replicas[None, :]) * (pre0 * p_len + pre1 * p_len * (p_len + 1) / 2
-                                                         + (wl.output_len - 1) * tpot / np.maximum(n, 1))
-        rate_ok &= busy <= 1.0
+        per_request = pre0 * p_len + pre1 * p_len * (p_len + 1) / 2 + (wl.output_len - 1) * p_cap / cap_sr
+        gpu_reach = replicas[None, :] / np.maximum(per_request, 1e-12)
+        rate_ok &= wl.request_rate <= gpu_reach
+        reach = np.minimum(reach, gpu_reach)
         tokens_per_s = np.full((S, R), wl.request_rate * wl.output_len)
     evaluated = S * U * Q * R
 
