@@ -142,7 +142,8 @@ def _plan_options(func):
         click.option("--quantization", "-q", default=None, type=NAME,
                      help="vLLM's --quantization (awq, awq_marlin, gptq, gptq_marlin, fp8, bitsandbytes): sets --weights."),
         click.option("--kv", "--kv-cache-dtype", "kv", default=None, type=NAME,
-                     help="KV format: auto, fp8, fp8-e5m2, hqq-8 (int8), hqq-4, hqq-2, quanto-4, quanto-2."),
+                     help="KV format: auto, fp8, fp8-e5m2, int8/fp8/int4_per_token_head, nvfp4 (vLLM); hqq-8 (int8), hqq-4, "
+                     "hqq-2, quanto-4, quanto-2 (transformers)."),
         click.option("--util", "--gpu-memory-utilization", "util", default=None, type=FRACTION,
                      help="vLLM gpu_memory_utilization [default: the version's, 0.92 from 0.21, 0.9 before]."),
         click.option("--entrypoint", type=click.Choice(["serve", "offline"]), default="serve", show_default=True,

@@ -55,7 +55,7 @@ def _vllm(req: PlanRequest) -> PlanRequest:
     if "vllm" not in req.engines:
         raise UsageError("kvcalc fit answers for vLLM (block-granular); drop --engine hf")
     if req.kv is not None and kv_format(req.kv).vllm_name is None:
-        raise UsageError(f"vLLM has no {kv_format(req.kv).label} cache; choose --kv auto, fp8 or fp8-e5m2")
+        raise UsageError(f"vLLM has no {kv_format(req.kv).label} cache; choose --kv auto, fp8, fp8-e5m2, int8/fp8/int4_per_token_head or nvfp4")
     if req.weights is not None and "vllm" not in weight_format(req.weights).engines:
         raise UsageError(f"vLLM does not load {weight_format(req.weights).label} weights")
     unserved = unserved_reason(req.spec, req.vllm_version)

@@ -210,7 +210,7 @@ def search_result(kw, spec=None):
     kvs = tuple(kv_format(k).name for k in _split(kw["kv"], "--kv")) or S.DEFAULT_KV
     for k in kvs:
         if kv_format(k).vllm_name is None:
-            raise UsageError(f"--kv {k}: vLLM has no {kv_format(k).label} cache (auto, fp8, fp8-e5m2)")
+            raise UsageError(f"--kv {k}: vLLM has no {kv_format(k).label} cache (auto, fp8, fp8-e5m2, int8/fp8/int4_per_token_head, nvfp4)")
     space = S.Space(gpus=gpus, weights=weights, kv=kvs, tp=_ints(kw["tp"], "--tp") or S.DEFAULT_TP,
                     pp=_ints(kw["pp"], "--pp") or (1,), max_replicas=kw["max_replicas"],
                     max_gpus_per_replica=kw["max_gpus_per_replica"], utils=_utils(kw["utils"]) or S.DEFAULT_UTILS,

@@ -27,6 +27,7 @@ from ..model import ModelSpec
 from ..units import GiB, ceil_div
 from . import vllm_draft
 from .vllm_groups import KvLayout, vllm_kv_layout
+from .vllm_specs import vllm_kv_refusal
 from .vllm_profile import ProfilePeak, profile_peak
 from .vllm_support import ServeGate, unserved_gate, unserved_reason
 from .vllm_versions import (VersionRules, batch_defaults_for, chunked_prefill_on, release_of, rules_for,
@@ -501,7 +502,11 @@ def _estimate(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings) -> VllmEstimate
     if not 0 < util <= 1:
         raise UsageError(f"gpu_memory_utilization must be in (0, 1], got {util}")
     if s.kv.vllm_name is None:
-        raise UsageError(f"vLLM has no {s.kv.label} cache (kv_cache_dtype is auto, fp8 or fp8_e5m2)")
+        raise UsageError(f"vLLM has no {s.kv.label} cache (kv_cache_dtype is auto, fp8, fp8_e5m2, "
+                         "int8/fp8/int4_per_token_head or nvfp4)")
+    kv_refused = vllm_kv_refusal(s.kv, s.version, gpu.compute_capability, gpu.vendor)
+    if kv_refused:
+        raise UnsupportedModelError(f"vLLM cannot serve {spec.name} this way: {kv_refused}")
     if "vllm" not in s.weights.engines:
         raise UsageError(f"vLLM does not load {s.weights.label} weights")
     if s.tensor_parallel < 1 or s.pipeline_parallel < 1:
