@@ -305,11 +305,11 @@ KV_FORMATS: dict[str, KvFormat] = {
                  "error (vLLM kv_cache_dtype=nvfp4_4over6, config/cache.py)", bits=4, group_size=0,
                  scale_tensors=0, residual_length=0, backend=None, vllm_name="nvfp4_4over6",
                  native_min_compute_capability=10.0, needs_unpack=True, quality_risk="moderate",
-                 vllm_layout="nvfp4", vllm_since="0.30.0", vllm_cc_majors=(10,),
+                 vllm_layout="nvfp4", vllm_since="0.28.0", vllm_cc_majors=(10,),
                  vllm_backends="FLASHINFER (trtllm-gen FMHA)",
                  source=_NVFP4_SOURCE + "; get_kv_quant_mode: every name starting 'nvfp4' but nvfp4_ds_mla is "
-                 "KVQuantMode.NVFP4 (first release approximate: it is in CacheDType at vllm@002f10e0, not at "
-                 "vllm@001cabc1)"),
+                 "KVQuantMode.NVFP4. First release approximate: absent from CacheDType at vllm@001cabc1 (a pre-0.28 "
+                 "commit, no int4_per_token_head yet), present at vllm@002f10e0"),
         _quantized("hqq", 8, "none"),
         _quantized("hqq", 4, "low"),
         _quantized("hqq", 2, "moderate"),
