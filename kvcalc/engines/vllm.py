@@ -688,7 +688,8 @@ def stage_budgets(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings, budget: int
                                     hybrid_allocator=s.rules.hybrid_allocator,
                                     compute_capability=gpu.compute_capability or 9.0,
                                     mamba_speculative_blocks=vllm_draft.mamba_speculative_blocks(
-                                        spec, s.speculative_method, s.num_speculative_tokens))
+                                        spec, s.speculative_method, s.num_speculative_tokens),
+                                    null_block_first=s.rules.null_block_first)
         except (NotImplementedError, ValueError) as exc:
             raise UnsupportedModelError(f"vLLM cannot serve {spec.name} this way: {exc}") from None
         act = activation_bytes(spec, s, mnbt, seqs, v2, last_stage=last, gpu=gpu, max_model_len=max_model_len,

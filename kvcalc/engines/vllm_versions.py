@@ -43,6 +43,9 @@ class VersionRules:
     # "carried" (the release was not read line by line: no rule change found in the sources read, so the previous
     # row's rules apply unverified)
     evidence: str = "source"
+    # vLLM PR #47272 (0.28.1rc0): the start check and --max-model-len auto plan against the memory minus one block
+    # (the null block), kv_cache_utils.py
+    null_block_first: bool = False
 
 
 # Sampler peak per logit, before the V2 runner: fp32 logits (4 B) + the top-k/top-p path's sorted copy (4 B) and
@@ -114,26 +117,32 @@ VERSION_RULES: tuple[VersionRules, ...] = (
                  "L tokens per request: Cx' (v1/core/kv_cache_utils.py); new kv_cache_dtype int4_per_token_head and "
                  "turboquant_* (config/cache.py). Not read: the >= 160 GiB tier's LLM-class max_num_batched_tokens "
                  "and max_num_seqs (kvcalc keeps 16384 and 1024)", profile="mechanism"),
+    VersionRules("0.28.1", "v1", 0.92, "v1_memory_160", "always", True, True, True, True, "concurrency", False,
+                 None,
+                 "vLLM PR #47272 (merge commit 76fb6d21, 2026-08-20; first in v0.28.1rc0, not in v0.28.0): the null "
+                 "block is reserved before the start check and the --max-model-len auto fit "
+                 "(v1/core/kv_cache_utils.py), so one max_model_len request needs its blocks plus one",
+                 profile="mechanism", null_block_first=True),
     VersionRules("0.29.0", "v1", 0.92, "v1_memory_160", "always", True, True, True, True, "concurrency", False,
                  None,
                  "v0.29.0 release notes: FlashInfer all-reduce on by default for TP CUDA groups (vllm#52998), "
                  "deterministic prefix-cache NONE_HASH (vllm#51875), --max-num-queued-reqs / --max-num-queued-tokens "
                  "admission flags (vllm#49445); no change to the KV budget terms found. Not modelled: the FlashInfer "
-                 "all-reduce workspace at TP > 1", profile="mechanism"),
+                 "all-reduce workspace at TP > 1", profile="mechanism", null_block_first=True),
     VersionRules("0.30.0", "v1", 0.92, "v1_memory_160", "always", True, True, True, True, "concurrency", False,
                  None, "no memory rule change found in the sources read; the 0.29 rules apply", profile="mechanism",
-                 evidence="carried"),
+                 evidence="carried", null_block_first=True),
     VersionRules("0.31.0", "v1", 0.92, "v1_memory_160", "always", True, True, True, True, "concurrency", False,
                  None, "no memory rule change found in the sources read; the 0.29 rules apply", profile="mechanism",
-                 evidence="carried"),
+                 evidence="carried", null_block_first=True),
     VersionRules("0.32.0", "v1", 0.92, "v1_memory_160", "always", True, True, True, True, "concurrency", False,
                  None, "no memory rule change found in the sources read; the 0.29 rules apply", profile="mechanism",
-                 evidence="carried"),
+                 evidence="carried", null_block_first=True),
     VersionRules("0.33.0", "v1", 0.92, "v1_memory_160", "always", True, True, True, True, "concurrency", False,
                  None, "no memory rule change found in the sources read; config/cache.py still defaults "
                  "gpu_memory_utilization to 0.92 and block_size to 16 at vllm@002f10e0 (a stored commit after "
                  "0.28: its CacheDType lists turboquant_* and nvfp4_4over6); the 0.29 rules apply",
-                 profile="mechanism", evidence="carried"),
+                 profile="mechanism", evidence="carried", null_block_first=True),
 )
 
 
@@ -249,13 +258,14 @@ def evidence_note(version: str) -> str:
 def table_markdown() -> str:
     """The rules as a markdown table (docs/method.md)."""
     lines = ["| since | engine | default util | batch defaults | chunked prefill | prefix caching | hybrid KV "
-             "manager | CUDA-graph estimate | V2 runner | logged tokens | others' memory | sampler B/logit | evidence "
-             "| source |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "manager | CUDA-graph estimate | V2 runner | logged tokens | others' memory | sampler B/logit | null block "
+             "first | evidence | source |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in VERSION_RULES:
         lines.append(f"| {r.since} | {r.engine} | {r.default_util} | {r.batch_defaults} | {r.chunked_prefill} | "
                      f"{'on' if r.prefix_caching else 'off'} | {'yes' if r.hybrid_allocator else 'no'} | "
                      f"{'yes' if r.cudagraph_estimate else 'no'} | {'yes' if r.v2_runner else 'no'} | "
                      f"{r.logged_tokens} | {'from KV' if r.others_reduce_kv else 'must be free'} | "
-                     f"{r.sampler_bytes_per_logit or '12 (fitted)'} | {r.evidence} | {r.sources} |")
+                     f"{r.sampler_bytes_per_logit or '12 (fitted)'} | {'yes' if r.null_block_first else 'no'} | "
+                     f"{r.evidence} | {r.sources} |")
     return "\n".join(lines)
