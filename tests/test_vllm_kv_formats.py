@@ -71,3 +71,21 @@ def test_vllm_spellings_and_unmodelled():
     for name in ("turboquant_k8v4", "turboquant_4bit_nc", "nvfp4_ds_mla"):
         with pytest.raises(UsageError, match="does not model"):
             kv_format(name)
+
+
+def test_gemma4_global_layers_pad_per_token_head_pages():
+    """gemma4.py (vllm@001cabc1): with int8/fp8_per_token_head a 512-wide global head takes 2 x 512 + 8 = 1,032 B per
+    token, padded to 1,040 so that it divides evenly with the sliding layers' 16 heads x 520 B. Gemma-4-31B: sliding
+    page 16 tokens x 16 heads x 520 = 133,120 B; global page at block 32: 32 x 4 heads x 1,040 = 133,120 B; ten
+    layers per group share a block: 1,331,200 B."""
+    from kvcalc.engines.vllm_groups import vllm_kv_layout
+
+    spec = load_model("gemma-4-31b-nvfp4")
+    layout = vllm_kv_layout(spec.layers, kv_format("int8_per_token_head"), 2, None, 1, 262_144, spec.model_type,
+                            max_num_batched_tokens=4096)
+    assert layout.bytes_per_block == 10 * 16 * 16 * 520 == 1_331_200
+    assert layout.block_size == 32
+    full = next(r for r in layout.rules if r.kind == "full")
+    assert full.page_bytes == 32 * 4 * 1040
+    # without the padding the pages would not divide (66,048 x 2 = 132,096 != 133,120): vLLM pads, kvcalc follows
+    assert vllm_page_bytes(FullAttention(4, 512, 512), 32, kv_format("int8_per_token_head"), 2) == 132_096

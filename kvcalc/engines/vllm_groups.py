@@ -328,7 +328,7 @@ def vllm_kv_layout(
     choice = choose_block_size(cached, kv, dtype_bytes, block_size, tp, compute_capability, conv_bytes, ssm_bytes)
     notes = list(choice.notes)
     specs = layer_specs(cached, kv, dtype_bytes, tp, choice, max_model_len, conv_bytes, ssm_bytes,
-                        mamba_speculative_blocks)
+                        mamba_speculative_blocks, model_type=model_type)
     if not hybrid_allocator:
         specs = unify_hybrid_specs(specs, notes)
 

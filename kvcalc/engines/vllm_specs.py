@@ -241,9 +241,25 @@ def choose_block_size(cached: list[LayerCache], kv: KvFormat, dtype_bytes: int, 
     return BlockChoice(bs, padded, tuple(notes))
 
 
+GEMMA4_PTH_PADDED_HEAD_BYTES = 1040  # gemma4.py: a 512-wide head with per-token-head scales pads 1032 -> 2 x 520
+
+
+def gemma4_padded_page(layer: LayerCache, block_size: int, kv: KvFormat, tp: int, model_type: str) -> int | None:
+    """models/gemma4.py Gemma4Attention (vllm@001cabc1): with int8/fp8_per_token_head, a global layer's 512-wide head
+    takes (512 x 1) x 2 + 8 = 1,032 B per token, which the sliding layers' 520 does not divide, so vLLM pads it to
+    1,040 (kv_cache_page_size_padded = block_size x heads per rank x 1040) and the groups' pages match."""
+    if not (model_type.startswith("gemma4") and kv.vllm_layout == "per_token_head" and kv.bits == 8):
+        return None
+    if not isinstance(layer, FullAttention) or layer.head_dim != 512:
+        return None
+    return block_size * vllm_kv_heads_per_rank(layer.num_kv_heads, tp) * GEMMA4_PTH_PADDED_HEAD_BYTES
+
+
 def layer_specs(cached: list[LayerCache], kv: KvFormat, dtype_bytes: int, tp: int, choice: BlockChoice,
-                max_model_len: int, conv_bytes: int, ssm_bytes: int, mamba_spec_blocks: int = 0) -> list[PageSpec]:
-    """Step 2: one PageSpec per layer that keeps a cache (kv_cache_interface.py), pages from vllm_page_bytes."""
+                max_model_len: int, conv_bytes: int, ssm_bytes: int, mamba_spec_blocks: int = 0,
+                model_type: str = "") -> list[PageSpec]:
+    """Step 2: one PageSpec per layer that keeps a cache (kv_cache_interface.py), pages from vllm_page_bytes (or a
+    model's own padded page: gemma4_padded_page)."""
     elem = vllm_element_bytes(kv, dtype_bytes)
     bs = choice.block_size
     specs: list[PageSpec] = []
@@ -263,8 +279,8 @@ def layer_specs(cached: list[LayerCache], kv: KvFormat, dtype_bytes: int, tp: in
                                   window=layer.window, shape=(heads, layer.head_dim, layer.v_head_dim, elem)))
         elif isinstance(layer, FullAttention):
             heads = vllm_kv_heads_per_rank(layer.num_kv_heads, tp)
-            specs.append(PageSpec("full", bs, vllm_page_bytes(layer, bs, kv, dtype_bytes, tp),
-                                  shape=(heads, layer.head_dim, layer.v_head_dim, elem)))
+            page = gemma4_padded_page(layer, bs, kv, tp, model_type) or vllm_page_bytes(layer, bs, kv, dtype_bytes, tp)
+            specs.append(PageSpec("full", bs, page, shape=(heads, layer.head_dim, layer.v_head_dim, elem)))
         elif isinstance(layer, MambaState):
             page = mamba_page(layer, tp, conv_bytes, ssm_bytes)
             if choice.mamba_page_padded is not None:
