@@ -333,13 +333,15 @@ def test_forced_engine_within_the_releases_that_had_it():
 
 def test_validate_takes_the_same_entrypoint_names():
     log = str(Path(__file__).parent / "fixtures" / "vllm_logs" / "real_v0.26.0_v-3b-auto-eager-u90.log")
-    outs = {}
-    for name in ("offline", "llm"):
+    # one option vocabulary (kvcalc/options.py): validate takes plan's names, serve and offline, and refuses the
+    # old 'llm' spelling as plan does
+    for name in ("offline", "serve"):
         code, out, err = invoke(["validate", "--from-log", log, "--model", "llama-3.2-3b", "--gpu", "h200",
                                  "--entrypoint", name, "--json"])
         assert code in (0, 1), err
-        outs[name] = out
-    assert outs["offline"] == outs["llm"]
+    for command in (["validate", "--from-log", log, "--model", "llama-3.2-3b", "--gpu", "h200"], ["plan"]):
+        code, out, err = invoke(command + ["--entrypoint", "llm"])
+        assert code == 2 and "'llm'" in err
 
 
 def test_v0_chunked_prefill_decides_the_profile_batch():
