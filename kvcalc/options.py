@@ -279,7 +279,8 @@ PLAN_OPTIONS: list[Option] = [
            "(awq,fp8) shows each beside the baseline."),
     Option("quantization", NAME, None, "vLLM's --quantization (awq, awq_marlin, gptq, gptq_marlin, fp8, "
            "bitsandbytes): sets --weights.", aliases=("-q",)),
-    Option("kv", NAMES, None, "KV format(s): auto, fp8, fp8-e5m2, hqq-8 (int8), hqq-4, hqq-2, quanto-4, quanto-2; "
+    Option("kv", NAMES, None, "KV format(s): auto, fp8, fp8-e5m2, int8/fp8/int4_per_token_head, nvfp4 (vLLM); hqq-8 (int8), hqq-4, "
+           "hqq-2, quanto-4, quanto-2 (transformers); "
            "a list (auto,fp8) shows each with every --weights.", aliases=("--kv-cache-dtype",)),
     Option("util", FRACTION, None, "vLLM gpu_memory_utilization [default: the version's, 0.92 from 0.21, 0.9 "
            "before].", aliases=("--gpu-memory-utilization",), into="request"),

@@ -13,6 +13,7 @@ from .engines import vllm as vllm_engine
 from .engines.vllm_versions import is_newer_than_known, rules_for, rules_with_engine
 from .engines.vllm_support import unserved_gate, unserved_reason
 from .errors import UnsupportedModelError, UsageError, shown
+from .engines.vllm_specs import vllm_kv_refusal
 from .formats import KvFormat, WeightFormat, kv_format, weight_format
 from .hardware import GpuProfile
 from .engines.hf import hf_cache_bytes
@@ -358,7 +359,7 @@ def configs_for(req: PlanRequest) -> list[FormatChoice]:
     ckpt = baseline_weights(req.spec)
     standard = list(STANDARD_CONFIGS) if ckpt is None else checkpoint_configs(ckpt)
     if not req.asked:
-        return standard
+        return standard + nvfp4_kv_configs(req, standard[0].weights)
     ws = [weight_format(n) for n in req.weights_choices] or [req.asked_weights or ckpt or BASELINE.weights]
     ks = [kv_format(n) for n in req.kv_choices] or [req.kv_or_default]
     customs: dict[str, FormatChoice] = {}
@@ -372,6 +373,19 @@ def configs_for(req: PlanRequest) -> list[FormatChoice]:
             customs.setdefault(key, FormatChoice(key, f"{w.label} weights + {k.label}", w, k if k.vllm_name else None,
                                                  k if (k.hf_quantized or k.name == "auto") else None))
     return [standard[0], *customs.values()]
+
+
+def nvfp4_kv_configs(req: PlanRequest, weights: WeightFormat) -> list[FormatChoice]:
+    """The NVFP4-KV what-if on the weights as shipped, where this vLLM release reads it on this GPU (sm_100 from 0.21:
+    formats.py nvfp4, engines/vllm_specs.vllm_kv_refusal); elsewhere vLLM refuses the cache, so no row."""
+    nvfp4 = kv_format("nvfp4")
+    from .layers import MultiLatentAttention, flatten
+
+    if any(isinstance(layer, MultiLatentAttention) for layer in flatten(req.spec.layers)):
+        return []  # MLA backends read auto / fp8 caches only
+    if vllm_kv_refusal(nvfp4, req.vllm_version, req.gpu.compute_capability, req.gpu.vendor):
+        return []
+    return [FormatChoice("nvfp4-kv", "NVFP4 KV", weights, nvfp4, None)]
 
 
 def checkpoint_configs(ckpt: WeightFormat) -> list[FormatChoice]:

@@ -176,7 +176,7 @@ def build_search(options: dict, load_model=None, explicit: set[str] = frozenset(
     kvs = tuple(dict.fromkeys(kv_format(k).name for k in kw["kv"] or ())) or S.DEFAULT_KV
     for k in kvs:
         if kv_format(k).vllm_name is None:
-            raise UsageError(f"--kv {k}: vLLM has no {kv_format(k).label} cache (auto, fp8, fp8-e5m2)")
+            raise UsageError(f"--kv {k}: vLLM has no {kv_format(k).label} cache (auto, fp8, fp8-e5m2, int8/fp8/int4_per_token_head, nvfp4)")
     space = S.Space(gpus=gpus, weights=weights, kv=kvs, tp=tuple(kw["tp"] or S.DEFAULT_TP),
                     pp=tuple(kw["pp"] or (1,)), max_replicas=kw["max_replicas"],
                     max_gpus_per_replica=kw["max_gpus_per_replica"], utils=tuple(kw["util"] or S.DEFAULT_UTILS),

@@ -27,14 +27,15 @@ from ..model import ModelSpec
 from ..units import GiB, ceil_div
 from . import vllm_draft
 from .vllm_groups import KvLayout, vllm_kv_layout
+from .vllm_specs import vllm_kv_refusal
 from .vllm_profile import ProfilePeak, profile_peak
 from .vllm_support import ServeGate, unserved_gate, unserved_reason
-from .vllm_versions import (VersionRules, batch_defaults_for, chunked_prefill_on, release_of, rules_for,
-                            rules_with_engine, version_key)
+from .vllm_versions import (NEWEST_RELEASE_KNOWN, VersionRules, batch_defaults_for, chunked_prefill_on, evidence_note,
+                            release_of, rules_for, rules_with_engine, version_key)
 from .vllm_encoders import encoder_notes, encoder_profile_bytes, encoder_rank_bytes
 from .weights import weight_bytes
 
-DEFAULT_VERSION = "0.26.0"
+DEFAULT_VERSION = NEWEST_RELEASE_KNOWN  # --vllm-version defaults to the newest release kvcalc has rules for
 VOCAB_PADDING = 64  # vocab_parallel_embedding.py DEFAULT_VOCAB_PADDING_SIZE
 
 
@@ -193,6 +194,23 @@ def batch_defaults(gpu: GpuProfile, entrypoint: str, world_size: int = 1, versio
     the entrypoint, not on the number of ranks (the same table applies to every rank)."""
     rules = rules_for(version)
     return batch_defaults_for(rules, gpu.memory_total_bytes, gpu.name, entrypoint, max_model_len)
+
+
+def release_caveats(s: VllmSettings, gpu: GpuProfile) -> list[str]:
+    """What a release after the measured one changed for this configuration that kvcalc does not model or could not
+    read (vllm_versions.VERSION_RULES sources)."""
+    key, out = version_key(s.version), []
+    if s.weights.name.startswith("nf4") and key >= version_key("0.28.0"):
+        out.append("bitsandbytes (NF4) weights: vLLM 0.28+ loads them only with the out-of-tree vllm-bnb-plugin "
+                   "(vllm#43529); the bytes are the same")
+    if (key >= version_key("0.28.0") and gpu.memory_total_bytes >= 160 * GiB and s.entrypoint == "llm"
+            and not s.max_num_batched_tokens):
+        out.append("vLLM 0.28+ has a >= 160 GiB batching tier (engine/arg_utils.py:2582-2591); its LLM-class "
+                   "max_num_batched_tokens was not read, so the 70 GiB tier's 16384 is assumed")
+    if key >= version_key("0.29.0") and s.tensor_parallel > 1:
+        out.append("vLLM 0.29+ turns FlashInfer all-reduce on for TP groups (vllm#52998): its workspace is not in "
+                   "kvcalc's non-torch term")
+    return out
 
 
 def resolve_batching(gpu: GpuProfile, s: VllmSettings, max_model_len: int) -> tuple[int, int]:
@@ -514,7 +532,11 @@ def _estimate(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings) -> VllmEstimate
     if not 0 < util <= 1:
         raise UsageError(f"gpu_memory_utilization must be in (0, 1], got {util}")
     if s.kv.vllm_name is None:
-        raise UsageError(f"vLLM has no {s.kv.label} cache (kv_cache_dtype is auto, fp8 or fp8_e5m2)")
+        raise UsageError(f"vLLM has no {s.kv.label} cache (kv_cache_dtype is auto, fp8, fp8_e5m2, "
+                         "int8/fp8/int4_per_token_head or nvfp4)")
+    kv_refused = vllm_kv_refusal(s.kv, s.version, gpu.compute_capability, gpu.vendor)
+    if kv_refused:
+        raise UnsupportedModelError(f"vLLM cannot serve {spec.name} this way: {kv_refused}")
     if "vllm" not in s.weights.engines:
         raise UsageError(f"vLLM does not load {s.weights.label} weights")
     if s.tensor_parallel < 1 or s.pipeline_parallel < 1:
@@ -549,6 +571,8 @@ def _estimate(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings) -> VllmEstimate
     notes: list[str] = []
     if s.gpu_memory_utilization is None:
         notes.append(f"gpu_memory_utilization {util}: vLLM {release_of(s.version)}'s default (config/cache.py)")
+    notes.append(evidence_note(s.version))
+    notes += release_caveats(s, gpu)
     if rules.engine == "v0":
         notes.append(f"vLLM {release_of(s.version)} runs the V0 engine: the profile covers {mnbt:,} batched tokens"
                      + ("" if mnbt < max_model_len else " (a whole max_model_len prompt: chunked prefill is off)") + ", every layer keeps max_model_len of KV, and it logs "
@@ -670,7 +694,8 @@ def stage_budgets(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings, budget: int
                                     hybrid_allocator=s.rules.hybrid_allocator,
                                     compute_capability=gpu.compute_capability or 9.0,
                                     mamba_speculative_blocks=vllm_draft.mamba_speculative_blocks(
-                                        spec, s.speculative_method, s.num_speculative_tokens))
+                                        spec, s.speculative_method, s.num_speculative_tokens),
+                                    null_block_first=s.rules.null_block_first)
         except (NotImplementedError, ValueError) as exc:
             raise UnsupportedModelError(f"vLLM cannot serve {spec.name} this way: {exc}") from None
         act = activation_bytes(spec, s, mnbt, seqs, v2, last_stage=last, gpu=gpu, max_model_len=max_model_len,
