@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from .latency import ASSUMPTIONS
+from .latency import ASSUMPTIONS as SCREEN
+from .workload import ASSUMPTIONS
 from .render import _console
 
 
@@ -74,5 +75,5 @@ def render_search(res) -> None:
              "* = estimated price" + (f" ({', '.join(estimates)})" if estimates else "") + "; override with "
              "--price GPU=USD or --prices FILE",
              "max conc.: requests of input+output tokens the KV caches of all replicas hold at once (raise --max-num-seqs to use them)"]
-    for line in notes + list(ASSUMPTIONS):
+    for line in notes + ["rows shown: " + a for a in ASSUMPTIONS] + ["screen (a lower bound): " + a for a in SCREEN]:
         console.print(line, style="dim")
