@@ -351,7 +351,10 @@ def cli():
 @click.option("--plot", "plot_path", default=None, metavar="FILE.png",
               help="also write capacity vs context, speed vs batch and the memory breakdown to one PNG "
                    "(needs matplotlib: pip install 'kvcalc[plot]').")
-def plan(as_json, as_csv, explain_config, tp_sweep, plot_path, **kwargs):
+@click.option("--require-fit", is_flag=True,
+              help="a gate: exit 1, with one line saying why, unless the asked configuration (--weights/--kv, else "
+                   "the baseline) fits on every asked engine (--engine vllm to gate the vLLM deployment alone).")
+def plan(as_json, as_csv, explain_config, tp_sweep, plot_path, require_fit, **kwargs):
     """The decision table: configurations x engines, with memory, capacity, speed, risk and verdicts.
 
     Example: kvcalc plan --gpu t4 --context 32k
@@ -370,13 +373,13 @@ def plan(as_json, as_csv, explain_config, tp_sweep, plot_path, **kwargs):
     if as_json:
         click.echo(json.dumps(plan_json(req, rows, warnings, sweep), indent=1))
         _write_plot("all", req, rows, plot_path)
-        return
+        return _gate(require_fit, req, rows)
     if as_csv:
         from .render import csv_text
 
         click.echo(csv_text(rows), nl=False)
         _write_plot("all", req, rows, plot_path)
-        return
+        return _gate(require_fit, req, rows)
     from .render import explain_text, render_sweep, render_table
 
     for warning in warnings:
@@ -396,6 +399,17 @@ def plan(as_json, as_csv, explain_config, tp_sweep, plot_path, **kwargs):
         for row in chosen:
             click.echo(explain_text(req, row))
     _write_plot("all", req, rows, plot_path)
+    _gate(require_fit, req, rows)
+
+
+def _gate(require_fit: bool, req, rows) -> None:
+    """--require-fit: raise GateFailed (exit 1, one line; kvcalc/gate.py) when the asked configuration does not fit."""
+    if require_fit:
+        from .gate import GateFailed, plan_failure
+
+        reason = plan_failure(req, rows)
+        if reason:
+            raise GateFailed(reason)
 
 
 def _write_plot(kind, req, rows, path) -> None:

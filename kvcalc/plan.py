@@ -461,6 +461,8 @@ def verdicts(rows: list[Row]) -> list[list[str]]:
     for i, r in enumerate(rows):  # vllm_support.py: this release does not serve the model at all
         if r.vllm is not None and r.vllm.serve_gate is not None:
             out[i] = [f"not served: needs vLLM {r.vllm.serve_gate.since}+"]
+        elif r.vllm is not None and r.vllm.graph_capture is not None and r.vllm.graph_capture.verdict():
+            out[i] = [r.vllm.graph_capture.verdict()]  # engines/vllm_graphs.py: loads, then OOM in capture
     return out
 
 
@@ -533,7 +535,7 @@ def plan(req: PlanRequest, warnings: list[str] | None = None) -> list[Row]:
         raise UsageError("nothing to show: " + "; ".join(why or ["no engine runs this request"]))
     overflow = next((r.vllm for r in rows if r.vllm is not None and r.vllm.cudagraph_overflow_bytes), None)
     if overflow is not None:
-        notes.append(next(n for n in overflow.notes if n.startswith("util ")))
+        notes.append(next(n for n in overflow.notes if "the CUDA graphs take after the KV cache" in n))
     if warnings is not None:
         warnings.extend(notes)
     return [replace(row, verdicts=marks) for row, marks in zip(rows, verdicts(rows))]

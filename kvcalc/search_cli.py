@@ -11,6 +11,7 @@ import json
 import click
 
 from .errors import UsageError
+from .gate import GateFailed, fit_failure, search_failure
 
 
 def _split(text: str | None, what: str) -> list[str]:
@@ -108,10 +109,11 @@ def commands(plan_options, make_request, tokens) -> dict[str, click.Command]:
         result = answer(question, req, max_gpus)
         if as_json:
             click.echo(json.dumps(result.to_json(), indent=1))
-            return
-        for warning in warnings:
-            click.echo(f"warning: {warning}", err=True)
-        _print_answer(req, result)
+        else:
+            for warning in warnings:
+                click.echo(f"warning: {warning}", err=True)
+            _print_answer(req, result)
+        _gate(fit_failure(result))
 
     @click.command(name="search")
     @click.option("--model", default=None, help="catalog name, config.json path or hub id [default: llama-3.2-3b].")
@@ -180,10 +182,17 @@ def _run_search(kw) -> None:
         from . import search as S
 
         click.echo(json.dumps(S.search_json(res), indent=1))
-        return
-    from .search_render import render_search
+    else:
+        from .search_render import render_search
 
-    render_search(res)
+        render_search(res)
+    _gate(search_failure(res))
+
+
+def _gate(reason: str | None) -> None:
+    """No answer is a failed gate: exit 1 after the output, with one line (kvcalc/gate.py)."""
+    if reason:
+        raise GateFailed(reason)
 
 
 def search_result(kw, spec=None):
