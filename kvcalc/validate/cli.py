@@ -86,6 +86,37 @@ def _from_log(path: str, model: str | None, gpu: str | None, as_json: bool, over
         raise SystemExit(1)
 
 
+def _metrics(source: str, model: str | None, gpu: str | None, as_json: bool, overrides: dict, *, strict: bool,
+             vllm_version: str | None) -> None:
+    """Compare a running server's /metrics (vllm:cache_config_info) with the plan for these options (metrics.py)."""
+    from .compare import render_table
+    from .metrics import check_metrics, read_metrics
+
+    if not model or not gpu:
+        raise UsageError("--metrics needs --model and --gpu (the plan to compare the server with)")
+    report = check_metrics(read_metrics(source), model, gpu, vllm_version=vllm_version, **overrides)
+    rows, mismatches = report["comparison"], report["mismatches"]
+    misses = [r["quantity"] for r in rows if r.get("verdict") == "MISS"]
+    passes = sum(1 for r in rows if r.get("verdict") == "PASS")
+    if as_json:
+        click.echo(json.dumps({"schema": "kvcalc.validate-metrics/1", "source": source, **report,
+                               "verdict": {"pass": passes, "miss": len(misses), "mismatch": len(mismatches)}},
+                              indent=1))
+    else:
+        click.echo(render_table(rows, title=f"vLLM server {source} vs kvcalc's plan ({model} on {gpu})"))
+        for line in mismatches:
+            click.echo(f"MISMATCH {line}")
+        for line in report["notes"]:
+            click.echo(f"note: {line}")
+        click.echo("settings: " + ", ".join(f"{k} {v['value']} ({v['from']})" for k, v in report["assumed"].items()
+                                            if v["value"] is not None))
+        click.echo(f"verdict: {passes} PASS, {len(misses)} MISS" + (f" ({', '.join(misses)})" if misses else "")
+                   + (f", {len(mismatches)} MISMATCH" if mismatches else ""))
+    if strict and (misses or mismatches):
+        click.echo(f"error: --strict: {len(misses)} MISS, {len(mismatches)} MISMATCH", err=True)
+        raise SystemExit(1)
+
+
 def _tokens(option: str, text: str | None) -> int | None:
     """A token count as plan reads it (8192, 32k, 32K); one line when it is not one."""
     if text is None:
@@ -209,6 +240,10 @@ def _run(hf: bool, vllm: bool, quick: bool, out: str | None, device: str, model:
                    "with kvcalc's TTFT, TPOT, latency and throughput (needs --model and --gpu)")
 @click.option("--input-len", type=click.IntRange(1, 2**24), help="--bench: prompt tokens (throughput results)")
 @click.option("--output-len", type=click.IntRange(1, 2**24), help="--bench: output tokens (throughput results)")
+@click.option("--metrics", metavar="URL|FILE",
+              help="a running vLLM server's /metrics (http URL or saved text): its vllm:cache_config_info (blocks, "
+                   "block size, cache dtype, util) against kvcalc's plan for --model, --gpu and the options below")
+@click.option("--block-size", type=click.IntRange(1, 1 << 16), help="--metrics: vLLM --block-size of the plan")
 @click.option("--report", metavar="FILE", help="print the tables and summary of a results JSONL file")
 @click.option("--model", help="model the log's engine served (catalog name or config.json); with --hf: the model")
 @click.option("--gpu", help="GPU id or alias for --from-log (e.g. h100-sxm, h200)")
@@ -248,18 +283,27 @@ def _run(hf: bool, vllm: bool, quick: bool, out: str | None, device: str, model:
 @click.option("--run", "run", type=click.IntRange(min=-1000, max=100000), default=None,
               help="--from-log: which engine start of a log holding several (0-based; default the last)")
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
-def validate(from_log, bench, input_len, output_len, report, model, gpu, kv, util, weights, tp, pp, max_model_len, max_num_batched_tokens,
+def validate(from_log, bench, input_len, output_len, metrics, block_size, report, model, gpu, kv, util, weights, tp, pp, max_model_len, max_num_batched_tokens,
              max_num_seqs, enforce_eager, entrypoint, hf, vllm, quick, out, device, per_process, budget_s, resume,
              strict, vllm_version, run, as_json):
     """Compare kvcalc's predictions with real engines: a vLLM start-up log (--from-log), earlier results
     (--report), or new runs of transformers (--hf) and vLLM (--vllm)."""
-    modes = [bool(from_log), bool(report), bool(hf or vllm), bool(bench)]
+    modes = [bool(from_log), bool(report), bool(hf or vllm), bool(bench), bool(metrics)]
     if sum(modes) == 0:
         raise UsageError("nothing to validate: give --from-log FILE (with --model and --gpu), --bench FILE (with "
-                         "--model and --gpu), --report FILE, or --hf/--vllm with --out DIR")
+                         "--model and --gpu), --metrics URL|FILE (with --model and --gpu), --report FILE, or "
+                         "--hf/--vllm with --out DIR")
     if sum(modes) > 1:
-        raise UsageError("choose one of --from-log, --bench, --report, or --hf/--vllm")
-    if bench:
+        raise UsageError("choose one of --from-log, --bench, --metrics, --report, or --hf/--vllm")
+    if metrics:
+        overrides = {"kv": kv, "gpu_memory_utilization": util, "weights": weights, "tensor_parallel_size": tp,
+                     "pipeline_parallel_size": pp, "max_model_len": _tokens("--max-model-len", max_model_len),
+                     "max_num_batched_tokens": _tokens("--max-num-batched-tokens", max_num_batched_tokens),
+                     "max_num_seqs": max_num_seqs, "enforce_eager": enforce_eager, "block_size": block_size,
+                     "entrypoint": {"offline": "llm"}.get(entrypoint, entrypoint)}
+        _metrics(metrics, model, gpu, as_json, {k: v for k, v in overrides.items() if v is not None}, strict=strict,
+                 vllm_version=vllm_version)
+    elif bench:
         _bench(bench, model, gpu, kv, weights, util, _tokens("--max-num-batched-tokens", max_num_batched_tokens),
                max_num_seqs, _tokens("--max-model-len", max_model_len), tp or 1, input_len, output_len, vllm_version,
                as_json, strict)
