@@ -311,10 +311,6 @@ def test_serve_without_the_extra_says_how_to_install(monkeypatch):
 
 
 def test_search_is_the_cli_search(client):
-    from kvcalc.web import views
-
-    if not views.search_available():
-        pytest.skip("kvcalc search is not in this kvcalc")
     params = {"model": "qwen3-8b", "input_len": "2k", "output_len": "512", "concurrency": "16", "gpus": "l4,h100-sxm",
               "top": "5"}
     r = client.get("/api/search", params=params)

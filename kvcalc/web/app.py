@@ -5,7 +5,7 @@
   GET|POST /api/plan        `kvcalc plan --json` (schema kvcalc.plan/1); ?format=csv: `kvcalc plan --csv`
   GET|POST /api/explain     `kvcalc explain` for one row (row=CONFIG, row_engine=vllm|hf) as text, with the row
   GET|POST /api/plots       the numbers of the three plots (kvcalc's sweep data functions), schema kvcalc.plots/1
-  GET|POST /api/search      `kvcalc search --json` (kvcalc.search/1) once that command exists; 501 before
+  GET|POST /api/search      `kvcalc search --json` (kvcalc.search/1)
   GET  /api/gpus            `kvcalc gpus --json`
   GET  /api/models          `kvcalc models --json`
 
@@ -189,8 +189,6 @@ def create_app(allow_hub: bool = False, cache_size: int = 2048, allowed_hosts: l
             return _error(500, f"internal error ({type(exc).__name__}); the server log has the details")
 
     def _search_answer(params: dict) -> Response:
-        if not views.search_available():
-            return _error(501, "kvcalc search is not in this version of kvcalc yet")
         web_search = views.search_payload(params, allow_hub=allow_hub)
         return Response(_json_bytes(web_search), media_type="application/json", headers=SECURITY_HEADERS)
 

@@ -1,8 +1,9 @@
-"""Web input -> the CLI's PlanRequest, through the CLI's own option parsers.
+"""Web input -> the CLI's PlanRequest, through the CLI's own option table.
 
 The page sends the same option names the CLI takes (`context=32k`, `max_model_len=16k`, `enforce_eager=1`). They are
-turned into an argument list and parsed by the `kvcalc plan` click command itself (`make_context`), so every range,
-size and name check the CLI makes is made here too, word for word; nothing is re-implemented.
+turned into an argument list and parsed by the click options of kvcalc.options' tables (the ones `kvcalc plan` and
+`kvcalc search` are made of), then built by kvcalc.request, so every range, size and name check the CLI makes is
+made here too, word for word; nothing is re-implemented.
 
 What the web refuses on top of the CLI is what would reach the server's own files or network:
 - `model` must be a catalog name (or a catalog model's hub id); any other hub id only when the server was started with
@@ -19,13 +20,12 @@ import re
 from dataclasses import dataclass
 
 from ..errors import UsageError
+from ..options import parse as options_parse
 
 MAX_CONFIG_BYTES = 1 << 20  # a config.json is 1-10 KiB; 1 MiB leaves room for any real one
 MAX_VALUE_CHARS = 200  # one option's text: names, sizes and versions are short
 MAX_GPUS = 8  # GPUs compared side by side on one page
 
-# CLI options the web does not take: output modes (the API chooses its own) and files written on the server.
-OUTPUT_OPTIONS = {"as_json", "as_csv", "plot_path", "explain_config"}
 # Options the web adds, handled here and never passed to the CLI parser.
 WEB_OPTIONS = {"config", "config_name", "row", "row_engine", "format"}
 
@@ -46,15 +46,12 @@ class WebRequest:
     key: str  # canonical form of the inputs: equal keys give equal answers (the response cache uses it)
 
 
-def _plan_command():
-    from .. import cli
+def _web_names(command: str = "plan") -> dict[str, object]:
+    """Option name (as the page and the JSON spell it: max_model_len) -> its kvcalc.options.Option, for the options
+    the web takes (output modes and server files are the CLI's only: `web=False` in the table)."""
+    from ..options import web_table
 
-    return cli.cli.commands["plan"]
-
-
-def _web_names() -> dict[str, object]:
-    """Option name (as the page and the JSON spell it: max_model_len) -> the click option of `kvcalc plan`."""
-    return {p.name: p for p in _plan_command().params if p.name not in OUTPUT_OPTIONS and p.opts}
+    return {o.name: o for o in web_table(command)}
 
 
 def option_names() -> list[str]:
@@ -198,11 +195,11 @@ def _argv(names: dict, params: dict, model_name: str | None) -> list[str]:
         elif name == "gpus":
             for gpu in text.split(","):
                 check_gpu_name(gpu.strip() or "-")
-        if option.is_flag:
+        if option.is_flag or option.secondary:
             if _flag(name, text):
-                argv.append(option.opts[0])
+                argv.append(option.spellings[0])
         elif text != "":
-            argv.append(f"{option.opts[0]}={text}")
+            argv.append(f"{option.spellings[0]}={text}")
     return argv
 
 
@@ -215,14 +212,13 @@ def parse(params: dict, allow_hub: bool = False) -> WebRequest:
         raise UsageError(f"unknown parameter {unknown[0]!r}; known: {', '.join(sorted(names))}")
     model_name, spec = resolve_model(params, allow_hub)
     _no_server_files(params.get("speculative_config"))
-    ctx = _plan_command().make_context("plan", _argv(names, params, model_name))
-    values = dict(ctx.params)
-    tp_sweep = bool(values.get("tp_sweep"))
-    kwargs = {k: v for k, v in values.items() if k not in OUTPUT_OPTIONS and k != "tp_sweep"}
-    from .. import cli
+    from ..options import web_table
+    from ..request import build_request
 
-    made = cli._request(**kwargs)
-    req, warnings = made if isinstance(made, tuple) else (made, [])
+    values, _ = options_parse(web_table("plan"), _argv(names, params, model_name), "plan")
+    tp_sweep = bool(values.get("tp_sweep"))
+    kwargs = {k: v for k, v in values.items() if k != "tp_sweep"}
+    req, warnings = build_request(kwargs)
     if spec is not None:  # a pasted or hub config: the CLI's request with this spec, and the warnings for it
         from ..plan import request_warnings
 
@@ -236,30 +232,22 @@ def parse(params: dict, allow_hub: bool = False) -> WebRequest:
     return WebRequest(req, list(warnings), tp_sweep, digest.hexdigest())
 
 
-SEARCH_REFUSED = {"prices_file", "price", "as_json"}  # server files and per-request price overrides stay CLI-only
-
-
-def _search_command():
-    from .. import cli
-
-    return cli.cli.get_command(None, "search")
-
-
 def search_names() -> list[str]:
-    return sorted(p.name for p in _search_command().params if p.opts and p.name not in SEARCH_REFUSED)
+    return sorted(_web_names("search"))
 
 
 def parse_search(params: dict, allow_hub: bool = False) -> tuple[dict, object]:
     """Query or JSON parameters -> (the parsed options of `kvcalc search`, a ModelSpec or None), through the search
     command's own click parser; `model` and `gpus` are held to the same rules as for a plan."""
-    command = _search_command()
-    names = {p.name: p for p in command.params if p.opts and p.name not in SEARCH_REFUSED}
+    from ..options import SEARCH_OPTIONS
+
+    names = _web_names("search")
     unknown = sorted(k for k in params if k not in names and k not in ("config", "config_name"))
     if unknown:
         raise UsageError(f"unknown search parameter {unknown[0]!r}; known: {', '.join(sorted(names))}")
     model_name, spec = resolve_model(params, allow_hub)
-    ctx = command.make_context("search", _argv(names, params, model_name))
-    return dict(ctx.params), spec
+    values, _ = options_parse(SEARCH_OPTIONS, _argv(names, params, model_name), "search")
+    return values, spec
 
 
 def error_message(exc: BaseException) -> str | None:

@@ -1,0 +1,134 @@
+"""Parsed options -> the request every surface plans with: `build_request` for plan, explain, plot, fit and the web
+API (a PlanRequest and its warnings), `build_search` for search (a SearchRequest).
+
+The options come from kvcalc.options (the CLI's click options and the web's parameters are the same table). Most of
+them land in a PlanRequest or Workload field of their own name, by their table entry; what is written out here is
+only what needs several options at once: the model and GPU loaded, --vllm-command applied under the options typed
+beside it, --quantization as a weight format, the workload setting context and batch, `auto` lengths, the engines and
+the calibration.
+"""
+
+from __future__ import annotations
+
+from .errors import UsageError
+from .options import AUTO, PLAN_OPTIONS, int_list, split_list, util_list
+
+DEFAULT_OUTPUT_LEN = 128  # --output-len when --input-len is given alone (vllm bench's random dataset default)
+
+
+def _workload(given: dict):
+    """The --input-len workload, or None; the other workload options need it."""
+    from .workload import Workload
+
+    fields = {o.field or o.name: given.get(o.name) for o in PLAN_OPTIONS if o.into == "workload"}
+    if fields["input_len"] is None:
+        others = [o for o in PLAN_OPTIONS if o.into == "workload" and o.name != "input_len"
+                  and given.get(o.name) is not None]
+        if others:
+            raise UsageError(f"{others[0].spellings[0]} describes a vllm bench workload and needs --input-len")
+        return None
+    fields["output_len"] = fields["output_len"] or DEFAULT_OUTPUT_LEN
+    return Workload(**fields)
+
+
+def _request_fields(given: dict) -> dict:
+    """The PlanRequest fields that options set by their table entry (into="request")."""
+    out = {}
+    for option in PLAN_OPTIONS:
+        if option.into == "request":
+            value = given.get(option.name)
+            out[option.field or option.name] = option.convert(value) if option.convert else value
+    return out
+
+
+def build_request(options: dict, explicit: set[str] = frozenset()):
+    """(PlanRequest, warnings) for the parsed PLAN_OPTIONS `options`; `explicit` names the options the user typed
+    (they win over a --vllm-command's flags)."""
+    from .catalog import DEFAULT_MODEL, load_model
+    from .hardware import get_gpu
+    from .plan import PlanRequest, request_warnings, weights_for_quantization
+
+    given = {o.name: o.default for o in PLAN_OPTIONS}
+    given.update(options)
+    notes: list[str] = []
+    if given["vllm_command"]:
+        from .vllm_command import apply_command
+
+        given, notes = apply_command(given["vllm_command"], given, set(explicit))
+    if given["quantization"]:
+        if given["weights"]:
+            raise UsageError("give --weights or --quantization, not both")
+        given["weights"] = weights_for_quantization(given["quantization"])
+    workload = _workload(given)
+    context, batch = given["context"], given["batch"]
+    if workload is not None:
+        # before any model or GPU is read: a bad workload is a usage error
+        workload.check(given["max_model_len"] if given["max_model_len"] != AUTO else None)
+        context, batch = workload.context, workload.concurrency or 1
+    spec = load_model(given["model"] or DEFAULT_MODEL)
+    profile = get_gpu(given["gpu"])
+    engine = given["engine"]
+    engines = ("vllm", "hf") if engine == "both" else (engine,)
+    if given["max_model_len"] == AUTO:
+        from . import limits
+
+        given["max_model_len"] = spec.max_position_embeddings
+        limits.check("max_model_len", given["max_model_len"])
+    if given["vllm_command"] and context is None:
+        context = given["max_model_len"] or spec.max_position_embeddings  # the command's own length
+    fields = _request_fields(given)
+    fields["max_model_len"] = given["max_model_len"]
+    req = PlanRequest(spec=spec, gpu=profile, context=context or 8192, batch=batch, engines=engines,
+                      workload=workload, **fields)
+    warnings = notes + request_warnings(req)
+    if "vllm" in engines and not given["no_calibration"]:
+        from .calibrate import find
+
+        req.calibration, why = find(profile.name, req.vllm_version)
+        if req.calibration is not None:
+            warnings.append("vllm: " + req.calibration.describe(req.tp, req.pp))
+            if req.calibration.speed is not None:  # vLLM rows' speed model uses the fitted per-GPU constants
+                from .calibrate import with_speed
+
+                req.gpu = with_speed(req.gpu, req.calibration.speed, req.calibration.source)
+        elif why:
+            warnings.append(why)
+    return req, warnings
+
+
+def build_search(options: dict, spec=None):
+    """The SearchRequest for the parsed SEARCH_OPTIONS `options` (`spec`: a pasted config.json's model instead of
+    --model)."""
+    from .catalog import DEFAULT_MODEL, load_model
+    from .engines.vllm import DEFAULT_VERSION, parse_version
+    from .formats import kv_format, weight_format
+    from .hardware import get_gpu, list_gpus
+    from .prices import load_prices
+    from . import search as S
+
+    kw = options
+    if (kw["concurrency"] is None) == (kw["request_rate"] is None):
+        raise UsageError("give exactly one of --concurrency N and --request-rate R")
+    spec = spec or load_model(kw["model"] or DEFAULT_MODEL)
+    version = kw["vllm_version"] or DEFAULT_VERSION
+    parse_version(version)
+    gpus = [get_gpu(g) for g in split_list(kw["gpus"], "--gpus")] if kw["gpus"] else list_gpus()
+    gpus = list({g.id: g for g in gpus}.values())
+    weights = tuple(weight_format(w).name for w in split_list(kw["weights"], "--weights")) or S.DEFAULT_WEIGHTS
+    for w in weights:
+        if "vllm" not in weight_format(w).engines:
+            raise UsageError(f"--weights {w}: vLLM does not load {weight_format(w).label} weights")
+    kvs = tuple(kv_format(k).name for k in split_list(kw["kv"], "--kv")) or S.DEFAULT_KV
+    for k in kvs:
+        if kv_format(k).vllm_name is None:
+            raise UsageError(f"--kv {k}: vLLM has no {kv_format(k).label} cache (auto, fp8, fp8-e5m2)")
+    space = S.Space(gpus=gpus, weights=weights, kv=kvs, tp=int_list(kw["tp"], "--tp") or S.DEFAULT_TP,
+                    pp=int_list(kw["pp"], "--pp") or (1,), max_replicas=kw["max_replicas"],
+                    max_gpus_per_replica=kw["max_gpus_per_replica"], utils=util_list(kw["utils"]) or S.DEFAULT_UTILS,
+                    seqs=int_list(kw["seqs"], "--max-num-seqs") or S.DEFAULT_SEQS)
+    prices = load_prices(kw["price"], kw["prices_file"])
+    wl = S.Workload(kw["input_len"], kw["output_len"], kw["concurrency"], kw["request_rate"])
+    if wl.output_len < 1:
+        raise UsageError("--output-len must be at least 1")
+    targets = S.Targets(kw["max_ttft_ms"], kw["max_tpot_ms"], kw["min_context"], kw["max_quality_risk"])
+    return S.SearchRequest(spec, wl, targets, space, prices, version, kw["max_num_batched_tokens"], kw["top"])
