@@ -56,7 +56,7 @@ def _request(kwargs: dict):
 @cli.command()
 @plan_options
 @plan_command_options
-def plan(as_json, as_csv, explain_config, tp_sweep, plot_path, require_fit, **kwargs):
+def plan(as_json, as_csv, explain_config, tp_sweep, plot_path, emit, require_fit, **kwargs):
     """The decision table: configurations x engines, with memory, capacity, speed, risk and verdicts.
 
     Example: kvcalc plan --gpu t4 --context 32k
@@ -69,8 +69,12 @@ def plan(as_json, as_csv, explain_config, tp_sweep, plot_path, require_fit, **kw
         from .plots import check_output
 
         check_output(plot_path)
+    if emit and (as_json or as_csv or explain_config or plot_path):
+        raise UsageError("--emit prints one deployment file: leave out --json, --csv, --explain and --plot")
     req, warnings = _request(kwargs)
     rows = make_plan(req, warnings)
+    if emit:
+        return _emit(emit, req, rows, warnings, require_fit)
     sweep = make_sweep(req) if should_sweep(req, rows, tp_sweep) else None
     if as_json:
         click.echo(json.dumps(plan_json(req, rows, warnings, sweep), indent=1))
@@ -102,6 +106,23 @@ def plan(as_json, as_csv, explain_config, tp_sweep, plot_path, require_fit, **kw
             click.echo(explain_text(req, row))
     _write_plot("all", req, rows, plot_path)
     _gate(require_fit, req, rows)
+
+
+def _emit(kind: str, req, rows, warnings, require_fit: bool) -> None:
+    """--emit KIND: the deployment file of the asked configuration's vLLM row (kvcalc/deploy.py), warnings on stderr."""
+    from .deploy import emit, from_plan
+    from .plan import custom_key
+
+    row = next((r for r in rows if r.engine == "vllm" and r.config == custom_key(req)), None)
+    if row is None:
+        raise UsageError("--emit writes a vLLM deployment, and this plan has no vLLM row for the asked configuration")
+    for warning in warnings:
+        click.echo(f"warning: {warning}", err=True)
+    if not row.fits:
+        click.echo(f"warning: the plan says vllm {row.config} does not fit (short "
+                   f"{row.shortfall_bytes / 2**30:.2f} GiB); the file is written all the same", err=True)
+    click.echo(emit(from_plan(req, row), kind), nl=False)
+    _gate(require_fit, req, [r for r in rows if r.engine == "vllm"])
 
 
 def _gate(require_fit: bool, req, rows) -> None:

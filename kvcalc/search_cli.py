@@ -11,6 +11,7 @@ import json
 
 import click
 
+from .errors import UsageError
 from .gate import GateFailed, fit_failure, search_failure
 from .options import FIT_QUESTIONS, fit_options, given_names, plan_options, search_options
 
@@ -79,7 +80,15 @@ def _print_answer(req, a) -> None:
 
 
 def _run_search(kw) -> None:
+    if kw["emit"] and kw["as_json"]:
+        raise UsageError("--emit prints one deployment file: leave out --json")
     res = search_result(kw)
+    if kw["emit"]:
+        _gate(search_failure(res))
+        from .deploy import emit, from_search
+
+        click.echo(emit(from_search(res), kw["emit"]), nl=False)
+        return
     if kw["as_json"]:
         from . import search as S
 
