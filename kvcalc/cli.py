@@ -170,16 +170,13 @@ def plot_command(kind, out_path, **kwargs):
 @plan_options
 def explain(**kwargs):
     """Full breakdown of one configuration (--weights/--kv choose it; default: the baseline)."""
-    from .plan import custom_key
+    from .plan import explained_rows
     from .plan import plan as make_plan
     from .render import explain_text
 
     req, warnings = _request(kwargs)
     rows = make_plan(req, warnings)
-    wanted = [r for r in rows if r.config == custom_key(req)]
-    if not wanted:  # the asked configuration runs on no asked engine: say why rather than explain another one
-        why = [w for w in warnings if w.startswith(("vllm:", "hf:"))]
-        raise UsageError("nothing to explain: " + "; ".join(why or ["no row for the asked configuration"]))
+    wanted = explained_rows(req, rows, warnings)
     for warning in warnings:
         click.echo(f"warning: {warning}", err=True)
     for row in wanted:

@@ -581,6 +581,16 @@ def custom_key(req: PlanRequest) -> str:
     return configs_for(req)[-1].key if req.asked else BASELINE.key
 
 
+def explained_rows(req: PlanRequest, rows: list[Row], warnings: list[str]) -> list[Row]:
+    """The rows `kvcalc explain` explains: the asked configuration (--weights/--kv, else the baseline) on each asked
+    engine. None runs it: a usage error that says why, rather than explaining another configuration."""
+    wanted = [r for r in rows if r.config == custom_key(req)]
+    if not wanted:
+        why = [w for w in warnings if w.startswith(("vllm:", "hf:"))]
+        raise UsageError("nothing to explain: " + "; ".join(why or ["no row for the asked configuration"]))
+    return wanted
+
+
 def sweep_choice(req: PlanRequest) -> FormatChoice:
     """The configuration the TP sweep runs: --weights, with --kv when vLLM runs it (else BF16 KV)."""
     k = req.asked_kv if req.asked_kv is not None and req.asked_kv.vllm_name else BASELINE.kv_vllm
@@ -620,3 +630,9 @@ def should_sweep(req: PlanRequest, rows: list[Row], asked: bool = False) -> bool
         return False
     target = [r for r in rows if r.engine == "vllm" and r.config == custom_key(req)]
     return asked or bool(target and not target[0].fits)
+
+
+# `kvcalc.plan(**options)`, the Python API (kvcalc/api.py), works although this module is kvcalc.plan too
+from .callable_module import make_callable  # noqa: E402
+
+make_callable(__name__, "plan")

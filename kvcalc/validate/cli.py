@@ -34,42 +34,22 @@ def _from_log(path: str, model: str | None, gpu: str | None, as_json: bool, over
     """Compare a start-up log with kvcalc: a verdict per row against compare.TOLERANCES, the reasons the log may be
     another run than the one asked for (MISMATCH), and what was assumed. --strict: exit 1 on any MISS or MISMATCH."""
     from .compare import render_table
-    from .vllm_log import check_log, parse_vllm_log, read_log
+    from .reports import from_log, log_json
 
-    if not gpu:
-        raise UsageError("--from-log needs --gpu (e.g. h100-sxm); the log's own total memory replaces the "
-                         "profile's when the log states it")
-    p = Path(path)
-    if not is_file(path):  # (input_files.is_file: a NUL byte or an over-long name is "no such file", not a traceback)
-        raise UsageError(f"cannot read log {shown(path)}: no such file")
-    parsed = parse_vllm_log(read_log(p), run=run)
+    result = from_log(path, model, gpu, overrides, vllm_version=vllm_version, run=run)
+    parsed, report, model = result["parsed"], result["report"], result["model"]
     for warning in parsed["warnings"]:
         click.echo(f"warning: {warning}", err=True)
-    if not parsed["values"]:
-        raise UsageError(f"{path}: no vLLM memory lines found (is this a vLLM start-up log?)")
-    if not model:
-        from ..catalog import _by_hub_id
-
-        served = parsed["settings"].get("model")
-        model = _by_hub_id(served.strip()) if isinstance(served, str) else None
-        if not model:
-            raise UsageError("--from-log needs --model (the catalog name or config.json the log's engine served)"
-                             + (f": the log's {served!r} is not in kvcalc's catalog" if served else ""))
-        click.echo(f"note: model {model} (the log served {served})", err=True)
-    report = check_log(parsed, model, gpu, vllm_version=vllm_version, run_given=run is not None, **overrides)
+    if result["model_note"]:
+        click.echo(f"note: {result['model_note']}", err=True)
     rows, mismatches = report["rows"], report["mismatches"]
     misses = [r["quantity"] for r in rows if r.get("verdict") == "MISS"]
     passes = sum(1 for r in rows if r.get("verdict") == "PASS")
     if as_json:
-        click.echo(json.dumps({"parsed": {k: parsed[k] for k in ("version", "settings", "values", "errors",
-                                                                  "warnings", "runs", "run")},
-                               "comparison": rows, "mismatches": mismatches, "notes": report["notes"],
-                               "assumed": report["assumed"],
-                               "verdict": {"pass": passes, "miss": len(misses), "mismatch": len(mismatches)}},
-                              indent=1))
+        click.echo(json.dumps(log_json(parsed, report), indent=1))
     else:
         version = parsed.get("version") or "unknown version"
-        click.echo(render_table(rows, title=f"vLLM {version} log {p.name} vs kvcalc ({model} on {gpu})"))
+        click.echo(render_table(rows, title=f"vLLM {version} log {Path(path).name} vs kvcalc ({model} on {gpu})"))
         for err in parsed.get("errors", []):
             click.echo(f"log reports a start-up failure: {err}")
         for line in mismatches:
@@ -99,9 +79,9 @@ def _metrics(source: str, model: str | None, gpu: str | None, as_json: bool, ove
     misses = [r["quantity"] for r in rows if r.get("verdict") == "MISS"]
     passes = sum(1 for r in rows if r.get("verdict") == "PASS")
     if as_json:
-        click.echo(json.dumps({"schema": "kvcalc.validate-metrics/1", "source": source, **report,
-                               "verdict": {"pass": passes, "miss": len(misses), "mismatch": len(mismatches)}},
-                              indent=1))
+        from .reports import metrics_json
+
+        click.echo(json.dumps(metrics_json(source, report), indent=1))
     else:
         click.echo(render_table(rows, title=f"vLLM server {source} vs kvcalc's plan ({model} on {gpu})"))
         for line in mismatches:
@@ -118,15 +98,9 @@ def _metrics(source: str, model: str | None, gpu: str | None, as_json: bool, ove
 
 
 def _tokens(option: str, text: str | None) -> int | None:
-    """A token count as plan reads it (8192, 32k, 32K); one line when it is not one."""
-    if text is None:
-        return None
-    from ..units import parse_tokens
+    from .reports import tokens
 
-    value = parse_tokens(str(text), what=option)  # one-line UsageError on a bad count
-    if value > 2**40:
-        raise UsageError(f"{option} {str(text)[:40]!r} is out of range (1 to 2**40)")
-    return value
+    return tokens(option, text)
 
 
 def _bench(path: str, model: str | None, gpu: str | None, kv: str | None, weights: str | None, util: float | None,
@@ -295,26 +269,21 @@ def validate(from_log, bench, input_len, output_len, metrics, block_size, report
                          "--hf/--vllm with --out DIR")
     if sum(modes) > 1:
         raise UsageError("choose one of --from-log, --bench, --metrics, --report, or --hf/--vllm")
-    if metrics:
-        overrides = {"kv": kv, "gpu_memory_utilization": util, "weights": weights, "tensor_parallel_size": tp,
-                     "pipeline_parallel_size": pp, "max_model_len": _tokens("--max-model-len", max_model_len),
-                     "max_num_batched_tokens": _tokens("--max-num-batched-tokens", max_num_batched_tokens),
-                     "max_num_seqs": max_num_seqs, "enforce_eager": enforce_eager, "block_size": block_size,
-                     "entrypoint": {"offline": "llm"}.get(entrypoint, entrypoint)}
-        _metrics(metrics, model, gpu, as_json, {k: v for k, v in overrides.items() if v is not None}, strict=strict,
-                 vllm_version=vllm_version)
+    if metrics or from_log:
+        from .reports import settings_overrides
+
+        overrides = settings_overrides(kv=kv, util=util, weights=weights, tp=tp, pp=pp, max_model_len=max_model_len,
+                                       max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs,
+                                       enforce_eager=enforce_eager, entrypoint=entrypoint, block_size=block_size)
+        if metrics:
+            _metrics(metrics, model, gpu, as_json, overrides, strict=strict, vllm_version=vllm_version)
+        else:
+            overrides.pop("block_size", None)  # (--block-size is --metrics' option)
+            _from_log(from_log, model, gpu, as_json, overrides, strict=strict, vllm_version=vllm_version, run=run)
     elif bench:
         _bench(bench, model, gpu, kv, weights, util, _tokens("--max-num-batched-tokens", max_num_batched_tokens),
                max_num_seqs, _tokens("--max-model-len", max_model_len), tp or 1, input_len, output_len, vllm_version,
                as_json, strict)
-    elif from_log:
-        overrides = {"kv": kv, "gpu_memory_utilization": util, "weights": weights, "tensor_parallel_size": tp,
-                     "pipeline_parallel_size": pp, "max_model_len": _tokens("--max-model-len", max_model_len),
-                     "max_num_batched_tokens": _tokens("--max-num-batched-tokens", max_num_batched_tokens),
-                     "max_num_seqs": max_num_seqs, "enforce_eager": enforce_eager,
-                     "entrypoint": {"offline": "llm"}.get(entrypoint, entrypoint)}
-        _from_log(from_log, model, gpu, as_json, {k: v for k, v in overrides.items() if v is not None},
-                  strict=strict, vllm_version=vllm_version, run=run)
     elif report:
         _report(report, as_json)
     else:
