@@ -630,9 +630,3 @@ def should_sweep(req: PlanRequest, rows: list[Row], asked: bool = False) -> bool
         return False
     target = [r for r in rows if r.engine == "vllm" and r.config == custom_key(req)]
     return asked or bool(target and not target[0].fits)
-
-
-# `kvcalc.plan(**options)`, the Python API (kvcalc/api.py), works although this module is kvcalc.plan too
-from .callable_module import make_callable  # noqa: E402
-
-make_callable(__name__, "plan")

@@ -562,9 +562,3 @@ def search_json(res: SearchResult) -> dict:
             "cost: on-demand price per GPU-hour x GPUs x replicas; $/M output tokens at the workload's throughput"],
         "warnings": res.warnings,
     }
-
-
-# `kvcalc.search(**options)`, the Python API (kvcalc/api.py), works although this module is kvcalc.search too
-from .callable_module import make_callable  # noqa: E402
-
-make_callable(__name__, "search")
