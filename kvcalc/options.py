@@ -310,7 +310,7 @@ PLAN_COMMAND_OPTIONS: list[Option] = [
     Option("emit", click.Choice(["serve", "docker", "kubernetes", "kserve", "llm-d"]), None, "print a deployment "
            "file for the asked configuration's vLLM row instead of the table: the vllm serve line, a docker run "
            "line, a Kubernetes Deployment + Service, a KServe InferenceService or llm-d Helm values "
-           "(docs/deploy.md).", metavar="KIND", web=False),
+           "(docs/api.md).", metavar="KIND", web=False),
     Option("require_fit", is_flag=True, help="a gate: exit 1, with one line saying why, unless the asked "
            "configuration (--weights/--kv, else the baseline) fits on every asked engine (--engine vllm to gate the "
            "vLLM deployment alone).", web=False),
@@ -371,7 +371,7 @@ SEARCH_OPTIONS: list[Option] = [
     Option("as_json", is_flag=True, flags=("--json",), help="print the result as JSON (schema kvcalc.search/1).",
            web=False),
     Option("emit", click.Choice(["serve", "docker", "kubernetes", "kserve", "llm-d"]), None, "print a deployment "
-           "file for the winner instead of the table (serve, docker, kubernetes, kserve, llm-d: docs/deploy.md).",
+           "file for the winner instead of the table (serve, docker, kubernetes, kserve, llm-d: docs/api.md).",
            metavar="KIND", web=False),
 ]
 
