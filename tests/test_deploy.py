@@ -180,3 +180,23 @@ def test_k8s_names_are_dns_labels():
         name = deploy.k8s_name(raw)
         assert len(name) <= 63 and name[0].isalpha() and all(c.isalnum() or c == "-" for c in name)
         assert name == name.lower() and not name.endswith("-")
+
+
+def test_web_page_download_is_the_clis_file():
+    """`kvcalc serve`'s /api/deploy (the page's "Deploy file" button) answers the text `--emit` prints."""
+    pytest.importorskip("starlette")
+    pytest.importorskip("httpx")
+    from starlette.testclient import TestClient
+
+    from kvcalc.web import app as web_app
+
+    client = TestClient(web_app.create_app())
+    for kind in deploy.KINDS:
+        got = client.get("/api/deploy", params={"gpu": "l4", "model": "llama-3.1-8b", "context": "16k", "kind": kind})
+        assert got.status_code == 200, got.text
+        body = got.json()
+        code, out, _ = invoke(["plan", "--gpu", "l4", "--model", "llama-3.1-8b", "--context", "16k", "--emit", kind])
+        assert code == 0 and body["text"] == out and body["schema"] == "kvcalc.deploy/1"
+        assert body["filename"].startswith("llama-3-1-8b-")
+    bad = client.get("/api/deploy", params={"gpu": "l4", "kind": "helm"})
+    assert bad.status_code == 400 and "kind must be one of" in bad.json()["error"]
