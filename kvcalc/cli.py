@@ -43,7 +43,12 @@ class _Commands(click.Group):
 @click.group(cls=_Commands, context_settings=CONTEXT_SETTINGS)
 @click.version_option(package_name="kvcalc")
 def cli():
-    """Will this model fit on this GPU under this engine, and how fast will it decode?"""
+    """Will this model fit on this GPU under this engine, and how fast will it decode?
+
+    Exit codes: 0 yes; 1 a gate failed (plan --require-fit, fit or search without an answer, validate --strict):
+    the output comes first, the reason is the last line on stderr; 2 usage error. Python: import kvcalc
+    (docs/api.md).
+    """
 
 
 def _request(kwargs: dict):
