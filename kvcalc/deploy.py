@@ -150,14 +150,12 @@ def k8s_name(text: str) -> str:
 def from_plan(req, row) -> Deployment:
     """The deployment of one vLLM plan row: the request's settings as explicit vLLM flags (so the server runs what
     was planned whatever its defaults), the row's formats, TP and PP."""
-    from .catalog import catalog_entry, catalog_names
     from .errors import UsageError
 
     est = row.vllm
     if row.engine != "vllm" or est is None:
         raise UsageError(f"--emit writes vLLM deployments; the {row.engine} row {row.config} is not one")
-    hf_id = catalog_entry(req.spec.name).get("hf_id") if req.spec.name in catalog_names() else None
-    model = hf_id or req.spec.name
+    model = served_model(req.spec)
     from .checkpoint import baseline_weights
 
     own = baseline_weights(req.spec)  # a quantized checkpoint: vLLM reads its quantization_config itself
@@ -195,9 +193,30 @@ def from_plan(req, row) -> Deployment:
                       source=f"plan: vllm {row.config}", fits=row.fits, notes=tuple(notes))
 
 
+def served_model(spec) -> str:
+    """What `vllm serve` is given for the planned model: the hub id of a catalog model or of a hub checkpoint, the
+    folder of a local checkpoint or config.json (vLLM loads a folder), else the name."""
+    from pathlib import Path
+
+    from .catalog import catalog_entry, catalog_names
+
+    source = getattr(spec, "source", "") or ""
+    for prefix in ("catalog (", "hub "):
+        if source.startswith(prefix):
+            ident = source[len(prefix):].split(" ")[0].rstrip(")")
+            if "/" in ident:
+                return ident
+    for prefix in ("folder ", "file "):
+        if source.startswith(prefix):
+            path = Path(source[len(prefix):])
+            return str(path.parent if path.suffix == ".json" else path)
+    if spec.name in catalog_names():
+        return catalog_entry(spec.name).get("hf_id") or spec.name
+    return spec.name
+
+
 def from_search(result, rank: int = 1) -> Deployment:
     """The deployment of one ranked search result (rank 1: the winner)."""
-    from .catalog import catalog_entry, catalog_names
     from .errors import UsageError
     from .hardware import get_gpu
 
@@ -207,8 +226,7 @@ def from_search(result, rank: int = 1) -> Deployment:
                          "no deployment meets the targets: nothing to write")
     d, req = rows[0], result.request
     spec = req.spec
-    hf_id = catalog_entry(spec.name).get("hf_id") if spec.name in catalog_names() else None
-    model = hf_id or spec.name
+    model = served_model(spec)
     gpu = get_gpu(d.gpu)
     # weights of one replica: the formats' bytes as the search's memory core counted them
     from .engines.weights import weight_bytes

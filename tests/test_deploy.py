@@ -200,3 +200,14 @@ def test_web_page_download_is_the_clis_file():
         assert body["filename"].startswith("llama-3-1-8b-")
     bad = client.get("/api/deploy", params={"gpu": "l4", "kind": "helm"})
     assert bad.status_code == 400 and "kind must be one of" in bad.json()["error"]
+
+
+def test_served_model_is_what_vllm_loads(tmp_path):
+    """A catalog model is served by its hub id; a local config.json by its folder (vLLM loads folders)."""
+    from kvcalc.catalog import load_model
+
+    assert deploy.served_model(load_model("llama-3.1-70b-fp8")) == "nvidia/Llama-3.1-70B-Instruct-FP8"
+    cfg = Path(__file__).resolve().parent.parent / "scripts" / "gpu_v2" / "configs" / "llama-3.1-8b.json"
+    (tmp_path / "config.json").write_text(cfg.read_text())
+    assert deploy.served_model(load_model(str(tmp_path / "config.json"))) == str(tmp_path)
+    assert deploy.served_model(load_model(str(tmp_path))) == str(tmp_path)
