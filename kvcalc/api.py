@@ -51,6 +51,8 @@ def _argv(table, options: dict[str, Any], command: str) -> list[str]:
             import json
 
             argv += [flag, json.dumps(value)]
+        elif isinstance(value, (list, tuple)):  # a list option (--weights awq,fp8, search's grids): comma-joined
+            argv += [flag, ",".join(str(v) for v in value)]
         elif isinstance(value, bool):
             raise UsageError(f"kvcalc.{command}(): {name} takes a value, not {value}")
         else:
@@ -65,10 +67,10 @@ def _parse(table, options: dict[str, Any], command: str) -> tuple[dict, set[str]
 
 
 def _request(options: dict[str, Any], command: str):
-    from .options import PLAN_OPTIONS
+    from .options import FIT_PLAN_OPTIONS, PLAN_OPTIONS
     from .request import build_request
 
-    values, given = _parse(PLAN_OPTIONS, options, command)
+    values, given = _parse(FIT_PLAN_OPTIONS if command == "fit" else PLAN_OPTIONS, options, command)
     return build_request(values, given)
 
 
@@ -284,8 +286,6 @@ def fit(question: str, *, max_gpus: int = 16, **options) -> FitResult:
 
     if question not in FIT_QUESTIONS:
         raise UsageError(f"kvcalc.fit(): question {shown(question)} is not one of {', '.join(FIT_QUESTIONS)}")
-    if options.get("engine", "both") == "both":  # as `kvcalc fit`: it answers for vLLM
-        options["engine"] = "vllm"
     req, warnings = _request(options, "fit")
     return FitResult(answer(question, req, max_gpus), req, warnings)
 
@@ -294,15 +294,11 @@ def search(**options) -> SearchResult:
     """The cheapest vLLM deployments meeting a workload's targets, as `kvcalc search`: e.g.
     `kvcalc.search(model="llama-3.1-8b", input_len="2k", output_len=512, concurrency=32, max_tpot_ms=50)`.
     List options take a list or the CLI's comma-separated text (`gpus=["l4", "h100"]` or `gpus="l4,h100"`)."""
-    from . import search as S
     from .options import SEARCH_OPTIONS
-    from .request import build_search
+    from .request import search_result
 
-    for name in ("gpus", "weights", "kv", "tp", "pp", "seqs"):
-        if isinstance(options.get(name), (list, tuple)):
-            options[name] = ",".join(str(v) for v in options[name])
-    values, _ = _parse([o for o in SEARCH_OPTIONS if o.name not in ("as_json", "emit")], options, "search")
-    return SearchResult(S.run_search(build_search(values)))
+    values, given = _parse([o for o in SEARCH_OPTIONS if o.name not in ("as_json", "emit")], options, "search")
+    return SearchResult(search_result(values, None, given))
 
 
 def validate_log(path: str | None = None, *, text: str | None = None, model: str | None = None,
@@ -311,13 +307,12 @@ def validate_log(path: str | None = None, *, text: str | None = None, model: str
     """kvcalc beside a vLLM start-up log (a file `path`, or the log's `text`), as `kvcalc validate --from-log`.
     `settings` are that command's options (kv, util, weights, tp, pp, max_model_len, max_num_batched_tokens,
     max_num_seqs, enforce_eager, entrypoint): what the log does not say."""
-    from .validate.reports import from_log, settings_overrides
+    from .validate.reports import from_log
 
     if (path is None) == (text is None):
         raise UsageError("kvcalc.validate_log(): give a log file path or its text, one of them")
-    _known(settings, "validate_log", block_size=False)
-    got = from_log(path or "<text>", model, gpu, settings_overrides(**settings), vllm_version=vllm_version,
-                   run=run, text=text)
+    got = from_log(path or "<text>", model, gpu, _validate_settings(settings, "validate_log", metrics=False),
+                   vllm_version=vllm_version, run=run, text=text)
     notes = [got["model_note"]] if got["model_note"] else []
     return LogValidation(got["parsed"], got["report"], got["model"], notes)
 
@@ -327,20 +322,24 @@ def validate_metrics(source: str, *, model: str, gpu: str, vllm_version: str | N
     """A running vLLM server's /metrics (an http URL or a saved text file) beside kvcalc's plan for these settings,
     as `kvcalc validate --metrics` (the same settings as validate_log, and block_size)."""
     from .validate.metrics import check_metrics, read_metrics
-    from .validate.reports import settings_overrides
 
-    _known(settings, "validate_metrics", block_size=True)
     report = check_metrics(read_metrics(source), model, gpu, vllm_version=vllm_version,
-                           **settings_overrides(**settings))
+                           **_validate_settings(settings, "validate_metrics", metrics=True))
     return MetricsValidation(source, report)
 
 
-_VALIDATE_SETTINGS = ("kv", "util", "weights", "tp", "pp", "max_model_len", "max_num_batched_tokens", "max_num_seqs",
-                      "enforce_eager", "entrypoint")
+# `kvcalc validate`'s settings: plan's options as overrides of what a log or a server says (options.override)
+_VALIDATE_SETTINGS = ("kv", "util", "weights", "quantization", "tp", "pp", "max_model_len", "max_num_batched_tokens",
+                      "max_num_seqs", "enforce_eager", "entrypoint")
 
 
-def _known(settings: dict, command: str, block_size: bool) -> None:
-    known = _VALIDATE_SETTINGS + (("block_size",) if block_size else ())
-    for name in settings:
-        if name not in known:
-            raise UsageError(f"kvcalc.{command}(): no option {shown(name)}; the options are {', '.join(known)}")
+def _validate_settings(settings: dict[str, Any], command: str, metrics: bool) -> dict[str, Any]:
+    """The keywords parsed by `kvcalc validate`'s own options, normalized and mapped as the command does."""
+    from .options import override
+    from .validate.reports import normalize_formats, settings_overrides
+
+    names = _VALIDATE_SETTINGS + (("block_size",) if metrics else ())
+    values, _ = _parse([override(name, "") for name in names], settings, command)
+    weights, kv = normalize_formats(values.pop("weights"), values.pop("kv"), values.pop("quantization"),
+                                    values["max_model_len"])
+    return settings_overrides(weights=weights, kv=kv, **values)

@@ -174,7 +174,7 @@ def plot_command(kind, out_path, **kwargs):
 @cli.command()
 @plan_options
 def explain(**kwargs):
-    """Full breakdown of one configuration (--weights/--kv choose it; default: the baseline)."""
+    """Full breakdown of one configuration (--weights/--kv choose it; default: the baseline; lists: each)."""
     from .plan import explained_rows
     from .plan import plan as make_plan
     from .render import explain_text

@@ -28,7 +28,7 @@ The flag is `--` + the name with dashes (`max_cpu_loras` -> `--max-cpu-loras`) u
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 import click
@@ -148,6 +148,40 @@ TOKENS, FRACTION, POSITIVE, NAME, RATE = _Tokens(), _Fraction(), _Positive(), _N
 VLLM_INT, VLLM_LEN = _VllmInt(), _VllmInt(allow_auto=True)
 
 
+class ListOf(click.ParamType):
+    """A comma-separated list of `item` values, each read exactly as the option's single value is (`--tp 1,2` in
+    search takes what `--tp 2` takes in plan, bounds included); repeats dropped, numbers sorted."""
+
+    def __init__(self, item: click.ParamType, sort: bool = False):
+        self.item, self.sort = item, sort
+        self.name = f"{item.name}[,{item.name}...]"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, tuple):
+            return value
+        items = [self.item.convert(text, param, ctx) for text in split_list(str(value), option_flag(param))]
+        items = list(dict.fromkeys(items))
+        return tuple(sorted(items) if self.sort else items)
+
+
+class _UtilGrid(ListOf):
+    """gpu_memory_utilization values: a list (0.85,0.9) or an inclusive range START:STOP:STEP (0.80:0.95:0.01)."""
+
+    def __init__(self):
+        super().__init__(FRACTION, sort=True)
+        self.name = "fraction[,...]|start:stop:step"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, tuple):
+            return value
+        return util_list(str(value))
+
+
+NAMES = ListOf(NAME)  # --weights awq,fp8, --kv auto,fp8, --gpus l4,h100
+POSITIVES = ListOf(POSITIVE, sort=True)  # search's --tp 1,2,4, --max-num-seqs 64,128
+UTIL_GRID = _UtilGrid()
+
+
 @dataclass(frozen=True)
 class Option:
     """One option of kvcalc's vocabulary (see the module docstring for how to add one)."""
@@ -169,9 +203,10 @@ class Option:
     field: str | None = None  # the field's name when it is not the option's
     convert: Callable | None = None  # parsed value -> the request's field value, when they differ
     web: bool = True  # the web API takes it
+    tri_state: bool = False  # a flag whose default None means "not said" (validate: the log's)
 
     def __post_init__(self) -> None:
-        if self.is_flag and self.default is None:
+        if self.is_flag and self.default is None and not self.tri_state:
             object.__setattr__(self, "default", False)  # a flag is off unless given
 
     @property
@@ -233,11 +268,12 @@ PLAN_OPTIONS: list[Option] = [
            f"k = 1,024); at most {limits.MAX_CONTEXT:,} [default: 8k, or --vllm-command's max_model_len]."),
     Option("batch", POSITIVE, 1, f"concurrent requests (at most {limits.MAX_BATCH:,}).", show_default=True),
     Option("engine", click.Choice(ENGINES), "both", show_default=True),
-    Option("weights", NAME, None, "weight format: bf16, fp8, int8, nf4, nf4-dq, awq, gptq, hqq4.", into="request"),
+    Option("weights", NAMES, None, "weight format(s): bf16, fp8, int8, nf4, nf4-dq, awq, gptq, hqq4; a list "
+           "(awq,fp8) shows each beside the baseline."),
     Option("quantization", NAME, None, "vLLM's --quantization (awq, awq_marlin, gptq, gptq_marlin, fp8, "
            "bitsandbytes): sets --weights.", aliases=("-q",)),
-    Option("kv", NAME, None, "KV format: auto, fp8, fp8-e5m2, hqq-8 (int8), hqq-4, hqq-2, quanto-4, quanto-2.",
-           aliases=("--kv-cache-dtype",), into="request"),
+    Option("kv", NAMES, None, "KV format(s): auto, fp8, fp8-e5m2, hqq-8 (int8), hqq-4, hqq-2, quanto-4, quanto-2; "
+           "a list (auto,fp8) shows each with every --weights.", aliases=("--kv-cache-dtype",)),
     Option("util", FRACTION, None, "vLLM gpu_memory_utilization [default: the version's, 0.92 from 0.21, 0.9 "
            "before].", aliases=("--gpu-memory-utilization",), into="request"),
     Option("entrypoint", click.Choice(["serve", "offline"]), "serve", "how vLLM is started: `vllm serve` (the "
@@ -318,7 +354,50 @@ PLAN_COMMAND_OPTIONS: list[Option] = [
 
 FIT_QUESTIONS = ["max-context", "max-concurrency", "min-util", "min-gpus", "auto"]
 
-# `kvcalc fit`'s own options (after PLAN_OPTIONS).
+PLAN = {o.name: o for o in PLAN_OPTIONS}
+
+
+def same(name: str, **changes) -> Option:
+    """Plan's option `name` in another command's table: the same spellings, type and default (only the help, and
+    whether it is required, may say more)."""
+    assert set(changes) <= {"help", "required", "web"}, changes
+    return replace(PLAN[name], into=None, **changes)
+
+
+def override(name: str, help: str) -> Option:
+    """Plan's option `name` as an override of what a log or a bench file says (validate, calibrate): the same
+    spellings and type; not given, it is None (the file's value), so it shows no default."""
+    option = PLAN[name]
+    return replace(option, default=None, show_default=False, help=help, into=None, convert=None, web=False,
+                   tri_state=option.is_flag)
+
+
+def grid(name: str, **changes) -> Option:
+    """Plan's option `name` as a list of its values (search's grids): the same spellings and element type."""
+    option = PLAN[name]
+    item = option.type.item if isinstance(option.type, ListOf) else option.type
+    kind = UTIL_GRID if item is FRACTION else ListOf(item, sort=item is not NAME)
+    return replace(option, type=kind, default=None, show_default=False, into=None, convert=None, **changes)
+
+
+class _VllmOnly(click.Choice):
+    """fit's --engine: vllm, the one engine it answers for; the others are refused with the reason."""
+
+    def __init__(self):
+        super().__init__(["vllm"])
+
+    def convert(self, value, param, ctx):
+        if str(value).strip().lower() in ENGINES and str(value).strip().lower() != "vllm":
+            raise UsageError(f"kvcalc fit answers for vLLM (block-granular); drop --engine {shown(value)}")
+        return super().convert(value, param, ctx)
+
+
+# `kvcalc fit`: plan's options, for vLLM only (it answers at vLLM's block granularity).
+FIT_PLAN_OPTIONS: list[Option] = [
+    replace(o, type=_VllmOnly(), default="vllm", help="fit answers for vLLM (block-granular).")
+    if o.name == "engine" else o for o in PLAN_OPTIONS]
+
+# `kvcalc fit`'s own options (after FIT_PLAN_OPTIONS).
 FIT_OPTIONS: list[Option] = [
     Option("max_gpus", click.IntRange(1, 64), 16, "min-gpus: the largest GPU count tried.", show_default=True),
     Option("as_json", is_flag=True, flags=("--json",), help="print the answer as JSON (schema kvcalc.fit/1).",
@@ -337,36 +416,37 @@ def positive_float(name: str):
     return convert
 
 
-# `kvcalc search`: a workload, targets, and the space of deployments (lists) to search.
+# `kvcalc search`: a workload, targets, and the space of deployments to search: plan's options, or lists of them.
 SEARCH_OPTIONS: list[Option] = [
-    Option("model", None, None, "catalog name, config.json path or hub id [default: llama-3.2-3b]."),
-    Option("input_len", TOKENS, None, "prompt tokens per request, e.g. 2k.", required=True),
-    Option("output_len", TOKENS, None, "generated tokens per request.", required=True),
-    Option("concurrency", click.IntRange(1, 1 << 20), None, "requests in flight at once (as vllm bench "
-           "--max-concurrency)."),
-    Option("request_rate", float, None, "requests per second, all replicas together (Little's law sets the "
-           "concurrency).", callback=positive_float("--request-rate")),
+    same("model"),
+    same("vllm_command", help="a vLLM command line: its model and flags fix the search's model, formats, TP/PP, "
+         "util, max_num_seqs and max_num_batched_tokens (options given here as well win)."),
+    same("input_len", help="prompt tokens per request, e.g. 2k.", required=True),
+    same("output_len"),
+    same("concurrency", help="requests in flight at once, all replicas together (vllm bench --max-concurrency)."),
+    same("request_rate", help="requests per second, all replicas together (Little's law sets the concurrency)."),
     Option("max_ttft_ms", float, None, "target: time to first token.", callback=positive_float("--max-ttft-ms")),
     Option("max_tpot_ms", float, None, "target: time per output token after the first.",
            callback=positive_float("--max-tpot-ms")),
     Option("min_context", TOKENS, None, "target: max_model_len at least this (default input + output)."),
     Option("max_quality_risk", click.Choice(["none", "low", "moderate", "high"]), None, "target: the worst quality "
            "risk accepted (kvcalc plan's column)."),
-    Option("gpus", None, None, "comma-separated GPU ids/aliases/YAML files [default: every built-in]."),
-    Option("weights", None, None, "weight formats to try [default: bf16,fp8,awq]."),
-    Option("kv", None, None, "KV formats to try [default: auto,fp8]."),
-    Option("tp", None, None, "TP sizes to try [default: 1,2,4,8; invalid ones for the model are skipped]."),
-    Option("pp", None, None, "PP sizes to try [default: 1]."),
+    replace(grid("gpu", help="GPU ids/aliases/YAML files to try [default: every built-in]."), name="gpus",
+            flags=("--gpus", "--gpu")),
+    grid("weights", help="weight formats to try [default: bf16,fp8,awq]."),
+    grid("kv", help="KV formats to try [default: auto,fp8]."),
+    grid("tp", help="TP sizes to try [default: 1,2,4,8; invalid ones for the model are skipped]."),
+    grid("pp", help="PP sizes to try [default: 1]."),
     Option("max_replicas", click.IntRange(1, 1024), 8, show_default=True),
     Option("max_gpus_per_replica", click.IntRange(1, 64), 8, show_default=True),
-    Option("utils", None, None, "gpu_memory_utilization grid [default: 0.80:0.95:0.01]."),
-    Option("seqs", None, None, "max_num_seqs grid [default: 1,2,4,...,1024].", flags=("--max-num-seqs",)),
-    Option("max_num_batched_tokens", TOKENS, None, "vLLM max_num_batched_tokens [default: vllm serve's for each "
-           "GPU]."),
+    replace(grid("util", help="gpu_memory_utilization values to try, or START:STOP:STEP [default: 0.80:0.95:0.01]."),
+            flags=("--utils", "--util")),
+    grid("max_num_seqs", help="max_num_seqs values to try [default: 1,2,4,...,1024]."),
+    same("max_num_batched_tokens", help="vLLM max_num_batched_tokens [default: vllm serve's for each GPU]."),
+    same("vllm_version"),
     Option("price", None, None, "override a price (repeatable).", multiple=True, metavar="GPU=USD", web=False),
     Option("prices_file", None, None, "price file [default: $XDG_CONFIG_HOME/kvcalc/prices.yaml if present, over "
            "the shipped one].", flags=("--prices",), metavar="FILE", web=False),
-    Option("vllm_version", None, None, "vLLM version whose rules apply [default: 0.26.0]."),
     Option("top", click.IntRange(1, 10000), 10, "rows shown.", show_default=True),
     Option("as_json", is_flag=True, flags=("--json",), help="print the result as JSON (schema kvcalc.search/1).",
            web=False),
@@ -376,6 +456,7 @@ SEARCH_OPTIONS: list[Option] = [
 ]
 
 plan_options = decorator(PLAN_OPTIONS)
+fit_plan_options = decorator(FIT_PLAN_OPTIONS)
 plan_command_options = decorator(PLAN_COMMAND_OPTIONS)
 fit_options = decorator(FIT_OPTIONS)
 search_options = decorator(SEARCH_OPTIONS)

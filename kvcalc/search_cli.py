@@ -13,7 +13,7 @@ import click
 
 from .errors import UsageError
 from .gate import GateFailed, fit_failure, search_failure
-from .options import FIT_QUESTIONS, fit_options, given_names, plan_options, search_options
+from .options import FIT_QUESTIONS, fit_options, fit_plan_options, given_names, search_options
 
 
 def commands() -> dict[str, click.Command]:
@@ -21,7 +21,7 @@ def commands() -> dict[str, click.Command]:
 
     @click.command(name="fit")
     @click.argument("question", type=click.Choice(FIT_QUESTIONS))
-    @plan_options
+    @fit_plan_options
     @fit_options
     def fit(question, max_gpus, as_json, **kwargs):
         """Plan backwards for one vLLM configuration (--weights/--kv; default the baseline), exact at vLLM's
@@ -39,7 +39,6 @@ def commands() -> dict[str, click.Command]:
         from .inverse import answer
         from .request import build_request
 
-        kwargs["engine"] = "vllm" if kwargs.get("engine") == "both" else kwargs.get("engine")
         req, warnings = build_request(kwargs, given_names())
         result = answer(question, req, max_gpus)
         if as_json:
@@ -80,9 +79,11 @@ def _print_answer(req, a) -> None:
 
 
 def _run_search(kw) -> None:
+    from .request import search_result
+
     if kw["emit"] and kw["as_json"]:
         raise UsageError("--emit prints one deployment file: leave out --json")
-    res = search_result(kw)
+    res = search_result(kw, None, given_names())
     if kw["emit"]:
         _gate(search_failure(res))
         from .deploy import emit, from_search
@@ -104,11 +105,3 @@ def _gate(reason: str | None) -> None:
     """No answer is a failed gate: exit 1 after the output, with one line (kvcalc/gate.py)."""
     if reason:
         raise GateFailed(reason)
-
-
-def search_result(kw, spec=None):
-    """The search for the parsed options `kw` of `kvcalc search` (`spec`: a pasted config.json's model)."""
-    from . import search as S
-    from .request import build_search
-
-    return S.run_search(build_search(kw, spec))

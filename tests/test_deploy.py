@@ -190,7 +190,7 @@ def test_web_page_download_is_the_clis_file():
 
     from kvcalc.web import app as web_app
 
-    client = TestClient(web_app.create_app())
+    client = TestClient(web_app.create_app(), base_url="http://localhost")
     for kind in deploy.KINDS:
         got = client.get("/api/deploy", params={"gpu": "l4", "model": "llama-3.1-8b", "context": "16k", "kind": kind})
         assert got.status_code == 200, got.text

@@ -17,16 +17,10 @@ from pathlib import Path
 import click
 
 from .. import limits
+from .. import options
 from ..cli_errors import CONTEXT_SETTINGS
 from ..errors import UsageError, shown
 from ..input_files import is_file
-
-
-def _fraction(ctx, param, value):
-    """--util as on `kvcalc plan`: a share in (0, 1]; NaN, inf and 0 are refused (click's FloatRange lets NaN by)."""
-    if value is not None and not 0 < value <= 1:
-        raise UsageError(f"--util must be in (0, 1], got {shown(value)}: it is vLLM's gpu_memory_utilization")
-    return value
 
 
 def _from_log(path: str, model: str | None, gpu: str | None, as_json: bool, overrides: dict, *, strict: bool = False,
@@ -95,12 +89,6 @@ def _metrics(source: str, model: str | None, gpu: str | None, as_json: bool, ove
     if strict and (misses or mismatches):
         click.echo(f"error: --strict: {len(misses)} MISS, {len(mismatches)} MISMATCH", err=True)
         raise SystemExit(1)
-
-
-def _tokens(option: str, text: str | None) -> int | None:
-    from .reports import tokens
-
-    return tokens(option, text)
 
 
 def _bench(path: str, model: str | None, gpu: str | None, kv: str | None, weights: str | None, util: float | None,
@@ -212,35 +200,33 @@ def _run(hf: bool, vllm: bool, quick: bool, out: str | None, device: str, model:
 @click.option("--bench", metavar="FILE",
               help="a `vllm bench serve --save-result` or `vllm bench throughput --output-json` result to compare "
                    "with kvcalc's TTFT, TPOT, latency and throughput (needs --model and --gpu)")
-@click.option("--input-len", type=click.IntRange(1, 2**24), help="--bench: prompt tokens (throughput results)")
-@click.option("--output-len", type=click.IntRange(1, 2**24), help="--bench: output tokens (throughput results)")
+@options.override("input_len", "--bench: prompt tokens (throughput results)").click_option()
+@options.override("output_len", "--bench: output tokens (throughput results)").click_option()
 @click.option("--metrics", metavar="URL|FILE",
               help="a running vLLM server's /metrics (http URL or saved text): its vllm:cache_config_info (blocks, "
                    "block size, cache dtype, util) against kvcalc's plan for --model, --gpu and the options below")
-@click.option("--block-size", type=click.IntRange(1, 1 << 16), help="--metrics: vLLM --block-size of the plan")
+@options.override("block_size", "--metrics: vLLM --block-size of the plan [default: the backend's]").click_option()
 @click.option("--report", metavar="FILE", help="print the tables and summary of a results JSONL file")
-@click.option("--model", help="model the log's engine served (catalog name or config.json); with --hf: the model")
-@click.option("--gpu", help="GPU id or alias for --from-log (e.g. h100-sxm, h200)")
-@click.option("--kv", "--kv-cache-dtype", "kv", help="--from-log: KV cache dtype (kvcalc's or vLLM's name: auto, fp8, "
-              "bfloat16, fp8_e5m2) [default: the log's]")
-@click.option("--util", "--gpu-memory-utilization", "util", type=click.FloatRange(0, 1, min_open=True),
-              callback=_fraction,
-              help="--from-log: gpu_memory_utilization [default: the log's, else the version's default]")
-@click.option("--weights", "--quantization", "weights",
-              help="--from-log: weight format (kvcalc's or vLLM's name: bf16, fp8, awq, awq_marlin, gptq, nf4) "
-                   "[default: the log's quantization / dtype]")
-@click.option("--tp", "-tp", "--tensor-parallel-size", "tp", type=click.IntRange(1, 1024),
-              help="--from-log: tensor-parallel size [default: the log's]")
-@click.option("--pp", "-pp", "--pipeline-parallel-size", "pp", type=click.IntRange(1, 1024),
-              help="--from-log: pipeline-parallel size [default: the log's]")
-@click.option("--max-model-len", "max_model_len", metavar="TOKENS",
-              help="--from-log: max_model_len (8192, 32k) [default: the log's]")
-@click.option("--max-num-batched-tokens", metavar="TOKENS", help="--from-log: [default: the log's, else vLLM's]")
-@click.option("--max-num-seqs", type=click.IntRange(1, 2**20), help="--from-log: [default: the log's, else vLLM's]")
-@click.option("--enforce-eager", is_flag=True, default=None, help="--from-log: vLLM ran without CUDA graphs")
-@click.option("--entrypoint", type=click.Choice(["serve", "offline", "llm"]),
-              help="--from-log: what started the engine: `vllm serve` or the offline LLM class (batch defaults) "
-                   "[default: the log's, else kvcalc's]")
+@options.override("model", "model the log's engine served (catalog name or config.json); with --hf: the model"
+                  ).click_option()
+@options.override("gpu", "GPU id or alias for --from-log (e.g. h100-sxm, h200)").click_option()
+@options.override("kv", "--from-log: KV cache dtype (kvcalc's or vLLM's name: auto, fp8, bfloat16, fp8_e5m2) "
+                  "[default: the log's]").click_option()
+@options.override("util", "--from-log: gpu_memory_utilization [default: the log's, else the version's default]"
+                  ).click_option()
+@options.override("weights", "--from-log: weight format (kvcalc's name: bf16, fp8, awq, gptq, nf4) [default: the "
+                  "log's quantization / dtype]").click_option()
+@options.override("quantization", "--from-log: vLLM's --quantization (awq, awq_marlin, gptq_marlin, fp8): sets "
+                  "--weights").click_option()
+@options.override("tp", "--from-log: tensor-parallel size [default: the log's]").click_option()
+@options.override("pp", "--from-log: pipeline-parallel size [default: the log's]").click_option()
+@options.override("max_model_len", "--from-log: max_model_len, vLLM's number rule (32k = 32,000, 32K = 32,768) "
+                  "[default: the log's]").click_option()
+@options.override("max_num_batched_tokens", "--from-log: [default: the log's, else vLLM's]").click_option()
+@options.override("max_num_seqs", "--from-log: [default: the log's, else vLLM's]").click_option()
+@options.override("enforce_eager", "--from-log: vLLM ran without CUDA graphs").click_option()
+@options.override("entrypoint", "--from-log: what started the engine: `vllm serve` or the offline LLM class (batch "
+                  "defaults) [default: the log's, else kvcalc's]").click_option()
 @click.option("--hf", is_flag=True, help="run the transformers matrix (needs torch, transformers, hqq, quanto)")
 @click.option("--vllm", is_flag=True, help="run the vLLM matrix (needs vLLM on a CUDA GPU)")
 @click.option("--quick", is_flag=True, help="a small matrix (< 5 min on one GPU)")
@@ -251,15 +237,14 @@ def _run(hf: bool, vllm: bool, quick: bool, out: str | None, device: str, model:
 @click.option("--budget-s", type=click.FloatRange(min=1, max=7 * 24 * 3600), default=510.0, show_default=True, help="wall-clock budget of a matrix run")
 @click.option("--resume", is_flag=True, help="--hf/--vllm: skip cases that already have a row in --out")
 @click.option("--strict", is_flag=True, help="--from-log: exit 1 on any MISS or MISMATCH")
-@click.option("--vllm-version", "vllm_version", metavar="VERSION",
-              help="--from-log: predict with this version's rules (default: the log's); a log of another version "
-                   "is a MISMATCH")
+@options.override("vllm_version", "--from-log: predict with this version's rules (default: the log's); a log of "
+                  "another version is a MISMATCH").click_option()
 @click.option("--run", "run", type=click.IntRange(min=-1000, max=100000), default=None,
               help="--from-log: which engine start of a log holding several (0-based; default the last)")
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
-def validate(from_log, bench, input_len, output_len, metrics, block_size, report, model, gpu, kv, util, weights, tp, pp, max_model_len, max_num_batched_tokens,
-             max_num_seqs, enforce_eager, entrypoint, hf, vllm, quick, out, device, per_process, budget_s, resume,
-             strict, vllm_version, run, as_json):
+def validate(from_log, bench, input_len, output_len, metrics, block_size, report, model, gpu, kv, util, weights,
+             quantization, tp, pp, max_model_len, max_num_batched_tokens, max_num_seqs, enforce_eager, entrypoint, hf,
+             vllm, quick, out, device, per_process, budget_s, resume, strict, vllm_version, run, as_json):
     """Compare kvcalc's predictions with real engines: a vLLM start-up log (--from-log), earlier results
     (--report), or new runs of transformers (--hf) and vLLM (--vllm)."""
     modes = [bool(from_log), bool(report), bool(hf or vllm), bool(bench), bool(metrics)]
@@ -269,21 +254,22 @@ def validate(from_log, bench, input_len, output_len, metrics, block_size, report
                          "--hf/--vllm with --out DIR")
     if sum(modes) > 1:
         raise UsageError("choose one of --from-log, --bench, --metrics, --report, or --hf/--vllm")
-    if metrics or from_log:
-        from .reports import settings_overrides
+    from .reports import normalize_formats, settings_overrides
 
+    weights, kv = normalize_formats(weights, kv, quantization, max_model_len)
+    if bench:
+        _bench(bench, model, gpu, kv, weights, util, max_num_batched_tokens, max_num_seqs, max_model_len, tp or 1,
+               input_len, output_len, vllm_version, as_json, strict)
+    elif metrics or from_log:
         overrides = settings_overrides(kv=kv, util=util, weights=weights, tp=tp, pp=pp, max_model_len=max_model_len,
                                        max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs,
                                        enforce_eager=enforce_eager, entrypoint=entrypoint, block_size=block_size)
         if metrics:
             _metrics(metrics, model, gpu, as_json, overrides, strict=strict, vllm_version=vllm_version)
         else:
-            overrides.pop("block_size", None)  # (--block-size is --metrics' option)
+            if block_size is not None:
+                raise UsageError("--block-size is --metrics' option (a start-up log states its own)")
             _from_log(from_log, model, gpu, as_json, overrides, strict=strict, vllm_version=vllm_version, run=run)
-    elif bench:
-        _bench(bench, model, gpu, kv, weights, util, _tokens("--max-num-batched-tokens", max_num_batched_tokens),
-               max_num_seqs, _tokens("--max-model-len", max_model_len), tp or 1, input_len, output_len, vllm_version,
-               as_json, strict)
     elif report:
         _report(report, as_json)
     else:

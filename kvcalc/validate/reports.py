@@ -10,31 +10,40 @@ from ..errors import UsageError, shown
 from ..input_files import is_file
 
 
-def tokens(option: str, text) -> int | None:
-    """A token count as plan reads it (8192, 32k, 32K); one line when it is not one."""
-    if text is None:
+def one_format(names, option: str) -> str | None:
+    """One format name: validate compares one deployment (plan's --weights/--kv lists are for its table)."""
+    if not names:
         return None
-    from ..units import parse_tokens
+    if isinstance(names, str):
+        return names
+    if len(names) > 1:
+        raise UsageError(f"{option}: validate compares one deployment; give one format")
+    return names[0]
 
-    value = parse_tokens(str(text), what=option)  # one-line UsageError on a bad count
-    if value > 2**40:
-        raise UsageError(f"{option} {str(text)[:40]!r} is out of range (1 to 2**40)")
-    return value
+
+def normalize_formats(weights, kv, quantization, max_model_len) -> tuple[str | None, str | None]:
+    """validate's --weights/--kv (one each), --quantization as the weights, and no `auto` length."""
+    from ..options import AUTO
+
+    weights, kv = one_format(weights, "--weights"), one_format(kv, "--kv")
+    if quantization:
+        if weights:
+            raise UsageError("give --weights or --quantization, not both")
+        weights = quantization  # the log reader takes vLLM's names too
+    if max_model_len == AUTO:
+        raise UsageError("--max-model-len auto: give the length the engine ran with (or leave it to the log)")
+    return weights, kv
 
 
 def settings_overrides(*, kv=None, util=None, weights=None, tp=None, pp=None, max_model_len=None,
                        max_num_batched_tokens=None, max_num_seqs=None, enforce_eager=None, entrypoint=None,
                        block_size=None) -> dict[str, Any]:
-    """`kvcalc validate`'s settings (the --from-log / --metrics options, by their CLI names) as the overrides
-    validate.predict reads (VllmSettings' names); only those given."""
-    if util is not None and not 0 < float(util) <= 1:
-        raise UsageError(f"--util must be in (0, 1], got {shown(util)}: it is vLLM's gpu_memory_utilization")
-    if entrypoint not in (None, "serve", "offline", "llm"):
-        raise UsageError(f"--entrypoint {shown(entrypoint)} is not serve or offline")
+    """`kvcalc validate`'s parsed settings (the --from-log / --metrics options, by their CLI names) as the
+    overrides validate.predict reads (VllmSettings' names); only those given."""
     out = {"kv": kv, "gpu_memory_utilization": util, "weights": weights, "tensor_parallel_size": tp,
-           "pipeline_parallel_size": pp, "max_model_len": tokens("--max-model-len", max_model_len),
-           "max_num_batched_tokens": tokens("--max-num-batched-tokens", max_num_batched_tokens),
-           "max_num_seqs": max_num_seqs, "enforce_eager": enforce_eager, "block_size": block_size,
+           "pipeline_parallel_size": pp, "max_model_len": max_model_len,
+           "max_num_batched_tokens": max_num_batched_tokens, "max_num_seqs": max_num_seqs,
+           "enforce_eager": enforce_eager, "block_size": block_size,
            "entrypoint": {"offline": "llm"}.get(entrypoint, entrypoint)}
     return {k: v for k, v in out.items() if v is not None}
 

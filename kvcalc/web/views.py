@@ -151,11 +151,11 @@ def models_bytes() -> bytes:
 def search_payload(params: dict, allow_hub: bool) -> dict:
     """`kvcalc search --json` (kvcalc.search/1) for the same options."""
     from .. import search
-    from ..request import build_search
+    from ..request import search_result
     from .inputs import parse_search
 
-    kw, spec = parse_search(params, allow_hub)
-    return search.search_json(search.run_search(build_search(kw, spec)))
+    kw, load, explicit = parse_search(params, allow_hub)
+    return search.search_json(search_result(kw, load, explicit))
 
 
 @lru_cache(maxsize=2)
