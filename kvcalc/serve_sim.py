@@ -152,7 +152,7 @@ def simulate(cost, cfg: EngineConfig, load: Load, frontend_s: float = 0.0) -> Si
     n = load.num_prompts
     bs = cfg.block_size
     blocks_of = cfg.blocks_per_request or (lambda tokens: ceil_div(tokens, bs))
-    kmax = ceil_div(cfg.max_model_len, bs) + 1
+    kmax = ceil_div(int(prompt.max() + out.max()), bs) + 1  # the longest request's blocks: no table beyond it
     if cfg.blocks_per_request is None:
         table = np.arange(kmax + 1, dtype=np.int64)
     else:  # the layout's admission rule per whole block of tokens (sliding groups cap at their window)
@@ -226,8 +226,11 @@ def simulate(cost, cfg: EngineConfig, load: Load, frontend_s: float = 0.0) -> Si
             want = tokens[r] - computed[r]
             if cfg.long_prefill_token_threshold:
                 want = np.minimum(want, cfg.long_prefill_token_threshold)
-            before = np.concatenate(([0], np.cumsum(want)[:-1]))
-            k = np.minimum(want, np.maximum(budget - before, 0))
+            if len(running) <= budget and int(want.max()) == 1:  # decodes only: each gets its token
+                k = want
+            else:
+                before = np.concatenate(([0], np.cumsum(want)[:-1]))
+                k = np.minimum(want, np.maximum(budget - before, 0))
             extra = np.maximum(need(computed[r] + k) - prefix_blocks * shares[r] - held[r], 0)
             go = k > 0
             if int(extra[go].sum()) <= free:  # the common case: every running request gets its blocks

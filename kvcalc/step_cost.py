@@ -79,7 +79,8 @@ class StepCost:
             return 0.0
         u = self.prefill_attention
         pairs = n * start + n * (n + 1) / 2
-        return replace(u, memory_s=u.memory_s * start, alu_s=u.alu_s * start, compute_s=u.compute_s * pairs).time_s
+        return Kernel(u.name, u.bytes, u.flops, u.conversion_ops, u.memory_s * start, u.compute_s * pairs,
+                      u.alu_s * start, u.overlap).time_s
 
     def step_s(self, decodes: int, decode_context: float, chunks: tuple = (), sampled: int | None = None) -> float:
         """One step: `decodes` requests decoding with `decode_context` cached tokens between them, prefill chunks as

@@ -159,7 +159,7 @@ def test_metrics_are_vllm_benchs():
 
 def test_a_thousand_requests_run_fast():
     cost = step_cost(SPEC, GPU, BF16, FP8)
-    start = time.perf_counter()
+    start = time.process_time()  # CPU, not wall: the machines these run on are shared
     simulate(cost, BIG, Load(1024, 256, 1000, 64))
     simulate(cost, BIG, Load(1024, 256, 1000, None, request_rate=20.0))
-    assert time.perf_counter() - start < 3.0  # ~0.3 s on an idle core; generous for a shared CI runner
+    assert time.process_time() - start < 3.0  # ~0.5 s on an idle core
