@@ -260,6 +260,13 @@ def mm_limits(text: str | None) -> dict[str, int] | None:
 
 ENGINES = ["hf", "vllm", "both"]
 
+
+def _percentiles(text):
+    """--percentiles text -> the Workload's tuple (kvcalc/workload.py parse_percentiles)."""
+    from .workload import parse_percentiles
+
+    return None if text is None else parse_percentiles(text)
+
 # The options of one request: plan, explain, plot and fit take them all; the web API takes them as parameters.
 PLAN_OPTIONS: list[Option] = [
     Option("gpu", NAME, "t4", "GPU id or alias (kvcalc gpus), or a YAML file.", show_default=True),
@@ -330,6 +337,18 @@ PLAN_OPTIONS: list[Option] = [
            "[default: 1].", into="workload"),
     Option("request_rate", RATE, None, "Poisson arrivals in requests/s (vllm bench --request-rate); the "
            "concurrency follows.", into="workload"),
+    Option("num_prompts", click.IntRange(1, 100_000), None, "requests in the run (vllm bench --num-prompts) "
+           "[default: 10 x --concurrency, or 60 s of --request-rate; 50-1,000].", into="workload"),
+    Option("random_range_ratio", click.FloatRange(0, 1, max_open=True), None, "vllm bench --random-range-ratio: "
+           "lengths uniform in [L (1 - r), L (1 + r)] [default: 0].", into="workload"),
+    Option("prefix_len", TOKENS, None, "a prefix every prompt shares, before its --input-len tokens (vllm bench "
+           "--random-prefix-len); prefix caching computes it once.", aliases=("--random-prefix-len",),
+           into="workload"),
+    Option("burstiness", click.FloatRange(0, min_open=True), None, "vllm bench --burstiness of --request-rate "
+           "arrivals: gamma-distributed gaps, 1 = Poisson, < 1 burstier [default: 1].", into="workload"),
+    Option("percentiles", NAME, None, "vllm bench --metric-percentiles of TTFT, TPOT, ITL and e2e "
+           "[default: 50,99].", aliases=("--metric-percentiles",), metavar="P,P,...", into="workload",
+           convert=_percentiles),
     Option("no_calibration", is_flag=True, help="ignore your calibration (kvcalc calibrate) for this GPU and vLLM "
            "version."),
 ]
@@ -419,6 +438,12 @@ SEARCH_OPTIONS: list[Option] = [
     same("output_len"),
     same("concurrency", help="requests in flight at once, all replicas together (vllm bench --max-concurrency)."),
     same("request_rate", help="requests per second, all replicas together (Little's law sets the concurrency)."),
+    same("num_prompts", help="requests in the simulated vllm bench run, all replicas together [default: as "
+         "kvcalc plan]."),
+    same("random_range_ratio"),
+    same("prefix_len"),
+    same("burstiness"),
+    same("percentiles"),
     Option("max_ttft_ms", float, None, "target: time to first token.", callback=positive_float("--max-ttft-ms")),
     Option("max_tpot_ms", float, None, "target: time per output token after the first.",
            callback=positive_float("--max-tpot-ms")),

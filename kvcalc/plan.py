@@ -438,7 +438,9 @@ def _vllm_row(req: PlanRequest, choice: FormatChoice) -> Row | None:
     if req.workload is not None:
         bench = vllm_bench(req.spec, req.gpu, w, k, req.workload, chunk_tokens=est.max_num_batched_tokens,
                            slots=min(est.max_num_seqs, concurrency),
-                           kv_bytes_per_token=est.deployment_kv_bytes_per_token, tp=req.tp, pp=req.pp, enforce_eager=req.enforce_eager)
+                           kv_bytes_per_token=est.deployment_kv_bytes_per_token, tp=req.tp, pp=req.pp,
+                           enforce_eager=req.enforce_eager, est=est if est.fits else None,
+                           entrypoint=req.entrypoint)
     # capacity as vLLM logs it ("GPU KV cache size"): group-aware, so hybrid models count tokens, not pool blocks.
     # Weights and KV bytes per token are the deployment's: each of tp x pp GPUs holds its share.
     return Row(config=choice.key, label=choice.label, engine="vllm", weights_format=w.name, kv_format=k.name,

@@ -172,6 +172,19 @@ class VllmEstimate:
         return self.layout.concurrency_at(self.num_gpu_blocks, context)
 
 
+def logged_kv_tokens(layout, blocks: int, mode: str) -> int:
+    """'GPU KV cache size: N tokens' as the release logs it (plan's and search's kv_capacity_tokens, one rule):
+    0.24+ ("concurrency", get_kv_cache_capacity): int(concurrency x max_model_len) over the groups; 0.8-0.23
+    ("per_group", kv_cache_utils.py): num_blocks // len(kv_cache_groups) x the smallest block; before ("blocks"):
+    num_blocks x block_size."""
+    if mode == "concurrency":
+        return layout.logged_tokens(blocks) if blocks else 0
+    if mode == "per_group":
+        return blocks // max(len(layout.groups), 1) * min(r.block_size for r in layout.rules) if layout.rules \
+            else blocks * layout.block_size
+    return blocks * layout.block_size
+
+
 def batch_defaults(gpu: GpuProfile, entrypoint: str, world_size: int = 1, version: str = DEFAULT_VERSION,
                    max_model_len: int = 8192) -> tuple[int, int]:
     """(max_num_batched_tokens, max_num_seqs) vLLM picks when the user sets neither (vllm_versions.BATCH rules:
@@ -625,14 +638,7 @@ def _estimate(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings) -> VllmEstimate
     if rules.profile == "mechanism" and s.speculative_method and not s.kv_cache_memory_bytes and low is stages[-1]:
         notes.append(drafter_profile_note(spec, s, mnbt, seqs, v2, gpu, max_model_len, layout.block_size))
     concurrency = layout.max_concurrency(blocks) if blocks else 0.0
-    if rules.logged_tokens == "concurrency":
-        logged = layout.logged_tokens(blocks) if blocks else 0
-    elif rules.logged_tokens == "per_group":
-        # kv_cache_utils.py (0.8-0.23): num_blocks // len(kv_cache_groups) * min block size
-        logged = blocks // max(len(layout.groups), 1) * min(r.block_size for r in layout.rules) if layout.rules \
-            else blocks * layout.block_size
-    else:
-        logged = blocks * layout.block_size
+    logged = logged_kv_tokens(layout, blocks, rules.logged_tokens)
     shortfall = (0 if low.kv_fits else layout.min_kv_bytes - available) + graph_overflow
     if others and not rules.others_reduce_kv and requested + others > total:
         # v1/worker/gpu_worker.py: "Free memory on device ... is less than desired GPU memory utilization"
