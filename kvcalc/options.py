@@ -363,6 +363,13 @@ PLAN_COMMAND_OPTIONS: list[Option] = [
     Option("tp_sweep", is_flag=True, help="also show vLLM at TP 1, 2, 4, 8 (automatic when TP 1 does not fit)."),
     Option("plot_path", None, None, "also write capacity vs context, speed vs batch and the memory breakdown to one "
            "PNG (needs matplotlib: pip install 'kvcalc[plot]').", flags=("--plot",), metavar="FILE.png", web=False),
+    Option("emit", click.Choice(["serve", "docker", "kubernetes", "kserve", "llm-d"]), None, "print a deployment "
+           "file for the asked configuration's vLLM row instead of the table: the vllm serve line, a docker run "
+           "line, a Kubernetes Deployment + Service, a KServe InferenceService or llm-d Helm values "
+           "(docs/api.md).", metavar="KIND", web=False),
+    Option("require_fit", is_flag=True, help="a gate: exit 1, with one line saying why, unless the asked "
+           "configuration (--weights/--kv, else the baseline) fits on every asked engine (--engine vllm to gate the "
+           "vLLM deployment alone).", web=False),
 ]
 
 FIT_QUESTIONS = ["max-context", "max-concurrency", "min-util", "min-gpus", "auto"]
@@ -469,6 +476,9 @@ SEARCH_OPTIONS: list[Option] = [
     Option("top", click.IntRange(1, 10000), 10, "rows shown.", show_default=True),
     Option("as_json", is_flag=True, flags=("--json",), help="print the result as JSON (schema kvcalc.search/1).",
            web=False),
+    Option("emit", click.Choice(["serve", "docker", "kubernetes", "kserve", "llm-d"]), None, "print a deployment "
+           "file for the winner instead of the table (serve, docker, kubernetes, kserve, llm-d: docs/api.md).",
+           metavar="KIND", web=False),
 ]
 
 plan_options = decorator(PLAN_OPTIONS)

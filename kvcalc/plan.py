@@ -491,6 +491,8 @@ def verdicts(rows: list[Row]) -> list[list[str]]:
     for i, r in enumerate(rows):  # vllm_support.py: this release does not serve the model at all
         if r.vllm is not None and r.vllm.serve_gate is not None:
             out[i] = [f"not served: needs vLLM {r.vllm.serve_gate.since}+"]
+        elif r.vllm is not None and r.vllm.graph_capture is not None and r.vllm.graph_capture.verdict():
+            out[i] = [r.vllm.graph_capture.verdict()]  # engines/vllm_graphs.py: loads, then OOM in capture
     return out
 
 
@@ -563,7 +565,7 @@ def plan(req: PlanRequest, warnings: list[str] | None = None) -> list[Row]:
         raise UsageError("nothing to show: " + "; ".join(why or ["no engine runs this request"]))
     overflow = next((r.vllm for r in rows if r.vllm is not None and r.vllm.cudagraph_overflow_bytes), None)
     if overflow is not None:
-        notes.append(next(n for n in overflow.notes if n.startswith("util ")))
+        notes.append(next(n for n in overflow.notes if "the CUDA graphs take after the KV cache" in n))
     if warnings is not None:
         warnings.extend(notes)
     return [replace(row, verdicts=marks) for row, marks in zip(rows, verdicts(rows))]
@@ -614,6 +616,18 @@ def asked_keys(req: PlanRequest) -> list[str]:
 def custom_key(req: PlanRequest) -> str:
     """The config key of the (first) configuration --weights/--kv asked for ('baseline' when neither)."""
     return asked_keys(req)[0]
+
+
+def explained_rows(req: PlanRequest, rows: list[Row], warnings: list[str]) -> list[Row]:
+    """The rows `kvcalc explain` explains: the asked configurations (--weights/--kv, each of a list; else the
+    baseline) on each asked engine, in the order asked. None runs: a usage error that says why, rather than
+    explaining another configuration."""
+    keys = asked_keys(req)
+    wanted = sorted((r for r in rows if r.config in keys), key=lambda r: keys.index(r.config))
+    if not wanted:  # the asked configuration runs on no asked engine: say why rather than explain another one
+        why = [w for w in warnings if w.startswith(("vllm:", "hf:"))]
+        raise UsageError("nothing to explain: " + "; ".join(why or ["no row for the asked configuration"]))
+    return wanted
 
 
 def sweep_choice(req: PlanRequest) -> FormatChoice:

@@ -162,27 +162,15 @@ def _ratio(table: np.ndarray, b) -> np.ndarray:
 
 
 def serve_command(spec: ModelSpec, hf_id: str | None, d: Deployment) -> str:
-    """The `vllm serve` line that reproduces the deployment (one replica)."""
+    """The `vllm serve` line that reproduces the deployment (one replica); its flags are deploy.vllm_flags', as in
+    every deployment file `--emit` writes."""
+    from .deploy import model_argument, vllm_flags
+
     model = hf_id or spec.name
-    parts = ["vllm serve", model]
-    w = d.weights_format
-    if w in ("awq", "gptq"):
-        parts[1] = f"<{w.upper()} int4 checkpoint of {model}>"
-        parts += ["--quantization", w]
-    elif w in ("w4a16", "w8a8"):  # vLLM reads the scheme from the checkpoint's quantization_config
-        parts[1] = f"<compressed-tensors {w.upper()} checkpoint of {model}>"
-    elif w == "fp8":
-        parts += ["--quantization", "fp8"]
-    elif w == "nf4":
-        parts += ["--quantization", "bitsandbytes"]
-    if d.tp > 1:
-        parts += ["--tensor-parallel-size", str(d.tp)]
-    if d.pp > 1:
-        parts += ["--pipeline-parallel-size", str(d.pp)]
-    parts += ["--gpu-memory-utilization", f"{d.util:.2f}", "--max-model-len", str(d.max_model_len),
-              "--max-num-seqs", str(d.max_num_seqs), "--max-num-batched-tokens", str(d.max_num_batched_tokens)]
-    if d.kv_format != "auto":
-        parts += ["--kv-cache-dtype", kv_format(d.kv_format).vllm_name]
+    parts = ["vllm serve", model_argument(model, d.weights_format)]
+    for flag, value in vllm_flags(d.weights_format, d.kv_format, d.tp, d.pp, d.util, d.max_model_len,
+                                  d.max_num_seqs, d.max_num_batched_tokens):
+        parts += [flag] if value is None else [flag, value]
     return " ".join(parts)
 
 

@@ -178,15 +178,17 @@ def test_search_needs_exactly_one_load():
     assert code == 2 and "exactly one" in err
 
 
-def test_unmeetable_targets_exit_0_with_message():
+def test_unmeetable_targets_exit_1_with_message():
+    """No deployment meets the targets: a failed gate (kvcalc/gate.py): the output, then one line, exit 1."""
     code, out, err = invoke(["search", "--model", "llama-3.1-8b", "--input-len", "2k", "--output-len", "512",
                              "--concurrency", "32", "--max-tpot-ms", "1", "--gpus", "l4,h100"])
-    assert code == 0, err
+    assert code == 1, err
     assert "no configuration meets the targets: --max-tpot-ms 1 binds" in out
+    assert err.strip().splitlines()[-1].startswith("gate failed: search: no configuration meets the targets")
     code, out, _ = invoke(["search", "--model", "llama-3.1-8b", "--input-len", "2k", "--output-len", "512",
                            "--concurrency", "32", "--max-tpot-ms", "1", "--gpus", "l4", "--json"])
     data = json.loads(out)
-    assert code == 0 and data["results"] == [] and data["binding"] == "tpot" and data["closest"]["value_ms"] > 1
+    assert code == 1 and data["results"] == [] and data["binding"] == "tpot" and data["closest"]["value_ms"] > 1
 
 
 # ------------------------------------------------------------------------------------------------ prices

@@ -26,6 +26,7 @@ from ..hardware import GpuProfile
 from ..model import ModelSpec
 from ..units import GiB, ceil_div
 from . import vllm_draft
+from .vllm_graphs import GraphCapture, graph_placement
 from .vllm_groups import KvLayout, vllm_kv_layout
 from .vllm_specs import vllm_kv_refusal
 from .vllm_profile import ProfilePeak, profile_peak
@@ -140,6 +141,9 @@ class VllmEstimate:
     layout: KvLayout | None = field(default=None, repr=False)
     # every pipeline stage's own budget (this estimate is the smallest one's); not in the plan JSON
     stages: tuple[StageBudget, ...] = field(default=(), repr=False)
+    # where the CUDA graphs live and the room their capture finds (engines/vllm_graphs.py); not in the plan JSON,
+    # whose cudagraph_overflow_bytes, fits and verdicts say it
+    graph_capture: GraphCapture | None = field(default=None, repr=False)
 
     @property
     def kv_capacity_tokens(self) -> int:
@@ -564,9 +568,11 @@ def _estimate(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings) -> VllmEstimate
     if s.calibration is not None:  # measured in the user's environment (kvcalc/calibrate.py)
         non_torch, cudagraph = (s.calibration.non_torch(s.tensor_parallel, pp, non_torch),
                                 s.calibration.cudagraph(s.tensor_parallel, pp, cudagraph))
-    # V2 runner: graphs are captured after the KV cache is allocated, on top of gpu_memory_utilization.
-    capture = int(c["cudagraph_capture_bytes"]) if (v2 and not s.enforce_eager) else 0
-    graph_overflow = max(requested + capture - total, 0)
+    # graphs captured after the KV cache is allocated, on top of gpu_memory_utilization (engines/vllm_graphs.py)
+    placement = graph_placement(s.enforce_eager, v2, rules.cudagraph_estimate)
+    capture = int(c["cudagraph_capture_bytes"]) if placement == "after_kv" else 0
+    others_outside = 0 if rules.others_reduce_kv else s.other_processes_bytes  # else inside `requested` already
+    graph_overflow = max(capture - max(total - requested - others_outside, 0), 0)
 
     notes: list[str] = []
     if s.gpu_memory_utilization is None:
@@ -599,9 +605,14 @@ def _estimate(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings) -> VllmEstimate
     elif s.weights.name == "fp8" and gpu.vendor == "nvidia" and cc < 8.9:
         notes.append(f"FP8 weights on {gpu.name} (compute capability {cc}) run as a weight-only kernel (Marlin)")
     if capture:
-        notes.append("V2 model runner: CUDA graphs are captured after the KV cache is allocated, using about "
-                     f"{capture / GiB:.2f} GiB beyond gpu_memory_utilization (not subtracted from KV)")
-    if graph_overflow:
+        where = ("V2 model runner" if v2 else
+                 f"vLLM {release_of(s.version)} (no CUDA-graph estimate before 0.21; {rules.engine.upper()} engine)")
+        left = max(total - requested - others_outside, 0)
+        notes.append(f"{where}: CUDA graphs are captured after the KV cache is allocated, using about "
+                     f"{capture / GiB:.2f} GiB beyond gpu_memory_utilization (not subtracted from KV)"
+                     + ("" if s.kv_cache_memory_bytes else
+                        f"; {left / GiB:.2f} GiB outside vLLM's share: margin {(left - capture) / GiB:+.2f} GiB"))
+    if graph_overflow and not s.kv_cache_memory_bytes:
         highest = math.floor(100 * (total - capture) / total) / 100
         notes.append(f"util {s.gpu_memory_utilization} leaves {(total - requested) / GiB:.2f} GiB outside vLLM's "
                      f"budget, less than the ~{capture / GiB:.2f} GiB the CUDA graphs take after the KV cache: "
@@ -655,6 +666,15 @@ def _estimate(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings) -> VllmEstimate
             shortfall += used - total
             notes.append(f"weights + activations + non-torch + KV = {used / GiB:.2f} GiB exceed the GPU's "
                          f"{total / GiB:.2f} GiB by {(used - total) / GiB:.2f} GiB")
+        # the fixed budget replaces total x util: what capture finds is what weights, activations and KV leave
+        shortfall -= graph_overflow
+        graph_overflow = max(capture - max(total - used, 0), 0)
+        shortfall += graph_overflow
+        if graph_overflow:
+            notes.append(f"weights + activations + non-torch + KV leave {max(total - used, 0) / GiB:.2f} GiB, less "
+                         f"than the ~{capture / GiB:.2f} GiB the CUDA graphs take after the KV cache: capture would "
+                         "run out of memory (lower --kv-cache-memory-bytes, or --enforce-eager)")
+    starts = low.kv_fits and shortfall == graph_overflow  # nothing but the capture is short
     return VllmEstimate(
         total_memory=total, requested_memory=requested, weights_bytes=low.weights_bytes,
         activation_bytes=low.activation_bytes, non_torch_bytes=non_torch, cudagraph_bytes=cudagraph,
@@ -666,6 +686,9 @@ def _estimate(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings) -> VllmEstimate
         deployment_weights_bytes=sum(b.weights_bytes for b in stages) * s.tensor_parallel,
         deployment_kv_bytes_per_token=sum(b.kv_bytes_per_token for b in stages) * s.tensor_parallel,
         cudagraph_overflow_bytes=graph_overflow, notes=layout.notes + notes, layout=layout, stages=tuple(stages),
+        graph_capture=GraphCapture(placement, capture, capture - graph_overflow if graph_overflow else
+                                   max(total - (used if s.kv_cache_memory_bytes else requested + others_outside), 0),
+                                   starts),
     )
 
 

@@ -478,6 +478,15 @@
     } catch (err) { setStatus(err.message, true); }
   }
 
+  async function downloadDeploy() {  // kvcalc plan --emit KIND for the first GPU's plan
+    if (!last.params.length) return;
+    try {
+      const got = await call("/api/deploy", last.params[0], { kind: $("deploy-kind").value });
+      save(got.filename, got.text, "text/plain");
+      if (!got.fits) setStatus("the plan says this configuration does not fit; the file is written all the same", true);
+    } catch (err) { setStatus(err.message, true); }
+  }
+
   // -- set-up -----------------------------------------------------------------------------------------------------
   function addGpuChoice(id, label, checked) {
     const l = document.createElement("label");
@@ -536,6 +545,7 @@
     $("explain-close").addEventListener("click", () => { explainKey = ""; $("explain").hidden = true; writeUrl(readForm()); });
     $("download-json").addEventListener("click", downloadJson);
     $("download-csv").addEventListener("click", downloadCsv);
+    $("download-deploy").addEventListener("click", downloadDeploy);
     $("copy-link").addEventListener("click", async () => {
       try { await navigator.clipboard.writeText(location.href); setStatus("link copied: " + location.href); }
       catch (e) { window.prompt("copy this link", location.href); }
