@@ -6,8 +6,9 @@ file is a pure function of it, so the flags, the GPU count and the memory are th
 come from `vllm_flags`, which `search.serve_command` uses too.
 
 What the files set beyond vLLM's flags, and where each choice comes from:
-- image `vllm/vllm-openai:v<version>` (vLLM's image on Docker Hub, docs.vllm.ai deployment/docker; its entrypoint is
-  `vllm serve`, so arguments are the model and the flags); `rocm/vllm` for AMD GPUs;
+- image `vllm/vllm-openai:v<version>` (vLLM's image on Docker Hub, docs.vllm.ai deployment/docker); `rocm/vllm` for
+  AMD GPUs. The command is set explicitly to `vllm serve` (`--entrypoint vllm ... serve` for docker, `command` in the
+  pods): recent images start `vllm serve` by themselves, older ones the API server module, which takes `--model`;
 - shared memory: `--ipc=host` for docker (vLLM's docker guide: PyTorch shares tensors between processes through
   /dev/shm), a memory-backed emptyDir of 2 GiB at /dev/shm for Kubernetes (vLLM's Kubernetes guide mounts
   `emptyDir: {medium: Memory, sizeLimit: 2Gi}`), plus 1 GiB per further GPU of the replica for NCCL's shared-memory
@@ -256,7 +257,7 @@ def docker_line(d: Deployment) -> str:
     else:
         devices = f"--gpus {d.gpus_per_replica}"
     return (f"docker run {devices} --ipc=host -p {PORT}:{PORT} -e HF_TOKEN "
-            f"-v ~/.cache/huggingface:/root/.cache/huggingface {d.image} "
+            f"-v ~/.cache/huggingface:/root/.cache/huggingface --entrypoint vllm {d.image} serve "
             + " ".join(shlex.quote(a) for a in d.args))
 
 
@@ -289,7 +290,7 @@ def _gpu_affinity(d: Deployment) -> dict:
 def _container(d: Deployment, port: int = PORT) -> dict:
     probe = {"httpGet": {"path": "/health", "port": port}}
     return {
-        "name": "vllm", "image": d.image, "args": [*d.args, "--port", str(port)],
+        "name": "vllm", "image": d.image, "command": ["vllm", "serve"], "args": [*d.args, "--port", str(port)],
         "env": [{"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf-token", "key": "token",
                                                                        "optional": True}}}],
         "ports": [{"containerPort": port, "name": "http", "protocol": "TCP"}],

@@ -113,7 +113,8 @@ def test_the_files_run_the_same_flags_and_gpus(case):
     assert (f"--gpus {gpus}" in deploy.docker_line(d)) == (req.gpu.vendor == "nvidia")
     dep, svc = deploy.kubernetes_objects(d)
     container = dep["spec"]["template"]["spec"]["containers"][0]
-    assert container["args"] == [*d.args, "--port", "8000"]
+    assert container["command"] == ["vllm", "serve"] and container["args"] == [*d.args, "--port", "8000"]
+    assert docker[docker.index("--entrypoint") + 1] == "vllm" and docker[docker.index(d.image) + 1] == "serve"
     assert container["resources"]["limits"][d.gpu_resource] == str(gpus)
     isvc = deploy.kserve_object(d)["spec"]["predictor"]["containers"][0]
     assert isvc["args"] == [*d.args, "--port", "8080"] and isvc["resources"] == container["resources"]
