@@ -167,7 +167,7 @@ def serve_command(spec: ModelSpec, hf_id: str | None, d: Deployment) -> str:
     from .deploy import model_argument, vllm_flags
 
     model = hf_id or spec.name
-    parts = ["vllm serve", model_argument(model, d.weights_format)]
+    parts = ["vllm serve", model_argument(model, d.weights_format, spec)]
     for flag, value in vllm_flags(d.weights_format, d.kv_format, d.tp, d.pp, d.util, d.max_model_len,
                                   d.max_num_seqs, d.max_num_batched_tokens):
         parts += [flag] if value is None else [flag, value]
