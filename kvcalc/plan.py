@@ -18,7 +18,7 @@ from .hardware import GpuProfile
 from .engines.hf import hf_cache_bytes
 from .model import ModelSpec
 from .quality import quality_cell
-from .throughput import DecodeEstimate, decode_speed
+from .throughput import DecodeEstimate, decode_speed, serve_first_token_s
 from .workload import ASSUMPTIONS as WORKLOAD_ASSUMPTIONS
 from .workload import BenchEstimate, Workload, hf_bench, vllm_bench
 
@@ -410,7 +410,8 @@ def _vllm_row(req: PlanRequest, choice: FormatChoice) -> Row | None:
     if req.workload is not None:
         bench = vllm_bench(req.spec, req.gpu, w, k, req.workload, chunk_tokens=est.max_num_batched_tokens,
                            slots=min(est.max_num_seqs, concurrency),
-                           kv_bytes_per_token=est.deployment_kv_bytes_per_token, tp=req.tp, pp=req.pp, enforce_eager=req.enforce_eager)
+                           kv_bytes_per_token=est.deployment_kv_bytes_per_token, tp=req.tp, pp=req.pp, enforce_eager=req.enforce_eager,
+                           first_token_s=serve_first_token_s(req.gpu, req.entrypoint))
     # capacity as vLLM logs it ("GPU KV cache size"): group-aware, so hybrid models count tokens, not pool blocks.
     # Weights and KV bytes per token are the deployment's: each of tp x pp GPUs holds its share.
     return Row(config=choice.key, label=choice.label, engine="vllm", weights_format=w.name, kv_format=k.name,

@@ -28,6 +28,7 @@ from .plan import RISK_LEVELS
 from .plan import _risk  # the quality-risk rule of plan's rows, one source
 from .prices import Price
 from .search_core import Structure, build_structure, evaluate_grid, valid_tp_sizes
+from .throughput import serve_first_token_s
 
 SCHEMA = "kvcalc.search/1"
 CONSTRAINTS = ("quality", "memory", "throughput", "concurrency", "ttft", "tpot")
@@ -267,7 +268,9 @@ def _latencies(cands: list[_Candidate], wl: Workload, n: np.ndarray, mnbt: np.nd
     pre1 = np.array([c.line.pre1 for c in cands])
     wread = np.array([c.line.wread for c in cands])
     line = latency.DecodeLine(fixed, mem0, mem1, cmp0, cmp1, pre0, pre1)
-    ttft = latency.ttft_s(line, wl.input_len, mnbt, wread)
+    # the serving front end's share of TTFT (throughput.serve_first_token_s: search prices `vllm serve`)
+    first = np.array([serve_first_token_s(c.structure.gpu) for c in cands])
+    ttft = latency.ttft_s(line, wl.input_len, mnbt, wread) + first
     col = (slice(None), None)
     line_r = latency.DecodeLine(fixed[col], mem0[col], mem1[col], cmp0[col], cmp1[col])
     tpot = latency.tpot_s(line_r, wl.input_len, wl.output_len, batch_scale=n, mem0=mem0[col] * ratio_n)

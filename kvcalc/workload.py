@@ -90,9 +90,10 @@ def _finish(wl: Workload, n: float, ttft: float, tpot: float, notes: list[str]) 
 
 def vllm_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFormat, wl: Workload, *,
                chunk_tokens: int, slots: int, kv_bytes_per_token: float | None = None, tp: int = 1, pp: int = 1,
-               enforce_eager: bool = False) -> BenchEstimate:
+               enforce_eager: bool = False, first_token_s: float = 0.0) -> BenchEstimate:
     """The workload on vLLM. `slots`: requests of input+output tokens vLLM holds at once (min of max_num_seqs and the
-    KV cache's concurrency at that context)."""
+    KV cache's concurrency at that context). `first_token_s`: what the serving front end adds to every TTFT beyond the
+    prefill (throughput.serve_first_token_s; 0 for the offline LLM class)."""
     notes: list[str] = []
     slots = max(1, slots)
     prefill = prefill_s(spec, gpu, weights, kv, wl.input_len, chunk_tokens, tp, kv_bytes_per_token=kv_bytes_per_token,
@@ -104,9 +105,9 @@ def vllm_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFo
         if wl.burst:
             # n prompts at once: the i-th waits for the i-1 before it (mean (n+1)/2 prefills) and then decodes while
             # the n-i after it prefill (mean (n-1)/2 prefills spread over its output)
-            return prefill * (n + 1) / 2, step + (n - 1) / 2 * prefill / max(wl.output_len - 1, 1)
+            return prefill * (n + 1) / 2 + first_token_s, step + (n - 1) / 2 * prefill / max(wl.output_len - 1, 1)
         tpot = step + (n - 1) * prefill / max(wl.output_len - 1, 1)
-        return prefill, tpot
+        return prefill + first_token_s, tpot
 
     if wl.request_rate is None:
         want = wl.concurrency or 1
