@@ -29,6 +29,7 @@ from .plan import _risk  # the quality-risk rule of plan's rows, one source
 from .prices import Price
 from .search_core import Structure, build_structure, evaluate_grid, valid_tp_sizes
 from .throughput import serve_first_token_s
+from .trust import speed_trust
 
 SCHEMA = "kvcalc.search/1"
 CONSTRAINTS = ("quality", "memory", "throughput", "concurrency", "ttft", "tpot")
@@ -119,6 +120,8 @@ class Deployment:
     price_is_estimate: bool
     pareto: bool = False
     command: str = ""
+    # what the deployment's speed rests on (kvcalc/trust.py): label, backing, and the TTFT / TPOT ranges
+    speed_evidence: dict = field(default_factory=dict)
 
     def to_json(self) -> dict:
         return dict(self.__dict__)
@@ -425,6 +428,17 @@ def evaluate(req: SearchRequest, cands: list[_Candidate], unsupported: list[Reje
             int(seqs[qi]), s.max_num_batched_tokens, max_model_len, float(cost[si, ri]), float(usd_per_m[si, ri]),
             float(ttft[si]) * 1e3, float(tpot[si, ri]) * 1e3, float(tokens_per_s[si, ri]), int(n[si, ri]),
             conc * r, int(grid.blocks[si, ui, qi]) * s.block_size, c.risk, c.price.source, c.price.estimate))
+    evidence: dict = {}
+    for d, si in zip(rows, idx_s.tolist()):
+        s = structures[si]
+        key = (s.gpu.id, s.weights.name, s.kv.name)
+        if key not in evidence:
+            tpot_t = speed_trust(s.gpu, "vllm", s.weights, s.kv, "TPOT")
+            ttft_t = speed_trust(s.gpu, "vllm", s.weights, s.kv, "TTFT")
+            evidence[key] = {"label": tpot_t.label, "backing": tpot_t.backing, "tpot_low": tpot_t.low,
+                             "tpot_high": tpot_t.high, "ttft_low": ttft_t.low, "ttft_high": ttft_t.high,
+                             "assumptions": list(tpot_t.assumptions)}
+        d.speed_evidence = evidence[key]
     rows.sort(key=lambda d: (round(d.cost_per_hour, 6), d.usd_per_million_output_tokens, d.tpot_ms, d.gpus_total,
                              d.gpu, d.weights_format, d.kv_format, d.tp))
     for i, d in enumerate(rows, 1):

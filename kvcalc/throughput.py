@@ -394,7 +394,19 @@ def forward_kernels(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv:
     # that few tokens route to) pays for the whole tile (mma.m16n8k16), and small GEMMs fill the GPU's waves only
     # partly (gemm_rate).
     rows = _padded(tokens)
-    out = [_kernel("linear", split.dense_bytes / tp, 2 * rows * split.dense_params / tp,
+    dense_bytes = split.dense_bytes
+    if weights.name.startswith("nf4"):
+        # bitsandbytes matmul_4bit (bitsandbytes/autograd/_functions.py, the path vLLM's BitsAndBytesLinearMethod and
+        # transformers' Linear4bit take): one input row runs the fused gemv_4bit kernel (NF4 code lookup and absmax
+        # scale per weight, ALU-bound on a fast-memory GPU); more rows dequantize the whole weight to 16 bits
+        # (dequantize_4bit writes it, the cuBLAS GEMM reads it back): 2 x dtype_bytes more per weight each forward
+        ops = load("speed")["conversion_ops_per_element"]
+        if tokens <= 1 and not prefill:
+            w_ops, tiles = ops["nf4_gemv"], 1
+        else:
+            w_ops, tiles = ops["nf4_dequant"], 1
+            dense_bytes += 2 * dtype_bytes * dense_elements
+    out = [_kernel("linear", dense_bytes / tp, 2 * rows * split.dense_params / tp,
                    dense_elements * w_ops * tiles / tp, r.bandwidth, gemm_rate(tensor, rows, r.gemm_half_rows),
                    r.alu, r.overlap)]
     if split.num_experts:
@@ -523,9 +535,19 @@ def prefill_s(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFor
     return total
 
 
+def hf_layer_launch_s(spec: ModelSpec) -> float:
+    """Host time eager PyTorch spends launching one decoder layer's kernels: the Llama-fitted per_layer_s, plus the
+    launches of the extra RMSNorms an architecture puts in a layer (each an eager chain of ~8 kernels: cast, pow,
+    mean, add, rsqrt, mul, cast, mul weight; transformers' *RMSNorm.forward). Llama/Mistral/Qwen2 have 2 norms per
+    layer; Qwen3 adds q/k norms (4); Gemma 2 sandwiches the MLP and attention (4); Gemma 3 does both (6)."""
+    e = load("throughput")["engines"]["hf"]
+    norms = e.get("norms_per_layer", {}).get(spec.model_type, 2)
+    return e["per_layer_s"] + (norms - 2) * e.get("rmsnorm_launch_s", 0.0)
+
+
 def _hf_fixed_s(spec: ModelSpec, weights: WeightFormat, kv: KvFormat) -> float:
     e = load("throughput")["engines"]["hf"]
-    fixed = e["per_layer_s"] * spec.num_layers
+    fixed = hf_layer_launch_s(spec) * spec.num_layers
     if kv.hf_quantized:
         fixed += e["kv_per_layer_s"][kv.backend] * spec.num_layers  # dequantize + re-quantize bookkeeping
     if weights.name.startswith("nf4"):
@@ -563,7 +585,7 @@ def hf_decode_speed(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv:
     notes: list[str] = []
     e = data["engines"]["hf"]
     layers = spec.num_layers
-    fixed = e["per_layer_s"] * layers
+    fixed = hf_layer_launch_s(spec) * layers
     if kv.hf_quantized:
         fixed += e["kv_per_layer_s"][kv.backend] * layers  # dequantize + re-quantize bookkeeping
     if weights.name.startswith("nf4"):

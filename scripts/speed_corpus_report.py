@@ -280,6 +280,53 @@ def interval_table(results: list[dict]) -> dict:
     return table
 
 
+def _band(errors: list[float]) -> dict | None:
+    """low/high (measured / figure - 1 at the 10th and 90th percentile) from errors defined figure / measured - 1."""
+    logs = sorted(math.log(1 + e) for e in errors if e > -1)
+    if len(logs) < 5:
+        return None
+    q = statistics.quantiles(logs, n=10)
+    return {"low": round(math.exp(-q[-1]) - 1, 3), "high": round(math.exp(-q[0]) - 1, 3), "n": len(logs)}
+
+
+def measured_bands() -> dict:
+    """The H200's own held-out errors (docs/validation/speed-errors.json): the range of a measured GPU's figures."""
+    rows = json.loads((ROOT / "docs" / "validation" / "speed-errors.json").read_text())
+    out = {}
+    for cls, kinds in (("TPOT", ("decode",)), ("TTFT", ("ttft",)), ("hf-TPOT", ("hf-decode",)),
+                       ("hf-TTFT", ("hf-ttft",))):
+        band = _band([r["error"] for r in rows if r["kind"] in kinds and r["held_out"]])
+        if band:
+            out[cls] = band
+    if "TPOT" in out:  # throughput and single-stream are decode steps over the output
+        out.setdefault("throughput", {"low": round(1 / (1 + out["TPOT"]["high"]) - 1, 3),
+                                      "high": round(1 / (1 + out["TPOT"]["low"]) - 1, 3), "n": out["TPOT"]["n"]})
+        out.setdefault("single-stream", out["throughput"])
+    return out
+
+
+def capacity_bands() -> dict:
+    """vLLM's capacity figures against public start-up logs (docs/validation/public_logs.json)."""
+    rows = json.loads((ROOT / "docs" / "validation" / "public_logs.json").read_text())
+    band = _band([r["error"] for r in rows if isinstance(r.get("error"), (int, float))])
+    return {"vllm": band} if band else {}
+
+
+def gpu_stats(results: list[dict], rows: list[dict]) -> dict:
+    sources = {}
+    for r in rows:
+        sources.setdefault(r["gpu"], set()).add(r["source"])
+    out = {}
+    for g in sorted({r["gpu"] for r in results if isinstance(r.get("error"), float)}):
+        errs = [r["error"] for r in results if r.get("gpu") == g and isinstance(r.get("error"), float)
+                and not r.get("known_miss")]
+        if errs:
+            out[g] = {"n": len(errs), "sources": len(sources.get(g, ())),
+                      "median_abs": round(statistics.median(abs(e) for e in errs), 3),
+                      "mean_signed": round(statistics.mean(errs), 3)}
+    return out
+
+
 def coverage(results: list[dict], table: dict) -> float | None:
     hits = [table[r["class"]]["low"] <= (r["measured"] / r["predicted"] - 1) <= table[r["class"]]["high"]
             for r in results if isinstance(r.get("error"), float) and r["class"] in table and not r.get("known_miss")]
@@ -320,9 +367,13 @@ def main(argv: list[str] | None = None) -> int:
     if not args.quick:
         logo, loso = held_out(rows, "gpu"), held_out(rows, "source")
         report["logo"], report["loso"] = summarize(logo), summarize(loso)
-        report["intervals"] = interval_table(logo)
-        report["interval_coverage_loso"] = coverage(loso, report["intervals"])
+        report["intervals"] = {"held_out": interval_table(logo), "datasheet": interval_table(baseline),
+                               "measured": measured_bands(), "capacity": capacity_bands(),
+                               "by_gpu": gpu_stats(logo, rows)}
+        report["interval_coverage"] = {"logo": coverage(logo, report["intervals"]["held_out"]),
+                                       "loso": coverage(loso, report["intervals"]["held_out"])}
         report["predictions_logo"] = logo
+        report["predictions_loso"] = loso
     report["seconds"] = round(time.time() - t0, 1)
     print(json.dumps({k: v for k, v in report.items() if k not in ("predictions_logo", "skipped")}, indent=1,
                      default=float))
