@@ -446,16 +446,29 @@ def _hf_row(req: PlanRequest, choice: FormatChoice) -> Row | None:
                hf=est, speed=speed, bench=bench)
 
 
+def quality_source(spec: ModelSpec, w: WeightFormat, k: KvFormat) -> dict:
+    """Where a row's quality risk comes from: the rule that sets it (kvcalc/formats.py: each format's risk, the
+    weights' stricter risk below 4 B parameters; the worse of weights and KV), and the small-model measurements
+    beside it where kvcalc/data/quality.json holds some (evidence, not the label's source)."""
+    w_risk, k_risk = w.risk_for(spec.params.total), k.quality_risk
+    small = w.quality_risk_small and spec.params.total < 4_000_000_000
+    rule = (f"rule (kvcalc/formats.py): weights {w.name} {w_risk}"
+            + (" (below 4 B parameters)" if small else "") + f", KV {k.name} {k_risk}; the worse of the two")
+    measured = quality_cell(w.name, k.name)
+    return {"label": "rule", "backing": rule, "measured": measured or None}
+
+
 def row_trust(req: PlanRequest, engine: str, w: WeightFormat, k: KvFormat, bench: BenchEstimate | None) -> dict:
     """The evidence behind a row's figures and their ranges (kvcalc/trust.py), as the JSON carries them: `speed` for
     the decode tok/s column, `capacity` for KV capacity / max concurrency / fits, and per workload figure."""
     from .trust import capacity_trust, speed_trust
 
     out = {"speed": speed_trust(req.gpu, engine, w, k, "TPOT", inverse=True, batch=req.batch).to_json(),
-           "capacity": capacity_trust(req.gpu, engine).to_json()}
+           "capacity": capacity_trust(req.gpu, engine).to_json(), "quality": quality_source(req.spec, w, k)}
     if bench is not None:
         n = req.workload.concurrency or req.batch
-        out["ttft"] = speed_trust(req.gpu, engine, w, k, "TTFT", batch=n).to_json()
+        lone = n <= 1 and (req.workload.request_rate is None or req.workload.request_rate <= 1)
+        out["ttft"] = speed_trust(req.gpu, engine, w, k, "TTFT" if lone else "TTFT-load", batch=n).to_json()
         out["tpot"] = speed_trust(req.gpu, engine, w, k, "TPOT", batch=n).to_json()
         out["output_tokens_per_s"] = speed_trust(req.gpu, engine, w, k, "throughput", batch=n).to_json()
     return out

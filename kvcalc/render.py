@@ -97,10 +97,11 @@ def trust_lines(rows: list[Row]) -> list[str]:
         seen.add(r.engine)
         sp, cap = t["speed"], t["capacity"]
         lines.append(f"Evidence ({r.engine}): speed: {sp['label']} ({sp['backing']}; range = where ~80% of such "
-                     f"cases measured); capacity: {cap['label']} ({cap['backing']}, {cap['low']:+.0%}/{cap['high']:+.0%})")
-    for r in rows:
+                     f"cases measured); capacity: {cap['label']} ({cap['backing']}, {cap['low']:+.0%}/{cap['high']:+.0%})"
+                     "; quality risk: the format rule of kvcalc/formats.py (explain names it per row)")
+    for r in rows:  # the rows whose speed rests on an unmeasured constant or is known to be off
         sp = (r.trust or {}).get("speed") or {}
-        if sp.get("label") in ("assumption", "known miss") or sp.get("assumptions"):
+        if sp.get("label") in ("assumption", "known miss"):
             lines.append(f"  {r.config} ({r.engine}) speed: {sp['label']}"
                          + (f": {'; '.join(sp['assumptions'])}" if sp.get("assumptions") else ""))
     return lines
@@ -237,6 +238,10 @@ def explain_text(req: PlanRequest, row: Row) -> str:
             if key in t:
                 lines.append(f"  {name}: {t[key]['low']:+.0%}/{t[key]['high']:+.0%} ({t[key]['label']})")
         lines.append(f"evidence (capacity): {cap['label']}: {cap['backing']} ({cap['low']:+.0%}/{cap['high']:+.0%})")
+        if t.get("quality"):
+            lines.append(f"quality risk {row.quality_risk}: {t['quality']['backing']}"
+                         + ("; " + t["quality"]["measured"] if t["quality"].get("measured") else
+                            "; no small-model measurement of this configuration"))
     lines += [f"note: {n}" for n in row.notes]
     return "\n".join(lines) + "\n"
 

@@ -116,7 +116,7 @@ class GpuRates:
 #   first_token[stack]      seconds `vllm serve` adds to a request's first token beyond the prefill (HTTP parse,
 #                           tokenization, engine-core IPC, the first detokenized chunk): CPU work, so it transfers
 #                           between GPUs of one software stack; applies to serve, not to the offline LLM class
-CLASS_BOUNDS = {"bandwidth": (0.4, 1.0), "tensor": (0.2, 2.0), "step": (0.25, 6.0), "comm": (0.5, 40.0),
+CLASS_BOUNDS = {"bandwidth": (0.4, 0.95), "tensor": (0.2, 2.0), "step": (0.25, 6.0), "comm": (0.5, 40.0),
                 "first_token": (0.001, 0.05)}
 _CLASS_OVERRIDE: dict | None = None
 
@@ -494,9 +494,11 @@ def decode_speed(spec: ModelSpec, gpu: GpuProfile, engine: str, weights: WeightF
     if weights.name == "fp8" and _emulated(weights.native_min_compute_capability, gpu):
         notes.append(f"FP8 weights are emulated on {gpu.name}: weight-only FP8, upcast on the CUDA cores")
     if not rates.measured:
-        notes.append(f"{gpu.name}: no speed measurements; rates derived from its datasheet "
-                     f"(bandwidth x {gpu.achievable_bandwidth_fraction}, tensor and FP32 rates x the H200's fitted "
-                     "fractions)")
+        frac = rates.bandwidth / gpu.memory_bandwidth_bytes_per_s if gpu.memory_bandwidth_bytes_per_s else 0.0
+        classed = "public-corpus class constants" in rates.source
+        notes.append(f"{gpu.name}: not measured by kvcalc; rates derived from its datasheet (bandwidth x {frac:.3g}, "
+                     "tensor and FP32 rates x the H200's fitted fractions"
+                     + (" x its classes' factors fitted on public results of other GPUs)" if classed else ")"))
     if pp > 1:
         notes.append(f"pipeline parallel: {micro_batches} micro-batch(es) in flight over {pp} stages; a round of "
                      f"one token per request takes {pp} stage steps (weights re-read per micro-batch)")

@@ -55,10 +55,10 @@ def _intervals() -> dict:
 
 
 def _band(kind: str, metric: str, inverse: bool = False) -> tuple[float, float]:
-    """low/high of `metric` ('TPOT', 'TTFT', 'throughput', 'single-stream') in the evidence class `kind` ('measured',
+    """low/high of `metric` ('TPOT', 'TTFT', 'TTFT-load', 'throughput', 'single-stream') in the evidence class `kind` ('measured',
     'held_out', 'datasheet'). inverse: the figure is the reciprocal of the metric (tok/s from a TPOT band)."""
     table = _intervals().get(kind) or {}
-    band = table.get(metric) or table.get("TPOT") or {"low": -0.5, "high": 1.0}
+    band = table.get(metric) or table.get(metric.split("-")[0]) or table.get("TPOT") or {"low": -0.5, "high": 1.0}
     low, high = float(band["low"]), float(band["high"])
     if inverse:
         low, high = 1 / (1 + high) - 1, 1 / (1 + low) - 1

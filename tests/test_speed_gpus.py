@@ -130,6 +130,7 @@ def test_hf_norm_launches_by_architecture():
 def test_labels_by_evidence():
     assert speed_basis(get_gpu("h200"))[0] == LABELS[0]
     assert speed_basis(get_gpu("t4"))[0] == LABELS[2]  # no public result for a T4
+    assert speed_basis(get_gpu("l4"))[0] == LABELS[1]  # 7 public results, held out
     fp8_t4 = speed_trust(get_gpu("t4"), "vllm", weight_format("bf16"), kv_format("fp8"))
     assert fp8_t4.label == "assumption" and any("fp8_emulated_extra" in a for a in fp8_t4.assumptions)
     for gid in ("h200", "l4", "b200", "mi300x", "rtx-4090"):
