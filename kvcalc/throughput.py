@@ -113,11 +113,8 @@ class GpuRates:
 #                           the kernels vLLM runs on each generation differ: FA2 vs FA3, Marlin vs Machete, hipBLASLt)
 #   step[stack]             multiplier on the fixed step overhead (CUDA graphs on CUDA, HIP graphs on ROCm)
 #   comm[link]              multiplier on the per-layer TP all-reduce time (NVLink/xGMI vs PCIe)
-#   first_token[stack]      seconds `vllm serve` adds to a request's first token beyond the prefill (HTTP parse,
-#                           tokenization, engine-core IPC, the first detokenized chunk): CPU work, so it transfers
-#                           between GPUs of one software stack; applies to serve, not to the offline LLM class
-CLASS_BOUNDS = {"bandwidth": (0.4, 0.95), "tensor": (0.2, 2.0), "step": (0.25, 6.0), "comm": (0.5, 40.0),
-                "first_token": (0.001, 0.05)}
+# (the serve front end's share of TTFT is workload.frontend_s, measured on the H200 host: CPU work, not a GPU class)
+CLASS_BOUNDS = {"bandwidth": (0.4, 0.95), "tensor": (0.2, 2.0), "step": (0.25, 6.0), "comm": (0.5, 40.0)}
 _CLASS_OVERRIDE: dict | None = None
 
 
@@ -141,7 +138,7 @@ def class_keys(gpu: GpuProfile) -> dict[str, str]:
     board = "module" if ("sxm" in form or "oam" in form) else "pcie"
     stack = "rocm" if gpu.vendor == "amd" else "cuda"
     return {"bandwidth": gpu.memory_type or "unknown", "tensor": f"{gpu.architecture or 'unknown'}-{board}",
-            "step": stack, "comm": link, "first_token": stack}
+            "step": stack, "comm": link}
 
 
 def shipped_classes() -> dict:
@@ -169,15 +166,7 @@ def class_override(classes: dict | None):
 def class_factors(gpu: GpuProfile) -> dict[str, float | None]:
     """The class constants that apply to `gpu` (None: no fit for its class; the H200-derived default stands)."""
     classes = active_classes()
-    return {kind: classes.get(kind, {}).get(key) for kind, key in class_keys(gpu).items() if kind != "first_token"}
-
-
-def serve_first_token_s(gpu: GpuProfile, entrypoint: str = "serve") -> float:
-    """What `vllm serve` adds to TTFT beyond the prefill on this GPU's software stack (0 for the offline LLM class and
-    where the public corpus fitted none)."""
-    if entrypoint != "serve":
-        return 0.0
-    return float(active_classes().get("first_token", {}).get(class_keys(gpu)["first_token"]) or 0.0)
+    return {kind: classes.get(kind, {}).get(key) for kind, key in class_keys(gpu).items()}
 
 
 def write_classes(classes: dict, intervals: dict | None, held_out: dict | None) -> None:
@@ -291,16 +280,27 @@ def fp8_kv_path(gpu: GpuProfile) -> str:
 
 
 def kv_conversion_ops(kv: KvFormat, gpu: GpuProfile) -> float:
-    """ALU operations per cached element attention spends on an FP8 cache (convert, scale), by the attention path
-    vLLM runs on the GPU (fp8_kv_path)."""
-    if kv.vllm_name is None or kv.bits != 8:
+    """ALU operations per cached element attention spends on a vLLM cache below 16 bits (convert, scale), by the
+    attention path vLLM runs on the GPU (fp8_kv_path): the H200-fitted fp8_kv on sm_90 (and AMD), fp8_kv_fused where
+    the kernel upcasts in registers (sm_80-sm_89), plus the software upcast fp8_emulated_extra below sm_80.
+
+    The formats vLLM added after 0.26 (formats.py, vllm-next): 8-bit caches (fp8, and int8 / fp8 with per-token-head
+    scales, whose one fp32 scale per head vector is noise beside the per-element convert) cost the path's 8-bit count;
+    4-bit ones (int4_per_token_head, nvfp4) unpack two values per byte first, so they also pay the fitted int4 weight
+    unpack (int4_weights). nvfp4 runs only where its conversion is native (sm_100, see formats.KvFormat.vllm_cc_majors).
+    An assumption until a 4-bit KV cache is measured."""
+    if kv.vllm_name is None or kv.bits not in (4, 8):
         return 0.0
     ops = load("speed")["conversion_ops_per_element"]
     path = fp8_kv_path(gpu)
     if path == "hopper":
-        return ops["fp8_kv"]
-    base = ops.get("fp8_kv_fused", ops["fp8_kv"])
-    return base + (ops["fp8_emulated_extra"] if path == "emulated-legacy" else 0.0)
+        base = ops["fp8_kv"]
+    else:
+        base = ops.get("fp8_kv_fused", ops["fp8_kv"])
+        if path == "emulated-legacy" and kv.bits == 8:
+            base += ops["fp8_emulated_extra"]
+    unpack = ops["int4_weights"] if kv.bits == 4 else 0.0
+    return base + unpack
 
 
 def attention_flops_per_token(spec: ModelSpec) -> float:
@@ -417,7 +417,7 @@ def forward_kernels(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv:
                            2 * touched * per_expert * split.expert_params / tp,
                            touched * split.expert_params * w_ops * tiles / tp if weights.quantizes_linears else 0.0,
                            r.bandwidth, expert_tensor, r.alu, r.overlap))
-    kv_elem_bytes = 1 if kv.bits == 8 else dtype_bytes
+    kv_elem_bytes = kv.vllm_bytes_per_element(dtype_bytes) if kv.vllm_name and kv.bits in (4, 8) else dtype_bytes
     attn_flops = attention_flops_per_token(spec) * attention_pairs
     out.append(_kernel("attention", kv_read_bytes / tp, attn_flops / tp,
                        kv_read_bytes / kv_elem_bytes * kv_conversion_ops(kv, gpu) / tp, r.bandwidth,
