@@ -28,6 +28,7 @@ from .plan import RISK_LEVELS
 from .plan import _risk  # the quality-risk rule of plan's rows, one source
 from .prices import Price
 from .search_core import Structure, build_structure, evaluate_grid, valid_tp_sizes
+from .trust import speed_trust
 from .workload import ASSUMPTIONS as WORKLOAD_ASSUMPTIONS
 from .workload import Workload  # noqa: F401  (search's workload is plan's: kvcalc.search.Workload)
 
@@ -109,6 +110,8 @@ class Deployment:
     price_is_estimate: bool
     pareto: bool = False
     command: str = ""
+    # what the deployment's speed rests on (kvcalc/trust.py): label, backing, and the TTFT / TPOT ranges
+    speed_evidence: dict = field(default_factory=dict)
     # from the simulation (workload.vllm_bench, the plan row of this deployment): vllm bench's figures per replica
     e2e_ms: float | None = None
     itl_ms: float | None = None
@@ -422,6 +425,17 @@ def evaluate(req: SearchRequest, cands: list[_Candidate], unsupported: list[Reje
             float(ttft[si]) * 1e3, float(tpot[si, ri]) * 1e3, float(tokens_per_s[si, ri]), int(n[si, ri]),
             conc * r, s.kv_capacity_tokens(grid.blocks[si, ui, qi], int(grid.stage[si, ui, qi])), c.risk,
             c.price.source, c.price.estimate))
+    evidence: dict = {}
+    for d, si in zip(rows, idx_s.tolist()):
+        s = structures[si]
+        key = (s.gpu.id, s.weights.name, s.kv.name)
+        if key not in evidence:
+            tpot_t = speed_trust(s.gpu, "vllm", s.weights, s.kv, "TPOT")
+            ttft_t = speed_trust(s.gpu, "vllm", s.weights, s.kv, "TTFT")
+            evidence[key] = {"label": tpot_t.label, "backing": tpot_t.backing, "tpot_low": tpot_t.low,
+                             "tpot_high": tpot_t.high, "ttft_low": ttft_t.low, "ttft_high": ttft_t.high,
+                             "assumptions": list(tpot_t.assumptions)}
+        d.speed_evidence = evidence[key]
     rows.sort(key=_rank_key)
     screened = len(rows)
     # the closed form screened; the rows shown are re-timed by the simulation (plan's own row of each deployment)
