@@ -416,6 +416,10 @@ def closed_form_bytes(spec: Any, scheme: QuantScheme | None) -> tuple[int, int]:
         for i in range(n_layers):
             layout = scheme.layout_for(module_paths(g.name, i, wrapped), g.name)
             by_layout[layout] = by_layout.get(layout, 0) + 1
+        if scheme.listed_only and None in by_layout and len(by_layout) > 1:
+            # the checkpoint lists its modules layer by layer (ModelOpt MIXED_PRECISION): a group quantized in some
+            # layers lives only in those (a hybrid's attention or MoE layers), not unquantized in the others
+            del by_layout[None]
         assigned = 0
         items = sorted(by_layout.items(), key=lambda kv: -kv[1])
         for j, (layout, layers) in enumerate(items):

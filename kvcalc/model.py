@@ -164,6 +164,8 @@ _DEFAULTS: dict[str, dict[str, Any]] = {
     "deepseek_v2": {"first_k_dense_replace": 0, "n_shared_experts": None, "moe_layer_freq": 1, "q_lora_rank": None},
     "deepseek_v3": {"first_k_dense_replace": 3, "n_shared_experts": 1, "moe_layer_freq": 1},
     "deepseek_v32": {"first_k_dense_replace": 3, "n_shared_experts": 1, "moe_layer_freq": 1},
+    # GlmMoeDsaConfig (transformers configuration_glm_moe_dsa.py) defaults the released configs also spell out
+    "glm_moe_dsa": {"first_k_dense_replace": 3, "n_shared_experts": 1, "moe_layer_freq": 1},
     "kimi_k2": {"first_k_dense_replace": 1, "n_shared_experts": 1, "moe_layer_freq": 1},
     "falcon_h1": {"mamba_rms_norm": False, "mamba_conv_bias": True, "mamba_proj_bias": False},  # FalconH1Config
     # Llama4TextConfig defaults the real configs leave out
@@ -176,7 +178,9 @@ _TIED_BY_DEFAULT = {"gemma", "gemma2", "gemma3_text", "gemma3n_text", "gemma4_te
 DENSE_LLAMA_LIKE = {"llama", "mistral", "qwen2", "qwen3", "phi3", "granite", "olmo2", "gemma", "gemma2", "gemma3_text",
                     "smollm3", "ministral", "qwen3_vl_text"}
 MOE = {"mixtral", "qwen3_moe", "qwen3_vl_moe_text"}
-MLA = {"deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2"}
+# glm_moe_dsa (GLM-5.x): DeepSeek V3.2's MLA + DSA indexer; vLLM serves it as a DeepseekV2ForCausalLM subclass
+# (registry.py "GlmMoeDsaForCausalLM": ("deepseek_v2", "GlmMoeDsaForCausalLM"), deepseek_v2.py GlmMoeDsaForCausalLM)
+MLA = {"deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2", "glm_moe_dsa"}
 HYBRID = {"jamba"}
 # read layer by layer (layer_kinds.py + _layered): hybrids, chunked/sliding attention, their MoE flavours
 LAYERED = {"gpt_oss", "qwen3_next", "qwen3_5_text", "qwen3_5_moe_text", "llama4_text", "glm4_moe", "minimax_m2",
@@ -210,6 +214,27 @@ def _text_config(cfg: dict[str, Any]) -> dict[str, Any]:
     return cfg
 
 
+# NemotronHConfig (transformers 5) layers_block_type names -> the hybrid_override_pattern characters they replaced
+_BLOCK_TYPE_CHARS = {"mamba": "M", "attention": "*", "full_attention": "*", "mlp": "-", "moe": "E"}
+
+
+def _nemotron_h_pattern(cfg: dict[str, Any]) -> dict[str, Any]:
+    """Nemotron 3 Ultra's config lists its layers as layers_block_type (and has no num_hidden_layers; the
+    config class takes the list's length): rewrite it as the hybrid_override_pattern the older configs carry."""
+    types = cfg.get("layers_block_type")
+    if not isinstance(types, list) or cfg.get("hybrid_override_pattern"):
+        return cfg
+    unknown = sorted({str(t) for t in types} - set(_BLOCK_TYPE_CHARS))
+    if unknown:
+        raise UnsupportedModelError(f"layers_block_type entry {shown(unknown[0], 30)} is not supported yet; kvcalc "
+                                    f"refuses rather than guess (known: {', '.join(sorted(_BLOCK_TYPE_CHARS))})")
+    n = cfg.get("num_hidden_layers")
+    if n is not None and n != len(types):
+        raise UsageError(f"layers_block_type has {len(types)} entries for num_hidden_layers {n}")
+    return {**cfg, "hybrid_override_pattern": "".join(_BLOCK_TYPE_CHARS[t] for t in types),
+            "num_hidden_layers": len(types)}
+
+
 def spec_from_config(cfg: dict[str, Any], name: str = "model", source: str = "", *, trusted: bool = False) -> ModelSpec:
     """Build a ModelSpec from a config.json dict. Refuses (UnsupportedModelError) what it cannot account for.
 
@@ -241,6 +266,8 @@ def spec_from_config(cfg: dict[str, Any], name: str = "model", source: str = "",
         )
     merged = dict(_DEFAULTS.get(model_type, {}))
     merged.update(text)  # a key present with null stays null (Mistral v0.3's "sliding_window": null)
+    if model_type == "nemotron_h":
+        merged = _nemotron_h_pattern(merged)
     vision = cfg.get("vision_config") if wrapped else None
     if not trusted:
         from .config_schema import check_config, check_vision_config  # pydantic: only for configs users supply
@@ -503,7 +530,9 @@ def _deepseek(cfg: dict[str, Any], name: str, model_type: str, source: str) -> M
     exp_inter, dense_inter = int(cfg["moe_intermediate_size"]), int(cfg["intermediate_size"])
     n_shared = int(cfg.get("n_shared_experts") or 0)
     first_dense, freq = int(cfg.get("first_k_dense_replace") or 0), int(cfg.get("moe_layer_freq") or 1)
-    score_bias = cfg.get("topk_method") == "noaux_tc" or model_type in ("deepseek_v3", "deepseek_v32", "kimi_k2")
+    score_bias = cfg.get("topk_method") == "noaux_tc" or model_type in ("deepseek_v3", "deepseek_v32", "kimi_k2",
+                                                                         "glm_moe_dsa")
+    has_indexer = _indexer_layers(cfg, n_layers)
     counts = _Count()
     n_moe = 0
     for i in range(n_layers):
@@ -517,7 +546,7 @@ def _deepseek(cfg: dict[str, Any], name: str, model_type: str, source: str) -> M
         counts.add("attention", kv_lora)  # kv_a_layernorm
         counts.linear("attention", "kv_b_proj", kv_lora, n_heads * (nope + v_dim))
         counts.linear("attention", "o_proj", n_heads * v_dim, h, bias=bias)
-        if cfg.get("index_head_dim"):  # V3.2 lightning indexer (modeling_deepseek_v32 / vLLM deepseek_v2.py Indexer)
+        if has_indexer[i]:  # V3.2 lightning indexer (modeling_deepseek_v32 / vLLM deepseek_v2.py Indexer)
             idx_heads, idx_dim = int(cfg["index_n_heads"]), int(cfg["index_head_dim"])
             counts.linear("attention", "indexer.wq_b", int(q_lora or h), idx_heads * idx_dim)
             counts.linear("attention", "indexer.wk", h, idx_dim)
@@ -532,12 +561,31 @@ def _deepseek(cfg: dict[str, Any], name: str, model_type: str, source: str) -> M
         counts.add("norms", 2 * h)
     counts.add("norms", h)
     index_dim = int(cfg.get("index_head_dim") or 0)
-    layers = [MultiLatentAttention(n_heads, kv_lora, rope, nope, v_dim, index_head_dim=index_dim)
-              for _ in range(n_layers)]
+    layers = [MultiLatentAttention(n_heads, kv_lora, rope, nope, v_dim,
+                                   index_head_dim=index_dim if has_indexer[i] else 0) for i in range(n_layers)]
     moe = MoeInfo(num_experts=n_exp, experts_per_token=k, shared_experts=n_shared, expert_intermediate_size=exp_inter,
                   moe_layers=n_moe)
     return _spec(cfg, name, model_type, source, counts, layers, head_dim=nope + rope, n_kv=n_heads,
                  intermediate=dense_inter if n_moe < n_layers else exp_inter, moe=moe, rotary_dim=rope)
+
+
+def _indexer_layers(cfg: dict[str, Any], n_layers: int) -> list[bool]:
+    """Which layers run a DSA lightning indexer of their own. Every layer when index_head_dim is set (DeepSeek V3.2,
+    GLM-5/5.1); GLM-5.2's indexer_types marks "shared" layers that reuse the top-k of the last "full" layer
+    (IndexCache): they hold no indexer weights and no indexer key cache (transformers modeling_glm_moe_dsa builds
+    the indexer only where indexer_types is "full")."""
+    if not cfg.get("index_head_dim"):
+        return [False] * n_layers
+    types = cfg.get("indexer_types")
+    if types is None:
+        return [True] * n_layers
+    if len(types) != n_layers:
+        raise UsageError(f"indexer_types has {len(types)} entries for {n_layers} layers")
+    unknown = sorted({str(t) for t in types} - {"full", "shared"})
+    if unknown:
+        raise UnsupportedModelError(f"indexer type {shown(unknown[0], 30)} is not supported yet; kvcalc refuses "
+                                    "rather than guess (known: full, shared)")
+    return [t == "full" for t in types]
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -712,9 +760,15 @@ def _family_mlp(counts: _Count, cfg: dict[str, Any], model_type: str, kind: str,
         counts.fp32 += router
         s = counts.linear("mlp", "shared_experts.up_proj", h, shared) + counts.linear(
             "mlp", "shared_experts.down_proj", shared, h) if shared else 0
-        counts.linear("mlp", "experts.up_proj", h, inter, n_exp)
-        counts.linear("mlp", "experts.down_proj", inter, h, n_exp)
-        counts.active_mlp += router + s + k * 2 * h * inter
+        # Nemotron 3 Super / Ultra: latent MoE (NemotronHMoE fc1_latent_proj / fc2_latent_proj): the routed experts
+        # run in moe_latent_size, between a down- and an up-projection shared by all experts of the layer
+        latent = int(cfg.get("moe_latent_size") or 0)
+        width = latent or h
+        proj = (counts.linear("mlp", "fc1_latent_proj", h, latent, bias=bool(cfg.get("mlp_bias")))
+                + counts.linear("mlp", "fc2_latent_proj", latent, h, bias=bool(cfg.get("mlp_bias")))) if latent else 0
+        counts.linear("mlp", "experts.up_proj", width, inter, n_exp)
+        counts.linear("mlp", "experts.down_proj", inter, width, n_exp)
+        counts.active_mlp += router + s + proj + k * 2 * width * inter
         return
     if kind == "dense":
         if model_type == "lfm2":

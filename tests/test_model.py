@@ -279,6 +279,14 @@ TINY = {
     "falcon_h1": {**LLAMA, "model_type": "falcon_h1", "num_hidden_layers": 3, "head_dim": 32, "mamba_d_ssm": 256,
                   "mamba_n_heads": 8, "mamba_d_head": 32, "mamba_n_groups": 2, "mamba_d_state": 16,
                   "mamba_d_conv": 4, "mamba_expand": 2},
+    # GLM-5.2: DeepSeek V3.2's MLA + DSA with IndexCache (indexer_types "shared" layers carry no indexer)
+    "glm_moe_dsa": {**LLAMA, "model_type": "glm_moe_dsa", "num_hidden_layers": 5, "moe_intermediate_size": 64,
+                    "n_routed_experts": 8, "n_shared_experts": 1, "num_experts_per_tok": 2,
+                    "first_k_dense_replace": 1, "kv_lora_rank": 32, "q_lora_rank": 48, "qk_rope_head_dim": 16,
+                    "qk_nope_head_dim": 32, "v_head_dim": 24, "num_key_value_heads": 4, "n_group": 1,
+                    "topk_group": 1, "index_n_heads": 4, "index_head_dim": 32, "index_topk": 8,
+                    "mlp_layer_types": ["dense"] + ["sparse"] * 4,
+                    "indexer_types": ["full", "shared", "shared", "full", "shared"]},
     # Kimi K2 is DeepSeek V3's layout under its own name (transformers has no kimi_k2 config: skipped there)
     "kimi_k2": {**LLAMA, "model_type": "kimi_k2", "moe_intermediate_size": 64, "n_routed_experts": 8,
                 "n_shared_experts": 1, "num_experts_per_tok": 2, "first_k_dense_replace": 1,
@@ -325,6 +333,21 @@ def test_counts_match_transformers(model_type):
     # e_score_correction_bias is a buffer in transformers but a tensor of the checkpoint: kvcalc counts it
     assert spec.params.total == params + stored_buffers
     assert len(spec.layers) == cfg["num_hidden_layers"]
+
+
+def test_nemotron_latent_moe_and_block_types_match_transformers():
+    """Nemotron 3 Super/Ultra: routed experts in moe_latent_size between fc1/fc2_latent_proj; Ultra's config lists
+    layers_block_type instead of hybrid_override_pattern and num_hidden_layers."""
+    cfg = {k: v for k, v in TINY["nemotron_h"].items() if k not in ("hybrid_override_pattern", "num_hidden_layers")}
+    cfg.update(moe_latent_size=24, layers_block_type=["mamba", "mlp", "mamba", "attention", "mlp", "moe"])
+    params, stored_buffers = _transformers_count(cfg)
+    spec = spec_from_config(cfg)
+    assert spec.params.total == params + stored_buffers
+    assert [layer.kind for layer in spec.layers] == ["mamba", "none", "mamba", "full", "none", "none"]
+    # the latent experts: 4 experts x (24 x 48 up + 48 x 24 down) + the two projections 256 x 24 and 24 x 256,
+    # against 4 experts x (256 x 48 + 48 x 256) without the latent
+    plain = spec_from_config({**cfg, "moe_latent_size": None})
+    assert plain.params.total - spec.params.total == 4 * 2 * 48 * (256 - 24) - 2 * 256 * 24 == 76_800
 
 
 def test_gemma3_multimodal_matches_transformers():

@@ -65,7 +65,7 @@ from .vllm_specs import (  # noqa: F401  (re-exported: the page arithmetic's old
 
 DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192  # LLM class on GPUs < 70 GiB (engine/arg_utils.py:get_batch_defaults)
 DEFAULT_MAX_CONCURRENT_BATCHES = 2  # async scheduling on, pp=1 (config/vllm.py:max_concurrent_batches)
-_UNSUPPORTED_MLA_MODELS = ("deepseek_v4", "glm_moe_dsa")  # compressed sparse-MLA layouts kvcalc does not read
+_UNSUPPORTED_MLA_MODELS = ("deepseek_v4",)  # compressed sparse-MLA layouts kvcalc does not read
 
 
 class KvGroup(NamedTuple):
