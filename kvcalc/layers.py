@@ -66,6 +66,9 @@ class MultiLatentAttention:
     # DeepSeek V3.2 sparse attention (DSA): the lightning indexer keeps its own key of index_head_dim per token
     # (vLLM: DeepseekV32IndexerCache, fp8 key + one fp32 scale per 128 elements); 0 without an indexer.
     index_head_dim: int = 0
+    # the model runs DeepSeek sparse attention (DSA) even where this layer has no indexer of its own (GLM-5.2's
+    # "shared" layers reuse another layer's top-k): vLLM keeps every layer in the FLASHMLA_SPARSE fp8_ds_mla layout
+    sparse: bool = False
 
     kind = "mla"
 

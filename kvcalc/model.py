@@ -562,7 +562,8 @@ def _deepseek(cfg: dict[str, Any], name: str, model_type: str, source: str) -> M
     counts.add("norms", h)
     index_dim = int(cfg.get("index_head_dim") or 0)
     layers = [MultiLatentAttention(n_heads, kv_lora, rope, nope, v_dim,
-                                   index_head_dim=index_dim if has_indexer[i] else 0) for i in range(n_layers)]
+                                   index_head_dim=index_dim if has_indexer[i] else 0, sparse=bool(index_dim))
+              for i in range(n_layers)]
     moe = MoeInfo(num_experts=n_exp, experts_per_token=k, shared_experts=n_shared, expert_intermediate_size=exp_inter,
                   moe_layers=n_moe)
     return _spec(cfg, name, model_type, source, counts, layers, head_dim=nope + rope, n_kv=n_heads,

@@ -37,7 +37,7 @@ def vllm_page_bytes(layer: LayerCache, block_size: int, kv: KvFormat, dtype_byte
     elem = vllm_element_bytes(kv, dtype_bytes)
     if isinstance(layer, MultiLatentAttention):
         # MLAAttentionSpec: one latent 'head' of kv_lora_rank + rope dim, replicated on every TP rank.
-        if layer.index_head_dim and elem == 1:
+        if (layer.index_head_dim or layer.sparse) and elem == 1:
             # fp8_ds_mla (FLASHMLA_SPARSE, DeepSeek V3.2): 512 fp8 NoPE values, one fp32 scale per 128 of them,
             # and the 64 RoPE values kept in bf16: 512 + 16 + 128 = 656 B per token (flashmla_sparse.py)
             per_token = layer.kv_lora_rank + layer.kv_lora_rank // 128 * 4 + layer.qk_rope_head_dim * 2
