@@ -13,6 +13,16 @@ import click
 from .errors import UsageError
 
 
+
+# Profiles `search` leaves out unless --gpus names them: parts not rented by the hour (workstation cards, the DGX Spark
+# desktop), boards that repeat a searched one's memory and speed (H800, A800: H100 SXM and A100 80GB with a slower
+# NVLink), and those whose only price is an estimate. Each search costs CPU per GPU; the default set stays the GPUs
+# a price page offers.
+NOT_SEARCHED_BY_DEFAULT = frozenset({
+    "rtx-pro-6000", "rtx-pro-6000-maxq", "dgx-spark", "h800", "a800", "h20", "l20", "b300", "gb300", "gb200",
+    "rtx-6000-ada", "rtx-5060-ti", "rtx-5070-ti", "rtx-5080", "mi325x", "mi350x", "mi355x",
+})
+
 def _split(text: str | None, what: str) -> list[str]:
     if text is None:
         return []
@@ -201,7 +211,8 @@ def search_result(kw, spec=None):
     spec = spec or load_model(kw["model"] or DEFAULT_MODEL)
     version = kw["vllm_version"] or DEFAULT_VERSION
     parse_version(version)
-    gpus = [get_gpu(g) for g in _split(kw["gpus"], "--gpus")] if kw["gpus"] else list_gpus()
+    gpus = ([get_gpu(g) for g in _split(kw["gpus"], "--gpus")] if kw["gpus"]
+            else [g for g in list_gpus() if g.id not in NOT_SEARCHED_BY_DEFAULT])
     gpus = list({g.id: g for g in gpus}.values())
     weights = tuple(weight_format(w).name for w in _split(kw["weights"], "--weights")) or S.DEFAULT_WEIGHTS
     for w in weights:
