@@ -80,6 +80,30 @@ class MultiLatentAttention:
 
 
 @dataclass(frozen=True)
+class CompressedSparseAttention:
+    """DeepSeek V4's attention layer (compress_ratios in config.json): one shared KV head of head_dim (MQA) kept three
+    ways. Every layer keeps the last `window` tokens (sliding_window, the SWA cache); a layer with compress_ratio r > 1
+    also keeps one compressed entry per r tokens for the whole context (r = 4: CSA, with a lightning indexer whose
+    key of index_head_dim is kept per compressed entry; r = 128: HCA, no indexer), plus the compressor's partial
+    state of the last tokens. vLLM (v1/attention/backends/mla/sparse_swa.py, model_executor/layers/
+    deepseek_v4_attention.py, deepseek_compressor.py) stores entries as 584 B (448 fp8 NoPE + 64 bf16 RoPE + 8 B of
+    scales); transformers (modeling_deepseek_v4.py DeepseekV4CSACache / HCACache) keeps them in the model dtype."""
+
+    head_dim: int
+    rope_dim: int
+    window: int
+    compress_ratio: int  # 1: sliding window only; 4: CSA; 128: HCA
+    index_head_dim: int = 0  # CSA layers' indexer key width; 0 elsewhere
+
+    kind = "dsv4"
+
+    @property
+    def compressor_overlap(self) -> int:
+        """coff: the CSA compressor pools overlapping windows (twice the width), the HCA one does not."""
+        return 2 if self.compress_ratio == 4 else 1
+
+
+@dataclass(frozen=True)
 class MambaState:
     """A recurrent layer: a fixed state per sequence, whatever the context (conv state + SSM state).
 
@@ -124,5 +148,5 @@ class NoCache:
     kind = "none"
 
 
-LayerCache = (FullAttention | SlidingWindow | ChunkedLocal | MultiLatentAttention | MambaState | ParallelHybrid
-              | NoCache)
+LayerCache = (FullAttention | SlidingWindow | ChunkedLocal | MultiLatentAttention | CompressedSparseAttention
+              | MambaState | ParallelHybrid | NoCache)

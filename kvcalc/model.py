@@ -36,7 +36,9 @@ from .input_files import MAX_CONFIG_BYTES, is_dir, load_json
 from .encoders import Encoder, audio_encoder, gemma3n_vision_embedder, vision_encoder
 from .layer_kinds import (gdn_dims, kinds_from_layer_types, layer_caches, mamba2_dims, mamba2_inner, mixer_kinds,
                           short_conv_dims)
-from .layers import FullAttention, LayerCache, MambaState, MultiLatentAttention, SlidingWindow, flatten
+from .layers import (
+    CompressedSparseAttention, FullAttention, LayerCache, MambaState, MultiLatentAttention, SlidingWindow, flatten,
+)
 
 
 @dataclass(frozen=True)
@@ -185,7 +187,7 @@ HYBRID = {"jamba"}
 # read layer by layer (layer_kinds.py + _layered): hybrids, chunked/sliding attention, their MoE flavours
 LAYERED = {"gpt_oss", "qwen3_next", "qwen3_5_text", "qwen3_5_moe_text", "llama4_text", "glm4_moe", "minimax_m2",
            "nemotron_h", "granitemoehybrid", "lfm2", "gemma3n_text", "gemma4_text", "falcon_h1"}
-SUPPORTED = DENSE_LLAMA_LIKE | MOE | MLA | HYBRID | LAYERED
+SUPPORTED = DENSE_LLAMA_LIKE | MOE | MLA | HYBRID | LAYERED | {"deepseek_v4"}
 # multimodal wrappers whose text decoder sits under text_config with its own model_type (filled in when absent)
 TEXT_TYPE_OF_WRAPPER = {"gemma3": "gemma3_text", "qwen3_5": "qwen3_5_text", "qwen3_5_moe": "qwen3_5_moe_text",
                         "llama4": "llama4_text", "gemma3n": "gemma3n_text", "gemma4": "gemma4_text",
@@ -568,6 +570,83 @@ def _deepseek(cfg: dict[str, Any], name: str, model_type: str, source: str) -> M
                   moe_layers=n_moe)
     return _spec(cfg, name, model_type, source, counts, layers, head_dim=nope + rope, n_kv=n_heads,
                  intermediate=dense_inter if n_moe < n_layers else exp_inter, moe=moe, rotary_dim=rope)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# DeepSeek V4: compressed sparse attention (CSA / HCA / sliding) + hash-routed then top-k MoE + hyper-connections
+
+
+def _dsv4_ratios(cfg: dict[str, Any], n_layers: int) -> list[int]:
+    """compress_ratios per decoder layer (the list also covers the MTP layers after them): 0 or 1 sliding window
+    only, 4 CSA, 128 HCA (transformers configuration_deepseek_v4.py maps them to layer_types the same way)."""
+    ratios = cfg.get("compress_ratios")
+    if not isinstance(ratios, list) or len(ratios) < n_layers:
+        raise UsageError(f"compress_ratios must list at least num_hidden_layers ({n_layers}) entries")
+    out = [max(int(r), 1) for r in ratios[:n_layers]]
+    unknown = sorted(set(out) - {1, 4, 128})
+    if unknown:
+        raise UnsupportedModelError(f"compress ratio {unknown[0]} is not supported yet; kvcalc refuses rather than "
+                                    "guess (known: 0/1 sliding, 4 CSA, 128 HCA; vLLM sparse_swa.py _layer_type_for)")
+    return out
+
+
+def _deepseek_v4(cfg: dict[str, Any], name: str, model_type: str, source: str) -> ModelSpec:
+    """modeling_deepseek_v4.py (transformers 5.24), checked on the meta device. Attention per layer: q_a_proj
+    (hidden -> q_lora) + q_a_norm, q_b_proj (q_lora -> heads x head_dim), kv_proj (hidden -> head_dim, the one KV
+    head) + kv_norm, o_a_proj (grouped: heads x head_dim x o_lora_rank), o_b_proj (o_groups x o_lora -> hidden), and
+    one fp32 sink per head. Compressor (CSA/HCA layers): kv_proj and gate_proj (hidden -> coff x head_dim),
+    position_bias (ratio x coff x head_dim, fp32), kv_norm; CSA adds the indexer: its own compressor of coff x
+    index_head_dim, q_b_proj (q_lora -> index heads x index_head_dim) and weights_proj (hidden -> index heads). MoE in
+    every layer: router (fp32; the first num_hash_layers route by token id, tid2eid a buffer, the others keep an
+    e_score_correction_bias), fused experts, one shared MLP of moe_intermediate_size. Hyper-connections (hc_mult
+    streams): per layer two of fn (2N+N^2) x N*hidden, base, 3 scales; a head of N x N*hidden + N + 1. MTP layers
+    are not part of the model transformers and vLLM load."""
+    h, n_layers, n_heads = int(cfg["hidden_size"]), int(cfg["num_hidden_layers"]), int(cfg["num_attention_heads"])
+    hd, rope, q_lora = int(cfg["head_dim"]), int(cfg["qk_rope_head_dim"]), int(cfg["q_lora_rank"])
+    o_lora, o_groups = int(cfg["o_lora_rank"]), int(cfg["o_groups"])
+    idx_heads, idx_dim = int(cfg["index_n_heads"]), int(cfg["index_head_dim"])
+    n_exp, k, inter = int(cfg["n_routed_experts"]), int(cfg["num_experts_per_tok"]), int(cfg["moe_intermediate_size"])
+    n_shared, n_hash = int(cfg.get("n_shared_experts") or 1), int(cfg.get("num_hash_layers") or 0)
+    hc = int(cfg.get("hc_mult") or 1)
+    window = int(cfg["sliding_window"])
+    ratios = _dsv4_ratios(cfg, n_layers)
+    counts = _Count()
+    layers: list[LayerCache] = []
+    for i, ratio in enumerate(ratios):
+        counts.fp32 += counts.add("attention", n_heads)  # sinks
+        counts.linear("attention", "q_a_proj", h, q_lora)
+        counts.fp32 += counts.add("attention", q_lora)  # q_a_norm
+        counts.linear("attention", "q_b_proj", q_lora, n_heads * hd)
+        counts.linear("attention", "kv_proj", h, hd)
+        counts.fp32 += counts.add("attention", hd)  # kv_norm
+        counts.linear("attention", "o_a_proj", n_heads * hd // o_groups, o_groups * o_lora)
+        counts.linear("attention", "o_b_proj", o_groups * o_lora, h)
+        if ratio > 1:
+            coff = 2 if ratio == 4 else 1
+            counts.linear("attention", "compressor.kv_proj", h, coff * hd, quantized=False)
+            counts.linear("attention", "compressor.gate_proj", h, coff * hd, quantized=False)
+            counts.fp32 += counts.add("attention", ratio * coff * hd + hd)  # position_bias, kv_norm
+        if ratio == 4:
+            counts.linear("attention", "indexer.kv_proj", h, 2 * idx_dim, quantized=False)
+            counts.linear("attention", "indexer.gate_proj", h, 2 * idx_dim, quantized=False)
+            counts.add("attention", ratio * 2 * idx_dim + idx_dim)  # position_bias, kv_norm
+            counts.linear("attention", "indexer.q_b_proj", q_lora, idx_heads * idx_dim)
+            counts.linear("attention", "indexer.weights_proj", h, idx_heads, quantized=False)
+        router = counts.add("mlp", n_exp * h + (0 if i < n_hash else n_exp))  # weight (+ e_score_correction_bias)
+        counts.fp32 += router
+        shared = _gated_mlp(counts, h, inter * n_shared, prefix="shared_experts.")
+        _gated_mlp(counts, h, inter, prefix="experts.", count=n_exp)
+        counts.active_mlp += router + shared + k * 3 * h * inter
+        counts.fp32 += counts.add("norms", 2 * h)
+        streams = 2 * hc + hc * hc
+        counts.fp32 += counts.add("other", 2 * (streams * hc * h + streams + 3))  # attn_hc, ffn_hc
+        layers.append(CompressedSparseAttention(hd, rope, window, ratio, idx_dim if ratio == 4 else 0))
+    counts.fp32 += counts.add("norms", h)
+    counts.fp32 += counts.add("other", hc * hc * h + hc + 1)  # hc_head
+    moe = MoeInfo(num_experts=n_exp, experts_per_token=k, shared_experts=n_shared, expert_intermediate_size=inter,
+                  moe_layers=n_layers)
+    return _spec(cfg, name, model_type, source, counts, layers, head_dim=hd, n_kv=1, intermediate=inter, moe=moe,
+                 rotary_dim=rope)
 
 
 def _indexer_layers(cfg: dict[str, Any], n_layers: int) -> list[bool]:
@@ -956,6 +1035,7 @@ _BUILDERS = {
     **{t: _moe for t in MOE},
     **{t: _deepseek for t in MLA},
     "jamba": _jamba,
+    "deepseek_v4": _deepseek_v4,
     **{t: _layered for t in LAYERED},
 }
 

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
@@ -232,7 +232,15 @@ def find_quant_config(cfg: dict[str, Any]) -> dict[str, Any] | None:
     if qc is None and isinstance(cfg.get("text_config"), dict):
         qc = cfg["text_config"].get("quantization_config")
     # not an object: spec_from_config refuses the config with its own one-line message naming the field
-    return qc if isinstance(qc, dict) else None
+    if not isinstance(qc, dict):
+        return None
+    if cfg.get("model_type") == "deepseek_v4" and str(qc.get("quant_method", "")).lower() == "fp8":
+        # vLLM overrides fp8 to deepseek_v4_fp8 for this model type (models/deepseek_v4.py DeepseekV4FP8Config):
+        # the experts follow the checkpoint's own expert format, the other Linears stay FP8 blocks
+        experts = "nvfp4" if str(qc.get("moe_quant_algo", "")).upper() == "NVFP4" else str(
+            cfg.get("expert_dtype") or "fp4").lower()
+        return {**qc, "quant_method": "deepseek_v4_fp8", "expert_format": experts}
+    return qc
 
 
 def parse_scheme(qc: dict[str, Any] | None, hf_quant: dict[str, Any] | None = None) -> QuantScheme | None:
@@ -527,7 +535,27 @@ def _torchao(qc: dict[str, Any]) -> QuantScheme:
     return QuantScheme("torchao", label, (Rule(layout),), ignore=modules, match="substring", nearest=nearest)
 
 
+def _deepseek_v4_fp8(qc: dict[str, Any]) -> QuantScheme:
+    """DeepseekV4FP8Config.get_quant_method: FusedMoE experts MXFP4 (expert_dtype "fp4", group 32, e8m0 scales) or
+    FP8 blocks (expert_dtype "fp8"); NVIDIA's NVFP4 exports (moe_quant_algo NVFP4) carry NVFP4 experts; every other
+    Linear is an FP8 128x128 block."""
+    base = _fp8(qc)
+    fmt = qc.get("expert_format", "fp4")
+    if fmt == "fp8":
+        return replace(base, method="deepseek_v4_fp8", label=base.label + " (experts too)")
+    if fmt == "nvfp4":
+        experts, name = Layout("nvfp4", 4, group_size=16, input_scales=2), "NVFP4 experts, group 16"
+    elif fmt == "fp4":
+        experts, name = Layout("mxfp4", 4, group_size=32), "MXFP4 experts, group 32"
+    else:
+        raise UsageError(f"DeepSeek V4 expert_dtype {shown(fmt, 20)} is not one vLLM loads (fp4, fp8)")
+    rules = (Rule(experts, targets=(r"re:.*\.experts\.\d+\.",)),) + base.rules
+    return QuantScheme("deepseek_v4_fp8", f"{name}; other Linears {base.label}", rules, ignore=base.ignore,
+                       match=base.match, nearest="nvfp4" if fmt == "nvfp4" else "mxfp4")
+
+
 _READERS = {
+    "deepseek_v4_fp8": _deepseek_v4_fp8,
     "awq": _awq, "awq_marlin": _awq,
     "gptq": _gptq, "gptq_marlin": _gptq,
     "fp8": _fp8,

@@ -33,3 +33,50 @@ def test_nemotron_3_ultra_attention_layers_only():
     spec = load_model("nemotron-3-ultra-550b-a55b")
     assert sum(1 for layer in spec.layers if layer.kind == "full") == 12
     assert _per_token("nemotron-3-ultra-550b-a55b", "bf16") == 12 * 2 * 256 * 2 == 12_288
+
+
+def test_deepseek_v4_pages_from_the_vllm_source():
+    """engines/vllm_dsv4.py: 584 B entries (448 fp8 NoPE + 128 B RoPE + 8 B scales), pages aligned to 576 B."""
+    from kvcalc.engines.vllm_dsv4 import layer_pages
+    from kvcalc.layers import CompressedSparseAttention
+
+    c4 = {s.shape[0]: s.page_bytes for s in layer_pages(CompressedSparseAttention(512, 64, 128, 4, 128))}
+    assert c4 == {"dsv4-swa": 37_440,  # 64-token SWA block x 584 = 37,376 -> 65 x 576
+                  "dsv4-c4a": 37_440,  # 256 // 4 = 64 entries x 584, the same page (one shared tensor)
+                  "dsv4-c4-state": 32_832,  # 4 tokens x 2 x 2 x 512 fp32 = 32,768 -> 57 x 576
+                  "dsv4-indexer": 8_640,  # 64 entries x (128 + 4) = 8,448 -> 15 x 576
+                  "dsv4-indexer-state": 8_640}  # 4 x 2 x 2 x 128 fp32 = 8,192 -> 15 x 576
+    c128 = {s.shape[0]: s.page_bytes for s in layer_pages(CompressedSparseAttention(512, 64, 128, 128))}
+    assert c128 == {"dsv4-swa": 37_440, "dsv4-c128a": 1_728,  # 2 entries x 584 = 1,168 -> 3 x 576
+                    "dsv4-c128-state": 32_832}  # 8 tokens x 2 x 512 fp32
+    swa = layer_pages(CompressedSparseAttention(512, 64, 128, 1))
+    assert [s.shape[0] for s in swa] == ["dsv4-swa"]
+
+
+def test_deepseek_v4_flash_per_token_kv():
+    # 43 layers: 2 sliding-only, 21 CSA (r = 4), 20 HCA (r = 128). Per context token: a CSA layer adds a 584 B entry
+    # and a 132 B indexer key every 4 tokens (179 B), an HCA layer a 584 B entry every 128 (4.5625 -> 4 B floored)
+    spec = load_model("deepseek-v4-flash")
+    ratios = [layer.compress_ratio for layer in spec.layers]
+    assert (ratios.count(1), ratios.count(4), ratios.count(128)) == (2, 21, 20)
+    assert _per_token("deepseek-v4-flash", "auto") == 21 * 179 + 20 * 4 == 3_839
+
+
+def test_deepseek_v4_hf_cache_elements():
+    # transformers keeps the window's last 127 rows of 512, one 512 entry per 4 tokens plus a 128 indexer key
+    from kvcalc.engines.hf import hf_dsv4_elements
+    from kvcalc.layers import CompressedSparseAttention
+
+    csa = CompressedSparseAttention(512, 64, 128, 4, 128)
+    assert hf_dsv4_elements(csa, 10_000) == 127 * 512 + 2_500 * (512 + 128)
+    assert hf_dsv4_elements(CompressedSparseAttention(512, 64, 128, 1), 50) == 50 * 512
+
+
+def test_deepseek_v4_vllm_layout_runs_and_says_what_it_assumed():
+    from kvcalc.engines.vllm_groups import vllm_kv_layout
+
+    spec = load_model("deepseek-v4-flash")
+    layout = vllm_kv_layout(spec.layers, kv_format("auto"), 2, None, 1, 131_072, "deepseek_v4",
+                            max_num_batched_tokens=8192, compute_capability=10.0)
+    assert layout.block_size == 256 and {g.page_bytes for g in layout.groups} == {37_440}
+    assert any("no V4 start-up log" in n for n in layout.notes)

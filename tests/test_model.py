@@ -287,6 +287,15 @@ TINY = {
                     "topk_group": 1, "index_n_heads": 4, "index_head_dim": 32, "index_topk": 8,
                     "mlp_layer_types": ["dense"] + ["sparse"] * 4,
                     "indexer_types": ["full", "shared", "shared", "full", "shared"]},
+    # DeepSeek V4: sliding / CSA (ratio 4, with indexer) / HCA (ratio 128) layers, hash-routed first layer, mHC
+    # (no intermediate_size: V4 configs ship only moe_intermediate_size, which DeepseekV4Config aliases it to)
+    "deepseek_v4": {**{k: v for k, v in LLAMA.items() if k != "intermediate_size"}, "model_type": "deepseek_v4", "num_hidden_layers": 4, "num_attention_heads": 8,
+                    "num_key_value_heads": 1, "head_dim": 64, "qk_rope_head_dim": 16, "q_lora_rank": 48,
+                    "o_lora_rank": 32, "o_groups": 2, "index_n_heads": 4, "index_head_dim": 32, "index_topk": 8,
+                    "n_routed_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 64,
+                    "n_shared_experts": 1, "num_hash_layers": 1, "hc_mult": 2, "sliding_window": 16,
+                    "compress_ratios": [0, 4, 128, 4, 0], "scoring_func": "sqrtsoftplus", "topk_method": "noaux_tc",
+                    "norm_topk_prob": True, "routed_scaling_factor": 1.5, "hidden_act": "silu"},
     # Kimi K2 is DeepSeek V3's layout under its own name (transformers has no kimi_k2 config: skipped there)
     "kimi_k2": {**LLAMA, "model_type": "kimi_k2", "moe_intermediate_size": 64, "n_routed_experts": 8,
                 "n_shared_experts": 1, "num_experts_per_tok": 2, "first_k_dense_replace": 1,

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 from ..formats import KvFormat
 from ..layers import (
-    ChunkedLocal, FullAttention, LayerCache, MambaState, MultiLatentAttention, SlidingWindow, flatten,
+    ChunkedLocal, CompressedSparseAttention, FullAttention, LayerCache, MambaState, MultiLatentAttention,
+    SlidingWindow, flatten,
 )
 from ..units import ceil_div
 
@@ -46,7 +47,23 @@ def vllm_page_bytes(layer: LayerCache, block_size: int, kv: KvFormat, dtype_byte
     if isinstance(layer, FullAttention):
         heads = vllm_kv_heads_per_rank(layer.num_kv_heads, tp)
         return block_size * heads * (layer.head_dim + layer.v_head_dim) * elem
+    if isinstance(layer, CompressedSparseAttention):  # DeepSeek V4: the compressed entries of block_size tokens
+        return int(block_size * dsv4_bytes_per_token(layer))
     return 0
+
+
+DSV4_ENTRY_BYTES = 584  # DeepSeek V4 fp8_ds_mla entry: 448 fp8 NoPE + 128 B bf16 RoPE + 8 B scales
+
+
+def dsv4_bytes_per_token(layer: CompressedSparseAttention) -> float:
+    """Long-context bytes per token of one DeepSeek V4 layer under vLLM (the window and compressor states do not
+    grow; engines/vllm_dsv4.py has the pages): a 584 B compressed entry every compress_ratio tokens, plus the CSA
+    indexer key (index_head_dim fp8 + one fp32 scale per 128)."""
+    r = layer.compress_ratio
+    if r <= 1:
+        return 0.0
+    key = layer.index_head_dim + layer.index_head_dim // INDEXER_QUANT_BLOCK * 4 if r == 4 else 0
+    return (DSV4_ENTRY_BYTES + key) / r
 
 
 INDEXER_QUANT_BLOCK = 128  # models/deepseek_v2.py Indexer: quant_block_size = 128
