@@ -28,6 +28,9 @@ class FullAttention:
     num_kv_heads: int
     head_dim: int
     v_head_dim: int
+    # MiniMax M3's sparse attention (MSA) layers: a key-only index cache of one head of this width per token, kept in
+    # bf16 beside the KV (vLLM MiniMaxM3IndexerCache: MLAAttentionSpec(num_kv_heads=1, head_size=index_dim)); 0 else
+    index_key_dim: int = 0
 
     kind = "full"
 

@@ -187,12 +187,12 @@ HYBRID = {"jamba"}
 # read layer by layer (layer_kinds.py + _layered): hybrids, chunked/sliding attention, their MoE flavours
 LAYERED = {"gpt_oss", "qwen3_next", "qwen3_5_text", "qwen3_5_moe_text", "llama4_text", "glm4_moe", "minimax_m2",
            "nemotron_h", "granitemoehybrid", "lfm2", "gemma3n_text", "gemma4_text", "falcon_h1"}
-SUPPORTED = DENSE_LLAMA_LIKE | MOE | MLA | HYBRID | LAYERED | {"deepseek_v4"}
+SUPPORTED = DENSE_LLAMA_LIKE | MOE | MLA | HYBRID | LAYERED | {"deepseek_v4", "minimax_m3"}
 # multimodal wrappers whose text decoder sits under text_config with its own model_type (filled in when absent)
 TEXT_TYPE_OF_WRAPPER = {"gemma3": "gemma3_text", "qwen3_5": "qwen3_5_text", "qwen3_5_moe": "qwen3_5_moe_text",
                         "llama4": "llama4_text", "gemma3n": "gemma3n_text", "gemma4": "gemma4_text",
                         "kimi_k25": "kimi_k2", "qwen3_vl": "qwen3_vl_text", "qwen3_vl_moe": "qwen3_vl_moe_text",
-                        "mistral3": "mistral", "qwen2_5_vl": "qwen2"}
+                        "mistral3": "mistral", "qwen2_5_vl": "qwen2", "minimax_m3_vl": "minimax_m3"}
 # every wrapper kvcalc reads: its decoder is planned, its encoders counted where encoders.py knows them and named
 # in ModelSpec.uncounted where it does not (Kimi-K2.5's MoonViT, Gemma 3n's vision and audio towers)
 TEXT_ONLY_WRAPPERS = set(TEXT_TYPE_OF_WRAPPER) - MULTIMODAL_WRAPPERS
@@ -649,6 +649,68 @@ def _deepseek_v4(cfg: dict[str, Any], name: str, model_type: str, source: str) -
                  rotary_dim=rope)
 
 
+# ---------------------------------------------------------------------------------------------------------------------
+# MiniMax M3: GQA attention with MiniMax sparse attention (MSA) index keys, dense then MoE MLPs
+
+
+def _minimax_m3(cfg: dict[str, Any], name: str, model_type: str, source: str) -> ModelSpec:
+    """vLLM's MiniMaxM3ForCausalLM (read in baidu/vLLM-Kunlun vllm/model_executor/models/minimax_m3.py, which says it
+    mirrors upstream; transformers has no class): per layer q/k/v/o projections, per-head q_norm / k_norm of head_dim
+    (use_qk_norm, qk_norm_type per_head); sparse layers (sparse_attention_config.sparse_attention_freq) add the MSA
+    indexer: index_q_proj (hidden -> sparse_num_index_heads x sparse_index_dim), index_k_proj (hidden -> one index
+    head) and two norms of sparse_index_dim, and keep an index-key cache. MLP: gated dense of dense_intermediate_size
+    where moe_layer_freq is 0, else block_sparse_moe: fp32 gate + e_score_correction_bias (use_routing_bias), a shared
+    expert of shared_intermediate_size and num_local_experts experts of moe_intermediate_size. The MTP modules are not
+    part of the model vLLM loads."""
+    h, n_layers, n_heads = int(cfg["hidden_size"]), int(cfg["num_hidden_layers"]), int(cfg["num_attention_heads"])
+    n_kv, hd = int(cfg["num_key_value_heads"]), int(cfg["head_dim"])
+    sparse = cfg.get("sparse_attention_config") or {}
+    use_sparse = bool(sparse.get("use_sparse_attention"))
+    sparse_freq = _per_layer(sparse.get("sparse_attention_freq", 0), n_layers, "sparse_attention_freq")
+    moe_freq = _per_layer(cfg.get("moe_layer_freq", 1), n_layers, "moe_layer_freq")
+    idx_heads, idx_dim = int(sparse.get("sparse_num_index_heads") or 0), int(sparse.get("sparse_index_dim") or 0)
+    n_exp, k = int(cfg["num_local_experts"]), int(cfg["num_experts_per_tok"])
+    # the VL wrapper's text_config leaves moe_intermediate_size out: intermediate_size is the expert width (as in M2)
+    inter = int(_get(cfg, "moe_intermediate_size", "intermediate_size"))
+    dense_inter = int(cfg["dense_intermediate_size"])
+    shared = int(cfg.get("shared_intermediate_size") or 0) * int(cfg.get("n_shared_experts") or 1)
+    counts = _Count()
+    layers: list[LayerCache] = []
+    for i in range(n_layers):
+        counts.linear("attention", "q_proj", h, n_heads * hd)
+        counts.linear("attention", "k_proj", h, n_kv * hd)
+        counts.linear("attention", "v_proj", h, n_kv * hd)
+        counts.linear("attention", "o_proj", n_heads * hd, h)
+        if cfg.get("use_qk_norm", True):
+            counts.add("attention", 2 * hd)
+        indexed = use_sparse and bool(sparse_freq[i]) and idx_dim > 0
+        if indexed:
+            counts.linear("attention", "index_q_proj", h, idx_heads * idx_dim)
+            counts.linear("attention", "index_k_proj", h, idx_dim)
+            counts.add("attention", 2 * idx_dim)
+        if moe_freq[i]:
+            _moe_mlp(counts, h, inter, n_exp, k, router="fp32", router_bias=bool(cfg.get("use_routing_bias", True)),
+                     shared_inter=shared)
+        else:
+            counts.active_mlp += _gated_mlp(counts, h, dense_inter)
+        counts.add("norms", 2 * h)
+        layers.append(FullAttention(n_kv, hd, hd, index_key_dim=idx_dim if indexed else 0))
+    counts.add("norms", h)
+    moe = MoeInfo(num_experts=n_exp, experts_per_token=k, shared_experts=int(cfg.get("n_shared_experts") or 1),
+                  expert_intermediate_size=inter, moe_layers=sum(1 for f in moe_freq if f))
+    return _spec(cfg, name, model_type, source, counts, layers, head_dim=hd, n_kv=n_kv, intermediate=inter, moe=moe,
+                 rotary_dim=int(cfg.get("rotary_dim") or hd))
+
+
+def _per_layer(value: Any, n_layers: int, what: str) -> list[int]:
+    """A per-layer 0/1 list, or one number for every layer."""
+    if isinstance(value, list):
+        if len(value) != n_layers:
+            raise UsageError(f"{what} has {len(value)} entries for {n_layers} layers")
+        return [int(v) for v in value]
+    return [int(value)] * n_layers
+
+
 def _indexer_layers(cfg: dict[str, Any], n_layers: int) -> list[bool]:
     """Which layers run a DSA lightning indexer of their own. Every layer when index_head_dim is set (DeepSeek V3.2,
     GLM-5/5.1); GLM-5.2's indexer_types marks "shared" layers that reuse the top-k of the last "full" layer
@@ -1036,6 +1098,7 @@ _BUILDERS = {
     **{t: _deepseek for t in MLA},
     "jamba": _jamba,
     "deepseek_v4": _deepseek_v4,
+    "minimax_m3": _minimax_m3,
     **{t: _layered for t in LAYERED},
 }
 

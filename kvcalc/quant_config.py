@@ -380,6 +380,7 @@ _MIXED_LAYOUTS = {
     "FP8": Layout("fp8", 8, strategy="tensor", scale_bytes=4, input_scales=1),
     "NVFP4": Layout("nvfp4", 4, group_size=16, input_scales=2),
     "W4A16_NVFP4": Layout("nvfp4", 4, group_size=16, input_scales=1),  # weight_scale_2, no activation scale
+    "MXFP8": Layout("mxfp8", 8),
 }
 
 
@@ -419,8 +420,11 @@ def _mixed_target(module: str) -> str | None:
     m = re.match(r"(?:.*\.)?layers\.(\d+)\.(.+)\Z", module)
     if not m:
         return None
-    layer, rest = m.group(1), re.sub(r"^(?:self_attn|mlp|mixer)\.", "", m.group(2))
+    layer, rest = m.group(1), re.sub(r"^(?:self_attn|mlp|mixer|block_sparse_moe)\.", "", m.group(2))
     rest = re.sub(r"^shared_expert\.", "shared_experts.", rest)
+    # MiniMax's experts.N.w1 / w3 / w2 are kvcalc's gate_proj / up_proj / down_proj
+    rest = re.sub(r"^(experts\.\d+\.)w([123])\Z", lambda x: x.group(1) + {"1": "gate_proj", "3": "up_proj",
+                                                                            "2": "down_proj"}[x.group(2)], rest)
     rest = re.sub(r"^linear_attn\.in_proj_(?:qkv|z)\Z", "linear_attn.in_proj_qkvz", rest)
     if rest == "experts":
         role = r"experts\..+"

@@ -80,3 +80,20 @@ def test_deepseek_v4_vllm_layout_runs_and_says_what_it_assumed():
                             max_num_batched_tokens=8192, compute_capability=10.0)
     assert layout.block_size == 256 and {g.page_bytes for g in layout.groups} == {37_440}
     assert any("no V4 start-up log" in n for n in layout.notes)
+
+
+def test_minimax_m3_msa_index_keys():
+    # 60 GQA layers of 4 KV heads x (128 + 128); the 57 sparse layers (sparse_attention_freq) add one bf16 index key
+    # of sparse_index_dim 128 per token (MiniMaxM3IndexerCache), whatever the KV dtype
+    spec = load_model("minimax-m3")
+    assert sum(1 for layer in spec.layers if layer.index_key_dim) == 57
+    assert _per_token("minimax-m3", "bf16") == 60 * 4 * 256 * 2 + 57 * 128 * 2 == 137_472
+    assert _per_token("minimax-m3", "fp8") == 60 * 4 * 256 + 57 * 128 * 2 == 76_032
+    # at TP 4 each rank holds one KV head, and the index key whole
+    assert vllm_bytes_per_token(spec.layers, kv_format("bf16"), 2, tp=4) == 60 * 256 * 2 + 57 * 256 == 45_312
+
+
+def test_minimax_m3_vl_wrapper_plans_its_decoder_and_names_the_tower():
+    spec = load_model("minimax-m3-nvfp4")
+    assert spec.params.total == load_model("minimax-m3").params.total
+    assert spec.uncounted and "vision" in spec.uncounted[0]

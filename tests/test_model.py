@@ -296,6 +296,13 @@ TINY = {
                     "n_shared_experts": 1, "num_hash_layers": 1, "hc_mult": 2, "sliding_window": 16,
                     "compress_ratios": [0, 4, 128, 4, 0], "scoring_func": "sqrtsoftplus", "topk_method": "noaux_tc",
                     "norm_topk_prob": True, "routed_scaling_factor": 1.5, "hidden_act": "silu"},
+    # MiniMax M3 (transformers has no minimax_m3 config: skipped there; tests/test_late_2026_layouts.py by hand)
+    "minimax_m3": {**LLAMA, "model_type": "minimax_m3", "head_dim": 32, "num_key_value_heads": 2,
+                   "dense_intermediate_size": 96, "moe_intermediate_size": 48, "num_local_experts": 4,
+                   "num_experts_per_tok": 2, "n_shared_experts": 1, "shared_intermediate_size": 48,
+                   "moe_layer_freq": [0, 1, 1, 1], "use_qk_norm": True, "use_routing_bias": True,
+                   "sparse_attention_config": {"use_sparse_attention": True, "sparse_attention_freq": [0, 1, 1, 1],
+                                               "sparse_num_index_heads": 2, "sparse_index_dim": 16}},
     # Kimi K2 is DeepSeek V3's layout under its own name (transformers has no kimi_k2 config: skipped there)
     "kimi_k2": {**LLAMA, "model_type": "kimi_k2", "moe_intermediate_size": 64, "n_routed_experts": 8,
                 "n_shared_experts": 1, "num_experts_per_tok": 2, "first_k_dense_replace": 1,

@@ -46,7 +46,9 @@ def vllm_page_bytes(layer: LayerCache, block_size: int, kv: KvFormat, dtype_byte
         return block_size * layer.latent_elements_per_token() * elem + indexer_page_bytes(layer, block_size)
     if isinstance(layer, FullAttention):
         heads = vllm_kv_heads_per_rank(layer.num_kv_heads, tp)
-        return block_size * heads * (layer.head_dim + layer.v_head_dim) * elem
+        # MiniMax M3's index keys: one bf16 head on every rank, whatever the KV dtype (MiniMaxM3IndexerCache)
+        index = block_size * layer.index_key_dim * 2
+        return block_size * heads * (layer.head_dim + layer.v_head_dim) * elem + index
     if isinstance(layer, CompressedSparseAttention):  # DeepSeek V4: the compressed entries of block_size tokens
         return int(block_size * dsv4_bytes_per_token(layer))
     return 0
