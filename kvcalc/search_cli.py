@@ -155,6 +155,10 @@ def commands(plan_options, make_request, tokens) -> dict[str, click.Command]:
     @click.option("--prices", "prices_file", default=None, metavar="FILE",
                   help="price file [default: $XDG_CONFIG_HOME/kvcalc/prices.yaml if present, over the shipped one].")
     @click.option("--vllm-version", default=None, help="vLLM version whose rules apply [default: 0.26.0].")
+    @click.option("--price-tier", "price_tier", type=click.Choice(["on-demand", "spot", "reserved"]),
+                  default="on-demand", show_default=True,
+                  help="which published price to rent at: on demand (per GPU or whole instances), or the spot / "
+                       "reserved instance offers of kvcalc/data/prices.yaml.")
     @click.option("--top", default=10, type=click.IntRange(1, 10000), show_default=True, help="rows shown.")
     @click.option("--json", "as_json", is_flag=True, help="print the result as JSON (schema kvcalc.search/1).")
     def search(**kw):
@@ -231,5 +235,6 @@ def search_result(kw, spec=None):
     if wl.output_len < 1:
         raise UsageError("--output-len must be at least 1")
     targets = S.Targets(kw["max_ttft_ms"], kw["max_tpot_ms"], kw["min_context"], kw["max_quality_risk"])
-    req = S.SearchRequest(spec, wl, targets, space, prices, version, kw["max_num_batched_tokens"], kw["top"])
+    req = S.SearchRequest(spec, wl, targets, space, prices, version, kw["max_num_batched_tokens"], kw["top"],
+                          price_tier=kw.get("price_tier") or "on-demand")
     return S.run_search(req)
