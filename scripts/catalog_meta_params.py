@@ -21,7 +21,7 @@ OUT = ROOT / "docs" / "validation" / "data" / "catalog_meta_params.json"
 sys.path.insert(0, str(ROOT))
 
 
-def count(config: dict) -> tuple[tuple[int, int] | None, str, str]:
+def count(config: dict) -> tuple[tuple[int, int, int] | None, str, str]:
     import torch
     import transformers
     from transformers import AutoConfig
@@ -46,7 +46,10 @@ def count(config: dict) -> tuple[tuple[int, int] | None, str, str]:
         # tied weights are one tensor: parameters() yields each once; e_score_correction_bias is a buffer in
         # transformers but a tensor of the checkpoint, which kvcalc counts
         buffers = sum(b.numel() for n, b in model.named_buffers() if n.endswith("e_score_correction_bias"))
-        return (sum(p.numel() for p in model.parameters()), buffers), type(model).__name__, ""
+        # a wrapper's decoder alone (its language_model and lm_head), for the towers kvcalc does not count
+        text = sum(p.numel() for n, p in model.named_parameters()
+                   if ".language_model." in f".{n}" or n.startswith("lm_head."))
+        return (sum(p.numel() for p in model.parameters()), buffers, text), type(model).__name__, ""
     return None, "", last
 
 
@@ -62,9 +65,10 @@ def main(names: list[str]) -> int:
         entry = catalog_entry(name)
         t0 = time.time()
         counted, cls, why = count(entry["config"])
-        params, buffers = counted if counted else (None, None)
+        params, buffers, text = counted if counted else (None, None, None)
         spec = load_model(name)
         row = {"hf_id": entry.get("hf_id"), "class": cls, "meta_params": params, "meta_score_bias_buffers": buffers,
+               "meta_text_params": text if text and not cls.endswith("ForCausalLM") else None,
                "kvcalc_params": spec.params.total, "kvcalc_vision_params": spec.vision_params}
         if why:
             row["why_none"] = why
