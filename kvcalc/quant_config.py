@@ -161,37 +161,50 @@ class QuantScheme:
         return None
 
     def _ignored(self, paths: list[str]) -> bool:
-        matcher = _ignore_regex(self.ignore, self.match)
-        return matcher is not None and any(matcher.match(path) for path in paths)
+        matcher = _ignore_matcher(self.ignore, self.match)
+        return matcher is not None and any(matcher(path) for path in paths)
 
 
 @lru_cache(maxsize=64)
-def _ignore_regex(patterns: tuple[str, ...], style: str) -> re.Pattern | None:
-    """One compiled regex for a whole ignore list (a real list has ~300 per-layer entries; matching them one by
-    one for every Linear of every layer would cost seconds). Each entry matches as its method matches it:
+def _ignore_matcher(patterns: tuple[str, ...], style: str):
+    """One matcher for a whole ignore list, each entry matching as its method matches it:
     - `re:` entries (compressed-tensors): re.match from the start (utils.py _is_equal_or_regex_match);
     - substring (awq.py is_layer_skipped_awq, bitsandbytes.py is_layer_skipped_bnb): anywhere in the path;
-    - component (hqq_marlin.py is_layer_skipped): equal to one dot-separated component;
+    - component (hqq_marlin.py is_layer_skipped): equal to one dot-separated component (or a dotted run of them);
     - exact (fp8, modelopt, compressed-tensors names): the module itself or a parent of it, or an fnmatch glob
-      (modelopt.py) on the module or its parent."""
-    parts = []
-    for pattern in patterns:
+      (modelopt.py) on the module or its parent.
+    Plain names are looked up in sets (a path's parents, components or substrings of the lengths listed), so the
+    cost per path does not grow with the list: a real list has ~300 per-layer entries, a hostile one 100,000, and
+    one regex alternation of them took seconds per model. Only `re:` entries and globs go through a regex."""
+    names = set()
+    regexes = []
+    for pattern in dict.fromkeys(patterns):
         if pattern.startswith("re:"):
             try:
                 re.compile(pattern[3:])
             except re.error:
                 continue
-            parts.append(pattern[3:])
-        elif style == "substring":
-            parts.append(".*" + re.escape(pattern))
-        elif style == "component":
-            parts.append(r"(?:.*\.)?" + re.escape(pattern) + r"(?:\..*)?\Z")
+            regexes.append(pattern[3:])
         else:
-            parts.append(re.escape(pattern) + r"(?:\..*)?\Z")
-            if any(ch in pattern for ch in "*?["):
-                parts.append(fnmatch.translate(pattern))
-                parts.append(fnmatch.translate(pattern + ".*"))
-    return re.compile("|".join(f"(?:{p})" for p in parts), re.S) if parts else None
+            names.add(pattern)
+            if style == "exact" and any(ch in pattern for ch in "*?["):
+                regexes += [fnmatch.translate(pattern), fnmatch.translate(pattern + ".*")]
+    if not names and not regexes:
+        return None
+    regex = re.compile("|".join(f"(?:{r})" for r in regexes), re.S) if regexes else None
+    lengths = sorted({len(n) for n in names})
+
+    def matches(path: str) -> bool:
+        if regex is not None and regex.match(path):
+            return True
+        if style == "substring":
+            return any(path[i:i + n] in names for n in lengths for i in range(len(path) - n + 1))
+        parts = path.split(".")
+        if style == "component":
+            return any(".".join(parts[i:j]) in names for i in range(len(parts)) for j in range(i + 1, len(parts) + 1))
+        return any(".".join(parts[:j]) in names for j in range(1, len(parts) + 1))  # the module or a parent
+
+    return matches
 
 
 def _target_matches(target: str, path: str) -> bool:
@@ -239,6 +252,9 @@ def parse_scheme(qc: dict[str, Any] | None, hf_quant: dict[str, Any] | None = No
         qc = {**qc, "quant_method": "modelopt"}  # ModelOpt's config.json copy without quant_method
     if (qc is None or not qc.get("quant_method")) and hf_quant is not None:
         # vLLM reads hf_quant_config.json when config.json has no quantization_config (ModelOpt exports)
+        if not isinstance(hf_quant, dict):
+            raise UsageError(f"hf_quant_config.json is not a JSON object (it is a {type(hf_quant).__name__}); "
+                             "ModelOpt writes {\"quantization\": {...}}")
         quant = hf_quant.get("quantization")
         if not isinstance(quant, dict):
             raise UsageError("hf_quant_config.json has no 'quantization' object")

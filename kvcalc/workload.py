@@ -90,17 +90,17 @@ def _finish(wl: Workload, n: float, ttft: float, tpot: float, notes: list[str]) 
 
 def vllm_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFormat, wl: Workload, *,
                chunk_tokens: int, slots: int, kv_bytes_per_token: float | None = None, tp: int = 1, pp: int = 1,
-               enforce_eager: bool = False) -> BenchEstimate:
+               enforce_eager: bool = False, dtype_bytes: int = 2) -> BenchEstimate:
     """The workload on vLLM. `slots`: requests of input+output tokens vLLM holds at once (min of max_num_seqs and the
     KV cache's concurrency at that context)."""
     notes: list[str] = []
     slots = max(1, slots)
-    prefill = prefill_s(spec, gpu, weights, kv, wl.input_len, chunk_tokens, tp, kv_bytes_per_token=kv_bytes_per_token,
-                        enforce_eager=enforce_eager)
+    prefill = prefill_s(spec, gpu, weights, kv, wl.input_len, chunk_tokens, tp, dtype_bytes=dtype_bytes,
+                        kv_bytes_per_token=kv_bytes_per_token, enforce_eager=enforce_eager)
 
     def at(n: int) -> tuple[float, float]:
         step = decode_speed(spec, gpu, "vllm", weights, kv, n, wl.input_len + wl.output_len / 2, enforce_eager, tp,
-                            pp=pp, kv_bytes_per_token=kv_bytes_per_token).step_s
+                            dtype_bytes, pp=pp, kv_bytes_per_token=kv_bytes_per_token).step_s
         if wl.burst:
             # n prompts at once: the i-th waits for the i-1 before it (mean (n+1)/2 prefills) and then decodes while
             # the n-i after it prefill (mean (n-1)/2 prefills spread over its output)
@@ -125,7 +125,7 @@ def vllm_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFo
         out = _finish(wl, n, ttft, tpot, notes)
         if wl.burst:  # the run lasts until the last prompt, prefilled last, has decoded its output
             step = decode_speed(spec, gpu, "vllm", weights, kv, n, wl.input_len + wl.output_len / 2, enforce_eager,
-                                tp, pp=pp, kv_bytes_per_token=kv_bytes_per_token).step_s
+                                tp, dtype_bytes, pp=pp, kv_bytes_per_token=kv_bytes_per_token).step_s
             duration = n * prefill + (wl.output_len - 1) * step
             out.output_tokens_per_s, out.request_throughput = n * wl.output_len / duration, n / duration
         return out
