@@ -13,6 +13,7 @@ from .engines import vllm as vllm_engine
 from .engines.vllm_versions import is_newer_than_known, rules_for, rules_with_engine
 from .engines.vllm_support import unserved_gate, unserved_reason
 from .errors import UnsupportedModelError, UsageError, shown
+from .engines.vllm_specs import vllm_kv_refusal
 from .formats import KvFormat, WeightFormat, kv_format, weight_format
 from .hardware import GpuProfile
 from .engines.hf import hf_cache_bytes
@@ -358,7 +359,7 @@ def configs_for(req: PlanRequest) -> list[FormatChoice]:
     ckpt = baseline_weights(req.spec)
     standard = list(STANDARD_CONFIGS) if ckpt is None else checkpoint_configs(ckpt)
     if not req.asked:
-        return standard
+        return standard + nvfp4_kv_configs(req, standard[0].weights)
     ws = [weight_format(n) for n in req.weights_choices] or [req.asked_weights or ckpt or BASELINE.weights]
     ks = [kv_format(n) for n in req.kv_choices] or [req.kv_or_default]
     customs: dict[str, FormatChoice] = {}
@@ -372,6 +373,19 @@ def configs_for(req: PlanRequest) -> list[FormatChoice]:
             customs.setdefault(key, FormatChoice(key, f"{w.label} weights + {k.label}", w, k if k.vllm_name else None,
                                                  k if (k.hf_quantized or k.name == "auto") else None))
     return [standard[0], *customs.values()]
+
+
+def nvfp4_kv_configs(req: PlanRequest, weights: WeightFormat) -> list[FormatChoice]:
+    """The NVFP4-KV what-if on the weights as shipped, where this vLLM release reads it on this GPU (sm_100 from 0.21:
+    formats.py nvfp4, engines/vllm_specs.vllm_kv_refusal); elsewhere vLLM refuses the cache, so no row."""
+    nvfp4 = kv_format("nvfp4")
+    from .layers import MultiLatentAttention, flatten
+
+    if any(isinstance(layer, MultiLatentAttention) for layer in flatten(req.spec.layers)):
+        return []  # MLA backends read auto / fp8 caches only
+    if vllm_kv_refusal(nvfp4, req.vllm_version, req.gpu.compute_capability, req.gpu.vendor):
+        return []
+    return [FormatChoice("nvfp4-kv", "NVFP4 KV", weights, nvfp4, None)]
 
 
 def checkpoint_configs(ckpt: WeightFormat) -> list[FormatChoice]:
@@ -427,7 +441,8 @@ def _vllm_row(req: PlanRequest, choice: FormatChoice) -> Row | None:
         bench = vllm_bench(req.spec, req.gpu, w, k, req.workload, chunk_tokens=est.max_num_batched_tokens,
                            slots=min(est.max_num_seqs, concurrency),
                            kv_bytes_per_token=est.deployment_kv_bytes_per_token, tp=req.tp, pp=req.pp,
-                           enforce_eager=req.enforce_eager, dtype_bytes=dtype_bytes)
+                           enforce_eager=req.enforce_eager, est=est if est.fits else None,
+                           entrypoint=req.entrypoint, dtype_bytes=dtype_bytes)
     # capacity as vLLM logs it ("GPU KV cache size"): group-aware, so hybrid models count tokens, not pool blocks.
     # Weights and KV bytes per token are the deployment's: each of tp x pp GPUs holds its share.
     return Row(config=choice.key, label=choice.label, engine="vllm", weights_format=w.name, kv_format=k.name,
@@ -478,6 +493,8 @@ def verdicts(rows: list[Row]) -> list[list[str]]:
     for i, r in enumerate(rows):  # vllm_support.py: this release does not serve the model at all
         if r.vllm is not None and r.vllm.serve_gate is not None:
             out[i] = [f"not served: needs vLLM {r.vllm.serve_gate.since}+"]
+        elif r.vllm is not None and r.vllm.graph_capture is not None and r.vllm.graph_capture.verdict():
+            out[i] = [r.vllm.graph_capture.verdict()]  # engines/vllm_graphs.py: loads, then OOM in capture
     return out
 
 
@@ -550,7 +567,7 @@ def plan(req: PlanRequest, warnings: list[str] | None = None) -> list[Row]:
         raise UsageError("nothing to show: " + "; ".join(why or ["no engine runs this request"]))
     overflow = next((r.vllm for r in rows if r.vllm is not None and r.vllm.cudagraph_overflow_bytes), None)
     if overflow is not None:
-        notes.append(next(n for n in overflow.notes if n.startswith("util ")))
+        notes.append(next(n for n in overflow.notes if "the CUDA graphs take after the KV cache" in n))
     if warnings is not None:
         warnings.extend(notes)
     return [replace(row, verdicts=marks) for row, marks in zip(rows, verdicts(rows))]
@@ -601,6 +618,18 @@ def asked_keys(req: PlanRequest) -> list[str]:
 def custom_key(req: PlanRequest) -> str:
     """The config key of the (first) configuration --weights/--kv asked for ('baseline' when neither)."""
     return asked_keys(req)[0]
+
+
+def explained_rows(req: PlanRequest, rows: list[Row], warnings: list[str]) -> list[Row]:
+    """The rows `kvcalc explain` explains: the asked configurations (--weights/--kv, each of a list; else the
+    baseline) on each asked engine, in the order asked. None runs: a usage error that says why, rather than
+    explaining another configuration."""
+    keys = asked_keys(req)
+    wanted = sorted((r for r in rows if r.config in keys), key=lambda r: keys.index(r.config))
+    if not wanted:  # the asked configuration runs on no asked engine: say why rather than explain another one
+        why = [w for w in warnings if w.startswith(("vllm:", "hf:"))]
+        raise UsageError("nothing to explain: " + "; ".join(why or ["no row for the asked configuration"]))
+    return wanted
 
 
 def sweep_choice(req: PlanRequest) -> FormatChoice:

@@ -82,17 +82,33 @@ def render_bench(req: PlanRequest, rows: list[Row]) -> None:
     """The --input-len workload per row, in vllm bench's terms."""
     wl = req.workload
     how = f"request rate {wl.request_rate:g}/s" if wl.request_rate else f"concurrency {wl.concurrency or 1}"
+    if wl.request_rate and wl.burstiness != 1:
+        how += f", burstiness {wl.burstiness:g}"
+    extra = "".join([f", prefix {wl.prefix_len:,}" if wl.prefix_len else "",
+                     f", range ratio {wl.random_range_ratio:g}" if wl.random_range_ratio else ""])
     table = Table(title=f"Workload as vllm bench reports it: input {wl.input_len:,} + output {wl.output_len:,} "
-                        f"tokens, {how}", title_justify="left")
-    for name in ("config", "engine", "in flight", "TTFT\nms", "TPOT\nms", "e2e\ns", "output\ntok/s",
-                 "tok/s\nper user"):
+                        f"tokens, {how}{extra}, {wl.prompts():,} prompts", title_justify="left")
+    pcts = [p for p in wl.percentiles if p != 50] or list(wl.percentiles)
+    heads = ["config", "engine", "in flight", "TTFT\nmean ms", "TTFT\nmedian"]
+    heads += [f"TTFT\np{p:g}" for p in pcts] + ["TPOT\nmean ms"] + [f"TPOT\np{p:g}" for p in pcts]
+    heads += ["ITL\nmean ms", "e2e\nmean s", "output\ntok/s", "tok/s\nper user"]
+    for name in heads:
         table.add_column(name, justify="left" if name in ("config", "engine") else "right")
     for r in rows:
         b = r.bench
         if b is None:
             continue
-        table.add_row(r.config, r.engine, f"{b.concurrency:g}", f"{b.ttft_s * 1e3:,.1f}", f"{b.tpot_s * 1e3:,.2f}",
-                      f"{b.e2e_s:,.2f}", f"{b.output_tokens_per_s:,.1f}", f"{b.output_tokens_per_s_per_user:,.1f}")
+        pc = b.percentiles
+
+        def cell(key, fmt):
+            return "-" if key not in pc else f"{pc[key]:{fmt}}"
+
+        cells = [r.config, r.engine, f"{b.concurrency:g}", f"{b.ttft_s * 1e3:,.1f}", cell("median_ttft_ms", ",.1f")]
+        cells += [cell(f"p{p:g}_ttft_ms", ",.1f") for p in pcts] + [f"{b.tpot_s * 1e3:,.2f}"]
+        cells += [cell(f"p{p:g}_tpot_ms", ",.2f") for p in pcts]
+        cells += ["-" if b.itl_s is None else f"{b.itl_s * 1e3:,.2f}", f"{b.e2e_s:,.2f}",
+                  f"{b.output_tokens_per_s:,.1f}", f"{b.output_tokens_per_s_per_user:,.1f}"]
+        table.add_row(*cells)
     _console().print(table)
     for r in rows:
         for note in (r.bench.notes if r.bench else []):
@@ -197,6 +213,11 @@ def explain_text(req: PlanRequest, row: Row) -> str:
         lines.append(f"workload: TTFT {b.ttft_s * 1e3:,.1f} ms, TPOT {b.tpot_s * 1e3:,.2f} ms, e2e {b.e2e_s:,.2f} s, "
                      f"{b.output_tokens_per_s:,.1f} output tok/s ({b.output_tokens_per_s_per_user:,.1f} per user) at "
                      f"{b.concurrency:g} in flight")
+        if b.percentiles:
+            tail = ", ".join(f"{k.replace('_ms', '').replace('_', ' ')} {v:,.1f} ms" for k, v in b.percentiles.items()
+                             if not k.startswith("std_") and ("ttft" in k or "tpot" in k))
+            lines.append(f"  simulated {b.num_prompts:,} prompts ({b.duration_s:,.1f} s of vllm bench): {tail}"
+                         + (f"; {b.preemptions} preemptions" if b.preemptions else ""))
     lines += [f"note: {n}" for n in row.notes]
     return "\n".join(lines) + "\n"
 

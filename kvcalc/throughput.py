@@ -167,13 +167,21 @@ def weight_conversion_ops(weights: WeightFormat, gpu: GpuProfile) -> float:
 
 
 def kv_conversion_ops(kv: KvFormat, gpu: GpuProfile) -> float:
-    """ALU operations per cached element attention spends on an FP8 cache (convert, scale), more where the GPU has
-    no FP8 conversion instructions (sm < 8.9: a software bit-manipulation upcast)."""
-    if kv.vllm_name is None or kv.bits != 8:
+    """ALU operations per cached element attention spends on a vLLM cache below 16 bits (convert, scale), more where
+    the GPU has no FP8 conversion instructions (sm < 8.9: a software bit-manipulation upcast).
+
+    Hook for the formats vLLM added after 0.26 (formats.py, vllm-next): 8-bit caches (fp8, and int8 / fp8 with
+    per-token-head scales, whose one fp32 scale per head vector is noise beside the per-element convert) cost the
+    fitted fp8_kv; 4-bit ones (int4_per_token_head, nvfp4) unpack two values per byte first, so they also pay the
+    fitted int4 weight unpack (int4_weights). nvfp4 runs only where its conversion is native (sm_100, see
+    formats.KvFormat.vllm_cc_majors). An assumption until a 4-bit KV cache is measured; the speed model may refine
+    it."""
+    if kv.vllm_name is None or kv.bits not in (4, 8):
         return 0.0
     ops = load("speed")["conversion_ops_per_element"]
-    extra = ops["fp8_emulated_extra"] if _emulated(kv.native_min_compute_capability, gpu) else 0.0
-    return ops["fp8_kv"] + extra
+    extra = ops["fp8_emulated_extra"] if kv.bits == 8 and _emulated(kv.native_min_compute_capability, gpu) else 0.0
+    unpack = ops["int4_weights"] if kv.bits == 4 else 0.0
+    return ops["fp8_kv"] + extra + unpack
 
 
 def attention_flops_per_token(spec: ModelSpec) -> float:
@@ -280,7 +288,7 @@ def forward_kernels(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv:
                            2 * touched * per_expert * split.expert_params / tp,
                            touched * split.expert_params * w_ops * tiles / tp if weights.quantizes_linears else 0.0,
                            r.bandwidth, expert_tensor, r.alu, r.overlap))
-    kv_elem_bytes = 1 if kv.bits == 8 else dtype_bytes
+    kv_elem_bytes = kv.vllm_bytes_per_element(dtype_bytes) if kv.vllm_name and kv.bits in (4, 8) else dtype_bytes
     attn_flops = attention_flops_per_token(spec) * attention_pairs
     out.append(_kernel("attention", kv_read_bytes / tp, attn_flops / tp,
                        kv_read_bytes / kv_elem_bytes * kv_conversion_ops(kv, gpu) / tp, r.bandwidth,

@@ -91,6 +91,7 @@ class KvLayout:
     cache_block_size: int = 0  # cache_config.block_size after the backend / Mamba adjustments
     mamba_page_padded: int | None = None  # mamba_page_size_padded, when the state page was padded
     notes: list[str] = field(default_factory=list)
+    null_block_first: bool = False  # vLLM 0.28.1+ (PR #47272): the start check plans against memory minus one block
 
     def to_json(self) -> dict:
         """vllm_breakdown.layout in the plan JSON (kvcalc.plan/1): these keys, in this order."""
@@ -134,8 +135,9 @@ class KvLayout:
     @property
     def min_kv_bytes(self) -> int:
         """KV budget below which vLLM refuses to start: one max_model_len request
-        (kv_cache_utils.py:_check_enough_kv_cache_memory, _max_memory_usage_bytes_from_groups)."""
-        return self.bytes_per_block * self.max_blocks_per_request
+        (kv_cache_utils.py:_check_enough_kv_cache_memory, _max_memory_usage_bytes_from_groups), plus the null block
+        from 0.28.1 (PR #47272 reserves it before the check and the auto-fit)."""
+        return self.bytes_per_block * (self.max_blocks_per_request + (1 if self.null_block_first else 0))
 
     def blocks_per_request(self, context: int) -> int:
         """Blocks the scheduler must find free to admit a request of `context` tokens (all groups)."""
@@ -306,6 +308,7 @@ def vllm_kv_layout(
     mamba_ssm_dtype_bytes: int | None = None,
     mamba_cache_mode: str = "none",
     mamba_speculative_blocks: int = 0,
+    null_block_first: bool = False,
 ) -> KvLayout:
     """The KV-cache layout vLLM 0.26 builds for these layers on one rank (TP `tp`), step by step as
     kv_cache_utils.py:get_kv_cache_groups dispatches.
@@ -325,7 +328,7 @@ def vllm_kv_layout(
     choice = choose_block_size(cached, kv, dtype_bytes, block_size, tp, compute_capability, conv_bytes, ssm_bytes)
     notes = list(choice.notes)
     specs = layer_specs(cached, kv, dtype_bytes, tp, choice, max_model_len, conv_bytes, ssm_bytes,
-                        mamba_speculative_blocks)
+                        mamba_speculative_blocks, model_type=model_type)
     if not hybrid_allocator:
         specs = unify_hybrid_specs(specs, notes)
 
@@ -355,4 +358,5 @@ def vllm_kv_layout(
     return KvLayout(block_size=shown, groups=grouping.groups, group_size=grouping.group_size,
                     bytes_per_block=grouping.bytes_per_block, max_model_len=max_model_len, layout=grouping.layout,
                     rules=rules, hybrid_allocator=hybrid_allocator, in_flight_tokens=in_flight,
-                    cache_block_size=choice.block_size, mamba_page_padded=choice.mamba_page_padded, notes=notes)
+                    cache_block_size=choice.block_size, mamba_page_padded=choice.mamba_page_padded, notes=notes,
+                    null_block_first=null_block_first)
