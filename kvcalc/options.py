@@ -338,7 +338,7 @@ PLAN_OPTIONS: list[Option] = [
     Option("request_rate", RATE, None, "Poisson arrivals in requests/s (vllm bench --request-rate); the "
            "concurrency follows.", into="workload"),
     Option("num_prompts", click.IntRange(1, 100_000), None, "requests in the run (vllm bench --num-prompts) "
-           "[default: 10 x --concurrency, or 60 s of --request-rate; 50-1,000].", into="workload"),
+           "[default: 5 x --concurrency (20-500), or 30 s of --request-rate (50-500)].", into="workload"),
     Option("random_range_ratio", click.FloatRange(0, 1, max_open=True), None, "vllm bench --random-range-ratio: "
            "lengths uniform in [L (1 - r), L (1 + r)] [default: 0].", into="workload"),
     Option("prefix_len", TOKENS, None, "a prefix every prompt shares, before its --input-len tokens (vllm bench "

@@ -28,6 +28,7 @@ from .plan import RISK_LEVELS
 from .plan import _risk  # the quality-risk rule of plan's rows, one source
 from .prices import Price
 from .search_core import Structure, build_structure, evaluate_grid, valid_tp_sizes
+from .trust import speed_trust
 from .workload import ASSUMPTIONS as WORKLOAD_ASSUMPTIONS
 from .workload import Workload  # noqa: F401  (search's workload is plan's: kvcalc.search.Workload)
 
@@ -109,6 +110,8 @@ class Deployment:
     price_is_estimate: bool
     pareto: bool = False
     command: str = ""
+    # what the deployment's speed rests on (kvcalc/trust.py): label, backing, and the TTFT / TPOT ranges
+    speed_evidence: dict = field(default_factory=dict)
     # from the simulation (workload.vllm_bench, the plan row of this deployment): vllm bench's figures per replica
     e2e_ms: float | None = None
     itl_ms: float | None = None
@@ -167,7 +170,7 @@ def serve_command(spec: ModelSpec, hf_id: str | None, d: Deployment) -> str:
     from .deploy import model_argument, vllm_flags
 
     model = hf_id or spec.name
-    parts = ["vllm serve", model_argument(model, d.weights_format)]
+    parts = ["vllm serve", model_argument(model, d.weights_format, spec)]
     for flag, value in vllm_flags(d.weights_format, d.kv_format, d.tp, d.pp, d.util, d.max_model_len,
                                   d.max_num_seqs, d.max_num_batched_tokens):
         parts += [flag] if value is None else [flag, value]
@@ -348,14 +351,16 @@ def evaluate(req: SearchRequest, cands: list[_Candidate], unsupported: list[Reje
         rate_ok = n <= cap[:, None]
         n = np.minimum(n, cap_sr)  # where the rate is out of reach, judge the rest at the most the replica holds
         ttft, tpot = _latencies(cands, wl, n, mnbt)
-        # the GPU's time per second: each request's prefill GEMMs and attention (their compute alone: what mixing
-        # them into decode steps cannot hide) plus its share of the decode steps; above 1 the queue grows
+        # the GPU's time per request: its prefill GEMMs and attention (their compute alone: what mixing them into
+        # decode steps cannot hide) plus its share of the decode steps at the most requests a replica holds; a rate
+        # that needs more than the GPU's second grows the queue at any concurrency
         pre0 = np.array([c.line.pre0 for c in cands])[:, None]
         pre1 = np.array([c.line.pre1 for c in cands])[:, None]
         p_len = wl.input_len + wl.prefix_len
-        busy = (wl.request_rate / replicas[None, :]) * (pre0 * p_len + pre1 * p_len * (p_len + 1) / 2
-                                                         + (wl.output_len - 1) * tpot / np.maximum(n, 1))
-        rate_ok &= busy <= 1.0
+        per_request = pre0 * p_len + pre1 * p_len * (p_len + 1) / 2 + (wl.output_len - 1) * p_cap / cap_sr
+        gpu_reach = replicas[None, :] / np.maximum(per_request, 1e-12)
+        rate_ok &= wl.request_rate <= gpu_reach
+        reach = np.minimum(reach, gpu_reach)
         tokens_per_s = np.full((S, R), wl.request_rate * wl.output_len)
     evaluated = S * U * Q * R
 
@@ -420,6 +425,17 @@ def evaluate(req: SearchRequest, cands: list[_Candidate], unsupported: list[Reje
             float(ttft[si]) * 1e3, float(tpot[si, ri]) * 1e3, float(tokens_per_s[si, ri]), int(n[si, ri]),
             conc * r, s.kv_capacity_tokens(grid.blocks[si, ui, qi], int(grid.stage[si, ui, qi])), c.risk,
             c.price.source, c.price.estimate))
+    evidence: dict = {}
+    for d, si in zip(rows, idx_s.tolist()):
+        s = structures[si]
+        key = (s.gpu.id, s.weights.name, s.kv.name)
+        if key not in evidence:
+            tpot_t = speed_trust(s.gpu, "vllm", s.weights, s.kv, "TPOT")
+            ttft_t = speed_trust(s.gpu, "vllm", s.weights, s.kv, "TTFT")
+            evidence[key] = {"label": tpot_t.label, "backing": tpot_t.backing, "tpot_low": tpot_t.low,
+                             "tpot_high": tpot_t.high, "ttft_low": ttft_t.low, "ttft_high": ttft_t.high,
+                             "assumptions": list(tpot_t.assumptions)}
+        d.speed_evidence = evidence[key]
     rows.sort(key=_rank_key)
     screened = len(rows)
     # the closed form screened; the rows shown are re-timed by the simulation (plan's own row of each deployment)
