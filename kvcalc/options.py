@@ -473,6 +473,9 @@ SEARCH_OPTIONS: list[Option] = [
     Option("price", None, None, "override a price (repeatable).", multiple=True, metavar="GPU=USD", web=False),
     Option("prices_file", None, None, "price file [default: $XDG_CONFIG_HOME/kvcalc/prices.yaml if present, over "
            "the shipped one].", flags=("--prices",), metavar="FILE", web=False),
+    Option("price_tier", click.Choice(["on-demand", "spot", "reserved"]), "on-demand", "which published price to "
+           "rent at: on demand (per GPU or whole instances), or the spot / reserved instance offers of "
+           "kvcalc/data/prices.yaml.", show_default=True),
     Option("top", click.IntRange(1, 10000), 10, "rows shown.", show_default=True),
     Option("as_json", is_flag=True, flags=("--json",), help="print the result as JSON (schema kvcalc.search/1).",
            web=False),

@@ -621,7 +621,13 @@ def plan_json(req: PlanRequest, rows: list[Row], warnings: list[str], sweep: lis
         "rows": [r.to_json() for r in rows],
         "tp_sweep": [o.to_json() for o in sweep] if sweep else None,
     } | ({"workload": {**asdict(req.workload), "assumptions": list(WORKLOAD_ASSUMPTIONS)}}
-         if req.workload is not None else {})
+         if req.workload is not None else {}) | _revision_json(req.spec)
+
+
+def _revision_json(spec: ModelSpec) -> dict:
+    """A hub checkpoint's resolved revision (the commit its files came from), for --model org/name[@revision]."""
+    ck = spec.checkpoint
+    return {"model_revision": ck.revision} if ck is not None and getattr(ck, "revision", None) else {}
 
 
 @dataclass

@@ -30,7 +30,7 @@ from .engines.vllm_specs import vllm_bytes_per_token
 from .engines.weights import vllm_text_weight_bytes, weight_bytes, weight_bytes_read_per_token
 from .formats import KvFormat, WeightFormat
 from .hardware import GpuProfile
-from .layers import FullAttention, MultiLatentAttention
+from .layers import CompressedSparseAttention, FullAttention, MultiLatentAttention
 from .model import ModelSpec
 from .units import ceil_div
 
@@ -311,6 +311,10 @@ def attention_flops_per_token(spec: ModelSpec) -> float:
             flops += 4 * layer.num_heads * (layer.kv_lora_rank + layer.qk_rope_head_dim)
         elif isinstance(layer, FullAttention):
             flops += 4 * spec.num_heads * layer.head_dim
+        elif isinstance(layer, CompressedSparseAttention) and layer.compress_ratio > 1:
+            # DeepSeek V4: a query reads one compressed entry per compress_ratio cached tokens (its sliding window
+            # is a constant, not a per-cached-token cost; the CSA top-k bound is not modelled)
+            flops += 4 * spec.num_heads * layer.head_dim / layer.compress_ratio
     return flops
 
 
