@@ -30,6 +30,7 @@ from typing import Any
 from .errors import UsageError, shown
 from .input_files import exists
 from .formats import WEIGHT_FORMATS, WeightFormat
+from .layouts import Layout
 from .quant_config import QuantScheme, find_quant_config, parse_scheme
 from .safetensors_header import TensorEntry, read_header
 
@@ -509,9 +510,9 @@ class CheckpointWeights(WeightFormat):
 # Blackwell, a weight-only Marlin kernel on Ampere and Hopper)
 _EXTRA = {
     "mxfp4": WeightFormat("mxfp4", "MXFP4", "OCP MX fp4 (e2m1) with an e8m0 scale per 32", 4, True, True, 10.0,
-                          "low", ("hf", "vllm")),
+                          "low", ("hf", "vllm"), layout=Layout("mxfp4", 4, group_size=32)),
     "nvfp4": WeightFormat("nvfp4", "NVFP4", "NVIDIA fp4 (e2m1) with an fp8 scale per 16", 4, True, True, 10.0,
-                          "low", ("vllm",)),
+                          "low", ("vllm",), layout=Layout("nvfp4", 4, group_size=16, input_scales=2)),
 }
 
 
@@ -526,7 +527,7 @@ def checkpoint_format(spec: Any, ck: Checkpoint) -> CheckpointWeights:
         name=base.name, label=f"checkpoint {label}", description=f"as the checkpoint ships: {label}",
         bits=base.bits, quantizes_linears=ck.scheme is not None, needs_unpack=base.needs_unpack,
         native_min_compute_capability=base.native_min_compute_capability, quality_risk=base.quality_risk,
-        quality_risk_small=base.quality_risk_small,
+        quality_risk_small=base.quality_risk_small, layout=base.layout,
         engines=("vllm",) if ck.scheme and ck.scheme.method == "modelopt" else ("hf", "vllm"),
         total_bytes=total.bytes, encoder_bytes=encoder_bytes_inside(spec, ck, total.source),
         source=total.source, detail=total.detail,
