@@ -730,7 +730,7 @@ def jsonopt_case(rng: random.Random) -> Case:
     return Case("jsonopt", argv, label=option)
 
 
-WEB_HOSTILE_PATHS = ["/api/plan", "/api/plan", "/api/explain", "/api/plots", "/api/search"]
+WEB_HOSTILE_PATHS = ["/api/plan", "/api/plan", "/api/explain", "/api/plots", "/api/deploy", "/api/search"]
 
 
 def web_hostile_case(rng: random.Random) -> Case:
