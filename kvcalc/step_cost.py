@@ -23,7 +23,7 @@ chunk equals the chunk of throughput.prefill_s (tests/test_serve_sim.py holds bo
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, replace  # replace: the unit kernel in _build
 
 from .throughput import Kernel, decode_speed, forward_kernels, gpu_rates
 from .engines.vllm_specs import vllm_bytes_per_token
@@ -104,14 +104,17 @@ def step_cost(spec, gpu, weights, kv, tp: int = 1, kv_bytes_per_token: float | N
               enforce_eager: bool = False, dtype_bytes: int = 2) -> StepCost:
     """The step model of one deployment (the same inputs give the same object: its memo of weight times is shared
     by the search's rows and a plan's configurations)."""
-    key = (id(spec), id(gpu), id(weights), id(kv), tp, kv_bytes_per_token, enforce_eager, dtype_bytes)
+    from . import throughput
+
+    override = getattr(throughput, "_CLASS_OVERRIDE", None)  # class constants under evaluation change every rate
+    key = (id(spec), id(gpu), id(weights), id(kv), tp, kv_bytes_per_token, enforce_eager, dtype_bytes, id(override))
     hit = _CACHE.get(key)
-    if hit is not None and hit[0] is spec and hit[1] is gpu:
+    if hit is not None and hit[0] is spec and hit[1] is gpu and hit[5] is override:
         return hit[2]
     cost = _build(spec, gpu, weights, kv, tp, kv_bytes_per_token, enforce_eager, dtype_bytes)
     if len(_CACHE) >= 64:
         _CACHE.pop(next(iter(_CACHE)))
-    _CACHE[key] = (spec, gpu, cost, weights, kv)
+    _CACHE[key] = (spec, gpu, cost, weights, kv, override)
     return cost
 
 

@@ -162,10 +162,11 @@ def bench_load(wl: Workload):
 def vllm_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFormat, wl: Workload, *,
                chunk_tokens: int, slots: int, kv_bytes_per_token: float | None = None, tp: int = 1, pp: int = 1,
                enforce_eager: bool = False, est=None, entrypoint: str = "serve", prefix_caching: bool = True,
-               cost=None, dtype_bytes: int = 2) -> BenchEstimate:
+               cost=None, dtype_bytes: int = 2, first_token_s: float | None = None) -> BenchEstimate:
     """The workload on vLLM, simulated (kvcalc/serve_sim.py). `est`: the engine's VllmEstimate (num_gpu_blocks,
     block size, layout, max_num_seqs, max_model_len); without it, a pool that holds `slots` requests of the
-    workload's longest context and max_num_seqs = slots. `cost`: a step_cost.StepCost to reuse."""
+    workload's longest context and max_num_seqs = slots. `cost`: a step_cost.StepCost to reuse. `first_token_s`:
+    the server's per-request front-end cost when the caller has its own figure (default frontend_s(entrypoint))."""
     from .serve_sim import EngineConfig, simulate
     from .step_cost import step_cost
 
@@ -179,7 +180,7 @@ def vllm_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFo
         per = -(-wl.context // bs)
         cfg = EngineConfig(chunk_tokens, max(1, slots), max(1, slots) * per + 1, bs, wl.context, None, prefix_caching)
     load = bench_load(wl)
-    res = simulate(cost, cfg, load, frontend_s(entrypoint))
+    res = simulate(cost, cfg, load, frontend_s(entrypoint) if first_token_s is None else first_token_s)
     m = res.metrics(wl.percentiles)
     notes = []
     if pp > 1:
