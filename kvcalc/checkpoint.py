@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from .errors import UsageError, shown
 from .input_files import exists
 from .formats import WEIGHT_FORMATS, WeightFormat
+from .layouts import Layout
 from .quant_config import QuantScheme, find_quant_config, parse_scheme
 from .safetensors_header import TensorEntry, read_header
 
@@ -48,6 +49,8 @@ class Checkpoint:
     index_total: int | None = None  # model.safetensors.index.json metadata.total_size
     declared_format: str | None = None  # the catalog's own statement of the checkpoint format
     notes: tuple[str, ...] = field(default=())
+    # hub ids: the commit the files came from (the snapshot folder's name), whatever revision was asked for
+    revision: str | None = None
 
     @property
     def quantized(self) -> bool:
@@ -138,12 +141,28 @@ def _bounded(call, seconds: float):
     return result["value"]
 
 
-def _hub_download(hub_id: str, deadline: float) -> Path:
-    """config.json of hub_id: the local cache first (no network), then the hub until `deadline` (time.monotonic()),
-    never the network when HF_HUB_OFFLINE is set; the folder holding it."""
+def split_revision(key: str) -> tuple[str, str | None]:
+    """'org/name@revision' -> ('org/name', 'revision'); a revision is a branch, tag or commit (huggingface_hub's
+    revision argument). No '@': (key, None)."""
+    if "@" not in key:
+        return key, None
+    hub_id, revision = key.split("@", 1)
+    if not revision or not _REVISION.match(revision):
+        raise UsageError(f"revision {shown(revision, 60)} of {shown(hub_id, 60)} must be a branch, tag or commit "
+                         "(letters, digits, '.', '_', '-', '/')")
+    return hub_id, revision
+
+
+_REVISION = re.compile(r"^[\w.-][\w./-]{0,199}$")
+
+
+def _hub_download(hub_id: str, deadline: float, revision: str | None = None) -> Path:
+    """config.json of hub_id at `revision` (the default branch when None): the local cache first (no network), then
+    the hub until `deadline` (time.monotonic()), never the network when HF_HUB_OFFLINE is set; the folder holding
+    it (a snapshots/<commit> folder of the cache)."""
     import time
 
-    snap = cached_snapshot(hub_id)
+    snap = cached_snapshot(hub_id, revision or "main")
     if snap is not None:
         return snap
     try:
@@ -156,7 +175,7 @@ def _hub_download(hub_id: str, deadline: float) -> Path:
                          "set; pass a local checkpoint folder or config.json with --model PATH")
     timeout = deadline - time.monotonic()
     try:
-        return Path(_bounded(lambda: hf_hub_download(hub_id, "config.json", etag_timeout=timeout,
+        return Path(_bounded(lambda: hf_hub_download(hub_id, "config.json", revision=revision, etag_timeout=timeout,
                                                      cache_dir=hub_cache_dir()), timeout)).parent
     except _NoAnswer:
         raise UsageError(f"no answer from the hub for config.json of {shown(hub_id)} within {_hub_timeout():g} s; "
@@ -167,7 +186,8 @@ def _hub_download(hub_id: str, deadline: float) -> Path:
                          f"({type(exc).__name__}); offline? pass a local checkpoint folder with --model PATH") from None
 
 
-def _hub_extras(hub_id: str, folder: Path, deadline: float) -> tuple[dict | None, list[TensorEntry] | None, int]:
+def _hub_extras(hub_id: str, folder: Path, deadline: float,
+                revision: str | None = None) -> tuple[dict | None, list[TensorEntry] | None, int]:
     """Online only: the hub's small JSON files next to config.json and its safetensors header metadata, each given
     what is left until `deadline` (at least half a second); what does not come in time is left to the other sources."""
     import time
@@ -181,15 +201,16 @@ def _hub_extras(hub_id: str, folder: Path, deadline: float) -> tuple[dict | None
     hf_quant = None
     try:
         left = max(deadline - time.monotonic(), 0.5)
-        path = _bounded(lambda: hf_hub_download(hub_id, "hf_quant_config.json", etag_timeout=left,
-                                                        cache_dir=hub_cache_dir()), left)
+        path = _bounded(lambda: hf_hub_download(hub_id, "hf_quant_config.json", revision=revision,
+                                                etag_timeout=left, cache_dir=hub_cache_dir()), left)
         hf_quant = _read_json(Path(path), "hf_quant_config.json")
     except UsageError:
         raise
     except Exception:  # absent (most checkpoints have none), or no answer in time
         pass
     try:
-        meta = _bounded(lambda: get_safetensors_metadata(hub_id), max(deadline - time.monotonic(), 0.5))
+        meta = _bounded(lambda: get_safetensors_metadata(hub_id, revision=revision),
+                        max(deadline - time.monotonic(), 0.5))
     except Exception:  # no safetensors, unreachable or no answer in time: fall back to the other sources
         return hf_quant, None, 0
     from .safetensors_header import header_from_json
@@ -299,8 +320,9 @@ def load_hub_checkpoint(key: str) -> tuple[dict[str, Any], str, Checkpoint]:
     import time
 
     deadline = time.monotonic() + _hub_timeout()
-    folder = _hub_download(key, deadline)
-    hf_quant, tensors, n_files = _hub_extras(key, folder, deadline)
+    hub_id, revision = split_revision(key)
+    folder = _hub_download(hub_id, deadline, revision)
+    hf_quant, tensors, n_files = _hub_extras(hub_id, folder, deadline, revision)
     cfg, ck = read_folder(folder, f"hub {key}")
     if hf_quant is not None and ck.scheme is None:
         ck = Checkpoint(ck.origin, parse_scheme(find_quant_config(cfg), hf_quant), ck.tensors, ck.header_files,
@@ -309,7 +331,9 @@ def load_hub_checkpoint(key: str) -> tuple[dict[str, Any], str, Checkpoint]:
         ck = Checkpoint(f"hub {key}", ck.scheme, tuple(tensors), n_files, ck.index_total, notes=ck.notes)
     elif ck.tensors is None:
         ck = Checkpoint(f"hub {key} (cache)", ck.scheme, None, 0, ck.index_total, notes=ck.notes)
-    return cfg, key, ck
+    # the cache keeps each commit in snapshots/<commit>: the folder's name is the revision the files came from
+    resolved = folder.name if folder.parent.name == "snapshots" else revision
+    return cfg, key, replace(ck, revision=resolved)
 
 
 def _is_dir(p: Path) -> bool:
@@ -337,6 +361,27 @@ def _is_mtp(name: str, num_layers: int) -> bool:
     return bool(m and int(m.group(1)) >= num_layers and "vision" not in name and "visual" not in name)
 
 
+def _check_complete(spec: Any, ck: Checkpoint, total: int) -> None:
+    """A partial download (a shard missing, a file cut short and rewritten) is one clear line, not a plan of a model
+    with no weights: its tensors must cover every decoder layer the config names (when they are named
+    model.layers.N.*), and hold at least the parameters outside the Linear layers (embeddings, norms) at one byte
+    each, which every complete checkpoint keeps in 8 bits or more."""
+    where = ck.origin.split(" ", 1)[-1]
+    layers = {int(m.group(1)) for t in ck.tensors for m in [_LAYER.search(t.name)] if m}
+    if layers:
+        missing = [i for i in range(spec.num_layers) if i not in layers]
+        if missing:
+            raise UsageError(f"checkpoint {shown(where, 80)} is partial: its safetensors hold tensors of "
+                             f"{spec.num_layers - len(missing)} of the {spec.num_layers} layers its config.json "
+                             f"names (layer {missing[0]} is missing); download the rest, or pass the config.json "
+                             "alone for the closed-form estimate")
+    floor = max(spec.params.total - spec.linear_params, 0)
+    if total < floor:
+        raise UsageError(f"checkpoint {shown(where, 80)} is partial: its safetensors hold {total:,} bytes, less than "
+                         f"the {floor:,} parameters outside its Linear layers (embeddings, norms) at one byte each; "
+                         "download the rest, or pass the config.json alone for the closed-form estimate")
+
+
 def weights_total(spec: Any, ck: Checkpoint) -> WeightsTotal:
     """The checkpoint's weight bytes and where they came from (headers > index total > closed form)."""
     if ck.tensors is not None:
@@ -347,6 +392,7 @@ def weights_total(spec: Any, ck: Checkpoint) -> WeightsTotal:
                 skipped += t.nbytes
                 continue
             total += t.nbytes
+        _check_complete(spec, ck, total)
         detail = (f"{len(ck.tensors):,} tensors in {ck.header_files} safetensors file(s): {total:,} bytes")
         if skipped:
             detail += f" ({skipped:,} bytes of MTP layers past layer {spec.num_layers - 1} left out: vLLM skips them)"
@@ -422,6 +468,10 @@ def closed_form_bytes(spec: Any, scheme: QuantScheme | None) -> tuple[int, int]:
         for i in range(n_layers):
             layout = scheme.layout_for(module_paths(g.name, i, wrapped), g.name)
             by_layout[layout] = by_layout.get(layout, 0) + 1
+        if scheme.listed_only and None in by_layout and len(by_layout) > 1:
+            # the checkpoint lists its modules layer by layer (ModelOpt MIXED_PRECISION): a group quantized in some
+            # layers lives only in those (a hybrid's attention or MoE layers), not unquantized in the others
+            del by_layout[None]
         assigned = 0
         items = sorted(by_layout.items(), key=lambda kv: -kv[1])
         for j, (layout, layers) in enumerate(items):
@@ -460,9 +510,9 @@ class CheckpointWeights(WeightFormat):
 # Blackwell, a weight-only Marlin kernel on Ampere and Hopper)
 _EXTRA = {
     "mxfp4": WeightFormat("mxfp4", "MXFP4", "OCP MX fp4 (e2m1) with an e8m0 scale per 32", 4, True, True, 10.0,
-                          "low", ("hf", "vllm")),
+                          "low", ("hf", "vllm"), layout=Layout("mxfp4", 4, group_size=32)),
     "nvfp4": WeightFormat("nvfp4", "NVFP4", "NVIDIA fp4 (e2m1) with an fp8 scale per 16", 4, True, True, 10.0,
-                          "low", ("vllm",)),
+                          "low", ("vllm",), layout=Layout("nvfp4", 4, group_size=16, input_scales=2)),
 }
 
 
@@ -477,7 +527,7 @@ def checkpoint_format(spec: Any, ck: Checkpoint) -> CheckpointWeights:
         name=base.name, label=f"checkpoint {label}", description=f"as the checkpoint ships: {label}",
         bits=base.bits, quantizes_linears=ck.scheme is not None, needs_unpack=base.needs_unpack,
         native_min_compute_capability=base.native_min_compute_capability, quality_risk=base.quality_risk,
-        quality_risk_small=base.quality_risk_small,
+        quality_risk_small=base.quality_risk_small, layout=base.layout,
         engines=("vllm",) if ck.scheme and ck.scheme.method == "modelopt" else ("hf", "vllm"),
         total_bytes=total.bytes, encoder_bytes=encoder_bytes_inside(spec, ck, total.source),
         source=total.source, detail=total.detail,

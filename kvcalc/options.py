@@ -34,6 +34,7 @@ from typing import Any, Callable
 import click
 
 from . import limits
+from .formats import WEIGHT_FORMATS  # --weights lists the registry: a new format needs no help edit
 from .errors import UsageError, shown
 from .units import parse_bytes, parse_tokens, parse_vllm_int
 
@@ -275,8 +276,8 @@ PLAN_OPTIONS: list[Option] = [
            f"k = 1,024); at most {limits.MAX_CONTEXT:,} [default: 8k, or --vllm-command's max_model_len]."),
     Option("batch", POSITIVE, 1, f"concurrent requests (at most {limits.MAX_BATCH:,}).", show_default=True),
     Option("engine", click.Choice(ENGINES), "both", show_default=True),
-    Option("weights", NAMES, None, "weight format(s): bf16, fp8, int8, nf4, nf4-dq, awq, gptq, hqq4; a list "
-           "(awq,fp8) shows each beside the baseline."),
+    Option("weights", NAMES, None, f"weight format(s): {', '.join(WEIGHT_FORMATS)}; a list (awq,fp8) shows each "
+           "beside the baseline."),
     Option("quantization", NAME, None, "vLLM's --quantization (awq, awq_marlin, gptq, gptq_marlin, fp8, "
            "bitsandbytes): sets --weights.", aliases=("-q",)),
     Option("kv", NAMES, None, "KV format(s): auto, fp8, fp8-e5m2, int8/fp8/int4_per_token_head, nvfp4 (vLLM); hqq-8 (int8), hqq-4, "
@@ -338,7 +339,7 @@ PLAN_OPTIONS: list[Option] = [
     Option("request_rate", RATE, None, "Poisson arrivals in requests/s (vllm bench --request-rate); the "
            "concurrency follows.", into="workload"),
     Option("num_prompts", click.IntRange(1, 100_000), None, "requests in the run (vllm bench --num-prompts) "
-           "[default: 10 x --concurrency, or 60 s of --request-rate; 50-1,000].", into="workload"),
+           "[default: 5 x --concurrency (20-500), or 30 s of --request-rate (50-500)].", into="workload"),
     Option("random_range_ratio", click.FloatRange(0, 1, max_open=True), None, "vllm bench --random-range-ratio: "
            "lengths uniform in [L (1 - r), L (1 + r)] [default: 0].", into="workload"),
     Option("prefix_len", TOKENS, None, "a prefix every prompt shares, before its --input-len tokens (vllm bench "
@@ -473,6 +474,9 @@ SEARCH_OPTIONS: list[Option] = [
     Option("price", None, None, "override a price (repeatable).", multiple=True, metavar="GPU=USD", web=False),
     Option("prices_file", None, None, "price file [default: $XDG_CONFIG_HOME/kvcalc/prices.yaml if present, over "
            "the shipped one].", flags=("--prices",), metavar="FILE", web=False),
+    Option("price_tier", click.Choice(["on-demand", "spot", "reserved"]), "on-demand", "which published price to "
+           "rent at: on demand (per GPU or whole instances), or the spot / reserved instance offers of "
+           "kvcalc/data/prices.yaml.", show_default=True),
     Option("top", click.IntRange(1, 10000), 10, "rows shown.", show_default=True),
     Option("as_json", is_flag=True, flags=("--json",), help="print the result as JSON (schema kvcalc.search/1).",
            web=False),

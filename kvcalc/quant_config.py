@@ -42,86 +42,15 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
 from .errors import UsageError, shown
+from .layouts import Layout  # the layout of a checkpoint's Linears: read here, defined (with its bytes) there
 
 KNOWN_METHODS = ("awq", "awq_marlin", "gptq", "gptq_marlin", "compressed-tensors", "fp8", "bitsandbytes", "mxfp4",
                  "hqq", "modelopt", "modelopt_fp4", "torchao")
-
-
-def _cdiv(a: int, b: int) -> int:
-    return -(-a // b)
-
-
-@dataclass(frozen=True)
-class Layout:
-    """How one quantized Linear weight is stored. `kind` picks the formula; the rest are its parameters."""
-
-    kind: str  # awq | gptq | fp8 | int8 | wna16 | nvfp4 | mxfp4 | nf4 | nf4-dq | bnb8 | hqq | int4-tinygemm
-    bits: int
-    group_size: int = 0  # elements per scale along the input axis; 0: per channel (one group per row)
-    strategy: str = "tensor"  # fp8/int8 scales: tensor | channel | block | group
-    block: tuple[int, int] | None = None  # (out, in) block of block-wise scales
-    scale_bytes: int = 2  # bytes of one scale (fp16/bf16 2, fp32 4, fp8/e8m0 1)
-    zero_points: bool = False  # asymmetric WNA16: packed zero points stored too
-    input_scales: int = 0  # fp32 scalars stored per Linear besides the weight scales (static input scale, globals)
-
-    def linear_bytes(self, fin: int, fout: int) -> int:
-        n, b = fin * fout, self.bits
-        if self.kind in ("awq", "gptq"):
-            groups = 1 if self.group_size <= 0 else _cdiv(fin, self.group_size)
-            packed = n * b // 8 if n * b % 8 == 0 else _cdiv(n * b, 32) * 4
-            zeros = _cdiv(groups * fout * b, 32) * 4
-            scales = groups * fout * self.scale_bytes
-            return packed + zeros + scales + (fin * 4 if self.kind == "gptq" else 0)
-        if self.kind == "wna16":
-            groups = 1 if self.group_size <= 0 else _cdiv(fin, self.group_size)
-            packed = fout * _cdiv(fin * b, 32) * 4  # weight_packed int32 [out, in * b / 32]
-            zeros = _cdiv(fout * b, 32) * 4 * groups if self.zero_points else 0  # int32 [out * b / 32, G]
-            return packed + groups * fout * self.scale_bytes + 2 * 8 + zeros  # + weight_shape int64 [2]
-        if self.kind in ("fp8", "int8"):
-            if self.strategy == "block" and self.block:
-                scales = _cdiv(fout, self.block[0]) * _cdiv(fin, self.block[1])
-            elif self.strategy == "channel":
-                scales = fout
-            elif self.strategy == "group":
-                scales = fout * _cdiv(fin, self.group_size)
-            else:
-                scales = 1
-            return n + scales * self.scale_bytes + 4 * self.input_scales
-        if self.kind == "nvfp4":  # uint8 [out, in/2] + fp8 e4m3 scale per 16 + fp32 global scale(s)
-            return _cdiv(n, 2) + fout * _cdiv(fin, self.group_size or 16) + 4 * self.input_scales
-        if self.kind == "mxfp4":  # uint8 [out, in/2] (two e2m1 per byte) + one e8m0 byte per 32
-            return _cdiv(n, 2) + fout * _cdiv(fin, self.group_size or 32)
-        if self.kind == "mxfp8":
-            return n + fout * _cdiv(fin, 32)
-        if self.kind == "nf4":  # bitsandbytes Params4bit: uint8 n/2 + fp32 absmax per 64
-            return _cdiv(n, 2) + _cdiv(n, 64) * 4
-        if self.kind == "nf4-dq":  # absmax as uint8 + fp32 absmax per 256 of them + fp32 offset + 256-entry code
-            blocks = _cdiv(n, 64)
-            return _cdiv(n, 2) + blocks + _cdiv(blocks, 256) * 4 + 4 + 256 * 4
-        if self.kind == "bnb8":  # Int8Params: int8 + fp32 SCB per output row
-            return n + fout * 4
-        if self.kind == "hqq":  # W_q packed b-bit + zero and scale [out, in/group] in the compute dtype
-            return _cdiv(n * b, 8) + 2 * fout * _cdiv(fin, self.group_size) * self.scale_bytes
-        if self.kind == "int4-tinygemm":  # torchao Int4WeightOnly: packed int4 + bf16 scale_and_zero [in/g, out, 2]
-            return _cdiv(n, 2) + _cdiv(fin, self.group_size) * fout * 2 * 2
-        raise AssertionError(f"no byte formula for layout {self.kind}")
-
-    def describe(self) -> str:
-        if self.kind in ("awq", "gptq", "wna16"):
-            g = f"group {self.group_size}" if self.group_size > 0 else "per channel"
-            return f"int{self.bits} {g}"
-        if self.kind in ("fp8", "int8"):
-            scale = {"block": f"{self.block[0]}x{self.block[1]} block" if self.block else "block",
-                     "channel": "per-channel", "group": f"group {self.group_size}"}.get(self.strategy, "per-tensor")
-            return f"{self.kind} {scale} scales"
-        return {"nvfp4": "NVFP4 (group 16)", "mxfp4": "MXFP4 (group 32)", "mxfp8": "MXFP8", "nf4": "NF4",
-                "nf4-dq": "NF4 double-quant", "bnb8": "int8 (LLM.int8)", "hqq": f"HQQ {self.bits}-bit",
-                "int4-tinygemm": f"int4 group {self.group_size}"}.get(self.kind, self.kind)
 
 
 @dataclass(frozen=True)
@@ -146,6 +75,9 @@ class QuantScheme:
     # vllm-project/vllm@0024350b5da3; only quant_method modelopt*)
     kv_cache_fp8: bool = False
     notes: tuple[str, ...] = field(default=())
+    # the config lists every quantized module layer by layer (ModelOpt MIXED_PRECISION quantized_layers), so a
+    # Linear group found quantized in some layers exists only there (checkpoint.closed_form_bytes)
+    listed_only: bool = False
 
     def layout_for(self, paths: list[str], name: str) -> Layout | None:
         """The layout of the Linear at any of `paths` (aliases of one module), or None when it stays unquantized."""
@@ -161,37 +93,50 @@ class QuantScheme:
         return None
 
     def _ignored(self, paths: list[str]) -> bool:
-        matcher = _ignore_regex(self.ignore, self.match)
-        return matcher is not None and any(matcher.match(path) for path in paths)
+        matcher = _ignore_matcher(self.ignore, self.match)
+        return matcher is not None and any(matcher(path) for path in paths)
 
 
 @lru_cache(maxsize=64)
-def _ignore_regex(patterns: tuple[str, ...], style: str) -> re.Pattern | None:
-    """One compiled regex for a whole ignore list (a real list has ~300 per-layer entries; matching them one by
-    one for every Linear of every layer would cost seconds). Each entry matches as its method matches it:
+def _ignore_matcher(patterns: tuple[str, ...], style: str):
+    """One matcher for a whole ignore list, each entry matching as its method matches it:
     - `re:` entries (compressed-tensors): re.match from the start (utils.py _is_equal_or_regex_match);
     - substring (awq.py is_layer_skipped_awq, bitsandbytes.py is_layer_skipped_bnb): anywhere in the path;
-    - component (hqq_marlin.py is_layer_skipped): equal to one dot-separated component;
+    - component (hqq_marlin.py is_layer_skipped): equal to one dot-separated component (or a dotted run of them);
     - exact (fp8, modelopt, compressed-tensors names): the module itself or a parent of it, or an fnmatch glob
-      (modelopt.py) on the module or its parent."""
-    parts = []
-    for pattern in patterns:
+      (modelopt.py) on the module or its parent.
+    Plain names are looked up in sets (a path's parents, components or substrings of the lengths listed), so the
+    cost per path does not grow with the list: a real list has ~300 per-layer entries, a hostile one 100,000, and
+    one regex alternation of them took seconds per model. Only `re:` entries and globs go through a regex."""
+    names = set()
+    regexes = []
+    for pattern in dict.fromkeys(patterns):
         if pattern.startswith("re:"):
             try:
                 re.compile(pattern[3:])
             except re.error:
                 continue
-            parts.append(pattern[3:])
-        elif style == "substring":
-            parts.append(".*" + re.escape(pattern))
-        elif style == "component":
-            parts.append(r"(?:.*\.)?" + re.escape(pattern) + r"(?:\..*)?\Z")
+            regexes.append(pattern[3:])
         else:
-            parts.append(re.escape(pattern) + r"(?:\..*)?\Z")
-            if any(ch in pattern for ch in "*?["):
-                parts.append(fnmatch.translate(pattern))
-                parts.append(fnmatch.translate(pattern + ".*"))
-    return re.compile("|".join(f"(?:{p})" for p in parts), re.S) if parts else None
+            names.add(pattern)
+            if style == "exact" and any(ch in pattern for ch in "*?["):
+                regexes += [fnmatch.translate(pattern), fnmatch.translate(pattern + ".*")]
+    if not names and not regexes:
+        return None
+    regex = re.compile("|".join(f"(?:{r})" for r in regexes), re.S) if regexes else None
+    lengths = sorted({len(n) for n in names})
+
+    def matches(path: str) -> bool:
+        if regex is not None and regex.match(path):
+            return True
+        if style == "substring":
+            return any(path[i:i + n] in names for n in lengths for i in range(len(path) - n + 1))
+        parts = path.split(".")
+        if style == "component":
+            return any(".".join(parts[i:j]) in names for i in range(len(parts)) for j in range(i + 1, len(parts) + 1))
+        return any(".".join(parts[:j]) in names for j in range(1, len(parts) + 1))  # the module or a parent
+
+    return matches
 
 
 def _target_matches(target: str, path: str) -> bool:
@@ -229,7 +174,15 @@ def find_quant_config(cfg: dict[str, Any]) -> dict[str, Any] | None:
     if qc is None and isinstance(cfg.get("text_config"), dict):
         qc = cfg["text_config"].get("quantization_config")
     # not an object: spec_from_config refuses the config with its own one-line message naming the field
-    return qc if isinstance(qc, dict) else None
+    if not isinstance(qc, dict):
+        return None
+    if cfg.get("model_type") == "deepseek_v4" and str(qc.get("quant_method", "")).lower() == "fp8":
+        # vLLM overrides fp8 to deepseek_v4_fp8 for this model type (models/deepseek_v4.py DeepseekV4FP8Config):
+        # the experts follow the checkpoint's own expert format, the other Linears stay FP8 blocks
+        experts = "nvfp4" if str(qc.get("moe_quant_algo", "")).upper() == "NVFP4" else str(
+            cfg.get("expert_dtype") or "fp4").lower()
+        return {**qc, "quant_method": "deepseek_v4_fp8", "expert_format": experts}
+    return qc
 
 
 def parse_scheme(qc: dict[str, Any] | None, hf_quant: dict[str, Any] | None = None) -> QuantScheme | None:
@@ -239,6 +192,9 @@ def parse_scheme(qc: dict[str, Any] | None, hf_quant: dict[str, Any] | None = No
         qc = {**qc, "quant_method": "modelopt"}  # ModelOpt's config.json copy without quant_method
     if (qc is None or not qc.get("quant_method")) and hf_quant is not None:
         # vLLM reads hf_quant_config.json when config.json has no quantization_config (ModelOpt exports)
+        if not isinstance(hf_quant, dict):
+            raise UsageError(f"hf_quant_config.json is not a JSON object (it is a {type(hf_quant).__name__}); "
+                             "ModelOpt writes {\"quantization\": {...}}")
         quant = hf_quant.get("quantization")
         if not isinstance(quant, dict):
             raise UsageError("hf_quant_config.json has no 'quantization' object")
@@ -354,11 +310,72 @@ def _modelopt(q: dict[str, Any]) -> QuantScheme:
             f"ModelOpt NVFP4, group {group}", "nvfp4"
     elif algo == "MXFP8":
         layout, label, nearest = Layout("mxfp8", 8), "ModelOpt MXFP8", "fp8"
+    elif algo == "MIXED_PRECISION":
+        return _modelopt_mixed(q, ignore, kv)
     else:
         raise UsageError(f"unknown ModelOpt quant_algo {shown(algo or '(none)', 40)} "
                          "(kvcalc reads FP8, FP8_PER_CHANNEL_PER_TOKEN, FP8_PB_WO, NVFP4, MXFP8)")
     return QuantScheme("modelopt", label, (Rule(layout),), ignore=ignore, match="exact", nearest=nearest,
                        kv_cache_fp8=kv)
+
+
+# ModelOpt per-layer algorithms of a MIXED_PRECISION checkpoint (modelopt.py ModelOptMixedPrecisionConfig reads
+# quantized_layers the same way: each listed module in its own algorithm, every other module unquantized)
+_MIXED_LAYOUTS = {
+    "FP8": Layout("fp8", 8, strategy="tensor", scale_bytes=4, input_scales=1),
+    "NVFP4": Layout("nvfp4", 4, group_size=16, input_scales=2),
+    "W4A16_NVFP4": Layout("nvfp4", 4, group_size=16, input_scales=1),  # weight_scale_2, no activation scale
+    "MXFP8": Layout("mxfp8", 8),
+}
+
+
+def _modelopt_mixed(q: dict[str, Any], ignore: tuple[str, ...], kv: bool) -> QuantScheme:
+    """quant_algo MIXED_PRECISION (Qwen3.6 NVFP4, Nemotron 3.5 Lightning): quantized_layers maps module names to
+    their own algorithm; unlisted modules stay unquantized. One rule per algorithm whose target is one regex over
+    the listed layers (_mixed_target: checkpoint names -> the module paths kvcalc sizes)."""
+    layers = q.get("quantized_layers")
+    if not isinstance(layers, dict) or not layers:
+        raise UsageError("ModelOpt MIXED_PRECISION config has no quantized_layers")
+    by_algo: dict[str, set[str]] = {}
+    for module, spec in layers.items():
+        algo = str(spec.get("quant_algo") if isinstance(spec, dict) else "").upper()
+        if algo not in _MIXED_LAYOUTS:
+            raise UsageError(f"unknown ModelOpt quant_algo {shown(algo or '(none)', 40)} in quantized_layers "
+                             f"(kvcalc reads {', '.join(_MIXED_LAYOUTS)})")
+        target = _mixed_target(str(module))
+        if target:
+            by_algo.setdefault(algo, set()).add(target)
+    rules, counts = [], {}
+    for algo, names in sorted(by_algo.items()):
+        rules.append(Rule(_MIXED_LAYOUTS[algo], targets=("re:(?:" + "|".join(sorted(names)) + r")\Z",)))
+        counts[algo] = len(names)
+    if not counts:
+        raise UsageError("ModelOpt MIXED_PRECISION quantized_layers names no decoder-layer module")
+    main = max(counts, key=lambda a: counts[a])
+    label = "ModelOpt mixed precision (" + ", ".join(f"{a} x{n}" for a, n in sorted(counts.items())) + ")"
+    return QuantScheme("modelopt", label, tuple(rules), ignore=ignore, match="exact",
+                       nearest="nvfp4" if "NVFP4" in main else "fp8", kv_cache_fp8=kv, listed_only=True)
+
+
+def _mixed_target(module: str) -> str | None:
+    """A regex for the kvcalc module paths (checkpoint.module_paths) one quantized_layers entry covers. Checkpoints
+    name modules their own way: backbone./model.language_model. prefixes, a mixer. or mlp. parent, per-expert
+    indices or the whole experts block, Qwen3.5's split in_proj_qkv / in_proj_z (kvcalc: in_proj_qkvz) and
+    shared_expert (kvcalc: shared_experts). Entries outside the decoder layers (lm_head) are sized elsewhere."""
+    m = re.match(r"(?:.*\.)?layers\.(\d+)\.(.+)\Z", module)
+    if not m:
+        return None
+    layer, rest = m.group(1), re.sub(r"^(?:self_attn|mlp|mixer|block_sparse_moe)\.", "", m.group(2))
+    rest = re.sub(r"^shared_expert\.", "shared_experts.", rest)
+    # MiniMax's experts.N.w1 / w3 / w2 are kvcalc's gate_proj / up_proj / down_proj
+    rest = re.sub(r"^(experts\.\d+\.)w([123])\Z", lambda x: x.group(1) + {"1": "gate_proj", "3": "up_proj",
+                                                                            "2": "down_proj"}[x.group(2)], rest)
+    rest = re.sub(r"^linear_attn\.in_proj_(?:qkv|z)\Z", "linear_attn.in_proj_qkvz", rest)
+    if rest == "experts":
+        role = r"experts\..+"
+    else:
+        role = re.escape(re.sub(r"^experts\.\d+\.", "experts.0.", rest))
+    return rf"(?:.*\.)?layers\.{layer}\.(?:self_attn\.|mlp\.|mixer\.)?{role}"
 
 
 def _kv_scheme_fp8(scheme: Any) -> bool:
@@ -467,7 +484,27 @@ def _torchao(qc: dict[str, Any]) -> QuantScheme:
     return QuantScheme("torchao", label, (Rule(layout),), ignore=modules, match="substring", nearest=nearest)
 
 
+def _deepseek_v4_fp8(qc: dict[str, Any]) -> QuantScheme:
+    """DeepseekV4FP8Config.get_quant_method: FusedMoE experts MXFP4 (expert_dtype "fp4", group 32, e8m0 scales) or
+    FP8 blocks (expert_dtype "fp8"); NVIDIA's NVFP4 exports (moe_quant_algo NVFP4) carry NVFP4 experts; every other
+    Linear is an FP8 128x128 block."""
+    base = _fp8(qc)
+    fmt = qc.get("expert_format", "fp4")
+    if fmt == "fp8":
+        return replace(base, method="deepseek_v4_fp8", label=base.label + " (experts too)")
+    if fmt == "nvfp4":
+        experts, name = Layout("nvfp4", 4, group_size=16, input_scales=2), "NVFP4 experts, group 16"
+    elif fmt == "fp4":
+        experts, name = Layout("mxfp4", 4, group_size=32), "MXFP4 experts, group 32"
+    else:
+        raise UsageError(f"DeepSeek V4 expert_dtype {shown(fmt, 20)} is not one vLLM loads (fp4, fp8)")
+    rules = (Rule(experts, targets=(r"re:.*\.experts\.\d+\.",)),) + base.rules
+    return QuantScheme("deepseek_v4_fp8", f"{name}; other Linears {base.label}", rules, ignore=base.ignore,
+                       match=base.match, nearest="nvfp4" if fmt == "nvfp4" else "mxfp4")
+
+
 _READERS = {
+    "deepseek_v4_fp8": _deepseek_v4_fp8,
     "awq": _awq, "awq_marlin": _awq,
     "gptq": _gptq, "gptq_marlin": _gptq,
     "fp8": _fp8,

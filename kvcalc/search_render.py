@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from .latency import ASSUMPTIONS
+from .latency import ASSUMPTIONS as SCREEN
+from .workload import ASSUMPTIONS
 from .render import _console
 
 
@@ -87,12 +88,20 @@ def render_search(res) -> None:
         console.print(f"  {r.gpu}: best tried {r.replicas} x TP{r.tp}" + (f"xPP{r.pp}" if r.pp > 1 else "")
                       + f" {r.weights_format}/{r.kv_format}: {r.constraint}: {r.detail}")
     estimates = sorted({d.gpu for d in res.results if d.price_is_estimate})
-    notes = ["$/h: on-demand price per GPU-hour (kvcalc/data/prices.yaml, with source and date) x GPUs; "
+    shown = res.results[:TABLE_ROWS] + [d for d in res.pareto[:12] if d not in res.results[:TABLE_ROWS]]
+    rentals = sorted({(d.rented_as, d.gpus_per_instance) for d in shown if d.gpus_per_instance > 1})
+    tier = getattr(req, "price_tier", "on-demand")
+    notes = [f"$/h: {tier} price per GPU-hour (kvcalc/data/prices.yaml, with source and date) x GPUs, or whole "
+             "instances of a provider's offer where cheaper; "
              "* = estimated price" + (f" ({', '.join(estimates)})" if estimates else "") + "; override with "
-             "--price GPU=USD or --prices FILE",
-             "max conc.: requests of input+output tokens the KV caches of all replicas hold at once (raise --max-num-seqs to use them)"]
+             "--price GPU=USD or --prices FILE"]
+    if rentals:
+        notes.append("rented as whole instances (--json: rented_as, instances): "
+                     + "; ".join(f"{name} ({n} GPUs each)" for name, n in rentals))
+    notes.append("max conc.: requests of input+output tokens the KV caches of all replicas hold at once (raise "
+                 "--max-num-seqs to use them)")
     notes.append("TPOT range: where ~80% of held-out cases of the same evidence class measured (kvcalc/trust.py); "
                  "speed evidence: measured = this GPU's own runs, public results = held out of the fit, datasheet = no "
                  "result for this GPU (kvcalc gpus says what each profile's speed rests on)")
-    for line in notes + list(ASSUMPTIONS):
+    for line in notes + ["rows shown: " + a for a in ASSUMPTIONS] + ["screen (a lower bound): " + a for a in SCREEN]:
         console.print(line, style="dim")
