@@ -96,7 +96,7 @@ def setup(row: dict):
         return _SETUP[row["id"]]
     from kvcalc.catalog import load_model
     from kvcalc.hardware import get_gpu
-    from kvcalc.plan import PlanRequest, plan
+    from kvcalc.plan import PlanRequest
 
     wl = _workload(row)
     spec = load_model(row["kvcalc_model"])
@@ -105,28 +105,35 @@ def setup(row: dict):
     req = PlanRequest(spec=spec, gpu=get_gpu(row["gpu"]), context=wl.input_len + wl.output_len, engines=("vllm",),
                       weights=WEIGHTS[row["weights"]], kv=row.get("kv") or "auto", tp=int(row.get("tp") or 1),
                       entrypoint="offline" if row["mode"].startswith("offline") else "serve", workload=wl, **kwargs)
-    rows = [r for r in plan(req) if r.engine == "vllm" and r.bench is not None]
-    picked = [r for r in rows if r.weights_format == req.asked_weights.name and r.kv_format == req.asked_kv.name]
-    r = (picked or rows)[0]
-    est = r.vllm
-    args = dict(chunk_tokens=est.max_num_batched_tokens, slots=min(est.max_num_seqs, r.max_concurrency),
+    # the engine estimate plan's row is built from (kvcalc/plan.py _vllm_row), without timing the workload
+    from kvcalc.engines import vllm as vllm_engine
+    from kvcalc.plan import FormatChoice
+
+    choice = FormatChoice("corpus", "corpus row", req.asked_weights, req.asked_kv, None)
+    est = vllm_engine.estimate(spec, req.gpu, req.vllm_settings(choice))
+    concurrency = est.concurrency_at(req.context)
+    args = dict(chunk_tokens=est.max_num_batched_tokens, slots=max(1, min(est.max_num_seqs, concurrency)),
                 kv_bytes_per_token=est.deployment_kv_bytes_per_token, tp=req.tp, pp=req.pp,
                 enforce_eager=req.enforce_eager)
     weights = next(w for w in (req.asked_weights,) if w is not None)
-    _SETUP[row["id"]] = (spec, req.gpu, weights, req.asked_kv, wl, args)
+    _SETUP[row["id"]] = (spec, req.gpu, weights, req.asked_kv, wl, args, est if est.fits else None, req.entrypoint)
     return _SETUP[row["id"]]
 
 
-def predict(row: dict) -> float:
-    """kvcalc's figure for the row's metric, in the row's unit: workload.vllm_bench with the settings plan() gives it
-    (the same call plan's rows make, kvcalc/plan.py _vllm_row)."""
-    from kvcalc.workload import vllm_bench
+def predict(row: dict, simulate: bool = True) -> float:
+    """kvcalc's figure for the row's metric, in the row's unit. simulate=True: workload.vllm_bench with the settings
+    plan() gives it (the simulation plan's rows show, kvcalc/plan.py _vllm_row); False: the closed form the speed
+    fit uses (workload.closed_form_bench, as `kvcalc calibrate --bench` does: the fit evaluates the model thousands
+    of times), with the same front-end share of TTFT."""
+    from kvcalc.workload import closed_form_bench, frontend_s, vllm_bench
 
-    from kvcalc.throughput import serve_first_token_s
-
-    spec, gpu, weights, kv, wl, args = setup(row)
-    entry = "offline" if row["mode"].startswith("offline") else "serve"
-    b = vllm_bench(spec, gpu, weights, kv, wl, **args, first_token_s=serve_first_token_s(gpu, entry))
+    spec, gpu, weights, kv, wl, args, est, entry = setup(row)
+    if simulate:
+        b = vllm_bench(spec, gpu, weights, kv, wl, **args, est=est, entrypoint=entry)
+    else:
+        b = closed_form_bench(spec, gpu, weights, kv, wl, **args)
+        b.ttft_s += frontend_s(entry)
+        b.e2e_s += frontend_s(entry)
     replicas = int(row.get("replicas") or 1)
     metric = row["metric"]
     rate, n = row.get("request_rate"), row.get("num_prompts")
@@ -149,8 +156,8 @@ def predict(row: dict) -> float:
     raise ValueError(metric)
 
 
-def evaluate(rows: list[dict], classes: dict | None = None) -> list[dict]:
-    """Predictions for the predictable rows under `classes` (None: speed.yaml's own)."""
+def evaluate(rows: list[dict], classes: dict | None = None, simulate: bool = True) -> list[dict]:
+    """Predictions for the predictable rows under `classes` (None: speed.yaml's own); simulate: see predict."""
     from kvcalc import throughput
 
     out = []
@@ -159,7 +166,7 @@ def evaluate(rows: list[dict], classes: dict | None = None) -> list[dict]:
             if why_not(row):
                 continue
             try:
-                p = predict(row)
+                p = predict(row, simulate)
             except Exception as exc:  # noqa: BLE001 - a row kvcalc refuses is reported, not fatal
                 out.append({"id": row["id"], "error": f"{type(exc).__name__}: {exc}"[:200]})
                 continue
@@ -191,12 +198,10 @@ def _informs(kind: str, key: str, row: dict) -> bool:
         return tp > 1 and cls in ("TPOT", "single-stream", "throughput")
     if kind == "tensor":  # prefill, and decode at batches large enough to reach the tensor roof
         return cls == "TTFT" or (cls == "throughput" and not small)
-    if kind == "first_token":
-        return serve and cls == "TTFT"
     return False
 
 
-def fit_classes(rows: list[dict], grid_steps: int = 7) -> dict:
+def fit_classes(rows: list[dict], grid_steps: int = 6, sweeps: int = 1) -> dict:
     """Coordinate search over the class factors that `rows` can inform (each factor's rows only)."""
     from kvcalc import throughput
     from kvcalc.hardware import get_gpu
@@ -208,9 +213,9 @@ def fit_classes(rows: list[dict], grid_steps: int = 7) -> dict:
         gpu = get_gpu(r["gpu"])
         for kind, key in throughput.class_keys(gpu).items():
             by_key.setdefault((kind, key), []).append(r)
-    kinds = ("bandwidth", "tensor", "step", "comm", "first_token")
+    kinds = ("bandwidth", "tensor", "step", "comm")
     order = sorted(by_key, key=lambda k: (kinds.index(k[0]), k[1]))
-    for _ in range(2):  # two sweeps: bandwidth and tensor interact through the compute-bound rows
+    for _ in range(sweeps):  # bandwidth and tensor interact through the compute-bound rows
         for kind, key in order:
             subset = [r for r in by_key[(kind, key)] if _informs(kind, key, r)]
             if len(subset) < 3 or len({r["source"] for r in subset}) < 1:
@@ -221,7 +226,7 @@ def fit_classes(rows: list[dict], grid_steps: int = 7) -> dict:
                 value = lo * (hi / lo) ** (i / (grid_steps - 1))
                 trial = json.loads(json.dumps(classes))
                 trial[kind][key] = value
-                loss = _loss(evaluate(subset, trial))
+                loss = _loss(evaluate(subset, trial, simulate=False))
                 if best_loss is None or loss < best_loss - 1e-9:
                     best, best_loss = value, loss
             # one refinement around the best grid point
@@ -229,7 +234,7 @@ def fit_classes(rows: list[dict], grid_steps: int = 7) -> dict:
                 value = min(hi, max(lo, best * f))
                 trial = json.loads(json.dumps(classes))
                 trial[kind][key] = value
-                loss = _loss(evaluate(subset, trial))
+                loss = _loss(evaluate(subset, trial, simulate=False))
                 if loss < best_loss - 1e-9:
                     best, best_loss = value, loss
             classes[kind][key] = round(best, 4)
@@ -263,7 +268,7 @@ def held_out(rows: list[dict], field: str) -> list[dict]:
     for value in sorted({r[field] for r in rows if not why_not(r)}):
         train = [r for r in rows if r[field] != value]
         test = [r for r in rows if r[field] == value]
-        out += evaluate(test, fit_classes(train))
+        out += evaluate(test, fit_classes(train), simulate=False)
     return out
 
 
@@ -364,13 +369,16 @@ def markdown(report: dict) -> str:
            "| metric | target | H200 defaults only | in-sample | leave-one-GPU-out | leave-one-source-out | rows |",
            "|---|---:|---:|---:|---:|---:|---:|"]
     for c, t in TARGET.items():
-        cells = [report[k]["by_class"].get(c) for k in ("baseline", "in_sample", "logo", "loso")]
+        cells = [report.get(k, {}).get("by_class", {}).get(c) for k in ("baseline", "in_sample", "logo", "loso")]
         if not cells[1]:
             continue
         out.append(f"| {c} | {t:.0%} | " + " | ".join(f"{x['median_abs']:.0%}" if x else "-" for x in cells)
                    + f" | {cells[1]['n']} |")
     out += ["", "Median |error|. The H200-defaults column is kvcalc before this work (every GPU = its datasheet x the "
-            "H200's fractions).", "", "## Per GPU", "",
+            "H200's fractions). Every column uses the closed form `kvcalc calibrate --bench` fits with "
+            "(workload.closed_form_bench plus the serve front end's share of TTFT, workload.frontend_s); `kvcalc plan` "
+            "shows the serve simulation of issue 25 (workload.vllm_bench) with the same constants.", "",
+            "## Per GPU", "",
             "| GPU | rows | defaults only: median / mean | leave-one-GPU-out: median | mean signed | "
             "leave-one-source-out: median |", "|---|---:|---:|---:|---:|---:|"]
     for g, s in logo["by_gpu"].items():
@@ -395,47 +403,77 @@ def markdown(report: dict) -> str:
             "| kind | class | value | meaning |", "|---|---|---:|---|"]
     meaning = {"bandwidth": "achieved fraction of the datasheet bandwidth in decode",
                "tensor": "x the H200-derived tensor efficiency", "step": "x the step overhead",
-               "comm": "x the per-layer TP all-reduce time (H200 NVLink fit)",
-               "first_token": "seconds `vllm serve` adds to TTFT"}
+               "comm": "x the per-layer TP all-reduce time (H200 NVLink fit)"}
     for kind, table in report["classes"].items():
         for key, value in sorted(table.items()):
             out.append(f"| {kind} | {key} | {value:g} | {meaning.get(kind, '')} |")
-    out += ["", "## What is met, what is missed, and why", "", NOTES]
+    def med(k, c):
+        x = report.get(k, {}).get("by_class", {}).get(c)
+        return f"{x['median_abs']:.0%}" if x else "-"
+
+    def band(c):
+        x = iv.get("held_out", {}).get(c)
+        return f"{x['low']:+.0%} .. {x['high']:+.0%}" if x else "-"
+
+    bias_text = ", ".join(f"{g} {v['mean_signed']:+.0%}" for g, v in logo["by_gpu"].items()
+                          if abs(v["mean_signed"]) > 0.20) or "none"
+    out += ["", "## What is met, what is missed, and why", "", NOTES.format(
+        thr_logo=med("logo", "throughput"), thr_loso=med("loso", "throughput"), tpot_logo=med("logo", "TPOT"),
+        tpot_loso=med("loso", "TPOT"), tpot_in=med("in_sample", "TPOT"), ttft_logo=med("logo", "TTFT"),
+        ttft_loso=med("loso", "TTFT"), ttft_in=med("in_sample", "TTFT"), ttft_base=med("baseline", "TTFT"),
+        cov_logo=f"{cov.get('logo') or 0:.0%}", cov_loso=f"{cov.get('loso') or 0:.0%}", bias=bias_text,
+        ttft_lone=band("TTFT"), ttft_load=band("TTFT-load"))]
+    try:  # transformers on the H200 (item 4): the v4 runs of scripts/gpu_v4/hf_decode.py
+        sys.path.insert(0, str(ROOT / "scripts"))
+        import hf_decode_report
+
+        out += ["", "## transformers decode on the H200 (v4 runs, docs/validation/data/v4/hf_decode.jsonl)", "",
+                hf_decode_report.markdown(hf_decode_report.rows()), "", HF_NOTES]
+    except FileNotFoundError:
+        pass
     return "\n".join(out) + "\n"
 
 
-NOTES = """\
-- **Met** on held-out public results: output throughput (median 9% leave-one-GPU-out) and single-stream decode
-  (one A100 row); the leave-one-GPU-out ranges cover 80% of held-out rows. **Missed**: TPOT (23% leave-one-GPU-out,
-  25% leave-one-source-out), TTFT (31% / 47%), coverage leave-one-source-out (63%), and two GPU types with a
-  held-out bias beyond 20% (MI300X +83%, H100 SXM +22%).
-- **Why TPOT misses**: most TPOT rows are tensor-parallel runs over PCIe (1-8 RTX 4090s without peer-to-peer, 2 H100
-  PCIe). Their all-reduce class (`comm pcie-consumer`, `comm pcie`) has no second GPU in the corpus, so with the GPU held
-  out the all-reduce falls back to the H200's NVLink time and TPOT comes out 30-60% too fast. In-sample (what kvcalc
-  ships) TPOT is 13%.
-- **Why TTFT misses**: TTFT under load (concurrency > 1, or Poisson arrivals above 1/s) waits behind other prompts'
-  prefills and running decode steps; kvcalc's workload model adds only the slot wait, so the TTFT-load range is wide
-  (+13% .. +1066%). The scheduler simulator of issue 25 is the fix; the ranges say it until then. A lone prompt's TTFT
-  (the `TTFT` class) is within -19% .. +112%.
-- **MI300X** (+83%): one source (8x MI300X, Llama 3.1 405B FP8, ROCm vLLM of 2024); every ROCm class constant comes
-  from it, so with it held out nothing transfers. Its figures are labelled from the held-out spread, not trusted.
-- **Known misses kept out of the fit** (`outlier` in the corpus): RTX 4090 TP 2-8 TTFTs of 0.4-8 s at 1-16 requests/s
-  (a front-end or NCCL stall, not a prefill), and the B200 report whose author calls it anomalous (vllm#20710).
-- **Not in the corpus**: no public vLLM result with stated conditions was found for T4, A10G, L40S, RTX 5090, MI325X
-  and B200 (beyond the anomalous report): those profiles say "extrapolated from datasheet".
-- **FP8 KV** (issue 24): the emulated-FP8 constant (75 operations per element, set on one T4 point) now applies only
-  below sm_80, where vLLM has no fused FP8 attention kernel; sm_80-sm_89 kernels upcast in registers (bounded by an
-  A100 report, vllm#42058). The seed's story still falls out: at 32k, Llama-3.2-3B with FP8 KV decodes 0.90x on a
-  T4 (label: assumption) and 1.22x on an L4.
-- **bitsandbytes NF4**: one input row runs the gemv kernel (ALU-bound on an H200: 0.83x BF16), more rows dequantize the
-  weight (0.41x at batch 16 on the H200; on an A100 at ShareGPT saturation kvcalc gives 0.48x against gpustack's
-  0.57x); on bandwidth-poor cards the gemv is a 2-3x speed-up.
-- **transformers** (item 4): the per-layer launch time now counts the architecture's RMSNorms (Gemma 3 has 6 per
-  layer, Llama 2): gemma-3-1b fitted, gemma-3-270m held out at -0.4%. The default cache at batch > 1 is a known miss:
-  two H200 runs of the same 3B at batch 8 disagree (19 ms and 75 ms per step). `scripts/gpu_v4/hf_decode.py` measures
-  batch 1 and 8 with the default and quantized caches on three shapes with a kernel count per step; its results were
-  not back when this page was written.
-"""
+NOTES = (
+    "- **Met** on held-out public results: output throughput (median {thr_logo} leave-one-GPU-out, {thr_loso} "
+    "leave-one-source-out) and single-stream decode (one A100 row); the leave-one-GPU-out ranges cover {cov_logo} of "
+    "held-out rows. **Missed**: TPOT ({tpot_logo} / {tpot_loso}; in-sample {tpot_in}), TTFT ({ttft_logo} / "
+    "{ttft_loso}), coverage leave-one-source-out ({cov_loso}), and GPU types with a held-out mean bias beyond 20% "
+    "({bias}).\n"
+    "- **Why TPOT misses**: most TPOT rows are tensor-parallel runs over PCIe (1-8 RTX 4090s without peer-to-peer, 2 "
+    "H100 PCIe). Their all-reduce class (comm pcie-consumer, comm pcie) has no second GPU in the corpus, so with the "
+    "GPU held out the all-reduce falls back to the H200's NVLink time and TPOT comes out 30-60% too fast.\n"
+    "- **Why TTFT misses**: (1) the serve front end's share of TTFT is main's workload.frontend_s, 20.8 ms measured on "
+    "the project's H200 host; the public hosts (vLLM 0.8.5 on io.net, consumer boxes) show 4-10 ms, so lone-prompt "
+    "TTFTs come out high (in-sample {ttft_in}, {ttft_base} with the H200 defaults): the front end is the host's CPU, "
+    "not a GPU class, and one constant cannot serve both. (2) TTFT under load waits behind other prompts; these "
+    "figures use the closed form, not the serve simulation plan shows. Ranges: lone prompt {ttft_lone}, under load "
+    "{ttft_load}.\n"
+    "- **MI300X**: one source (8x MI300X, Llama 3.1 405B FP8, ROCm vLLM of 2024); every ROCm class constant comes "
+    "from it, so with it held out nothing transfers; its figures carry the held-out spread.\n"
+    "- **Known misses kept out of the fit** (outlier in the corpus): RTX 4090 TP 2-8 TTFTs of 0.4-8 s at 1-16 "
+    "requests/s (a front-end or NCCL stall, not a prefill), and the B200 report whose author calls it anomalous "
+    "(vllm#20710).\n"
+    "- **Not in the corpus**: no public vLLM result with stated conditions was found for T4, A10G, L40S, RTX 5090, "
+    "MI325X and B200 (beyond the anomalous report): those profiles say 'extrapolated from datasheet'.\n"
+    "- **FP8 KV** (issue 24): the emulated-FP8 constant (75 operations per element, set on one T4 point) applies only "
+    "below sm_80, where vLLM has no fused FP8 attention kernel; sm_80-sm_89 kernels upcast in registers (bounded by an "
+    "A100 report, vllm#42058). The seed's story still falls out: at 32k, Llama-3.2-3B with FP8 KV decodes slower than "
+    "BF16 on a T4 (label: assumption) and faster on an L4 (tests/test_speed_gpus.py).\n"
+    "- **bitsandbytes NF4**: one input row runs the gemv kernel (ALU-bound on an H200: 0.83x BF16), more rows "
+    "dequantize the weight (0.41x at batch 16 on the H200); on bandwidth-poor cards the gemv is a 2-3x speed-up.\n"
+    "- **transformers** (item 4): the per-layer launch time counts the architecture's RMSNorms (Gemma 3 has 6 per "
+    "layer, Llama 2): gemma-3-1b fitted, gemma-3-270m held out at -0.4%. The default cache at batch > 1 is a known "
+    "miss on the earlier runs (19 ms and 75 ms per step for the same 3B at batch 8). The v4 runs are below.")
+
+HF_NOTES = (
+    "The step is the host's kernel launches, not the GPU: the profiler counts 46-48 kernels per Llama layer with the "
+    "default cache and 62 with a quantized cache (HQQ, quanto: +16 for quantizing the new token and dequantizing the "
+    "window), and the GPU is busy 2-8 ms of a 19-48 ms step. kvcalc's per-layer constant (0.768 ms for a Llama layer, "
+    "~16 us per kernel) was fitted on the v1 runs; on the v4 host each kernel cost 19-35 us, so every v4 case is "
+    "15-51% slower than kvcalc says: the **transformers target (within 15% at batch 1 and 8) is missed on these "
+    "runs**. Host speed, not a mechanism kvcalc has, sets the figure; the transformers range (measured class) says so. "
+    "The 8B with quantized caches, the 14B and NF4 did not run (the command's deadline).")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -444,13 +482,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--markdown", help="write the tables here")
     p.add_argument("--write-classes", action="store_true", help="write the in-sample fit into kvcalc/data/speed.yaml")
     p.add_argument("--quick", action="store_true", help="in-sample only (no held-out refits)")
+    p.add_argument("--no-simulation", action="store_true", help="skip the in-sample run through the serve simulation")
     p.add_argument("--from-json", help="recompute the ranges and the page from a saved --json report (no refits)")
     args = p.parse_args(argv)
     if args.from_json:
         report = json.loads(Path(args.from_json).read_text())
+        if "intervals" in report and "TTFT-load" in report["intervals"].get("held_out", {}):
+            return _finish(report, args)  # ranges already computed by this version: re-render only
         rows = load_rows()
         logo, loso = report["predictions_logo"], report["predictions_loso"]
-        baseline = evaluate(rows, {})
+        baseline = evaluate(rows, {}, simulate=False)
         report["intervals"] = {"held_out": interval_table(logo), "datasheet": interval_table(baseline),
                                "measured": measured_bands(), "capacity": capacity_bands(),
                                "by_gpu": gpu_stats(logo, rows)}
@@ -460,10 +501,12 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.time()
     rows = load_rows()
     skipped = {r["id"]: why_not(r) for r in rows if why_not(r)}
-    baseline = evaluate(rows, {})  # the H200-derived defaults, no class fit
+    baseline = evaluate(rows, {}, simulate=False)  # the H200-derived defaults, no class fit
     classes = fit_classes(rows)
     report = {"rows": len(rows), "predictable": len(rows) - len(skipped), "skipped": skipped, "classes": classes,
-              "baseline": summarize(baseline), "in_sample": summarize(evaluate(rows, classes))}
+              "baseline": summarize(baseline), "in_sample": summarize(evaluate(rows, classes, simulate=False))}
+    if not args.no_simulation:
+        report["in_sample_simulated"] = summarize(evaluate(rows, classes, simulate=True))
     if not args.quick:
         logo, loso = held_out(rows, "gpu"), held_out(rows, "source")
         report["logo"], report["loso"] = summarize(logo), summarize(loso)

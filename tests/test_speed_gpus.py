@@ -92,8 +92,7 @@ def test_nf4_dequantization_paths():
 
 def test_class_keys_follow_the_hardware():
     keys = throughput.class_keys(get_gpu("rtx-4090"))
-    assert keys == {"bandwidth": "GDDR6X", "tensor": "Ada-pcie", "step": "cuda", "comm": "pcie-consumer",
-                    "first_token": "cuda"}
+    assert keys == {"bandwidth": "GDDR6X", "tensor": "Ada-pcie", "step": "cuda", "comm": "pcie-consumer"}
     assert throughput.class_keys(get_gpu("mi300x"))["comm"] == "xgmi"
     assert throughput.class_keys(get_gpu("h100-sxm"))["tensor"] == "Hopper-module"
     assert throughput.class_keys(get_gpu("h100-pcie"))["tensor"] == "Hopper-pcie"
@@ -110,13 +109,6 @@ def test_class_override_moves_only_unfitted_gpus():
         same_h200 = decode_speed(spec, h200, "vllm", w, kv, 1, 1024).step_s
     assert slow_l4 > 1.3 * base_l4
     assert same_h200 == pytest.approx(base_h200)  # the H200 keeps its own fit
-
-
-def test_serve_front_end_only_for_serve():
-    gpu = get_gpu("l4")
-    with throughput.class_override({"first_token": {"cuda": 0.004}}):
-        assert throughput.serve_first_token_s(gpu, "serve") == pytest.approx(0.004)
-        assert throughput.serve_first_token_s(gpu, "offline") == 0.0
 
 
 def test_hf_norm_launches_by_architecture():
