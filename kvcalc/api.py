@@ -77,6 +77,13 @@ def _request(options: dict[str, Any], command: str):
 # ------------------------------------------------------------------------------------------ results
 
 
+def _as_printed(payload: dict) -> dict:
+    """The payload as the command's --json prints it (tuples become lists...), so to_json() equals the CLI's JSON."""
+    import json
+
+    return json.loads(json.dumps(payload))
+
+
 @dataclass
 class PlanResult:
     """`kvcalc plan`: the rows of the decision table. `to_json()` is `kvcalc plan --json` (schema kvcalc.plan/1)."""
@@ -89,7 +96,7 @@ class PlanResult:
     def to_json(self) -> dict:
         from .plan import plan_json
 
-        return plan_json(self.request, self.rows, self.warnings, self.sweep)
+        return _as_printed(plan_json(self.request, self.rows, self.warnings, self.sweep))
 
     def chosen(self, engine: str = "vllm"):
         """The row of the asked configuration (--weights/--kv, else the baseline) on `engine`, or None."""
@@ -141,7 +148,7 @@ class ExplainResult:
     def to_json(self) -> dict:
         from .plan import plan_json
 
-        return plan_json(self.request, self.rows, self.warnings)
+        return _as_printed(plan_json(self.request, self.rows, self.warnings))
 
 
 @dataclass
@@ -164,7 +171,7 @@ class FitResult:
         return fit_failure(self.answer)
 
     def to_json(self) -> dict:
-        return self.answer.to_json()
+        return _as_printed(self.answer.to_json())
 
 
 @dataclass
@@ -191,7 +198,7 @@ class SearchResult:
     def to_json(self) -> dict:
         from .search import search_json
 
-        return search_json(self.result)
+        return _as_printed(search_json(self.result))
 
     def deployment(self, kind: str | None = None, rank: int = 1):
         """The deployment of result `rank` (1: the winner), or with `kind` one deployment file (`--emit KIND`)."""
@@ -223,7 +230,7 @@ class LogValidation:
     def to_json(self) -> dict:
         from .validate.reports import log_json
 
-        return log_json(self.parsed, self.report)
+        return _as_printed(log_json(self.parsed, self.report))
 
 
 @dataclass
@@ -246,7 +253,7 @@ class MetricsValidation:
     def to_json(self) -> dict:
         from .validate.reports import metrics_json
 
-        return metrics_json(self.source, self.report)
+        return _as_printed(metrics_json(self.source, self.report))
 
 
 # ------------------------------------------------------------------------------------------ the functions

@@ -6,8 +6,9 @@ file is a pure function of it, so the flags, the GPU count and the memory are th
 come from `vllm_flags`, which `search.serve_command` uses too.
 
 What the files set beyond vLLM's flags, and where each choice comes from:
-- image `vllm/vllm-openai:v<version>` (vLLM's image on Docker Hub, docs.vllm.ai deployment/docker; its entrypoint is
-  `vllm serve`, so arguments are the model and the flags); `rocm/vllm` for AMD GPUs;
+- image `vllm/vllm-openai:v<version>` (vLLM's image on Docker Hub, docs.vllm.ai deployment/docker); `rocm/vllm` for
+  AMD GPUs. The command is set explicitly to `vllm serve` (`--entrypoint vllm ... serve` for docker, `command` in the
+  pods): recent images start `vllm serve` by themselves, older ones the API server module, which takes `--model`;
 - shared memory: `--ipc=host` for docker (vLLM's docker guide: PyTorch shares tensors between processes through
   /dev/shm), a memory-backed emptyDir of 2 GiB at /dev/shm for Kubernetes (vLLM's Kubernetes guide mounts
   `emptyDir: {medium: Memory, sizeLimit: 2Gi}`), plus 1 GiB per further GPU of the replica for NCCL's shared-memory
@@ -97,14 +98,25 @@ class Deployment:
 # ------------------------------------------------------------------------------------------------ vLLM's flags
 
 
-def model_argument(model: str, weights_format: str) -> str:
+def model_argument(model: str, weights_format: str, spec=None) -> str:
     """What `vllm serve` loads for a weight format kvcalc plans as a what-if: int4 and compressed-tensors formats
-    need a checkpoint in that format (a placeholder says so); fp8 and nf4 quantize the model's own weights."""
+    need a checkpoint in that format (the catalog's `<model>-awq` checkpoint where it has one, else a placeholder);
+    fp8 and nf4 quantize the model's own weights."""
     if weights_format in ("awq", "gptq"):
-        return f"<{weights_format.upper()} int4 checkpoint of {model}>"
+        own = quantized_checkpoint(spec, weights_format) if spec is not None else None
+        return own or f"<{weights_format.upper()} int4 checkpoint of {model}>"
     if weights_format in ("w4a16", "w8a8"):  # vLLM reads the scheme from the checkpoint's quantization_config
         return f"<compressed-tensors {weights_format.upper()} checkpoint of {model}>"
     return model
+
+
+def quantized_checkpoint(spec, weights: str) -> str | None:
+    """The hub id of the catalog's `<model>-<weights>` checkpoint (llama-3.1-8b-awq: an AWQ-INT4 repository), or
+    None when the catalog knows none."""
+    from .catalog import catalog_entry, catalog_names
+
+    name = f"{spec.name}-{weights}"
+    return catalog_entry(name).get("hf_id") if name in catalog_names() else None
 
 
 def vllm_flags(weights_format: str, kv_format: str, tp: int, pp: int, util: float | None, max_model_len: int,
@@ -116,10 +128,10 @@ def vllm_flags(weights_format: str, kv_format: str, tp: int, pp: int, util: floa
     from .formats import kv_format as kv_of
 
     out: list[tuple[str, str | None]] = []
+    # AWQ/GPTQ: no --quantization. vLLM reads the checkpoint's quant_method and picks the Marlin kernel; an explicit
+    # `awq`/`gptq` forces the slow GEMM kernel in releases before 0.26 (awq_marlin.py "forcing awq")
     if not checkpoint_format:
-        if weights_format in ("awq", "gptq"):
-            out.append(("--quantization", weights_format))
-        elif weights_format == "fp8":
+        if weights_format == "fp8":
             out.append(("--quantization", "fp8"))
         elif weights_format in ("nf4", "nf4-dq"):
             out.append(("--quantization", "bitsandbytes"))
@@ -185,7 +197,7 @@ def from_plan(req, row) -> Deployment:
                        None if req.kv_cache_memory_bytes else req.vllm_util, est.max_model_len, est.max_num_seqs,
                        est.max_num_batched_tokens, checkpoint_format=checkpoint, extra=tuple(extra))
     notes = [] if row.fits else [f"the plan says this does not fit (short {row.shortfall_bytes / GiB:.2f} GiB)"]
-    return Deployment(model=model_argument(model, row.weights_format) if not checkpoint else model,
+    return Deployment(model=model_argument(model, row.weights_format, req.spec) if not checkpoint else model,
                       name=k8s_name(req.spec.name), gpu=req.gpu.id, gpu_vendor=req.gpu.vendor,
                       gpu_memory_bytes=req.gpu.memory_total_bytes, tp=req.tp, pp=req.pp, replicas=1,
                       vllm_version=req.vllm_version, flags=flags,
@@ -233,7 +245,7 @@ def from_search(result, rank: int = 1) -> Deployment:
     from .formats import weight_format
 
     weights = weight_bytes(spec, weight_format(d.weights_format))
-    return Deployment(model=model_argument(model, d.weights_format), name=k8s_name(spec.name), gpu=gpu.id,
+    return Deployment(model=model_argument(model, d.weights_format, spec), name=k8s_name(spec.name), gpu=gpu.id,
                       gpu_vendor=gpu.vendor, gpu_memory_bytes=gpu.memory_total_bytes, tp=d.tp, pp=d.pp,
                       replicas=d.replicas, vllm_version=req.vllm_version,
                       flags=vllm_flags(d.weights_format, d.kv_format, d.tp, d.pp, d.util, d.max_model_len,
@@ -256,7 +268,7 @@ def docker_line(d: Deployment) -> str:
     else:
         devices = f"--gpus {d.gpus_per_replica}"
     return (f"docker run {devices} --ipc=host -p {PORT}:{PORT} -e HF_TOKEN "
-            f"-v ~/.cache/huggingface:/root/.cache/huggingface {d.image} "
+            f"-v ~/.cache/huggingface:/root/.cache/huggingface --entrypoint vllm {d.image} serve "
             + " ".join(shlex.quote(a) for a in d.args))
 
 
@@ -289,7 +301,7 @@ def _gpu_affinity(d: Deployment) -> dict:
 def _container(d: Deployment, port: int = PORT) -> dict:
     probe = {"httpGet": {"path": "/health", "port": port}}
     return {
-        "name": "vllm", "image": d.image, "args": [*d.args, "--port", str(port)],
+        "name": "vllm", "image": d.image, "command": ["vllm", "serve"], "args": [*d.args, "--port", str(port)],
         "env": [{"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf-token", "key": "token",
                                                                        "optional": True}}}],
         "ports": [{"containerPort": port, "name": "http", "protocol": "TCP"}],

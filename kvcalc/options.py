@@ -338,7 +338,7 @@ PLAN_OPTIONS: list[Option] = [
     Option("request_rate", RATE, None, "Poisson arrivals in requests/s (vllm bench --request-rate); the "
            "concurrency follows.", into="workload"),
     Option("num_prompts", click.IntRange(1, 100_000), None, "requests in the run (vllm bench --num-prompts) "
-           "[default: 10 x --concurrency, or 60 s of --request-rate; 50-1,000].", into="workload"),
+           "[default: 5 x --concurrency (20-500), or 30 s of --request-rate (50-500)].", into="workload"),
     Option("random_range_ratio", click.FloatRange(0, 1, max_open=True), None, "vllm bench --random-range-ratio: "
            "lengths uniform in [L (1 - r), L (1 + r)] [default: 0].", into="workload"),
     Option("prefix_len", TOKENS, None, "a prefix every prompt shares, before its --input-len tokens (vllm bench "
@@ -473,6 +473,9 @@ SEARCH_OPTIONS: list[Option] = [
     Option("price", None, None, "override a price (repeatable).", multiple=True, metavar="GPU=USD", web=False),
     Option("prices_file", None, None, "price file [default: $XDG_CONFIG_HOME/kvcalc/prices.yaml if present, over "
            "the shipped one].", flags=("--prices",), metavar="FILE", web=False),
+    Option("price_tier", click.Choice(["on-demand", "spot", "reserved"]), "on-demand", "which published price to "
+           "rent at: on demand (per GPU or whole instances), or the spot / reserved instance offers of "
+           "kvcalc/data/prices.yaml.", show_default=True),
     Option("top", click.IntRange(1, 10000), 10, "rows shown.", show_default=True),
     Option("as_json", is_flag=True, flags=("--json",), help="print the result as JSON (schema kvcalc.search/1).",
            web=False),

@@ -326,6 +326,8 @@ class Row:
     hf: hf_engine.HfEstimate | None = field(default=None, repr=False)
     bench: BenchEstimate | None = field(default=None, repr=False)  # the --input-len workload, when asked
     speed: DecodeEstimate | None = field(default=None, repr=False, compare=False)  # the decode step, per kernel
+    # how far to trust the row's figures (kvcalc/trust.py): evidence label, what backs it, low/high per figure
+    trust: dict = field(default_factory=dict, compare=False)
 
     def to_json(self) -> dict:
         # asdict(self) would deep-copy the estimates too, only to drop them: a third of a web request's time
@@ -443,7 +445,8 @@ def _vllm_row(req: PlanRequest, choice: FormatChoice) -> Row | None:
                            entrypoint=req.entrypoint)
     # capacity as vLLM logs it ("GPU KV cache size"): group-aware, so hybrid models count tokens, not pool blocks.
     # Weights and KV bytes per token are the deployment's: each of tp x pp GPUs holds its share.
-    return Row(config=choice.key, label=choice.label, engine="vllm", weights_format=w.name, kv_format=k.name,
+    return Row(trust=row_trust(req, "vllm", w, k, bench), config=choice.key, label=choice.label, engine="vllm",
+               weights_format=w.name, kv_format=k.name,
                weights_bytes=est.deployment_weights_bytes, kv_bytes_per_token=est.deployment_kv_bytes_per_token,
                kv_capacity_tokens=est.logged_kv_tokens, max_concurrency=concurrency, hf_memory_bytes=None,
                decode_tokens_per_s=speed.tokens_per_s, fits=fits, shortfall_bytes=shortfall,
@@ -462,13 +465,42 @@ def _hf_row(req: PlanRequest, choice: FormatChoice) -> Row | None:
     # per token of context at --context: sliding-window layers stop growing past their window
     # (whole bytes, as every byte figure in the JSON: rounded as the table rounds it)
     per_token = round(hf_cache_bytes(req.spec.layers, 1, req.context, req.context, k, 2) / req.context)
-    return Row(config=choice.key, label=choice.label, engine="hf", weights_format=w.name, kv_format=k.name,
+    bench = hf_bench(req.spec, req.gpu, w, k, req.workload) if req.workload is not None else None
+    return Row(trust=row_trust(req, "hf", w, k, bench), config=choice.key, label=choice.label, engine="hf",
+               weights_format=w.name, kv_format=k.name,
                weights_bytes=est.static_bytes, kv_bytes_per_token=per_token, kv_capacity_tokens=longest,
                max_concurrency=None, hf_memory_bytes=est.total_bytes, decode_tokens_per_s=speed.tokens_per_s,
                fits=est.fits, shortfall_bytes=est.shortfall_bytes, quality_risk=_risk(req.spec, w, k),
                notes=_weights_notes(w) + est.notes + speed.notes, quality_evidence=quality_cell(w.name, k.name),
-               hf=est, speed=speed,
-               bench=hf_bench(req.spec, req.gpu, w, k, req.workload) if req.workload is not None else None)
+               hf=est, speed=speed, bench=bench)
+
+
+def quality_source(spec: ModelSpec, w: WeightFormat, k: KvFormat) -> dict:
+    """Where a row's quality risk comes from: the rule that sets it (kvcalc/formats.py: each format's risk, the
+    weights' stricter risk below 4 B parameters; the worse of weights and KV), and the small-model measurements
+    beside it where kvcalc/data/quality.json holds some (evidence, not the label's source)."""
+    w_risk, k_risk = w.risk_for(spec.params.total), k.quality_risk
+    small = w.quality_risk_small and spec.params.total < 4_000_000_000
+    rule = (f"rule (kvcalc/formats.py): weights {w.name} {w_risk}"
+            + (" (below 4 B parameters)" if small else "") + f", KV {k.name} {k_risk}; the worse of the two")
+    measured = quality_cell(w.name, k.name)
+    return {"label": "rule", "backing": rule, "measured": measured or None}
+
+
+def row_trust(req: PlanRequest, engine: str, w: WeightFormat, k: KvFormat, bench: BenchEstimate | None) -> dict:
+    """The evidence behind a row's figures and their ranges (kvcalc/trust.py), as the JSON carries them: `speed` for
+    the decode tok/s column, `capacity` for KV capacity / max concurrency / fits, and per workload figure."""
+    from .trust import capacity_trust, speed_trust
+
+    out = {"speed": speed_trust(req.gpu, engine, w, k, "TPOT", inverse=True, batch=req.batch).to_json(),
+           "capacity": capacity_trust(req.gpu, engine).to_json(), "quality": quality_source(req.spec, w, k)}
+    if bench is not None:
+        n = req.workload.concurrency or req.batch
+        lone = n <= 1 and (req.workload.request_rate is None or req.workload.request_rate <= 1)
+        out["ttft"] = speed_trust(req.gpu, engine, w, k, "TTFT" if lone else "TTFT-load", batch=n).to_json()
+        out["tpot"] = speed_trust(req.gpu, engine, w, k, "TPOT", batch=n).to_json()
+        out["output_tokens_per_s"] = speed_trust(req.gpu, engine, w, k, "throughput", batch=n).to_json()
+    return out
 
 
 def verdicts(rows: list[Row]) -> list[list[str]]:
@@ -588,7 +620,13 @@ def plan_json(req: PlanRequest, rows: list[Row], warnings: list[str], sweep: lis
         "tp_sweep": [o.to_json() for o in sweep] if sweep else None,
     } | ({"workload": {**{k: list(v) if isinstance(v, tuple) else v for k, v in asdict(req.workload).items()},
                        "assumptions": list(WORKLOAD_ASSUMPTIONS)}}  # tuples as JSON lists: the API equals the CLI
-         if req.workload is not None else {})
+         if req.workload is not None else {}) | _revision_json(req.spec)
+
+
+def _revision_json(spec: ModelSpec) -> dict:
+    """A hub checkpoint's resolved revision (the commit its files came from), for --model org/name[@revision]."""
+    ck = spec.checkpoint
+    return {"model_revision": ck.revision} if ck is not None and getattr(ck, "revision", None) else {}
 
 
 @dataclass

@@ -167,7 +167,8 @@ def build_search(options: dict, load_model=None, explicit: set[str] = frozenset(
     spec = load_model(kw["model"] or DEFAULT_MODEL)
     version = kw["vllm_version"] or DEFAULT_VERSION
     parse_version(version)
-    gpus = [get_gpu(g) for g in kw["gpus"]] if kw["gpus"] else list_gpus()
+    gpus = ([get_gpu(g) for g in kw["gpus"]] if kw["gpus"]
+            else [g for g in list_gpus() if g.id not in S.NOT_SEARCHED_BY_DEFAULT])
     gpus = list({g.id: g for g in gpus}.values())
     weights = tuple(dict.fromkeys(weight_format(w).name for w in kw["weights"] or ())) or S.DEFAULT_WEIGHTS
     for w in weights:
@@ -191,7 +192,8 @@ def build_search(options: dict, load_model=None, explicit: set[str] = frozenset(
                     percentiles=parse_percentiles(kw.get("percentiles")))
     wl.check()
     targets = S.Targets(kw["max_ttft_ms"], kw["max_tpot_ms"], kw["min_context"], kw["max_quality_risk"])
-    req = S.SearchRequest(spec, wl, targets, space, prices, version, kw["max_num_batched_tokens"], kw["top"])
+    req = S.SearchRequest(spec, wl, targets, space, prices, version, kw["max_num_batched_tokens"], kw["top"],
+                          price_tier=kw.get("price_tier") or "on-demand")
     return req, warnings
 
 

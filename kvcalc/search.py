@@ -26,12 +26,21 @@ from .hardware import GpuProfile
 from .model import ModelSpec
 from .plan import RISK_LEVELS
 from .plan import _risk  # the quality-risk rule of plan's rows, one source
-from .prices import Price
+from .prices import Price, rent
 from .search_core import Structure, build_structure, evaluate_grid, valid_tp_sizes
+from .trust import speed_trust
 from .workload import ASSUMPTIONS as WORKLOAD_ASSUMPTIONS
 from .workload import Workload  # noqa: F401  (search's workload is plan's: kvcalc.search.Workload)
 
 SCHEMA = "kvcalc.search/1"
+# Profiles `search` leaves out unless --gpus names them: parts not rented by the hour (workstation cards, the DGX Spark
+# desktop), boards that repeat a searched one's memory and speed (H800, A800: H100 SXM and A100 80GB with a slower
+# NVLink), and those whose only price is an estimate. Each GPU searched costs CPU; the default set stays the GPUs a
+# price page offers.
+NOT_SEARCHED_BY_DEFAULT = frozenset({
+    "rtx-pro-6000", "rtx-pro-6000-maxq", "dgx-spark", "h800", "a800", "h20", "l20", "b300", "gb300", "gb200",
+    "rtx-6000-ada", "rtx-5060-ti", "rtx-5070-ti", "rtx-5080", "mi325x", "mi350x", "mi355x",
+})
 CONSTRAINTS = ("quality", "memory", "throughput", "concurrency", "ttft", "tpot")
 DEFAULT_WEIGHTS = ("bf16", "fp8", "awq")
 DEFAULT_KV = ("auto", "fp8")
@@ -78,6 +87,7 @@ class SearchRequest:
     vllm_version: str = vllm_engine.DEFAULT_VERSION
     max_num_batched_tokens: int | None = None  # None: `vllm serve`'s default for each GPU
     top: int = 10
+    price_tier: str = "on-demand"  # on-demand | spot | reserved: which published price a rental is charged at
 
 
 @dataclass
@@ -109,11 +119,18 @@ class Deployment:
     price_is_estimate: bool
     pareto: bool = False
     command: str = ""
+    # what the deployment's speed rests on (kvcalc/trust.py): label, backing, and the TTFT / TPOT ranges
+    speed_evidence: dict = field(default_factory=dict)
     # from the simulation (workload.vllm_bench, the plan row of this deployment): vllm bench's figures per replica
     e2e_ms: float | None = None
     itl_ms: float | None = None
     percentiles: dict = field(default_factory=dict)  # median_ttft_ms, p99_ttft_ms, ... as vllm bench names them
     timing: str = "closed form"  # "simulation" once re-timed
+    # how it is rented (prices.rent): per GPU, or whole instances of a provider's offer; fields added to the schema
+    price_tier: str = "on-demand"
+    rented_as: str = "per GPU"
+    gpus_per_instance: int = 1
+    instances: int = 0
 
     def to_json(self) -> dict:
         return dict(self.__dict__)
@@ -167,7 +184,7 @@ def serve_command(spec: ModelSpec, hf_id: str | None, d: Deployment) -> str:
     from .deploy import model_argument, vllm_flags
 
     model = hf_id or spec.name
-    parts = ["vllm serve", model_argument(model, d.weights_format)]
+    parts = ["vllm serve", model_argument(model, d.weights_format, spec)]
     for flag, value in vllm_flags(d.weights_format, d.kv_format, d.tp, d.pp, d.util, d.max_model_len,
                                   d.max_num_seqs, d.max_num_batched_tokens):
         parts += [flag] if value is None else [flag, value]
@@ -208,6 +225,9 @@ def _structures(req: SearchRequest, max_model_len: int, warnings: list[str]) -> 
         price = req.prices.get(gpu.id)
         if price is None:
             warnings.append(f"{gpu.id}: no price known; left out (give one with --price {gpu.id}=USD)")
+            continue
+        if req.price_tier != "on-demand" and not any(o.usd_per_hour(req.price_tier) for o in price.offers):
+            warnings.append(f"{gpu.id}: no {req.price_tier} offer known; left out (kvcalc/data/prices.yaml offers)")
             continue
         mnbt = req.max_num_batched_tokens or vllm_engine.batch_defaults(gpu, "serve")[0]
         for wname in sp.weights:
@@ -348,14 +368,16 @@ def evaluate(req: SearchRequest, cands: list[_Candidate], unsupported: list[Reje
         rate_ok = n <= cap[:, None]
         n = np.minimum(n, cap_sr)  # where the rate is out of reach, judge the rest at the most the replica holds
         ttft, tpot = _latencies(cands, wl, n, mnbt)
-        # the GPU's time per second: each request's prefill GEMMs and attention (their compute alone: what mixing
-        # them into decode steps cannot hide) plus its share of the decode steps; above 1 the queue grows
+        # the GPU's time per request: its prefill GEMMs and attention (their compute alone: what mixing them into
+        # decode steps cannot hide) plus its share of the decode steps at the most requests a replica holds; a rate
+        # that needs more than the GPU's second grows the queue at any concurrency
         pre0 = np.array([c.line.pre0 for c in cands])[:, None]
         pre1 = np.array([c.line.pre1 for c in cands])[:, None]
         p_len = wl.input_len + wl.prefix_len
-        busy = (wl.request_rate / replicas[None, :]) * (pre0 * p_len + pre1 * p_len * (p_len + 1) / 2
-                                                         + (wl.output_len - 1) * tpot / np.maximum(n, 1))
-        rate_ok &= busy <= 1.0
+        per_request = pre0 * p_len + pre1 * p_len * (p_len + 1) / 2 + (wl.output_len - 1) * p_cap / cap_sr
+        gpu_reach = replicas[None, :] / np.maximum(per_request, 1e-12)
+        rate_ok &= wl.request_rate <= gpu_reach
+        reach = np.minimum(reach, gpu_reach)
         tokens_per_s = np.full((S, R), wl.request_rate * wl.output_len)
     evaluated = S * U * Q * R
 
@@ -380,9 +402,11 @@ def evaluate(req: SearchRequest, cands: list[_Candidate], unsupported: list[Reje
     dep_ok = feasible.any(axis=(1, 2))
     assert np.array_equal(dep_ok, stage == len(CONSTRAINTS))
 
-    price = np.array([c.price.usd_per_gpu_hour for c in cands])
-    gpus_per = np.array([s.tp * s.pp for s in structures])
-    cost = price[:, None] * gpus_per[:, None] * replicas[None, :]  # (S, R)
+    # the cheapest rental of each deployment (prices.rent): per GPU, or whole instances of an offer
+    rentals = [[rent(c.price, s.tp * s.pp, int(r), req.price_tier) for r in replicas]
+               for c, s in zip(cands, structures)]
+    cost = np.array([[x.usd_per_hour if x is not None else np.inf for x in row] for row in rentals],
+                    dtype=float).reshape(len(cands), len(replicas))  # (S, R)
     usd_per_m = np.where(tokens_per_s > 0, cost / (tokens_per_s * 3600) * 1e6, np.inf)
 
     # choose util and max_num_seqs per feasible deployment: the version's default gpu_memory_utilization when it
@@ -419,7 +443,20 @@ def evaluate(req: SearchRequest, cands: list[_Candidate], unsupported: list[Reje
             int(seqs[qi]), s.max_num_batched_tokens, max_model_len, float(cost[si, ri]), float(usd_per_m[si, ri]),
             float(ttft[si]) * 1e3, float(tpot[si, ri]) * 1e3, float(tokens_per_s[si, ri]), int(n[si, ri]),
             conc * r, s.kv_capacity_tokens(grid.blocks[si, ui, qi], int(grid.stage[si, ui, qi])), c.risk,
-            c.price.source, c.price.estimate))
+            rentals[si][ri].source, rentals[si][ri].estimate, price_tier=req.price_tier,
+            rented_as=rentals[si][ri].provider, gpus_per_instance=rentals[si][ri].gpus_per_instance,
+            instances=rentals[si][ri].instances))
+    evidence: dict = {}
+    for d, si in zip(rows, idx_s.tolist()):
+        s = structures[si]
+        key = (s.gpu.id, s.weights.name, s.kv.name)
+        if key not in evidence:
+            tpot_t = speed_trust(s.gpu, "vllm", s.weights, s.kv, "TPOT")
+            ttft_t = speed_trust(s.gpu, "vllm", s.weights, s.kv, "TTFT")
+            evidence[key] = {"label": tpot_t.label, "backing": tpot_t.backing, "tpot_low": tpot_t.low,
+                             "tpot_high": tpot_t.high, "ttft_low": ttft_t.low, "ttft_high": ttft_t.high,
+                             "assumptions": list(tpot_t.assumptions)}
+        d.speed_evidence = evidence[key]
     rows.sort(key=_rank_key)
     screened = len(rows)
     # the closed form screened; the rows shown are re-timed by the simulation (plan's own row of each deployment)
@@ -650,6 +687,7 @@ def search_json(res: SearchResult) -> dict:
         "message": res.message,
         "assumptions": list(WORKLOAD_ASSUMPTIONS) + ["screen: " + a for a in latency.ASSUMPTIONS] + [
             "memory: kvcalc plan's vLLM accounting (engines/vllm.py), exact at block granularity",
-            "cost: on-demand price per GPU-hour x GPUs x replicas; $/M output tokens at the workload's throughput"],
+            f"cost: the cheapest {req.price_tier} rental: per GPU-hour x GPUs x replicas, or whole instances of a "
+            "provider's offer (a replica inside one instance); $/M output tokens at the workload's throughput"],
         "warnings": res.warnings,
     }

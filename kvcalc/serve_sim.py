@@ -162,6 +162,12 @@ def simulate(cost, cfg: EngineConfig, load: Load, frontend_s: float = 0.0) -> Si
         """Blocks of requests holding `tokens` tokens each."""
         return table[np.minimum(-(-np.asarray(tokens, dtype=np.int64) // bs), kmax)]
 
+    table_list = table.tolist()
+
+    def need1(tokens) -> int:
+        """need() of one request, without numpy's per-call cost."""
+        return table_list[min(-(-int(tokens) // bs), kmax)]
+
     usable = cfg.num_blocks - 1
     prefix_full = (load.prefix_len // bs) * bs if cfg.prefix_caching else 0
     prefix_blocks = int(need(np.array([prefix_full]))[0]) if prefix_full else 0
@@ -236,7 +242,7 @@ def simulate(cost, cfg: EngineConfig, load: Load, frontend_s: float = 0.0) -> Si
                     i = running[idx]
                     want_i = min(int(tokens[i] - computed[i]), cfg.long_prefill_token_threshold or 1 << 62)
                     k_i = min(want_i, budget)
-                    extra_i = max(int(need(computed[i] + k_i)) - prefix_blocks * int(shares[i]) - int(held[i]), 0)
+                    extra_i = max(need1(computed[i] + k_i) - prefix_blocks * int(shares[i]) - int(held[i]), 0)
                     while extra_i > free:
                         victim = running.pop()
                         preempted = True
@@ -271,13 +277,13 @@ def simulate(cost, cfg: EngineConfig, load: Load, frontend_s: float = 0.0) -> Si
                 share = prefix_full > 0 and hit >= prefix_full and i != 0
                 cut = prefix_blocks if share else 0
                 extra_prefix = prefix_blocks if (share and shared_users == 0) else 0
-                if int(need(tokens[i])) - cut + extra_prefix > free:  # the whole prompt's blocks must be free
+                if need1(tokens[i]) - cut + extra_prefix > free:  # the whole prompt's blocks must be free
                     break
                 waiting.popleft()
                 computed[i] = hit
                 hit_tokens += hit
                 k_i = min(int(tokens[i]) - hit, budget, cfg.long_prefill_token_threshold or 1 << 62)
-                blocks_now = int(need(hit + k_i)) - cut
+                blocks_now = need1(hit + k_i) - cut
                 free -= blocks_now + extra_prefix
                 held[i] = blocks_now
                 if share:
@@ -304,7 +310,7 @@ def simulate(cost, cfg: EngineConfig, load: Load, frontend_s: float = 0.0) -> Si
         stretch = 1
         if is_dec.all() and len(r) == len(running) and (
                 not waiting or len(running) >= cfg.max_num_seqs
-                or int(need(tokens[waiting[0]])) - prefix_blocks > free):
+                or need1(tokens[waiting[0]]) - prefix_blocks > free):
             stretch, dts = _decode_stretch(cost, r, computed, generated, out, held, shares, prefix_blocks, need, free,
                                            t, float(arrive[pending[0]]) if pending else math.inf,
                                            cfg.async_scheduling)

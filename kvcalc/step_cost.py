@@ -10,9 +10,7 @@ that samples a token. So a step costs
 
 with every term a kernel class of throughput.forward_kernels (read off it, never re-derived here):
 - weights(tokens): the step's kernels other than attention and the sampler (dense GEMMs, MoE experts, TP all-reduce)
-  at that many tokens, memoized per token count (a step with a prefill chunk above 64 tokens is read at its count
-  rounded up to the 16-row MMA tile the GEMMs pad to: exact for dense models, the experts of at most 15 tokens more
-  for MoE);
+  at that many tokens, memoized (a step with a prefill chunk above 64 tokens interpolated between multiples of 64);
 - attention_decode: linear in the summed context (bytes, FLOPs and conversion ops all scale with it, and a kernel's
   time is homogeneous in its three parts), read off one evaluation;
 - attention_prefill: the chunk's cached-prefix bytes and its causal pairs, each part scaled from one evaluation, then
@@ -51,17 +49,29 @@ class StepCost:
     prefill_attention: Kernel  # parts per cached-prefix token (memory, ALU) and per causal pair (compute)
     _weights: dict = field(default_factory=dict, repr=False)
 
-    def weights_s(self, tokens: int, prefill: bool) -> float:
-        """The non-attention kernels of a forward of `tokens` tokens (prefill: a step with a prefill chunk in it)."""
-        if tokens <= 0:
-            return 0.0
-        key = (tokens if tokens <= 64 or not prefill else -(-tokens // 16) * 16, prefill)
+    def _weights_at(self, tokens: int, prefill: bool) -> float:
+        key = (tokens, prefill)
         hit = self._weights.get(key)
         if hit is None:
-            ks = forward_kernels(self.spec, self.gpu, self.weights, self.kv, key[0], 0.0, 0.0, self.tp,
+            ks = forward_kernels(self.spec, self.gpu, self.weights, self.kv, tokens, 0.0, 0.0, self.tp,
                                  prefill=prefill)
             hit = self._weights[key] = sum(k.time_s for k in ks if k.name not in _NOT_WEIGHTS)
         return hit
+
+    def weights_s(self, tokens: int, prefill: bool) -> float:
+        """The non-attention kernels of a forward of `tokens` tokens (prefill: a step with a prefill chunk in it).
+        Decode-only steps are read at their exact batch; a step with a prefill chunk of more than 64 tokens between
+        the two multiples of 64 around it, linearly (the GEMMs' time is flat, then affine in the 16-row tiles: exact
+        away from the bend; the MoE experts touched bend gently)."""
+        if tokens <= 0:
+            return 0.0
+        if not prefill or tokens <= 64:
+            return self._weights_at(tokens, prefill)
+        lo = (tokens // 64) * 64
+        if lo == tokens:
+            return self._weights_at(tokens, True)
+        a, b = self._weights_at(lo, True), self._weights_at(lo + 64, True)
+        return a + (b - a) * (tokens - lo) / 64
 
     def prefill_attention_s(self, start: int, n: int) -> float:
         """Causal attention of a chunk of n prompt tokens after `start` cached ones."""
@@ -86,9 +96,26 @@ class StepCost:
         return max(t, self.eager_floor_s)
 
 
+_CACHE: dict = {}  # recent step models, by their inputs (the objects are kept with them, so ids stay theirs)
+
+
 def step_cost(spec, gpu, weights, kv, tp: int = 1, kv_bytes_per_token: float | None = None,
               enforce_eager: bool = False, dtype_bytes: int = 2) -> StepCost:
-    """The step model of one deployment, from a few evaluations of the speed model."""
+    """The step model of one deployment (the same inputs give the same object: its memo of weight times is shared
+    by the search's rows and a plan's configurations)."""
+    key = (id(spec), id(gpu), id(weights), id(kv), tp, kv_bytes_per_token, enforce_eager, dtype_bytes)
+    hit = _CACHE.get(key)
+    if hit is not None and hit[0] is spec and hit[1] is gpu:
+        return hit[2]
+    cost = _build(spec, gpu, weights, kv, tp, kv_bytes_per_token, enforce_eager, dtype_bytes)
+    if len(_CACHE) >= 64:
+        _CACHE.pop(next(iter(_CACHE)))
+    _CACHE[key] = (spec, gpu, cost, weights, kv)
+    return cost
+
+
+def _build(spec, gpu, weights, kv, tp, kv_bytes_per_token, enforce_eager, dtype_bytes) -> StepCost:
+    """The step model from a few evaluations of the speed model."""
     kv_pt = kv_bytes_per_token if kv_bytes_per_token is not None \
         else vllm_bytes_per_token(spec.layers, kv, dtype_bytes, tp) * tp
     rates = gpu_rates(gpu)

@@ -60,16 +60,16 @@ class Workload:
         return self.prefix_len + math.ceil(self.input_len * (1 + r)) + max(math.ceil(self.output_len * (1 + r)), 1)
 
     def prompts(self) -> int:
-        """--num-prompts, else a run long enough to reach the steady state and short enough for `plan`: 10 rounds of
-        the concurrency (closed loop), 60 s of arrivals (a rate), at least 50 and at most 1,000 (vllm bench's
-        default); a burst is one round."""
+        """--num-prompts, else a run long enough to reach the steady state and short enough for `plan`: 5 rounds of
+        the concurrency (closed loop; at least 20), 30 s of arrivals (a rate; at least 50), at most 500 (vllm
+        bench's own default is 1,000); a burst is one round."""
         if self.num_prompts:
             return self.num_prompts
         if self.burst:
             return self.concurrency or 1
         if self.request_rate is not None:
-            return int(min(1000, max(50, math.ceil(self.request_rate * 60))))
-        return int(min(1000, max(50, 10 * (self.concurrency or 1))))
+            return int(min(500, max(50, math.ceil(self.request_rate * 30))))
+        return int(min(500, max(20, 5 * (self.concurrency or 1))))
 
     def check(self, max_model_len: int | None = None) -> None:
         if self.input_len < 1 or self.output_len < 1:

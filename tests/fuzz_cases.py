@@ -889,9 +889,10 @@ def judge(o: Outcome) -> list[str]:
 
 # Numbers that are signed by definition: validate's relative errors, and the memory figures vLLM itself computes as
 # differences and prints negative when the budget is overdrawn (kvcalc.validate.vllm_log.SIGNED_VALUES; the plan's
-# available_kv_bytes is that figure, and plan_invariants checks that a negative one never comes with fits).
+# available_kv_bytes is that figure, and plan_invariants checks that a negative one never comes with fits), and the
+# trust intervals' bounds, which are signed relative errors (kvcalc/trust.py: low -0.2 = 20% below the figure).
 SIGNED_KEYS = {"error", "available_kv_bytes", "non_torch_bytes", "graph_capture_bytes", "cudagraph_estimate_bytes",
-               "cudagraph_pool_actual_bytes"}
+               "cudagraph_pool_actual_bytes", "low", "high", "tpot_low", "tpot_high", "ttft_low", "ttft_high"}
 SIGNED_QUANTITIES = ("available KV memory", "non-torch memory", "CUDA graph")
 
 

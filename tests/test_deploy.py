@@ -113,7 +113,8 @@ def test_the_files_run_the_same_flags_and_gpus(case):
     assert (f"--gpus {gpus}" in deploy.docker_line(d)) == (req.gpu.vendor == "nvidia")
     dep, svc = deploy.kubernetes_objects(d)
     container = dep["spec"]["template"]["spec"]["containers"][0]
-    assert container["args"] == [*d.args, "--port", "8000"]
+    assert container["command"] == ["vllm", "serve"] and container["args"] == [*d.args, "--port", "8000"]
+    assert docker[docker.index("--entrypoint") + 1] == "vllm" and docker[docker.index(d.image) + 1] == "serve"
     assert container["resources"]["limits"][d.gpu_resource] == str(gpus)
     isvc = deploy.kserve_object(d)["spec"]["predictor"]["containers"][0]
     assert isvc["args"] == [*d.args, "--port", "8080"] and isvc["resources"] == container["resources"]
@@ -211,3 +212,18 @@ def test_served_model_is_what_vllm_loads(tmp_path):
     (tmp_path / "config.json").write_text(cfg.read_text())
     assert deploy.served_model(load_model(str(tmp_path / "config.json"))) == str(tmp_path)
     assert deploy.served_model(load_model(str(tmp_path))) == str(tmp_path)
+
+
+def test_awq_deployment_names_the_checkpoint_and_forces_no_kernel():
+    """An AWQ row is served from the catalog's AWQ checkpoint without --quantization (an explicit `awq` forces the slow
+    GEMM kernel before vLLM 0.26; vLLM reads the checkpoint's quant_method and picks Marlin), and that line plans back
+    to the same blocks."""
+    from kvcalc.catalog import catalog_entry
+
+    req, row, d = _plan_deployment(["--gpu", "l4", "--model", "llama-3.1-8b", "--weights", "awq", "--engine", "vllm"])
+    assert d.model == catalog_entry("llama-3.1-8b-awq")["hf_id"] and "--quantization" not in d.args
+    code, out, err = invoke(["plan", "--gpu", "l4", "--engine", "vllm", "--context", str(req.context),
+                             "--vllm-command", deploy.serve_line(d), "--json"])
+    assert code == 0, err
+    back = next(r for r in json.loads(out)["rows"] if r["weights_format"] == "awq" and r["kv_format"] == "auto")
+    assert back["vllm_breakdown"]["num_gpu_blocks"] == row.vllm.num_gpu_blocks

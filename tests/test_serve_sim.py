@@ -32,21 +32,22 @@ def test_step_model_equals_the_speed_model(model, kv, tp):
     for b, c in ((1, 10), (7, 3000), (64, 900), (200, 5000)):
         want = decode_speed(spec, GPU, "vllm", BF16, k, b, c, tp=tp).step_s
         assert cost.step_s(b, b * c) == pytest.approx(want, rel=1e-12)
-    for n, chunk in ((1000, 2048), (5000, 2048), (3000, 8192)):
+    for n, chunk, rel in ((1024, 2048, 1e-9), (6144, 2048, 1e-9), (3000, 8192, 0.01), (5000, 2048, 0.01)):
         chunks, start = [], 0
         while start < n:
             chunks.append(cost.step_s(0, 0, ((start, min(chunk, n - start)),)))
             start += chunk
-        assert sum(chunks) == pytest.approx(prefill_s(spec, GPU, BF16, k, n, chunk, tp), rel=1e-9)
+        # exact at multiples of 64 tokens; between them the weight GEMMs are interpolated
+        assert sum(chunks) == pytest.approx(prefill_s(spec, GPU, BF16, k, n, chunk, tp), rel=rel)
 
 
 def test_a_lone_request_is_its_prefill_then_its_decode_steps():
     """One prompt, nothing cached, no front-end: TTFT is throughput.prefill_s, TPOT the mean decode step over the
     contexts the output passes through (prompt+1 .. prompt+output-1), e2e their sum."""
     cost = step_cost(SPEC, GPU, BF16, AUTO)
-    res = simulate(cost, BIG, Load(3000, 17, 1, 1))
-    assert res.ttft_s[0] == pytest.approx(prefill_s(SPEC, GPU, BF16, AUTO, 3000, 8192), rel=1e-12)
-    steps = [decode_speed(SPEC, GPU, "vllm", BF16, AUTO, 1, c).step_s for c in range(3001, 3017)]
+    res = simulate(cost, BIG, Load(3072, 17, 1, 1))
+    assert res.ttft_s[0] == pytest.approx(prefill_s(SPEC, GPU, BF16, AUTO, 3072, 8192), rel=1e-12)
+    steps = [decode_speed(SPEC, GPU, "vllm", BF16, AUTO, 1, c).step_s for c in range(3073, 3089)]
     assert res.tpot_s[0] == pytest.approx(statistics.fmean(steps), rel=1e-12)
     assert sorted(res.itl_s) == pytest.approx(sorted(steps), rel=1e-12)
     m = res.metrics()

@@ -24,11 +24,11 @@ BF16, AUTO = weight_format("bf16"), kv_format("auto")
 def test_a_lone_request_is_its_prefill_and_its_decode_steps():
     """One request, nothing cached, the LLM class (no server): TTFT is the prefill, TPOT the mean decode step over
     contexts input+1 .. input+output-1."""
-    wl = Workload(1000, 17, concurrency=1, num_prompts=1)
+    wl = Workload(1024, 17, concurrency=1, num_prompts=1)
     b = vllm_bench(SPEC, GPU, BF16, AUTO, wl, chunk_tokens=2048, slots=64, entrypoint="offline", prefix_caching=False)
-    steps = [decode_speed(SPEC, GPU, "vllm", BF16, AUTO, 1, c).step_s for c in range(1001, 1017)]
+    steps = [decode_speed(SPEC, GPU, "vllm", BF16, AUTO, 1, c).step_s for c in range(1025, 1041)]
     assert b.tpot_s == pytest.approx(statistics.fmean(steps), rel=1e-12)
-    assert b.ttft_s == pytest.approx(prefill_s(SPEC, GPU, BF16, AUTO, 1000, 2048))
+    assert b.ttft_s == pytest.approx(prefill_s(SPEC, GPU, BF16, AUTO, 1024, 2048))
     assert b.e2e_s == pytest.approx(b.ttft_s + 16 * b.tpot_s)
     assert b.output_tokens_per_s == pytest.approx(17 / b.e2e_s)
 

@@ -13,7 +13,8 @@ from functools import lru_cache
 
 from ..formats import KvFormat
 from ..layers import (
-    ChunkedLocal, FullAttention, LayerCache, MambaState, MultiLatentAttention, SlidingWindow, flatten,
+    ChunkedLocal, CompressedSparseAttention, FullAttention, LayerCache, MambaState, MultiLatentAttention,
+    SlidingWindow, flatten,
 )
 from ..units import ceil_div
 
@@ -72,7 +73,7 @@ def vllm_page_bytes(layer: LayerCache, block_size: int, kv: KvFormat, dtype_byte
             raise ValueError(f"no vLLM MLA backend accepts kv_cache_dtype={kv.vllm_name} (supported: auto, "
                              "fp8/fp8_e4m3, fp8_ds_mla for sparse MLA)")
         # MLAAttentionSpec: one latent 'head' of kv_lora_rank + rope dim, replicated on every TP rank.
-        if layer.index_head_dim and elem == 1:
+        if (layer.index_head_dim or layer.sparse) and elem == 1:
             # fp8_ds_mla (FLASHMLA_SPARSE, DeepSeek V3.2): 512 fp8 NoPE values, one fp32 scale per 128 of them,
             # and the 64 RoPE values kept in bf16: 512 + 16 + 128 = 656 B per token (flashmla_sparse.py)
             per_token = layer.kv_lora_rank + layer.kv_lora_rank // 128 * 4 + layer.qk_rope_head_dim * 2
@@ -82,8 +83,26 @@ def vllm_page_bytes(layer: LayerCache, block_size: int, kv: KvFormat, dtype_byte
         heads = vllm_kv_heads_per_rank(layer.num_kv_heads, tp)
         # FullAttentionSpec.real_page_size_bytes (+ the per-token-head scales of AttentionSpec.page_size_bytes)
         sides = kv.vllm_side_bytes(layer.head_dim, dtype_bytes) + kv.vllm_side_bytes(layer.v_head_dim, dtype_bytes)
-        return block_size * heads * sides
+        # MiniMax M3's index keys: one bf16 head on every rank, whatever the KV dtype (MiniMaxM3IndexerCache)
+        index = block_size * layer.index_key_dim * 2
+        return block_size * heads * sides + index
+    if isinstance(layer, CompressedSparseAttention):  # DeepSeek V4: the compressed entries of block_size tokens
+        return int(block_size * dsv4_bytes_per_token(layer))
     return 0
+
+
+DSV4_ENTRY_BYTES = 584  # DeepSeek V4 fp8_ds_mla entry: 448 fp8 NoPE + 128 B bf16 RoPE + 8 B scales
+
+
+def dsv4_bytes_per_token(layer: CompressedSparseAttention) -> float:
+    """Long-context bytes per token of one DeepSeek V4 layer under vLLM (the window and compressor states do not
+    grow; engines/vllm_dsv4.py has the pages): a 584 B compressed entry every compress_ratio tokens, plus the CSA
+    indexer key (index_head_dim fp8 + one fp32 scale per 128)."""
+    r = layer.compress_ratio
+    if r <= 1:
+        return 0.0
+    key = layer.index_head_dim + layer.index_head_dim // INDEXER_QUANT_BLOCK * 4 if r == 4 else 0
+    return (DSV4_ENTRY_BYTES + key) / r
 
 
 INDEXER_QUANT_BLOCK = 128  # models/deepseek_v2.py Indexer: quant_block_size = 128

@@ -38,10 +38,19 @@
     ["max conc. @ctx", "max_concurrency", (r) => (r.max_concurrency === null ? "-" : String(r.max_concurrency)), true],
     ["HF mem GiB", "hf_memory_bytes", (r) => gib(r.hf_memory_bytes), true],
     ["decode tok/s", "decode_tokens_per_s", (r) => commas(r.decode_tokens_per_s, 1), true],
+    ["speed range", "trust", (r) => trustRange(r), false],
     ["fits", "fits", (r) => (r.fits ? "yes" : unservedCell(r) || `no (-${(r.shortfall_bytes / GiB).toFixed(2)} GiB)`), false],
     ["quality risk", "quality_risk", (r) => r.quality_risk, false],
     ["verdict", "verdicts", (r) => r.verdicts.join(", "), false],
   ];
+
+  // -- how far to trust a row's speed (kvcalc/trust.py): the range where ~80% of held-out cases of its class fall
+  function trustRange(r) {
+    const t = r.trust && r.trust.speed;
+    if (!t) return "-";
+    const pct = (x) => `${x >= 0 ? "+" : ""}${Math.round(x * 100)}%`;
+    return `${pct(t.low)}/${pct(t.high)} (${t.label})`;
+  }
 
   // -- tokens as the CLI reads them: 32k = 32768 (binary k and m) -----------------------------------------------------
   function parseTokens(text) {
@@ -316,6 +325,7 @@
                        (field === "verdicts" ? " verdict" : "");
         if (field === "config") td.title = r.label;
         if (field === "quality_risk" && r.quality_evidence) td.title = r.quality_evidence;
+        if (field === "trust" && r.trust && r.trust.speed) td.title = `${r.trust.speed.label}: ${r.trust.speed.backing}`;
       }
       const td = tr.insertCell();
       const b = document.createElement("button");
@@ -610,6 +620,7 @@
       ["p99 TTFT", (d) => (d.percentiles && d.percentiles.p99_ttft_ms !== undefined ? commas(d.percentiles.p99_ttft_ms, 0) : "-")],
       ["TPOT ms", (d) => commas(d.tpot_ms, 1)],
       ["out tok/s", (d) => commas(d.output_tokens_per_s, 0)], ["risk", (d) => d.quality_risk],
+      ["speed evidence", (d) => (d.speed_evidence && d.speed_evidence.label) || "-"],
       ["Pareto", (d) => (d.pareto ? "yes" : "")],
     ];
     const head = table.createTHead().insertRow();
