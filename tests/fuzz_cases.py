@@ -985,6 +985,12 @@ def judge(o: Outcome) -> list[str]:
 # available_kv_bytes is that figure, and plan_invariants checks that a negative one never comes with fits).
 SIGNED_KEYS = {"error", "available_kv_bytes", "non_torch_bytes", "graph_capture_bytes", "cudagraph_estimate_bytes",
                "cudagraph_pool_actual_bytes"}
+# ... and a figure's error band (kvcalc/trust.py: relative errors `low`/`high`, search's `tpot_low`, `ttft_low`):
+# its low end is below zero by definition
+
+
+def _signed_key(key: str) -> bool:
+    return key in SIGNED_KEYS or key == "low" or key.endswith("_low")
 SIGNED_QUANTITIES = ("available KV memory", "non-torch memory", "CUDA graph")
 
 
@@ -995,7 +1001,7 @@ def _bad_numbers(value, path="$", key="", signed=False):
     if isinstance(value, (int, float)):
         if isinstance(value, float) and not math.isfinite(value):
             yield path, value
-        elif value < 0 and not signed and key not in SIGNED_KEYS:
+        elif value < 0 and not signed and not _signed_key(key):
             yield path, value
     elif isinstance(value, dict):
         quantity = str(value.get("quantity", ""))
