@@ -620,7 +620,8 @@ def plan_json(req: PlanRequest, rows: list[Row], warnings: list[str], sweep: lis
         "warnings": warnings,
         "rows": [r.to_json() for r in rows],
         "tp_sweep": [o.to_json() for o in sweep] if sweep else None,
-    } | ({"workload": {**asdict(req.workload), "assumptions": list(WORKLOAD_ASSUMPTIONS)}}
+    } | ({"workload": {**{k: list(v) if isinstance(v, tuple) else v for k, v in asdict(req.workload).items()},
+                       "assumptions": list(WORKLOAD_ASSUMPTIONS)}}  # tuples as JSON lists: the API equals the CLI
          if req.workload is not None else {}) | _revision_json(req.spec)
 
 

@@ -982,15 +982,15 @@ def judge(o: Outcome) -> list[str]:
 
 # Numbers that are signed by definition: validate's relative errors, and the memory figures vLLM itself computes as
 # differences and prints negative when the budget is overdrawn (kvcalc.validate.vllm_log.SIGNED_VALUES; the plan's
-# available_kv_bytes is that figure, and plan_invariants checks that a negative one never comes with fits).
+# available_kv_bytes is that figure, and plan_invariants checks that a negative one never comes with fits), and the
+# trust intervals' bounds, which are signed relative errors (kvcalc/trust.py: low -0.2 = 20% below the figure).
 SIGNED_KEYS = {"error", "available_kv_bytes", "non_torch_bytes", "graph_capture_bytes", "cudagraph_estimate_bytes",
-               "cudagraph_pool_actual_bytes"}
-# ... and a figure's error band (kvcalc/trust.py: relative errors `low`/`high`, search's `tpot_low`, `ttft_low`):
-# its low end is below zero by definition
+               "cudagraph_pool_actual_bytes", "low", "high", "tpot_low", "tpot_high", "ttft_low", "ttft_high"}
 
 
 def _signed_key(key: str) -> bool:
-    return key in SIGNED_KEYS or key == "low" or key.endswith("_low")
+    """A signed key: one of SIGNED_KEYS, or any other error band's low end (`*_low`)."""
+    return key in SIGNED_KEYS or key.endswith("_low")
 SIGNED_QUANTITIES = ("available KV memory", "non-torch memory", "CUDA graph")
 
 
