@@ -986,6 +986,11 @@ def judge(o: Outcome) -> list[str]:
 # trust intervals' bounds, which are signed relative errors (kvcalc/trust.py: low -0.2 = 20% below the figure).
 SIGNED_KEYS = {"error", "available_kv_bytes", "non_torch_bytes", "graph_capture_bytes", "cudagraph_estimate_bytes",
                "cudagraph_pool_actual_bytes", "low", "high", "tpot_low", "tpot_high", "ttft_low", "ttft_high"}
+
+
+def _signed_key(key: str) -> bool:
+    """A signed key: one of SIGNED_KEYS, or any other error band's low end (`*_low`)."""
+    return key in SIGNED_KEYS or key.endswith("_low")
 SIGNED_QUANTITIES = ("available KV memory", "non-torch memory", "CUDA graph")
 
 
@@ -996,7 +1001,7 @@ def _bad_numbers(value, path="$", key="", signed=False):
     if isinstance(value, (int, float)):
         if isinstance(value, float) and not math.isfinite(value):
             yield path, value
-        elif value < 0 and not signed and key not in SIGNED_KEYS:
+        elif value < 0 and not signed and not _signed_key(key):
             yield path, value
     elif isinstance(value, dict):
         quantity = str(value.get("quantity", ""))
