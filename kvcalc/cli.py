@@ -43,7 +43,8 @@ class _Fraction(click.ParamType):
             raise UsageError(f"{_option(param)} {shown(value)} is not a number") from None
         if not 0 < number <= 1:  # NaN fails this too
             raise UsageError(f"{_option(param)} must be in (0, 1], got {shown(value)}: it is the share of the GPU's "
-                             "memory vLLM may use (gpu_memory_utilization)")
+                             + ("free memory SGLang's weights and KV pool may take" if param is not None and
+                                param.name == "mem_fraction_static" else "memory vLLM may use (gpu_memory_utilization)"))
         return number
 
 
@@ -137,7 +138,9 @@ def _plan_options(func):
                           f"at most {limits.MAX_CONTEXT:,} [default: 8k, or --vllm-command's max_model_len]."),
         click.option("--batch", default=1, type=POSITIVE, show_default=True,
                      help=f"concurrent requests (at most {limits.MAX_BATCH:,})."),
-        click.option("--engine", type=click.Choice(["hf", "vllm", "both"]), default="both", show_default=True),
+        click.option("--engine", type=click.Choice(["hf", "vllm", "sglang", "both", "servers", "all"]), default="both",
+                     show_default=True, help="both: vLLM and transformers; servers: vLLM and SGLang side by side; "
+                                             "all: the three."),
         click.option("--weights", default=None, type=NAME, help="weight format: bf16, fp8, int8, nf4, nf4-dq, awq, gptq, hqq4."),
         click.option("--quantization", "-q", default=None, type=NAME,
                      help="vLLM's --quantization (awq, awq_marlin, gptq, gptq_marlin, fp8, bitsandbytes): sets --weights."),
@@ -148,24 +151,25 @@ def _plan_options(func):
         click.option("--entrypoint", type=click.Choice(["serve", "offline"]), default="serve", show_default=True,
                      help="how vLLM is started: `vllm serve` (the OpenAI server) or the offline LLM class; sets "
                           "vLLM's default max_num_batched_tokens and max_num_seqs."),
-        click.option("--max-model-len", type=VLLM_LEN, default=None,
+        click.option("--max-model-len", "--context-length", "max_model_len", type=VLLM_LEN, default=None,
                      help=f"vLLM max_model_len, at most {limits.MAX_CONTEXT:,}; vLLM's number rule (32k = 32,000, "
                           "32K = 32,768); auto or -1: the model's maximum [default: --context]."),
-        click.option("--max-num-batched-tokens", type=VLLM_INT, default=None,
+        click.option("--max-num-batched-tokens", "--chunked-prefill-size", "max_num_batched_tokens", type=VLLM_INT, default=None,
                      help=f"vLLM max_num_batched_tokens, at most {limits.MAX_BATCHED_TOKENS:,}; vLLM's number rule "
                           "[default: vLLM's for this GPU, entry point and version]."),
-        click.option("--max-num-seqs", type=POSITIVE, default=None,
+        click.option("--max-num-seqs", "--max-running-requests", "max_num_seqs", type=POSITIVE, default=None,
                      help=f"vLLM max_num_seqs (at most {limits.MAX_BATCH:,})."),
         click.option("--enforce-eager", is_flag=True, help="vLLM without CUDA graphs."),
         click.option("--vllm-version", default=None, type=NAME,
                      help="vLLM version whose rules apply, 0.4.0 and later [default: 0.26.0]."),
-        click.option("--tp", "-tp", "--tensor-parallel-size", "tp", default=1, type=POSITIVE, show_default=True,
+        click.option("--tp", "-tp", "--tensor-parallel-size", "--tp-size", "tp", default=1, type=POSITIVE, show_default=True,
                      help=f"tensor-parallel GPUs (at most {limits.MAX_PARALLEL}; must divide the attention heads)."),
         click.option("--pp", "-pp", "--pipeline-parallel-size", "pp", default=1, type=POSITIVE, show_default=True,
                      help=f"pipeline-parallel stages (at most {limits.MAX_PARALLEL} and the model's layers)."),
         click.option("--dtype", default=None, type=NAME,
                      help="vLLM --dtype: auto, bfloat16, float16, half, float32 [default: auto, 16-bit]."),
-        click.option("--block-size", type=VLLM_INT, default=None, help="vLLM --block-size [default: the backend's]."),
+        click.option("--block-size", "--page-size", "block_size", type=VLLM_INT, default=None,
+                     help="vLLM --block-size / SGLang --page-size [default: the backend's; SGLang 1]."),
         click.option("--kv-cache-memory-bytes", type=VLLM_INT, default=None,
                      help="vLLM --kv-cache-memory-bytes: the KV budget per GPU (vLLM's number rule: 20G = 20 GiB, "
                           "20g = 20 GB); gpu_memory_utilization is then ignored."),
@@ -196,6 +200,17 @@ def _plan_options(func):
         click.option("--vllm-command", default=None, type=NAME, metavar="'vllm serve MODEL ...'",
                      help="a vLLM command line as you would run it: its model and flags set the options above "
                           "(options given here as well win); unknown flags are warned about."),
+        click.option("--mem-fraction-static", "mem_fraction_static", default=None, type=FRACTION,
+                     help="SGLang --mem-fraction-static: weights + KV pool as a share of the free memory [default: "
+                          "SGLang's for this GPU, TP and chunk size]."),
+        click.option("--sglang-version", default=None, type=NAME,
+                     help="SGLang release whose rules apply, 0.4.6 and later [default: 0.5.14]."),
+        click.option("--dp-size", "--dp", "dp_size", default=1, type=POSITIVE, show_default=True,
+                     help="SGLang --dp-size (with --enable-dp-attention: attention TP is tp / dp)."),
+        click.option("--enable-dp-attention", is_flag=True, help="SGLang --enable-dp-attention."),
+        click.option("--sglang-command", default=None, type=NAME, metavar="'python -m sglang.launch_server ...'",
+                     help="an SGLang command line: its model and flags set the options above (options given here "
+                          "win); it selects --engine sglang unless --engine is given."),
         click.option("--input-len", type=TOKENS, default=None,
                      help="workload as vllm bench runs it: prompt tokens per request; sets --context to input + "
                           "output and adds TTFT, TPOT, latency and output tokens/s per row."),
@@ -231,7 +246,8 @@ def _request(gpu, model, context, batch, engine, weights, kv, util, max_model_le
              max_loras=1, max_lora_rank=16, speculative_config=None, other_processes_memory=None,
              vllm_engine="auto", enable_chunked_prefill=None, no_calibration=False, input_len=None, output_len=None,
              concurrency=None, request_rate=None, limit_mm_per_prompt=None, language_model_only=False,
-             skip_mm_profiling=False):
+             skip_mm_profiling=False, mem_fraction_static=None, sglang_version=None, dp_size=1,
+             enable_dp_attention=False, sglang_command=None):
     from .catalog import DEFAULT_MODEL, load_model
     from .hardware import get_gpu
     from .plan import PlanRequest, request_warnings, weights_for_quantization
@@ -242,6 +258,13 @@ def _request(gpu, model, context, batch, engine, weights, kv, util, max_model_le
         from .vllm_command import apply_command
 
         given, notes = apply_command(vllm_command, given, _explicit_options())
+    if sglang_command:
+        from .sglang_command import apply_sglang_command
+
+        if vllm_command:
+            raise UsageError("give --vllm-command or --sglang-command, not both")
+        given, more = apply_sglang_command(sglang_command, given, _explicit_options())
+        notes += more
     if given["quantization"]:
         if given["weights"]:
             raise UsageError("give --weights or --quantization, not both")
@@ -255,12 +278,13 @@ def _request(gpu, model, context, batch, engine, weights, kv, util, max_model_le
     spec = load_model(given["model"] or DEFAULT_MODEL)
     profile = get_gpu(given["gpu"])
     engine = given["engine"]
-    engines = ("vllm", "hf") if engine == "both" else (engine,)
+    engines = {"both": ("vllm", "hf"), "servers": ("vllm", "sglang"), "all": ("vllm", "sglang", "hf")}.get(engine,
+                                                                                                    (engine,))
     max_model_len = given["max_model_len"]
     if max_model_len == AUTO:
         max_model_len = spec.max_position_embeddings
         limits.check("max_model_len", max_model_len)
-    if vllm_command and context is None:
+    if (vllm_command or sglang_command) and context is None:
         context = max_model_len or spec.max_position_embeddings  # the command's own length
     nvls = {"auto": None, "on": True, "off": False}[given["nccl_nvls"]]
     req = PlanRequest(spec=spec, gpu=profile, context=context or 8192, batch=batch, engines=engines,
@@ -276,7 +300,9 @@ def _request(gpu, model, context, batch, engine, weights, kv, util, max_model_le
                       enable_chunked_prefill=given["enable_chunked_prefill"], workload=workload,
                       limit_mm_per_prompt=mm_limits(given["limit_mm_per_prompt"]),
                       language_model_only=bool(given["language_model_only"]),
-                      skip_mm_profiling=bool(given["skip_mm_profiling"]))
+                      skip_mm_profiling=bool(given["skip_mm_profiling"]),
+                      mem_fraction_static=given["mem_fraction_static"], sglang_version=given["sglang_version"],
+                      dp_size=given["dp_size"], enable_dp_attention=bool(given["enable_dp_attention"]))
     warnings = notes + request_warnings(req)
     if "vllm" in engines and not no_calibration:
         from .calibrate import find
