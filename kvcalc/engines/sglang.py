@@ -46,6 +46,10 @@ SMI_MIB = {"h200": 143771, "h100-sxm": 81559, "h100-pcie": 81559, "h100-nvl": 95
 
 SWA_FULL_TOKENS_RATIO = 0.8  # server_args.py swa_full_tokens_ratio default
 KV_DTYPES = {"auto": None, "fp8": 1, "fp8-e5m2": 1}  # kvcalc KV format -> SGLang element bytes (None: model dtype)
+# SGLang --quantization names -> kvcalc weight formats (server_args.py QUANTIZATION_CHOICES; Marlin variants are
+# kernels for the same checkpoints)
+QUANTIZATION = {"awq": "awq", "awq_marlin": "awq", "gptq": "gptq", "gptq_marlin": "gptq", "marlin": "gptq",
+                "fp8": "fp8", "w8a8_fp8": "fp8", "modelopt_fp8": "fp8", "bitsandbytes": "nf4", "w8a8_int8": "w8a8"}
 REQ_POOL_EXTRA = 4  # model_runner.py: extra_max_context_len = 4 (+ speculative draft tokens)
 
 

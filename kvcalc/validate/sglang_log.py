@@ -179,9 +179,10 @@ def check_sglang_log(parsed: dict[str, Any], model: Any, gpu: Any, **overrides: 
                                                                                                         kv_name))
     quant = pick("quantization", None)
     from ..checkpoint import baseline_weights
-    from ..plan import weights_for_quantization
 
-    weights = (weight_format(weights_for_quantization(quant)) if quant else
+    if quant and str(quant).lower() not in sglang_engine.QUANTIZATION:
+        raise UsageError(f"the log's --quantization {quant!r}: kvcalc models {', '.join(sglang_engine.QUANTIZATION)}")
+    weights = (weight_format(sglang_engine.QUANTIZATION[str(quant).lower()]) if quant else
                (baseline_weights(spec) or weight_format(overrides.get("weights") or "bf16")))
     context_len = values.get("context_len") or pick("context_length", None)
     s = sglang_engine.SglangSettings(
