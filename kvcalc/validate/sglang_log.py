@@ -57,8 +57,8 @@ _RANK = re.compile(r"\b(?:DP\d+ )?TP(\d+)(?: EP\d+)?\]")
 
 def is_sglang_log(text: str) -> bool:
     """True for SGLang's own start-up wording (vLLM never prints these lines)."""
-    return bool(re.search(r"KV Cache is allocated\.|max_total_num_tokens=|Load weight end\. |"
-                          r"server_args=ServerArgs\(|sglang\.launch_server", text))
+    return bool(re.search(r"KV Cache is allocated\.|max_total_num_tokens=|Load weight (?:begin|end)\. |"
+                          r"Init torch distributed ends\.|server_args=ServerArgs\(|sglang\.launch_server", text))
 
 
 def _number(text: str) -> float:
@@ -108,6 +108,10 @@ def parse_sglang_log(text: str) -> dict[str, Any]:
         m = rx.search(rank_text)
         if m:
             values[key] = int(_number(m.group(1)))
+    # SGLang budgets with the minimum free memory over ranks (get_available_gpu_memory(distributed=True))
+    free = [_number(m.group(1)) for m in _LINES["free_before_weights_bytes"].finditer(text)]
+    if free:
+        values["free_before_weights_bytes"] = round(min(free) * GiB)
     if "kv_k_bytes" in values and "kv_v_bytes" in values:
         values["kv_pool_bytes"] = values.pop("kv_k_bytes") + values.pop("kv_v_bytes")
     elif "kv_latent_bytes" in values:
