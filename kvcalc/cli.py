@@ -467,7 +467,7 @@ def explain(**kwargs):
     rows = make_plan(req, warnings)
     wanted = [r for r in rows if r.config == custom_key(req)]
     if not wanted:  # the asked configuration runs on no asked engine: say why rather than explain another one
-        why = [w for w in warnings if w.startswith(("vllm:", "hf:"))]
+        why = [w for w in warnings if w.startswith(("vllm:", "hf:", "sglang:"))]
         raise UsageError("nothing to explain: " + "; ".join(why or ["no row for the asked configuration"]))
     for warning in warnings:
         click.echo(f"warning: {warning}", err=True)
