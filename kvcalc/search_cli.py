@@ -145,6 +145,10 @@ def commands(plan_options, make_request, tokens) -> dict[str, click.Command]:
     @click.option("--prices", "prices_file", default=None, metavar="FILE",
                   help="price file [default: $XDG_CONFIG_HOME/kvcalc/prices.yaml if present, over the shipped one].")
     @click.option("--vllm-version", default=None, help="vLLM version whose rules apply [default: 0.26.0].")
+    @click.option("--engine", "search_engine", type=click.Choice(["vllm", "sglang", "both"]), default="vllm",
+                  show_default=True, help="which server's deployments: vLLM's, SGLang's (engines/sglang.py at its "
+                                          "default mem_fraction_static), or both side by side.")
+    @click.option("--sglang-version", default=None, help="SGLang release whose rules apply [default: 0.5.14].")
     @click.option("--top", default=10, type=click.IntRange(1, 10000), show_default=True, help="rows shown.")
     @click.option("--json", "as_json", is_flag=True, help="print the result as JSON (schema kvcalc.search/1).")
     def search(**kw):
@@ -176,14 +180,32 @@ def _print_answer(req, a) -> None:
 
 def _run_search(kw) -> None:
     res = search_result(kw)
+    engine = kw.get("search_engine") or "vllm"
+    sglang_rows = None
+    if engine in ("sglang", "both"):
+        from .engines.sglang_versions import resolve_version
+        from .search_sglang import sglang_search
+
+        sglang_rows, notes = sglang_search(res.request, resolve_version(kw.get("sglang_version")))
+        sglang_rows = sglang_rows[: res.request.top]
+        res.warnings.extend(notes[:5])
     if kw["as_json"]:
         from . import search as S
 
-        click.echo(json.dumps(S.search_json(res), indent=1))
+        out = S.search_json(res)
+        if engine == "sglang":  # SGLang alone: its deployments are the results
+            out["results"], out["pareto"] = [d.to_json() for d in sglang_rows], []
+            out["winner_command"] = sglang_rows[0].command if sglang_rows else None
+        elif sglang_rows is not None:
+            out["sglang"] = [d.to_json() for d in sglang_rows]
+        click.echo(json.dumps(out, indent=1))
         return
-    from .search_render import render_search
+    from .search_render import render_search, render_sglang_search
 
-    render_search(res)
+    if engine != "sglang":
+        render_search(res)
+    if sglang_rows is not None:
+        render_sglang_search(res, sglang_rows, compare=engine == "both")
 
 
 def search_result(kw, spec=None):

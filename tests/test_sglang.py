@@ -160,3 +160,19 @@ def test_plan_servers_side_by_side_and_errors():
     assert data["rows"][0]["sglang_breakdown"]["mem_fraction_static"] == 0.8
     code, out, err = run_cli(["plan", "--engine", "sglang", "--mem-fraction-static", "1.5"])
     assert code == 2 and "Traceback" not in out + err and "--mem-fraction-static" in err
+
+
+def test_search_sglang_beside_vllm():
+    code, out, err = run_cli(["search", "--model", "llama-3.1-8b", "--input-len", "2k", "--output-len", "256",
+                              "--concurrency", "16", "--gpus", "h100-sxm", "--weights", "bf16", "--kv", "auto",
+                              "--tp", "1", "--engine", "both", "--json", "--top", "3"])
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["results"] and data["sglang"]
+    g = data["sglang"][0]
+    assert g["engine"] == "sglang" and g["gpu"] == "h100-sxm" and g["tp"] == 1
+    # the same estimate plan shows: one replica's pool and what it holds at input + output tokens
+    est = S.estimate(load_model("llama-3.1-8b"), get_gpu("h100-sxm"), settings(context_length=2048 + 256))
+    assert g["kv_capacity_tokens"] == est.max_total_num_tokens
+    assert g["max_concurrency"] == est.concurrency_at(2048 + 256) * g["replicas"]
+    assert g["command"].startswith("python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B-Instruct")
