@@ -179,33 +179,47 @@ def _print_answer(req, a) -> None:
 
 
 def _run_search(kw) -> None:
-    res = search_result(kw)
-    engine = kw.get("search_engine") or "vllm"
-    sglang_rows = None
-    if engine in ("sglang", "both"):
-        from .engines.sglang_versions import resolve_version
-        from .search_sglang import sglang_search
-
-        sglang_rows, notes = sglang_search(res.request, resolve_version(kw.get("sglang_version")))
-        sglang_rows = sglang_rows[: res.request.top]
-        res.warnings.extend(notes[:5])
+    res, sglang_rows = search_results(kw)
     if kw["as_json"]:
-        from . import search as S
-
-        out = S.search_json(res)
-        if engine == "sglang":  # SGLang alone: its deployments are the results
-            out["results"], out["pareto"] = [d.to_json() for d in sglang_rows], []
-            out["winner_command"] = sglang_rows[0].command if sglang_rows else None
-        elif sglang_rows is not None:
-            out["sglang"] = [d.to_json() for d in sglang_rows]
-        click.echo(json.dumps(out, indent=1))
+        click.echo(json.dumps(search_payload(kw, res, sglang_rows), indent=1))
         return
     from .search_render import render_search, render_sglang_search
 
+    engine = kw.get("search_engine") or "vllm"
     if engine != "sglang":
         render_search(res)
     if sglang_rows is not None:
         render_sglang_search(res, sglang_rows, compare=engine == "both")
+
+
+def search_results(kw, spec=None):
+    """(the vLLM search result, SGLang's deployments or None) for `kvcalc search --engine ...` (search_sglang.py)."""
+    res = search_result(kw, spec)
+    engine = kw.get("search_engine") or "vllm"
+    if engine not in ("sglang", "both"):
+        return res, None
+    from .engines.sglang_versions import resolve_version
+    from .search_sglang import sglang_search
+
+    rows, notes = sglang_search(res.request, resolve_version(kw.get("sglang_version")))
+    res.warnings.extend(notes[:5])
+    return res, rows[: res.request.top]
+
+
+def search_payload(kw, res, sglang_rows) -> dict:
+    """kvcalc.search/1 JSON: vLLM's results; with --engine both an "sglang" list beside them, with --engine sglang
+    SGLang's deployments as the results (the CLI's --json and the page's /api/search)."""
+    from . import search as S
+
+    out = S.search_json(res)
+    engine = kw.get("search_engine") or "vllm"
+    out["engine"] = engine
+    if engine == "sglang":
+        out["results"], out["pareto"] = [d.to_json() for d in sglang_rows], []
+        out["winner_command"] = sglang_rows[0].command if sglang_rows else None
+    elif sglang_rows is not None:
+        out["sglang"] = [d.to_json() for d in sglang_rows]
+    return out
 
 
 def search_result(kw, spec=None):

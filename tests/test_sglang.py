@@ -176,3 +176,21 @@ def test_search_sglang_beside_vllm():
     assert g["kv_capacity_tokens"] == est.max_total_num_tokens
     assert g["max_concurrency"] == est.concurrency_at(2048 + 256) * g["replicas"]
     assert g["command"].startswith("python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B-Instruct")
+
+
+def test_page_api_plans_and_searches_sglang():
+    from kvcalc.web import views
+
+    assert {"sglang", "servers"} <= set(views.info_payload(False)["engines"])
+    out = views.search_payload({"model": "llama-3.1-8b", "input_len": "2k", "output_len": "256",
+                                "concurrency": "8", "gpus": "h100-sxm", "search_engine": "both", "top": "2"},
+                               allow_hub=False)
+    assert out["engine"] == "both" and out["sglang"] and out["sglang"][0]["engine"] == "sglang"
+    from kvcalc.web.inputs import parse
+
+    web = parse({"model": "llama-3.1-8b", "gpu": "h200", "engine": "servers", "mem_fraction_static": "0.85"})
+    plan = views.plan_payload(web)
+    sg = [r for r in plan["rows"] if r["engine"] == "sglang"]
+    assert sg and sg[0]["sglang_breakdown"]["mem_fraction_static"] == 0.85
+    ex = views.explain_payload(web, row="baseline", row_engine="sglang")
+    assert ex["engine"] == "sglang" and "max_total_num_tokens" in ex["text"]
