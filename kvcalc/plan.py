@@ -532,6 +532,12 @@ def request_warnings(req: PlanRequest) -> list[str]:
             since = unserved_gate(spec, req.vllm_version).since
             out.append(f"{unserved}; every vLLM row says no (its figures are vLLM {since}'s, the first release "
                        "that serves it)")
+    if "sglang" in req.engines:
+        from .engines.sglang_versions import RULES as SGLANG_RULES, is_newer_than_known as sglang_newer
+
+        if sglang_newer(req.sglang_version):
+            out.append(f"SGLang {req.sglang_version} is newer than the newest release kvcalc has rules for "
+                       f"({SGLANG_RULES[-1].since}); the {SGLANG_RULES[-1].since} rules apply")
     if is_newer_than_known(req.vllm_version):
         newest = rules_for(req.vllm_version).since
         out.append(f"vLLM {shown(req.vllm_version, 40, quote=False)} is newer than the newest release kvcalc has rules for ({newest}); "

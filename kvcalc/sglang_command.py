@@ -95,15 +95,14 @@ def parse_sglang_command(text: str) -> tuple[dict, list[str]]:
             elif kind == "float":
                 values[name] = float(value)
             elif kind == "kv":
-                key = str(value).strip().lower()
-                if key not in KV_NAMES:
-                    raise UsageError(f"--sglang-command: --kv-cache-dtype {shown(value)}: kvcalc models "
-                                     f"{', '.join(KV_NAMES)}")
-                values[name] = KV_NAMES[key]
+                values[name] = KV_NAMES.get(str(value).strip().lower())
             else:
                 values[name] = value
         except ValueError:
             raise UsageError(f"--sglang-command: {flag} {shown(value)} is not a number") from None
+        if kind == "kv" and values[name] is None:  # outside the try: UsageError is a ValueError
+            raise UsageError(f"--sglang-command: --kv-cache-dtype {shown(value)}: kvcalc models "
+                             f"{', '.join(KV_NAMES)}")
     if "model" not in values:
         raise UsageError("--sglang-command names no model (--model-path MODEL)")
     if values.get("max_num_batched_tokens", 1) <= 0:  # server_args.py: -1 turns chunked prefill off

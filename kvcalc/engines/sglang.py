@@ -23,15 +23,13 @@ and the sampler live in the rest. Sources (sglang 0.5.4 unless said; other relea
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field, replace
-from typing import Any
+from dataclasses import dataclass, field
 
 from ..constants import engine_constants
 from ..errors import UnsupportedModelError, UsageError
 from ..formats import KvFormat, WeightFormat
 from ..hardware import GpuProfile
-from ..layers import FullAttention, MambaState, MultiLatentAttention, NoCache, flatten
+from ..layers import FullAttention, MambaState, MultiLatentAttention, flatten
 from ..model import ModelSpec
 from ..units import GiB, MiB
 from .sglang_versions import DEFAULT_VERSION, SglangRules, rules_for
@@ -284,7 +282,7 @@ def sglang_weight_bytes(spec: ModelSpec, s: SglangSettings) -> int:
     from .vllm import VllmSettings, vllm_weight_bytes
 
     v = VllmSettings(weights=s.weights, kv=s.kv, tensor_parallel=s.tensor_parallel, dtype_bytes=s.dtype_bytes)
-    return vllm_weight_bytes(spec, v, spec.num_layers // s.pipeline_parallel or 1)
+    return vllm_weight_bytes(spec, v)
 
 
 def estimate(spec: ModelSpec, gpu: GpuProfile, s: SglangSettings) -> SglangEstimate:
@@ -293,9 +291,12 @@ def estimate(spec: ModelSpec, gpu: GpuProfile, s: SglangSettings) -> SglangEstim
     rules = s.rules
     if "vllm" not in s.weights.engines:
         raise UsageError(f"SGLang does not load {s.weights.label} weights (kvcalc models the formats both servers "
-                         "load: bf16, fp8, awq, gptq, bitsandbytes nf4, mxfp4)")
-    if s.tensor_parallel < 1 or s.pipeline_parallel < 1 or s.dp_size < 1:
-        raise UsageError("--tp, --pp and --dp must be at least 1")
+                         "load)")
+    if s.tensor_parallel < 1 or s.dp_size < 1:
+        raise UsageError("--tp and --dp must be at least 1")
+    if s.pipeline_parallel != 1:
+        raise UnsupportedModelError("kvcalc models SGLang at --pp 1 (its pipeline ranks each size their own pool and take the "
+                         "smallest; not modelled yet)")
     if s.enable_dp_attention and s.tensor_parallel % s.dp_size:
         raise UsageError(f"--dp {s.dp_size} must divide --tp {s.tensor_parallel} with DP attention")
     if s.mem_fraction_static is not None and not 0 < s.mem_fraction_static < 1:
@@ -374,13 +375,5 @@ def estimate(spec: ModelSpec, gpu: GpuProfile, s: SglangSettings) -> SglangEstim
         chunked_prefill_size=chunk, cuda_graph_max_bs=graph_bs, req_pool_size=pool, req_to_token_bytes=req_bytes,
         max_running_requests=running, headroom_bytes=headroom, kv_bytes_per_token=kv_per_token, fits=fits,
         shortfall_bytes=shortfall, deployment_weights_bytes=weights * world,
-        deployment_kv_bytes_per_token=kv_per_token * s.tensor_parallel * (1 if layout != "mla" else 1),
+        deployment_kv_bytes_per_token=kv_per_token * s.tensor_parallel,
         notes=notes, layout=layout)
-
-
-def mib_text(n: float) -> str:
-    return f"{n / GiB:.2f} GiB"
-
-
-__all__ = ["SglangSettings", "SglangEstimate", "estimate", "gpu_memory_mib", "default_mem_fraction",
-           "default_chunk_and_graph_bs", "kv_layout", "sglang_weight_bytes", "replace", "math", "Any"]

@@ -118,7 +118,10 @@ def _from_sglang_log(text: str, p: Path, model: str | None, gpu: str, as_json: b
              "max_num_seqs": "max_running_requests", "max_num_batched_tokens": "chunked_prefill_size",
              "weights": "weights", "mem_fraction_static": "mem_fraction_static"}
     given = {known[k]: v for k, v in overrides.items() if k in known}
+    ignored = sorted(k for k in overrides if k not in known)
     report = check_sglang_log(parsed, model, gpu, **given)
+    if ignored:
+        report["notes"].insert(0, f"{', '.join(ignored)}: vLLM options, not used for an SGLang log")
     rows = report["rows"]
     misses = [r["quantity"] for r in rows if r.get("verdict") == "MISS"]
     passes = sum(1 for r in rows if r.get("verdict") == "PASS")
