@@ -25,31 +25,33 @@ START, END = "<!-- AUTO: scripts/sglang_logs_report.py -->", "<!-- /AUTO: script
 
 
 def rows() -> list[dict]:
+    """One row per figure a log states: the KV pool kvcalc predicts from the model, GPU and settings, and (fitted,
+    shown for completeness) the free memory at start that sets the context constant."""
+    from kvcalc.constants import engine_constants
+    from kvcalc.hardware import get_gpu
+
     out = []
     for e in json.loads((PUBLIC / "index.json").read_text())["logs"]:
         parsed = parse_sglang_log((PUBLIC / e["file"]).read_text(encoding="utf-8"))
-        r = {"id": e["id"], "source": e["source_url"], "gpu": f"{e['gpu_count']}x {e['gpu']}", "tp": e["tp"],
-             "model": e["model"] or "-", "mfs": e["mem_fraction_static"]}
-        if e["model"] is None:  # a log of start-up memory only (no model named): the free-memory row alone
-            free = parsed["values"].get("free_before_weights_bytes")
-            from kvcalc.constants import engine_constants
-            from kvcalc.hardware import get_gpu
-
+        base = {"id": e["id"], "source": e["source_url"], "gpu": f"{e['gpu_count']}x {e['gpu']}", "tp": e["tp"],
+                "model": e["model"] or "-", "mfs": e["mem_fraction_static"]}
+        if e["model"]:
+            overrides = {k: v for k, v in (("tp_size", e["tp"]), ("mem_fraction_static", e["mem_fraction_static"]),
+                                          ("context_length", e["context_length"]),
+                                          ("kv_cache_dtype", e["kv_cache_dtype"]),
+                                          ("version", e.get("sglang_version"))) if v is not None}
+            report = check_sglang_log(parsed, e["model"], e["gpu"], **overrides)
+            kv = next(x for x in report["rows"] if x["quantity"] == "logged KV cache tokens")
+            out.append(base | {"quantity": "logged KV cache tokens", "observed": kv["observed"],
+                               "predicted": kv["predicted"], "error": kv["error"], "fitted": False,
+                               "mfs": e["mem_fraction_static"] or f"default {report['estimate'].mem_fraction_static:.3f}"})
+        free = parsed["values"].get("free_before_weights_bytes")
+        if free is not None:
             c = engine_constants("sglang")
             predicted = get_gpu(e["gpu"]).memory_total_bytes - int(c["context_bytes_tp" if e["tp"] > 1 else
                                                                      "context_bytes"])
-            r.update(quantity="free memory at start (per rank)", observed=free / GiB, predicted=predicted / GiB,
-                     error=(predicted - free) / free, fitted=True)
-            out.append(r)
-            continue
-        overrides = {k: v for k, v in (("tp_size", e["tp"]), ("mem_fraction_static", e["mem_fraction_static"]),
-                                      ("context_length", e["context_length"]),
-                                      ("kv_cache_dtype", e["kv_cache_dtype"])) if v is not None}
-        report = check_sglang_log(parsed, e["model"], e["gpu"], **overrides)
-        kv = next(x for x in report["rows"] if x["quantity"] == "logged KV cache tokens")
-        r.update(quantity="logged KV cache tokens", observed=kv["observed"], predicted=kv["predicted"],
-                 error=kv["error"], fitted=False)
-        out.append(r)
+            out.append(base | {"quantity": "free memory at start (per rank)", "observed": free / GiB,
+                               "predicted": predicted / GiB, "error": (predicted - free) / free, "fitted": True})
     return out
 
 

@@ -94,11 +94,14 @@ def test_refusals_are_usage_errors():
 
 
 def test_parser_reads_sglang_lines_and_min_free_over_ranks():
-    text = (PUBLIC / "sglang-pr11716-h200x8-tp8-init.log").read_text()
+    text = (PUBLIC / "sglang-pr11716-h200x8-llama33-70b-tp8.log").read_text()
     assert is_sglang_log(text)
     values = parse_sglang_log(text)["values"]
     assert values["free_before_weights_bytes"] == round(137.29 * GiB)  # the minimum of the 8 ranks
     assert values["init_distributed_bytes"] == round(1.96 * GiB)  # TP0's line
+    assert values["kv_cache_tokens"] == 2795207  # TP1's line: the post quotes no TP0 KV line
+    assert values["kv_pool_bytes"] == 2 * round(53.31 * GiB)
+    assert parse_sglang_log(text)["settings"]["model_path"] == "meta-llama/Llama-3.3-70B-Instruct"  # a cut line
     line = ("[2025-03-25 16:37:06 TP0] Load weight end. type=LlamaForCausalLM, dtype=torch.bfloat16, avail mem=63.48 GB,"
             " mem usage=15.11 GB.\nserver_args=ServerArgs(model_path='meta-llama/Llama-3.1-8B-Instruct', tp_size=1, "
             "mem_fraction_static=0.88, kv_cache_dtype='auto', chunked_prefill_size=8192)\n"
@@ -123,7 +126,7 @@ def test_public_corpus_within_two_percent():
         assert e["source_url"].startswith("https://github.com/")
         parsed = parse_sglang_log((PUBLIC / e["file"]).read_text())
         report = check_sglang_log(parsed, e["model"], e["gpu"], tp_size=e["tp"],
-                                  mem_fraction_static=e["mem_fraction_static"])
+                                  mem_fraction_static=e["mem_fraction_static"], version=e["sglang_version"])
         kv = next(r for r in report["rows"] if r["quantity"] == "logged KV cache tokens")
         assert kv["observed"] == e["observed"]["kv_cache_tokens"]
         assert abs(kv["error"]) < 0.02, e["id"]

@@ -65,16 +65,29 @@ def _number(text: str) -> float:
     return float(text.replace(",", ""))
 
 
-def _first_rank_lines(text: str) -> list[str]:
-    """The lines of the lowest TP rank that prints, plus every line without a rank tag."""
-    lines = text.splitlines()
-    ranks = {int(m.group(1)) for line in lines if (m := _RANK.search(line))}
-    keep = min(ranks) if ranks else None
-    return [line for line in lines if (m := _RANK.search(line)) is None or int(m.group(1)) == keep]
+def _rank_texts(text: str) -> list[str]:
+    """The log's lines grouped by TP rank, lowest rank first (lines without a rank tag first of all): a figure is
+    read from the lowest rank that prints it (a post may quote some ranks' lines only)."""
+    untagged, ranks = [], {}
+    for line in text.splitlines():
+        m = _RANK.search(line)
+        if m is None:
+            untagged.append(line)
+        else:
+            ranks.setdefault(int(m.group(1)), []).append(line)
+    return ["\n".join(untagged)] + ["\n".join(ranks[r]) for r in sorted(ranks)]
+
+
+def _first(rx: re.Pattern, texts: list[str]) -> re.Match | None:
+    for t in texts:
+        m = rx.search(t)
+        if m:
+            return m
+    return None
 
 
 def _server_args(text: str) -> dict[str, Any]:
-    m = re.search(r"server_args=ServerArgs\((.*?)\)\s*$", text, re.M | re.S)
+    m = re.search(r"server_args=ServerArgs\((.*)$", text, re.M)
     if not m:
         return {}
     body, out = m.group(1), {}
@@ -98,14 +111,14 @@ def parse_sglang_log(text: str) -> dict[str, Any]:
     printed, counts), "errors": start-up failures, "warnings": []}."""
     if not isinstance(text, str):
         raise UsageError("an SGLang log must be text")
-    rank_text = "\n".join(_first_rank_lines(text))
+    texts = _rank_texts(text)
     values: dict[str, Any] = {}
     for key, rx in _LINES.items():
-        m = rx.search(rank_text)
+        m = _first(rx, texts)
         if m:
             values[key] = round(_number(m.group(1)) * GiB)
     for key, rx in _COUNTS.items():
-        m = rx.search(rank_text)
+        m = _first(rx, texts)
         if m:
             values[key] = int(_number(m.group(1)))
     # SGLang budgets with the minimum free memory over ranks (get_available_gpu_memory(distributed=True))
