@@ -197,3 +197,20 @@ def test_page_api_plans_and_searches_sglang():
     assert sg and sg[0]["sglang_breakdown"]["mem_fraction_static"] == 0.85
     ex = views.explain_payload(web, row="baseline", row_engine="sglang")
     assert ex["engine"] == "sglang" and "max_total_num_tokens" in ex["text"]
+
+
+def test_dsa_and_dp_attention_layouts():
+    spec = load_model("deepseek-v3.2")
+    b200 = S.estimate(spec, get_gpu("b200"), settings(weights=weight_format("fp8"), tensor_parallel=8))
+    # SGLang forces DP attention (dp = tp), pages of 64 and fp8 KV on sm >= 10 for DeepSeek sparse attention;
+    # the pool is counted with (kv_lora_rank + rope) x 1 byte + the indexer key (128 + 128 / 128 x 4) per layer
+    assert b200.page_size == 64 and b200.max_total_num_tokens % 64 == 0
+    assert b200.cell_bytes == (512 + 64) * 61 + (128 + 4) * 61
+    assert any("DeepSeek sparse attention" in n for n in b200.notes)
+    # DP attention replicates the attention projections over each attention group (attn_tp = tp / dp)
+    llama, h200 = load_model("llama-3.1-8b"), get_gpu("h200")
+    plain = S.estimate(llama, h200, settings(tensor_parallel=8))
+    dp = S.estimate(llama, h200, settings(tensor_parallel=8, enable_dp_attention=True, dp_size=8))
+    att = S.attention_linear_bytes(llama, settings())
+    assert dp.weights_bytes - plain.weights_bytes == att - att // 8
+    assert dp.cell_bytes == 8 * 128 * 2 * 32 * 2 and plain.cell_bytes == 1 * 128 * 2 * 32 * 2

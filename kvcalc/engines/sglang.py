@@ -275,6 +275,22 @@ def kv_layout(spec: ModelSpec, s: SglangSettings) -> tuple[str, int, int, int, i
     return "mha", sum(_cell(p, 1, elem, s.kv_fp4) for p in per_layer), len(attn), 0, 0
 
 
+ATTENTION_LINEARS = {"qkv_proj", "q_proj", "k_proj", "v_proj", "o_proj", "q_a_proj", "q_b_proj",
+                     "kv_a_proj_with_mqa", "kv_b_proj"}  # model.py's attention projections (+ "indexer.*")
+
+
+def attention_linear_bytes(spec: ModelSpec, s: SglangSettings) -> int:
+    """Bytes of the attention projections in the weight format (model.py LinearGroup names)."""
+    total = 0
+    for g in spec.linears:
+        if g.name in ATTENTION_LINEARS or g.name.startswith("indexer."):
+            try:
+                total += s.weights.linear_bytes(g.in_features, g.out_features, s.dtype_bytes) * g.count
+            except (AttributeError, TypeError, ValueError):  # a format without a per-linear rule
+                total += g.in_features * g.out_features * g.count * s.dtype_bytes
+    return total
+
+
 def sglang_weight_bytes(spec: ModelSpec, s: SglangSettings) -> int:
     """Weights one rank loads. SGLang's layers are vLLM's (vocab padded to 64: layers/vocab_parallel_embedding.py:36
     DEFAULT_VOCAB_PADDING_SIZE; TP shards projections and the vocabulary; rotary cos/sin cache), so the one weight
@@ -282,7 +298,28 @@ def sglang_weight_bytes(spec: ModelSpec, s: SglangSettings) -> int:
     from .vllm import VllmSettings, vllm_weight_bytes
 
     v = VllmSettings(weights=s.weights, kv=s.kv, tensor_parallel=s.tensor_parallel, dtype_bytes=s.dtype_bytes)
-    return vllm_weight_bytes(spec, v)
+    per_rank = vllm_weight_bytes(spec, v)
+    if s.attn_tp != s.tensor_parallel:
+        # DP attention: each attention group of tp / dp ranks holds a whole copy of the attention projections
+        # (layers/dp_attention.py: attention TP = tp_size // dp_size), the MLP stays sharded over all tp ranks
+        att = attention_linear_bytes(spec, s)
+        per_rank += att // s.attn_tp - att // s.tensor_parallel
+    return per_rank
+
+
+def _nsa_settings(spec: ModelSpec, gpu: GpuProfile, s: SglangSettings) -> SglangSettings:
+    """DeepSeek V3.2 (sparse attention, an indexer beside MLA): SGLang turns DP attention on with dp = tp, pages of
+    64 and, on Blackwell (sm >= 10), an fp8 KV cache (sglang 0.5.4 server_args.py:1009-1035)."""
+    from dataclasses import replace
+
+    if not any(isinstance(x, MultiLatentAttention) and x.index_head_dim for x in flatten(spec.layers)):
+        return s
+    kv = s.kv
+    if (gpu.compute_capability or 0) >= 10 and kv.name == "auto":
+        from ..formats import kv_format
+
+        kv = kv_format("fp8")
+    return replace(s, enable_dp_attention=True, dp_size=s.tensor_parallel, page_size=s.page_size or 64, kv=kv)
 
 
 def estimate(spec: ModelSpec, gpu: GpuProfile, s: SglangSettings) -> SglangEstimate:
@@ -301,6 +338,10 @@ def estimate(spec: ModelSpec, gpu: GpuProfile, s: SglangSettings) -> SglangEstim
         raise UsageError(f"--dp {s.dp_size} must divide --tp {s.tensor_parallel} with DP attention")
     if s.mem_fraction_static is not None and not 0 < s.mem_fraction_static < 1:
         raise UsageError(f"--mem-fraction-static must be in (0, 1), got {s.mem_fraction_static}")
+    forced = _nsa_settings(spec, gpu, s)
+    nsa = forced is not s
+    if nsa:
+        s, rules = forced, forced.rules
     c = engine_constants("sglang")
     gpu_mib = gpu_memory_mib(gpu)
     default_chunk, default_bs = default_chunk_and_graph_bs(rules, gpu_mib, s.tensor_parallel)
@@ -308,6 +349,12 @@ def estimate(spec: ModelSpec, gpu: GpuProfile, s: SglangSettings) -> SglangEstim
     graph_bs = s.cuda_graph_max_bs or default_bs
     layout, cell, n_full, n_swa, swa_cell = kv_layout(spec, s)
     notes: list[str] = []
+    if nsa:
+        notes.append(f"DeepSeek sparse attention: SGLang runs DP attention (dp = tp = {s.tensor_parallel}), pages of "
+                     f"{s.page_size} and a {s.kv.label} cache (server_args.py)")
+    if s.enable_dp_attention and s.attn_tp != s.tensor_parallel:
+        notes.append(f"DP attention: {s.dp_size} attention groups of {s.attn_tp} rank(s); every group holds the whole "
+                     "attention weights and KV heads of its TP size")
     if s.mem_fraction_static is None:
         mfs, why = default_mem_fraction(rules, gpu_mib, s, chunk, graph_bs, layout == "mla", spec)
         source = f"SGLang {s.version}'s default: {why} (server_args.py)"
