@@ -76,6 +76,11 @@ def render_table(req: PlanRequest, rows: list[Row]) -> None:
         "H200 runs (docs/validation/); other GPUs' speed derives from their datasheet bandwidth, tensor and FP32 "
         "rates (kvcalc explain shows every source).",
         style="dim")
+    sglang = next((r.sglang for r in rows if r.sglang is not None), None)
+    if sglang is not None:  # engines/sglang.py: what SGLang's rows count
+        _console().print(f"SGLang: KV capacity = the max_total_num_tokens it logs at mem_fraction_static "
+                         f"{sglang.mem_fraction_static:.3f}; max conc. = min(max_running_requests, pool / --context); "
+                         "decode speed uses vLLM's per-step overhead (SGLang's not measured).", style="dim")
 
 
 def render_bench(req: PlanRequest, rows: list[Row]) -> None:
