@@ -204,7 +204,7 @@ def _plan_options(func):
                      help="SGLang --mem-fraction-static: weights + KV pool as a share of the free memory [default: "
                           "SGLang's for this GPU, TP and chunk size]."),
         click.option("--sglang-version", default=None, type=NAME,
-                     help="SGLang release whose rules apply, 0.4.6 and later [default: 0.5.14]."),
+                     help="SGLang release whose rules apply, 0.4.4 and later [default: 0.5.14]."),
         click.option("--dp-size", "--dp", "dp_size", default=1, type=POSITIVE, show_default=True,
                      help="SGLang --dp-size (with --enable-dp-attention: attention TP is tp / dp)."),
         click.option("--enable-dp-attention", is_flag=True, help="SGLang --enable-dp-attention."),

@@ -29,8 +29,9 @@ def settings(**kw):
 def test_default_mem_fraction_by_release_on_h200():
     spec, h200 = load_model("llama-3.1-8b"), get_gpu("h200")
     mfs = {v: S.estimate(spec, h200, settings(version=v)).mem_fraction_static
-           for v in ("0.4.6", "0.4.8", "0.5.4", "0.5.14")}
+           for v in ("0.4.4", "0.4.6", "0.4.8", "0.5.4", "0.5.14")}
     gpu = 143771  # nvidia-smi MiB
+    assert mfs["0.4.4"] == 0.88  # by TP alone
     # 0.4.6: 0.88 above 80 GiB, then min(mfs + 48 GiB x (1 - mfs) / gpu, (gpu - 18 GiB) / gpu)
     assert mfs["0.4.6"] == pytest.approx(min(0.88 + 48 * 1024 * 0.12 / gpu, (gpu - 18 * 1024) / gpu))
     # 0.4.8: reserve (12 + 1/2) GiB on 90-160 GiB GPUs
@@ -90,7 +91,7 @@ def test_refusals_are_usage_errors():
     with pytest.raises(UsageError):
         S.estimate(load_model("llama-3.1-8b"), get_gpu("h200"), settings(kv=kv_format("hqq-4")))
     with pytest.raises(UsageError):
-        rules_for("0.3.0")
+        rules_for("0.4.3")
 
 
 def test_parser_reads_sglang_lines_and_min_free_over_ranks():

@@ -183,6 +183,10 @@ def default_mem_fraction(rules: SglangRules, gpu_mib: int, s: SglangSettings, ch
                          mla: bool, spec: ModelSpec) -> tuple[float, str]:
     """SGLang's default mem_fraction_static and how it came about (server_args.py, per release)."""
     parallel = s.tensor_parallel * s.pipeline_parallel
+    if rules.mfs_rule == "tp_only":
+        tp = s.tensor_parallel
+        mfs = 0.79 if tp >= 16 else 0.81 if tp >= 8 else 0.85 if tp >= 4 else 0.87 if tp >= 2 else 0.88
+        return mfs, f"by TP {tp}"
     if rules.mfs_rule == "tp_table":
         if gpu_mib <= 81920:
             mfs = 0.79 if parallel >= 16 else 0.81 if parallel >= 8 else 0.85 if parallel >= 4 else \

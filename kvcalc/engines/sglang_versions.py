@@ -14,13 +14,14 @@ from dataclasses import dataclass
 from ..errors import UsageError, shown
 
 DEFAULT_VERSION = "0.5.14"  # the newest release that pins torch 2.11.0 (the project's H200 host), cu13 wheels
-OLDEST = "0.4.6"
+OLDEST = "0.4.4"
 
 
 @dataclass(frozen=True)
 class SglangRules:
     since: str
     # how mem_fraction_static defaults (server_args.py):
+    #   "tp_only":   0.88/0.87/0.85/0.81/0.79 by TP
     #   "tp_table":  0.88/0.87/0.85/0.81/0.79 by TP x PP, raised on GPUs over 96 GiB
     #   "bucket":    (gpu_mem - reserved) / gpu_mem with a reserve per GPU-memory bucket and TP x PP
     #   "activation": reserve = 512 MiB + 1.5 MiB per chunked-prefill token + 2 MiB per CUDA-graph batch size
@@ -41,6 +42,10 @@ _GEMMA = frozenset({"Gemma2ForCausalLM", "Gemma3ForCausalLM", "Gemma3ForConditio
                     "Gemma3nForCausalLM", "Gemma3nForConditionalGeneration"})
 
 RULES: tuple[SglangRules, ...] = (
+    SglangRules("0.4.4", "tp_only", "25k", 8, False, frozenset(), False, 0, False, False,
+                "sglang 0.4.4.post1: server_args.py:204-214 (mem_fraction_static 0.88/0.87/0.85/0.81/0.79 by TP "
+                "alone, whatever the GPU), :217-221 (chunked_prefill_size 2048 under 25,000 MiB, else 8192); "
+                "model_runner.py:612-637 (profile_max_num_token)"),
     SglangRules("0.4.6", "tp_table", "25k", 8, False, frozenset(), False, 0, False, False,
                 "sglang 0.4.6.post5: server_args.py:247-266 (mem_fraction_static by TP x PP; "
                 "gpu_mem > 96 GiB: min(mfs + 48 GiB x (1 - mfs) / gpu_mem, (gpu_mem - 18 GiB) / gpu_mem)), "
@@ -91,7 +96,7 @@ def version_key(text: str) -> tuple[int, ...]:
 
 
 def rules_for(version: str) -> SglangRules:
-    """The row a release follows; releases before 0.4.6 are refused (their memory rules were not read)."""
+    """The row a release follows; releases before 0.4.4 are refused (their memory rules were not read)."""
     key = version_key(version)
     if key < version_key(OLDEST):
         raise UsageError(f"SGLang {shown(version, 40, quote=False)}: kvcalc has rules from {OLDEST} on")
@@ -103,7 +108,7 @@ def rules_for(version: str) -> SglangRules:
 
 
 def resolve_version(text: str | None) -> str:
-    """--sglang-version as a release number ('' or None: the default); refused before 0.4.6."""
+    """--sglang-version as a release number ('' or None: the default); refused before 0.4.4."""
     if text is None or not str(text).strip():
         return DEFAULT_VERSION
     from packaging.version import Version
