@@ -164,8 +164,13 @@ def commands(plan_options, make_request, tokens) -> dict[str, click.Command]:
 
 def _print_answer(req, a) -> None:
     par = "".join(f", {name} {v}" for name, v in (("TP", req.tp), ("PP", req.pp)) if v > 1)
-    head = (f"{req.spec.name} on {req.tp * req.pp} x {req.gpu.name}{par}, vLLM {req.vllm_version}, config {a.config}"
-            + ("" if a.question == "min-util" else f", util {req.vllm_util:g}"))
+    if req.engines == ("sglang",):
+        mfs = f"{req.mem_fraction_static:g}" if req.mem_fraction_static else "its default"
+        head = (f"{req.spec.name} on {req.tp * req.pp} x {req.gpu.name}{par}, SGLang {req.sglang_version}, config "
+                f"{a.config}, mem_fraction_static {mfs}")
+    else:
+        head = (f"{req.spec.name} on {req.tp * req.pp} x {req.gpu.name}{par}, vLLM {req.vllm_version}, config "
+                f"{a.config}" + ("" if a.question == "min-util" else f", util {req.vllm_util:g}"))
     click.echo(head)
     value = "none" if a.value is None else (f"{a.value:.2f}" if isinstance(a.value, float) else f"{a.value:,}")
     click.echo(f"{a.question}: {value} {a.unit}")

@@ -215,3 +215,15 @@ def test_dsa_and_dp_attention_layouts():
     att = S.attention_linear_bytes(llama, settings())
     assert dp.weights_bytes - plain.weights_bytes == att - att // 8
     assert dp.cell_bytes == 8 * 128 * 2 * 32 * 2 and plain.cell_bytes == 1 * 128 * 2 * 32 * 2
+
+
+def test_fit_answers_on_sglang_pool():
+    code, out, err = run_cli(["fit", "max-context", "--gpu", "l4", "--model", "llama-3.1-8b", "--batch", "4",
+                              "--engine", "sglang", "--json"])
+    assert code == 0, err
+    a = json.loads(out)
+    # the answer fits and one token more does not, on SGLang's own pool (4 requests x context <= pool)
+    est = S.estimate(load_model("llama-3.1-8b"), get_gpu("l4"), settings(context_length=a["value"]))
+    assert 4 * a["value"] <= est.max_total_num_tokens and a["fits_one_step_beyond"] is False
+    code, out, err = run_cli(["fit", "min-util", "--engine", "sglang"])
+    assert code == 2 and "vLLM's" in err
