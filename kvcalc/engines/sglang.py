@@ -284,15 +284,15 @@ ATTENTION_LINEARS = {"qkv_proj", "q_proj", "k_proj", "v_proj", "o_proj", "q_a_pr
 
 
 def attention_linear_bytes(spec: ModelSpec, s: SglangSettings) -> int:
-    """Bytes of the attention projections in the weight format (model.py LinearGroup names)."""
-    total = 0
-    for g in spec.linears:
-        if g.name in ATTENTION_LINEARS or g.name.startswith("indexer."):
-            try:
-                total += s.weights.linear_bytes(g.in_features, g.out_features, s.dtype_bytes) * g.count
-            except (AttributeError, TypeError, ValueError):  # a format without a per-linear rule
-                total += g.in_features * g.out_features * g.count * s.dtype_bytes
-    return total
+    """Bytes of the attention projections in the weight format (model.py LinearGroup names). A checkpoint format
+    with no per-linear layout (its exact total only) is charged its average bytes per parameter."""
+    groups = [g for g in spec.linears if g.name in ATTENTION_LINEARS or g.name.startswith("indexer.")]
+    if getattr(s.weights, "total_bytes", None):
+        from .weights import text_weight_bytes
+
+        per_param = text_weight_bytes(spec, s.weights, s.dtype_bytes) / max(spec.params.total, 1)
+        return int(sum(g.in_features * g.out_features * g.count for g in groups) * per_param)
+    return sum(s.weights.linear_bytes(g.in_features, g.out_features, s.dtype_bytes) * g.count for g in groups)
 
 
 def sglang_weight_bytes(spec: ModelSpec, s: SglangSettings) -> int:
