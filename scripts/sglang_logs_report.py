@@ -44,7 +44,8 @@ def rows() -> list[dict]:
             kv = next(x for x in report["rows"] if x["quantity"] == "logged KV cache tokens")
             out.append(base | {"quantity": "logged KV cache tokens", "observed": kv["observed"],
                                "predicted": kv["predicted"], "error": kv["error"], "fitted": False,
-                               "mfs": e["mem_fraction_static"] or f"default {report['estimate'].mem_fraction_static:.3f}"})
+                               "mfs": e["mem_fraction_static"]
+                               or f"default {report['estimate'].mem_fraction_static:.3f}"})
         free = parsed["values"].get("free_before_weights_bytes")
         if free is not None:
             c = engine_constants("sglang")

@@ -57,7 +57,8 @@ def test_pool_is_free_times_mfs_less_weights_over_cell():
 def test_tp_divides_heads_and_mla_does_not():
     dense = S.estimate(load_model("llama-3.1-70b"), get_gpu("h100-sxm"), settings(tensor_parallel=4))
     assert dense.cell_bytes == 2 * 128 * 2 * 80 * 2  # 8 KV heads / 4 ranks
-    mla = S.estimate(load_model("deepseek-v3"), get_gpu("h200"), settings(tensor_parallel=8, weights=weight_format("fp8")))
+    mla = S.estimate(load_model("deepseek-v3"), get_gpu("h200"),
+                     settings(tensor_parallel=8, weights=weight_format("fp8")))
     assert mla.layout == "mla" and mla.cell_bytes == (512 + 64) * 61 * 2  # one latent per layer on every rank
 
 

@@ -4,10 +4,12 @@ SGLang budgets differently from vLLM: it runs no profile forward. `mem_fraction_
 memory at start-up that weights and the KV pool may take together; activations, CUDA graphs, the req-to-token table
 and the sampler live in the rest. Sources (sglang 0.5.4 unless said; other releases' lines in sglang_versions.py):
 
-- model_runner.py:305 `min_per_gpu_memory = self.init_torch_distributed()`: the free memory (GiB, torch.cuda.mem_get_info,
+- model_runner.py:305 `min_per_gpu_memory = self.init_torch_distributed()`: the free memory (GiB,
+  torch.cuda.mem_get_info,
   the minimum over ranks) after the CUDA context and NCCL are up, before the weights load (logged as
   "Load weight begin. avail mem=X GB"); :932-939 the weights' "mem usage" is the free memory they took.
-- model_runner.py:1383-1431 `profile_max_num_token`: rest = free_after_weights - free_before x (1 - mem_fraction_static);
+- model_runner.py:1383-1431 `profile_max_num_token`: rest = free_after_weights - free_before x
+  (1 - mem_fraction_static);
   max_total_num_tokens = int(rest x 2**30 // cell_size), cell_size = bytes of one token across the KV layers of a rank:
   MHA kv_heads_per_rank x head_dim x 2 x layers x element size (heads = max(1, kv_heads // attn_tp)), MLA
   (kv_lora_rank + qk_rope_head_dim) x layers x element size at any TP, DeepSeek V3.2's indexer key (index_head_dim +
@@ -336,8 +338,8 @@ def estimate(spec: ModelSpec, gpu: GpuProfile, s: SglangSettings) -> SglangEstim
     if s.tensor_parallel < 1 or s.dp_size < 1:
         raise UsageError("--tp and --dp must be at least 1")
     if s.pipeline_parallel != 1:
-        raise UnsupportedModelError("kvcalc models SGLang at --pp 1 (its pipeline ranks each size their own pool and take the "
-                         "smallest; not modelled yet)")
+        raise UnsupportedModelError("kvcalc models SGLang at --pp 1 (its pipeline ranks each size their own pool "
+                                    "and take the smallest; not modelled yet)")
     if s.enable_dp_attention and s.tensor_parallel % s.dp_size:
         raise UsageError(f"--dp {s.dp_size} must divide --tp {s.tensor_parallel} with DP attention")
     if s.mem_fraction_static is not None and not 0 < s.mem_fraction_static < 1:

@@ -298,7 +298,8 @@ def _run(hf: bool, vllm: bool, quick: bool, out: str | None, device: str, model:
 @click.option("--budget-s", type=click.FloatRange(min=1, max=7 * 24 * 3600), default=510.0, show_default=True, help="wall-clock budget of a matrix run")
 @click.option("--resume", is_flag=True, help="--hf/--vllm: skip cases that already have a row in --out")
 @click.option("--strict", is_flag=True, help="--from-log: exit 1 on any MISS or MISMATCH")
-@click.option("--mem-fraction-static", "mem_fraction_static", type=click.FloatRange(0, 1, min_open=True, max_open=True),
+@click.option("--mem-fraction-static", "mem_fraction_static",
+              type=click.FloatRange(0, 1, min_open=True, max_open=True),
               help="--from-log of an SGLang log: the mem_fraction_static it ran with [default: the log's, else SGLang's]")
 @click.option("--vllm-version", "vllm_version", metavar="VERSION",
               help="--from-log: predict with this version's rules (default: the log's); a log of another version "

@@ -217,7 +217,8 @@ def check_sglang_log(parsed: dict[str, Any], model: Any, gpu: Any, **overrides: 
         if values.get(key) is not None:
             rows.append(_judged(row(quantity, predicted, values[key], unit, note)))
 
-    add("free memory at start (per rank)", est.free_at_start, "free_before_weights_bytes", note="log rounds to 0.01 GiB")
+    add("free memory at start (per rank)", est.free_at_start, "free_before_weights_bytes",
+        note="log rounds to 0.01 GiB")
     add("weights", est.weights_bytes, "weights_bytes", note="log rounds to 0.01 GiB")
     if est.layout != "hybrid-swa":  # memory_pool.py: buffers of size + page_size slots
         add("KV pool bytes", (est.max_total_num_tokens + est.page_size) * est.cell_bytes, "kv_pool_bytes",
