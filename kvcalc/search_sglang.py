@@ -1,4 +1,4 @@
-"""`kvcalc search --engine sglang|both`: SGLang deployments for the same workload and targets, beside vLLM's.
+"""`kvcalc search --server sglang|both`: SGLang deployments for the same workload and targets, beside vLLM's.
 
 The same space (GPU x weights x KV x TP x replicas, pipeline parallel 1) and the same latency model as the vLLM search
 (search._latencies: the decode line and prefill chunks of latency.py, with SGLang's chunked_prefill_size as the
@@ -156,3 +156,32 @@ def sglang_search(req, sglang_version: str | None = None) -> tuple[list[SglangDe
     if rows:
         rows[0].command = launch_command(model, rows[0])
     return rows, notes
+
+
+def sglang_rows_for(kw: dict, res) -> list[SglangDeployment] | None:
+    """SGLang's deployments for `kvcalc search --server sglang|both` (None for --server vllm), --top of them; why
+    structures were left out goes to the result's warnings."""
+    engine = kw.get("search_engine") or "vllm"
+    if engine not in ("sglang", "both"):
+        return None
+    from .engines.sglang_versions import resolve_version
+
+    rows, notes = sglang_search(res.request, resolve_version(kw.get("sglang_version")))
+    res.warnings.extend(notes[:5])
+    return rows[: res.request.top]
+
+
+def search_payload(kw: dict, res, sglang_rows) -> dict:
+    """kvcalc.search/1 JSON: vLLM's results; with --server both an "sglang" list beside them, with --server sglang
+    SGLang's deployments as the results (the CLI's --json and the page's /api/search)."""
+    from . import search as S
+
+    out = S.search_json(res)
+    engine = kw.get("search_engine") or "vllm"
+    out["engine"] = engine
+    if engine == "sglang":
+        out["results"], out["pareto"] = [d.to_json() for d in sglang_rows], []
+        out["winner_command"] = sglang_rows[0].command if sglang_rows else None
+    elif sglang_rows is not None:
+        out["sglang"] = [d.to_json() for d in sglang_rows]
+    return out

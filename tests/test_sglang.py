@@ -170,7 +170,7 @@ def test_plan_servers_side_by_side_and_errors():
 def test_search_sglang_beside_vllm():
     code, out, err = run_cli(["search", "--model", "llama-3.1-8b", "--input-len", "2k", "--output-len", "256",
                               "--concurrency", "16", "--gpus", "h100-sxm", "--weights", "bf16", "--kv", "auto",
-                              "--tp", "1", "--engine", "both", "--json", "--top", "3"])
+                              "--tp", "1", "--server", "both", "--json", "--top", "3"])
     assert code == 0, err
     data = json.loads(out)
     assert data["results"] and data["sglang"]

@@ -17,16 +17,10 @@ from pathlib import Path
 import click
 
 from .. import limits
+from .. import options
 from ..cli_errors import CONTEXT_SETTINGS
 from ..errors import UsageError, shown
 from ..input_files import is_file
-
-
-def _fraction(ctx, param, value):
-    """--util as on `kvcalc plan`: a share in (0, 1]; NaN, inf and 0 are refused (click's FloatRange lets NaN by)."""
-    if value is not None and not 0 < value <= 1:
-        raise UsageError(f"--util must be in (0, 1], got {shown(value)}: it is vLLM's gpu_memory_utilization")
-    return value
 
 
 def _from_log(path: str, model: str | None, gpu: str | None, as_json: bool, overrides: dict, *, strict: bool = False,
@@ -34,50 +28,28 @@ def _from_log(path: str, model: str | None, gpu: str | None, as_json: bool, over
     """Compare a start-up log with kvcalc: a verdict per row against compare.TOLERANCES, the reasons the log may be
     another run than the one asked for (MISMATCH), and what was assumed. --strict: exit 1 on any MISS or MISMATCH."""
     from .compare import render_table
-    from .vllm_log import check_log, parse_vllm_log, read_log
+    from .reports import from_log, log_json
 
-    if not gpu:
-        raise UsageError("--from-log needs --gpu (e.g. h100-sxm); the log's own total memory replaces the "
-                         "profile's when the log states it")
-    p = Path(path)
-    if not is_file(path):  # (input_files.is_file: a NUL byte or an over-long name is "no such file", not a traceback)
-        raise UsageError(f"cannot read log {shown(path)}: no such file")
-    text = read_log(p)
-    from .sglang_log import is_sglang_log
-
-    if is_sglang_log(text):  # the engine is read off the log's own wording
-        _from_sglang_log(text, p, model, gpu, as_json, overrides, strict=strict)
+    sglang_text = _sglang_text(path)
+    if sglang_text is not None:  # the engine is read off the log's own wording
+        _from_sglang_log(sglang_text, Path(path), model, gpu, as_json, overrides, strict=strict)
         return
     if overrides.pop("mem_fraction_static", None) is not None:
         raise UsageError("--mem-fraction-static is SGLang's; this is a vLLM log (use --util)")
-    parsed = parse_vllm_log(text, run=run)
+    result = from_log(path, model, gpu, overrides, vllm_version=vllm_version, run=run)
+    parsed, report, model = result["parsed"], result["report"], result["model"]
     for warning in parsed["warnings"]:
         click.echo(f"warning: {warning}", err=True)
-    if not parsed["values"]:
-        raise UsageError(f"{path}: no vLLM memory lines found (is this a vLLM start-up log?)")
-    if not model:
-        from ..catalog import _by_hub_id
-
-        served = parsed["settings"].get("model")
-        model = _by_hub_id(served.strip()) if isinstance(served, str) else None
-        if not model:
-            raise UsageError("--from-log needs --model (the catalog name or config.json the log's engine served)"
-                             + (f": the log's {served!r} is not in kvcalc's catalog" if served else ""))
-        click.echo(f"note: model {model} (the log served {served})", err=True)
-    report = check_log(parsed, model, gpu, vllm_version=vllm_version, run_given=run is not None, **overrides)
+    if result["model_note"]:
+        click.echo(f"note: {result['model_note']}", err=True)
     rows, mismatches = report["rows"], report["mismatches"]
     misses = [r["quantity"] for r in rows if r.get("verdict") == "MISS"]
     passes = sum(1 for r in rows if r.get("verdict") == "PASS")
     if as_json:
-        click.echo(json.dumps({"parsed": {k: parsed[k] for k in ("version", "settings", "values", "errors",
-                                                                  "warnings", "runs", "run")},
-                               "comparison": rows, "mismatches": mismatches, "notes": report["notes"],
-                               "assumed": report["assumed"],
-                               "verdict": {"pass": passes, "miss": len(misses), "mismatch": len(mismatches)}},
-                              indent=1))
+        click.echo(json.dumps(log_json(parsed, report), indent=1))
     else:
         version = parsed.get("version") or "unknown version"
-        click.echo(render_table(rows, title=f"vLLM {version} log {p.name} vs kvcalc ({model} on {gpu})"))
+        click.echo(render_table(rows, title=f"vLLM {version} log {Path(path).name} vs kvcalc ({model} on {gpu})"))
         for err in parsed.get("errors", []):
             click.echo(f"log reports a start-up failure: {err}")
         for line in mismatches:
@@ -94,12 +66,26 @@ def _from_log(path: str, model: str | None, gpu: str | None, as_json: bool, over
         raise SystemExit(1)
 
 
+def _sglang_text(path: str) -> str | None:
+    """The log's text when it is an SGLang start-up log (validate/sglang_log.py), else None (also for a file that
+    cannot be read: the vLLM path says why)."""
+    from .sglang_log import is_sglang_log
+    from .vllm_log import read_log
+
+    if not is_file(path):
+        return None
+    text = read_log(Path(path))
+    return text if is_sglang_log(text) else None
+
+
 def _from_sglang_log(text: str, p: Path, model: str | None, gpu: str, as_json: bool, overrides: dict, *,
                      strict: bool = False) -> None:
     """--from-log for an SGLang start-up log (validate/sglang_log.py): the same table, verdicts and --strict."""
     from .compare import render_table
     from .sglang_log import check_sglang_log, parse_sglang_log
 
+    if not gpu:
+        raise UsageError("--from-log needs --gpu (e.g. h100-sxm) for an SGLang log too")
     parsed = parse_sglang_log(text)
     if not parsed["values"]:
         raise UsageError(f"{p}: no SGLang memory lines found (KV Cache is allocated, max_total_num_tokens=, "
@@ -141,16 +127,35 @@ def _from_sglang_log(text: str, p: Path, model: str | None, gpu: str, as_json: b
         raise SystemExit(1)
 
 
-def _tokens(option: str, text: str | None) -> int | None:
-    """A token count as plan reads it (8192, 32k, 32K); one line when it is not one."""
-    if text is None:
-        return None
-    from ..units import parse_tokens
+def _metrics(source: str, model: str | None, gpu: str | None, as_json: bool, overrides: dict, *, strict: bool,
+             vllm_version: str | None) -> None:
+    """Compare a running server's /metrics (vllm:cache_config_info) with the plan for these options (metrics.py)."""
+    from .compare import render_table
+    from .metrics import check_metrics, read_metrics
 
-    value = parse_tokens(str(text), what=option)  # one-line UsageError on a bad count
-    if value > 2**40:
-        raise UsageError(f"{option} {str(text)[:40]!r} is out of range (1 to 2**40)")
-    return value
+    if not model or not gpu:
+        raise UsageError("--metrics needs --model and --gpu (the plan to compare the server with)")
+    report = check_metrics(read_metrics(source), model, gpu, vllm_version=vllm_version, **overrides)
+    rows, mismatches = report["comparison"], report["mismatches"]
+    misses = [r["quantity"] for r in rows if r.get("verdict") == "MISS"]
+    passes = sum(1 for r in rows if r.get("verdict") == "PASS")
+    if as_json:
+        from .reports import metrics_json
+
+        click.echo(json.dumps(metrics_json(source, report), indent=1))
+    else:
+        click.echo(render_table(rows, title=f"vLLM server {source} vs kvcalc's plan ({model} on {gpu})"))
+        for line in mismatches:
+            click.echo(f"MISMATCH {line}")
+        for line in report["notes"]:
+            click.echo(f"note: {line}")
+        click.echo("settings: " + ", ".join(f"{k} {v['value']} ({v['from']})" for k, v in report["assumed"].items()
+                                            if v["value"] is not None))
+        click.echo(f"verdict: {passes} PASS, {len(misses)} MISS" + (f" ({', '.join(misses)})" if misses else "")
+                   + (f", {len(mismatches)} MISMATCH" if mismatches else ""))
+    if strict and (misses or mismatches):
+        click.echo(f"error: --strict: {len(misses)} MISS, {len(mismatches)} MISMATCH", err=True)
+        raise SystemExit(1)
 
 
 def _bench(path: str, model: str | None, gpu: str | None, kv: str | None, weights: str | None, util: float | None,
@@ -186,7 +191,8 @@ def _bench(path: str, model: str | None, gpu: str | None, kv: str | None, weight
     slots = min(est.max_num_seqs, est.concurrency_at(wl.context))
     predicted = vllm_bench(spec, profile, settings.weights, settings.kv, wl,
                            chunk_tokens=est.max_num_batched_tokens, slots=slots,
-                           kv_bytes_per_token=est.deployment_kv_bytes_per_token, tp=tp)
+                           kv_bytes_per_token=est.deployment_kv_bytes_per_token, tp=tp, est=est,
+                           entrypoint=settings.entrypoint)
     rows = compare(data, predicted, wl)
     misses = [r["quantity"] for r in rows if r["verdict"] == "MISS"]
     if as_json:
@@ -263,31 +269,33 @@ def _run(hf: bool, vllm: bool, quick: bool, out: str | None, device: str, model:
 @click.option("--bench", metavar="FILE",
               help="a `vllm bench serve --save-result` or `vllm bench throughput --output-json` result to compare "
                    "with kvcalc's TTFT, TPOT, latency and throughput (needs --model and --gpu)")
-@click.option("--input-len", type=click.IntRange(1, 2**24), help="--bench: prompt tokens (throughput results)")
-@click.option("--output-len", type=click.IntRange(1, 2**24), help="--bench: output tokens (throughput results)")
+@options.override("input_len", "--bench: prompt tokens (throughput results)").click_option()
+@options.override("output_len", "--bench: output tokens (throughput results)").click_option()
+@click.option("--metrics", metavar="URL|FILE",
+              help="a running vLLM server's /metrics (http URL or saved text): its vllm:cache_config_info (blocks, "
+                   "block size, cache dtype, util) against kvcalc's plan for --model, --gpu and the options below")
+@options.override("block_size", "--metrics: vLLM --block-size of the plan [default: the backend's]").click_option()
 @click.option("--report", metavar="FILE", help="print the tables and summary of a results JSONL file")
-@click.option("--model", help="model the log's engine served (catalog name or config.json); with --hf: the model")
-@click.option("--gpu", help="GPU id or alias for --from-log (e.g. h100-sxm, h200)")
-@click.option("--kv", "--kv-cache-dtype", "kv", help="--from-log: KV cache dtype (kvcalc's or vLLM's name: auto, fp8, "
-              "bfloat16, fp8_e5m2) [default: the log's]")
-@click.option("--util", "--gpu-memory-utilization", "util", type=click.FloatRange(0, 1, min_open=True),
-              callback=_fraction,
-              help="--from-log: gpu_memory_utilization [default: the log's, else the version's default]")
-@click.option("--weights", "--quantization", "weights",
-              help="--from-log: weight format (kvcalc's or vLLM's name: bf16, fp8, awq, awq_marlin, gptq, nf4) "
-                   "[default: the log's quantization / dtype]")
-@click.option("--tp", "-tp", "--tensor-parallel-size", "tp", type=click.IntRange(1, 1024),
-              help="--from-log: tensor-parallel size [default: the log's]")
-@click.option("--pp", "-pp", "--pipeline-parallel-size", "pp", type=click.IntRange(1, 1024),
-              help="--from-log: pipeline-parallel size [default: the log's]")
-@click.option("--max-model-len", "max_model_len", metavar="TOKENS",
-              help="--from-log: max_model_len (8192, 32k) [default: the log's]")
-@click.option("--max-num-batched-tokens", metavar="TOKENS", help="--from-log: [default: the log's, else vLLM's]")
-@click.option("--max-num-seqs", type=click.IntRange(1, 2**20), help="--from-log: [default: the log's, else vLLM's]")
-@click.option("--enforce-eager", is_flag=True, default=None, help="--from-log: vLLM ran without CUDA graphs")
-@click.option("--entrypoint", type=click.Choice(["serve", "offline", "llm"]),
-              help="--from-log: what started the engine: `vllm serve` or the offline LLM class (batch defaults) "
-                   "[default: the log's, else kvcalc's]")
+@options.override("model", "model the log's engine served (catalog name or config.json); with --hf: the model"
+                  ).click_option()
+@options.override("gpu", "GPU id or alias for --from-log (e.g. h100-sxm, h200)").click_option()
+@options.override("kv", "--from-log: KV cache dtype (kvcalc's or vLLM's name: auto, fp8, bfloat16, fp8_e5m2) "
+                  "[default: the log's]").click_option()
+@options.override("util", "--from-log: gpu_memory_utilization [default: the log's, else the version's default]"
+                  ).click_option()
+@options.override("weights", "--from-log: weight format (kvcalc's name: bf16, fp8, awq, gptq, nf4) [default: the "
+                  "log's quantization / dtype]").click_option()
+@options.override("quantization", "--from-log: vLLM's --quantization (awq, awq_marlin, gptq_marlin, fp8): sets "
+                  "--weights").click_option()
+@options.override("tp", "--from-log: tensor-parallel size [default: the log's]").click_option()
+@options.override("pp", "--from-log: pipeline-parallel size [default: the log's]").click_option()
+@options.override("max_model_len", "--from-log: max_model_len, vLLM's number rule (32k = 32,000, 32K = 32,768) "
+                  "[default: the log's]").click_option()
+@options.override("max_num_batched_tokens", "--from-log: [default: the log's, else vLLM's]").click_option()
+@options.override("max_num_seqs", "--from-log: [default: the log's, else vLLM's]").click_option()
+@options.override("enforce_eager", "--from-log: vLLM ran without CUDA graphs").click_option()
+@options.override("entrypoint", "--from-log: what started the engine: `vllm serve` or the offline LLM class (batch "
+                  "defaults) [default: the log's, else kvcalc's]").click_option()
 @click.option("--hf", is_flag=True, help="run the transformers matrix (needs torch, transformers, hqq, quanto)")
 @click.option("--vllm", is_flag=True, help="run the vLLM matrix (needs vLLM on a CUDA GPU)")
 @click.option("--quick", is_flag=True, help="a small matrix (< 5 min on one GPU)")
@@ -298,39 +306,43 @@ def _run(hf: bool, vllm: bool, quick: bool, out: str | None, device: str, model:
 @click.option("--budget-s", type=click.FloatRange(min=1, max=7 * 24 * 3600), default=510.0, show_default=True, help="wall-clock budget of a matrix run")
 @click.option("--resume", is_flag=True, help="--hf/--vllm: skip cases that already have a row in --out")
 @click.option("--strict", is_flag=True, help="--from-log: exit 1 on any MISS or MISMATCH")
-@click.option("--mem-fraction-static", "mem_fraction_static",
-              type=click.FloatRange(0, 1, min_open=True, max_open=True),
-              help="--from-log of an SGLang log: the mem_fraction_static it ran with [default: the log's, else SGLang's]")
-@click.option("--vllm-version", "vllm_version", metavar="VERSION",
-              help="--from-log: predict with this version's rules (default: the log's); a log of another version "
-                   "is a MISMATCH")
+@options.override("mem_fraction_static", "--from-log of an SGLang log: the mem_fraction_static it ran with "
+                  "[default: the log's, else SGLang's]").click_option()
+@options.override("vllm_version", "--from-log: predict with this version's rules (default: the log's); a log of "
+                  "another version is a MISMATCH").click_option()
 @click.option("--run", "run", type=click.IntRange(min=-1000, max=100000), default=None,
               help="--from-log: which engine start of a log holding several (0-based; default the last)")
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
-def validate(from_log, bench, input_len, output_len, report, model, gpu, kv, util, weights, tp, pp, max_model_len, max_num_batched_tokens,
-             max_num_seqs, enforce_eager, entrypoint, hf, vllm, quick, out, device, per_process, budget_s, resume,
-             strict, mem_fraction_static, vllm_version, run, as_json):
+def validate(from_log, bench, input_len, output_len, metrics, block_size, report, model, gpu, kv, util, weights,
+             quantization, tp, pp, max_model_len, max_num_batched_tokens, max_num_seqs, enforce_eager, entrypoint, hf,
+             vllm, quick, out, device, per_process, budget_s, resume, strict, mem_fraction_static, vllm_version, run, as_json):
     """Compare kvcalc's predictions with real engines: a vLLM start-up log (--from-log), earlier results
     (--report), or new runs of transformers (--hf) and vLLM (--vllm)."""
-    modes = [bool(from_log), bool(report), bool(hf or vllm), bool(bench)]
+    modes = [bool(from_log), bool(report), bool(hf or vllm), bool(bench), bool(metrics)]
     if sum(modes) == 0:
         raise UsageError("nothing to validate: give --from-log FILE (with --model and --gpu), --bench FILE (with "
-                         "--model and --gpu), --report FILE, or --hf/--vllm with --out DIR")
+                         "--model and --gpu), --metrics URL|FILE (with --model and --gpu), --report FILE, or "
+                         "--hf/--vllm with --out DIR")
     if sum(modes) > 1:
-        raise UsageError("choose one of --from-log, --bench, --report, or --hf/--vllm")
+        raise UsageError("choose one of --from-log, --bench, --metrics, --report, or --hf/--vllm")
+    from .reports import normalize_formats, settings_overrides
+
+    weights, kv = normalize_formats(weights, kv, quantization, max_model_len)
     if bench:
-        _bench(bench, model, gpu, kv, weights, util, _tokens("--max-num-batched-tokens", max_num_batched_tokens),
-               max_num_seqs, _tokens("--max-model-len", max_model_len), tp or 1, input_len, output_len, vllm_version,
-               as_json, strict)
-    elif from_log:
-        overrides = {"kv": kv, "gpu_memory_utilization": util, "weights": weights, "tensor_parallel_size": tp,
-                     "pipeline_parallel_size": pp, "max_model_len": _tokens("--max-model-len", max_model_len),
-                     "max_num_batched_tokens": _tokens("--max-num-batched-tokens", max_num_batched_tokens),
-                     "max_num_seqs": max_num_seqs, "enforce_eager": enforce_eager,
-                     "entrypoint": {"offline": "llm"}.get(entrypoint, entrypoint),
-                     "mem_fraction_static": mem_fraction_static}
-        _from_log(from_log, model, gpu, as_json, {k: v for k, v in overrides.items() if v is not None},
-                  strict=strict, vllm_version=vllm_version, run=run)
+        _bench(bench, model, gpu, kv, weights, util, max_num_batched_tokens, max_num_seqs, max_model_len, tp or 1,
+               input_len, output_len, vllm_version, as_json, strict)
+    elif metrics or from_log:
+        overrides = settings_overrides(kv=kv, util=util, weights=weights, tp=tp, pp=pp, max_model_len=max_model_len,
+                                       max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs,
+                                       enforce_eager=enforce_eager, entrypoint=entrypoint, block_size=block_size)
+        if mem_fraction_static is not None:  # SGLang's (an SGLang log); refused for a vLLM log
+            overrides["mem_fraction_static"] = mem_fraction_static
+        if metrics:
+            _metrics(metrics, model, gpu, as_json, overrides, strict=strict, vllm_version=vllm_version)
+        else:
+            if block_size is not None:
+                raise UsageError("--block-size is --metrics' option (a start-up log states its own)")
+            _from_log(from_log, model, gpu, as_json, overrides, strict=strict, vllm_version=vllm_version, run=run)
     elif report:
         _report(report, as_json)
     else:
