@@ -178,6 +178,8 @@ def search_payload(kw: dict, res, sglang_rows) -> dict:
 
     out = S.search_json(res)
     engine = kw.get("search_engine") or "vllm"
+    if engine == "vllm":  # the plain vLLM search: kvcalc.search/1 as the Python API gives it
+        return out
     out["engine"] = engine
     if engine == "sglang":
         out["results"], out["pareto"] = [d.to_json() for d in sglang_rows], []
