@@ -51,11 +51,13 @@ class Answer:
 
 
 def _vllm(req: PlanRequest) -> PlanRequest:
-    if "vllm" not in req.engines:
-        raise UsageError("kvcalc fit answers for vLLM (block-granular); drop --engine hf")
     if req.weights_choices or req.kv_choices:
         raise UsageError("kvcalc fit answers for one configuration: give one --weights and one --kv "
                          "(kvcalc plan compares several)")
+    if req.engines == ("sglang",):  # engines/sglang.py: the same questions on SGLang's token pool
+        return req
+    if "vllm" not in req.engines:
+        raise UsageError("kvcalc fit answers for vLLM (block-granular) or SGLang (--engine sglang); drop --engine hf")
     if req.kv is not None and kv_format(req.kv).vllm_name is None:
         raise UsageError(f"vLLM has no {kv_format(req.kv).label} cache; choose --kv auto, fp8, fp8-e5m2, int8/fp8/int4_per_token_head or nvfp4")
     if req.weights is not None and "vllm" not in weight_format(req.weights).engines:
@@ -105,9 +107,10 @@ def max_context(req: PlanRequest) -> Answer:
     beyond = fits(req, context=value + 1) if value < cap else None
     row = row_for(replace(req, context=value))
     what = "max_model_len" if req.max_model_len else "the model's max_position_embeddings"
-    detail = (f"{req.batch} request(s) of {value:,} tokens fit at once ({row.vllm.num_gpu_blocks:,} blocks of "
-              f"{row.vllm.block_size}); " + (f"{value + 1:,} do not" if beyond is False else
-                                              f"the whole range fits, up to {what} {cap:,}"))
+    held = (f"SGLang's pool of {row.sglang.max_total_num_tokens:,} tokens" if row.sglang is not None else
+            f"{row.vllm.num_gpu_blocks:,} blocks of {row.vllm.block_size}")
+    detail = (f"{req.batch} request(s) of {value:,} tokens fit at once ({held}); " + (
+        f"{value + 1:,} do not" if beyond is False else f"the whole range fits, up to {what} {cap:,}"))
     return Answer("max-context", value, "tokens", True, beyond, "+1 token", detail, key, _settings(req))
 
 
@@ -122,6 +125,12 @@ def max_concurrency(req: PlanRequest) -> Answer:
                       f"not one request of {req.context:,} tokens fits (short by "
                       f"{row.shortfall_bytes / 2**30:.2f} GiB)", key, _settings(req))
     at, beyond = fits(req, batch=value), fits(req, batch=value + 1)
+    if row.sglang is not None:
+        g = row.sglang
+        detail = (f"{value:,} requests of {req.context:,} tokens fit at once (SGLang's pool of "
+                  f"{g.max_total_num_tokens:,} tokens, max_running_requests {g.max_running_requests:,}); "
+                  f"{value + 1:,} do not")
+        return Answer("max-concurrency", value, "requests", at, beyond, "+1 request", detail, key, _settings(req))
     seqs = row.vllm.max_num_seqs
     detail = (f"{value:,} requests of {req.context:,} tokens fit at once ({row.vllm.num_gpu_blocks:,} blocks, "
               f"{row.vllm.layout.blocks_per_request(req.context)} per request, 1 null block); {value + 1:,} do not")
@@ -167,7 +176,10 @@ def _tp_pp_options(req: PlanRequest, count: int) -> list[tuple[int, int]]:
     from .search_core import valid_tp_sizes
 
     tps = valid_tp_sizes(req.spec, tuple(t for t in (1, 2, 4, 8, 16) if count % t == 0))
-    return [(tp, count // tp) for tp in tps if count // tp <= req.spec.num_layers]
+    splits = [(tp, count // tp) for tp in tps if count // tp <= req.spec.num_layers]
+    if req.engines == ("sglang",):  # kvcalc models SGLang at PP 1 (engines/sglang.py)
+        splits = [(tp, pp) for tp, pp in splits if pp == 1]
+    return splits
 
 
 def min_gpus(req: PlanRequest, max_gpus: int = 16) -> Answer:
@@ -241,6 +253,11 @@ def _settings(req: PlanRequest) -> dict:
 
 
 def answer(question: str, req: PlanRequest, max_gpus: int = 16) -> Answer:
+    if req.engines == ("sglang",) and question in ("min-util", "auto"):
+        raise UsageError(f"kvcalc fit {question} is vLLM's (gpu_memory_utilization, --max-model-len -1); for SGLang "
+                         "ask max-context, max-concurrency or min-gpus")
+    if len(req.engines) > 1 and "sglang" in req.engines:
+        raise UsageError("kvcalc fit answers for one server: --engine vllm or --engine sglang")
     if question == "max-context":
         return max_context(req)
     if question == "max-concurrency":

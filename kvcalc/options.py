@@ -67,7 +67,9 @@ class _Fraction(click.ParamType):
             raise UsageError(f"{option_flag(param)} {shown(value)} is not a number") from None
         if not 0 < number <= 1:  # NaN fails this too
             raise UsageError(f"{option_flag(param)} must be in (0, 1], got {shown(value)}: it is the share of the "
-                             "GPU's memory vLLM may use (gpu_memory_utilization)")
+                             + ("free memory SGLang's weights and KV pool may take" if param is not None
+                                and param.name == "mem_fraction_static"
+                                else "GPU's memory vLLM may use (gpu_memory_utilization)"))
         return number
 
 
@@ -259,7 +261,7 @@ def mm_limits(text: str | None) -> dict[str, int] | None:
     return parse_mm_limits(text)
 
 
-ENGINES = ["hf", "vllm", "both"]
+ENGINES = ["hf", "vllm", "sglang", "both", "servers", "all"]  # request.py: both = vllm + hf, servers = vllm + sglang
 
 
 def _percentiles(text):
@@ -275,7 +277,8 @@ PLAN_OPTIONS: list[Option] = [
     Option("context", TOKENS, None, f"tokens per request (prompt + generation), e.g. 32k = 32,768 (kvcalc's rule: "
            f"k = 1,024); at most {limits.MAX_CONTEXT:,} [default: 8k, or --vllm-command's max_model_len]."),
     Option("batch", POSITIVE, 1, f"concurrent requests (at most {limits.MAX_BATCH:,}).", show_default=True),
-    Option("engine", click.Choice(ENGINES), "both", show_default=True),
+    Option("engine", click.Choice(ENGINES), "both", "both: vLLM and transformers; servers: vLLM and SGLang side by "
+           "side; all: the three.", show_default=True),
     Option("weights", NAMES, None, f"weight format(s): {', '.join(WEIGHT_FORMATS)}; a list (awq,fp8) shows each "
            "beside the baseline."),
     Option("quantization", NAME, None, "vLLM's --quantization (awq, awq_marlin, gptq, gptq_marlin, fp8, "
@@ -289,21 +292,24 @@ PLAN_OPTIONS: list[Option] = [
            "OpenAI server) or the offline LLM class; sets vLLM's default max_num_batched_tokens and max_num_seqs.",
            show_default=True, into="request"),
     Option("max_model_len", VLLM_LEN, None, f"vLLM max_model_len, at most {limits.MAX_CONTEXT:,}; vLLM's number "
-           "rule (32k = 32,000, 32K = 32,768); auto or -1: the model's maximum [default: --context]."),
+           "rule (32k = 32,000, 32K = 32,768); auto or -1: the model's maximum [default: --context]; SGLang's "
+           "--context-length.", aliases=("--context-length",)),
     Option("max_num_batched_tokens", VLLM_INT, None, f"vLLM max_num_batched_tokens, at most "
            f"{limits.MAX_BATCHED_TOKENS:,}; vLLM's number rule [default: vLLM's for this GPU, entry point and "
-           "version].", into="request"),
-    Option("max_num_seqs", POSITIVE, None, f"vLLM max_num_seqs (at most {limits.MAX_BATCH:,}).", into="request"),
+           "version]; SGLang's --chunked-prefill-size.", aliases=("--chunked-prefill-size",), into="request"),
+    Option("max_num_seqs", POSITIVE, None, f"vLLM max_num_seqs (at most {limits.MAX_BATCH:,}); SGLang's "
+           "--max-running-requests.", aliases=("--max-running-requests",), into="request"),
     Option("enforce_eager", is_flag=True, help="vLLM without CUDA graphs.", into="request"),
     Option("vllm_version", NAME, None, "vLLM version whose rules apply, 0.4.0 and later [default: 0.26.0].",
            into="request"),
     Option("tp", POSITIVE, 1, f"tensor-parallel GPUs (at most {limits.MAX_PARALLEL}; must divide the attention "
-           "heads).", aliases=("-tp", "--tensor-parallel-size"), show_default=True, into="request"),
+           "heads).", aliases=("-tp", "--tensor-parallel-size", "--tp-size"), show_default=True, into="request"),
     Option("pp", POSITIVE, 1, f"pipeline-parallel stages (at most {limits.MAX_PARALLEL} and the model's layers).",
            aliases=("-pp", "--pipeline-parallel-size"), show_default=True, into="request"),
     Option("dtype", NAME, None, "vLLM --dtype: auto, bfloat16, float16, half, float32 [default: auto, 16-bit].",
            into="request"),
-    Option("block_size", VLLM_INT, None, "vLLM --block-size [default: the backend's].", into="request"),
+    Option("block_size", VLLM_INT, None, "vLLM --block-size / SGLang --page-size [default: the backend's; SGLang 1].",
+           aliases=("--page-size",), into="request"),
     Option("kv_cache_memory_bytes", VLLM_INT, None, "vLLM --kv-cache-memory-bytes: the KV budget per GPU (vLLM's "
            "number rule: 20G = 20 GiB, 20g = 20 GB); gpu_memory_utilization is then ignored.", into="request"),
     Option("nccl_nvls", click.Choice(["auto", "on", "off"]), "auto", "NCCL NVLink SHARP buffers at TP > 1 (auto: "
@@ -331,6 +337,16 @@ PLAN_OPTIONS: list[Option] = [
     Option("vllm_command", NAME, None, "a vLLM command line as you would run it: its model and flags set the "
            "options above (options given here as well win); unknown flags are warned about.",
            metavar="'vllm serve MODEL ...'"),
+    Option("mem_fraction_static", FRACTION, None, "SGLang --mem-fraction-static: weights + KV pool as a share of the "
+           "free memory [default: SGLang's for this GPU, TP and chunk size].", into="request"),
+    Option("sglang_version", NAME, None, "SGLang release whose rules apply, 0.4.4 and later [default: 0.5.14].",
+           into="request"),
+    Option("dp_size", POSITIVE, 1, "SGLang --dp-size (with --enable-dp-attention: attention TP is tp / dp).",
+           aliases=("--dp",), show_default=True, into="request"),
+    Option("enable_dp_attention", is_flag=True, help="SGLang --enable-dp-attention.", into="request", convert=bool),
+    Option("sglang_command", NAME, None, "an SGLang command line: its model and flags set the options above "
+           "(options given here win); it selects --engine sglang unless --engine is given.",
+           metavar="'python -m sglang.launch_server ...'"),
     Option("input_len", TOKENS, None, "workload as vllm bench runs it: prompt tokens per request; sets --context "
            "to input + output and adds TTFT, TPOT, latency and output tokens/s per row.", into="workload"),
     Option("output_len", TOKENS, None, "generated tokens per request [default: 128].", into="workload"),
@@ -402,20 +418,22 @@ def grid(name: str, **changes) -> Option:
 
 
 class _VllmOnly(click.Choice):
-    """fit's --engine: vllm, the one engine it answers for; the others are refused with the reason."""
+    """fit's --engine: vllm or sglang, the servers it answers for one at a time; the others are refused with the
+    reason."""
 
     def __init__(self):
-        super().__init__(["vllm"])
+        super().__init__(["vllm", "sglang"])
 
     def convert(self, value, param, ctx):
-        if str(value).strip().lower() in ENGINES and str(value).strip().lower() != "vllm":
-            raise UsageError(f"kvcalc fit answers for vLLM (block-granular); drop --engine {shown(value)}")
+        if str(value).strip().lower() in ENGINES and str(value).strip().lower() not in ("vllm", "sglang"):
+            raise UsageError(f"kvcalc fit answers for vLLM (block-granular) or SGLang (--engine sglang), one at a "
+                             f"time; drop --engine {shown(value)}")
         return super().convert(value, param, ctx)
 
 
 # `kvcalc fit`: plan's options, for vLLM only (it answers at vLLM's block granularity).
 FIT_PLAN_OPTIONS: list[Option] = [
-    replace(o, type=_VllmOnly(), default="vllm", help="fit answers for vLLM (block-granular).")
+    replace(o, type=_VllmOnly(), default="vllm", help="fit answers for vLLM (block-granular) or SGLang.")
     if o.name == "engine" else o for o in PLAN_OPTIONS]
 
 # `kvcalc fit`'s own options (after FIT_PLAN_OPTIONS).
@@ -471,6 +489,10 @@ SEARCH_OPTIONS: list[Option] = [
     grid("max_num_seqs", help="max_num_seqs values to try [default: 1,2,4,...,1024]."),
     same("max_num_batched_tokens", help="vLLM max_num_batched_tokens [default: vllm serve's for each GPU]."),
     same("vllm_version"),
+    Option("search_engine", click.Choice(["vllm", "sglang", "both"]), "vllm", "which server's deployments: vLLM's, "
+           "SGLang's (engines/sglang.py at its default mem_fraction_static), or both side by side.",
+           flags=("--server",), show_default=True),
+    same("sglang_version"),
     Option("price", None, None, "override a price (repeatable).", multiple=True, metavar="GPU=USD", web=False),
     Option("prices_file", None, None, "price file [default: $XDG_CONFIG_HOME/kvcalc/prices.yaml if present, over "
            "the shipped one].", flags=("--prices",), metavar="FILE", web=False),

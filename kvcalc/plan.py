@@ -9,6 +9,7 @@ from . import limits
 from .checkpoint import baseline_weights, weights_note
 from .engines.vllm_encoders import encoder_modalities
 from .engines import hf as hf_engine
+from .engines import sglang as sglang_engine
 from .engines import vllm as vllm_engine
 from .engines.vllm_versions import is_newer_than_known, rules_for, rules_with_engine
 from .engines.vllm_support import unserved_gate, unserved_reason
@@ -212,6 +213,12 @@ class PlanRequest:
     skip_mm_profiling: bool = False  # vLLM --skip-mm-profiling: no encoder in the profile run
     workload: Workload | None = None  # --input-len/--output-len/--concurrency/--request-rate (vllm bench terms)
     calibration: Any = None  # kvcalc.calibrate.EnvCalibration for this GPU and vLLM version (kvcalc calibrate)
+    # SGLang (engines/sglang.py); --max-model-len, --max-num-seqs, --max-num-batched-tokens and --block-size are its
+    # --context-length, --max-running-requests, --chunked-prefill-size and --page-size
+    sglang_version: str | None = None
+    mem_fraction_static: float | None = None  # None: SGLang's default for the GPU, TP and chunk size
+    dp_size: int = 1
+    enable_dp_attention: bool = False
     read_files: bool = True  # False (the web API): no file named in the request is read (an EAGLE head's folder)
     # --weights/--kv resolved once, here; everything below uses these objects, never the names
     asked_weights: WeightFormat | None = field(init=False, default=None, repr=False, compare=False)
@@ -224,6 +231,11 @@ class PlanRequest:
         if self.workload is not None:
             self.workload.check(self.max_model_len if "vllm" in self.engines else None)
         self.vllm_version = resolve_vllm_version(self.vllm_version)
+        from .engines.sglang_versions import resolve_version
+
+        self.sglang_version = resolve_version(self.sglang_version)
+        if self.mem_fraction_static is not None and not 0 < self.mem_fraction_static < 1:
+            raise UsageError(f"--mem-fraction-static must be in (0, 1), got {shown(self.mem_fraction_static)}")
         if self.entrypoint not in ENTRYPOINTS:
             raise UsageError(f"--entrypoint {shown(self.entrypoint)} is not serve or offline")
         dtype_bytes_for(self.dtype)
@@ -281,6 +293,16 @@ class PlanRequest:
             calibration=self.calibration, language_model_only=self.text_only,
             skip_mm_profiling=self.skip_mm_profiling)
 
+    def sglang_settings(self, choice: FormatChoice, *, tp: int | None = None) -> sglang_engine.SglangSettings:
+        """SGLang's settings for `choice`: context_length is --max-model-len, else --context (as for vLLM)."""
+        return sglang_engine.SglangSettings(
+            weights=choice.weights, kv=choice.kv_vllm, mem_fraction_static=self.mem_fraction_static,
+            context_length=self.max_model_len or self.context, max_running_requests=self.max_num_seqs,
+            chunked_prefill_size=self.max_num_batched_tokens, page_size=self.block_size,
+            disable_cuda_graph=self.enforce_eager, tensor_parallel=tp or self.tp, pipeline_parallel=self.pp,
+            dp_size=self.dp_size, enable_dp_attention=self.enable_dp_attention, dtype_bytes=dtype_bytes_for(self.dtype),
+            version=self.sglang_version, other_processes_bytes=self.other_processes_bytes)
+
     @property
     def text_only(self) -> bool:
         """--language-model-only, or --limit-mm-per-prompt 0 for every modality the model's encoders take."""
@@ -324,6 +346,7 @@ class Row:
     quality_evidence: str = ""  # measured on small real models (kvcalc/data/quality.json), not a prediction
     vllm: vllm_engine.VllmEstimate | None = field(default=None, repr=False)
     hf: hf_engine.HfEstimate | None = field(default=None, repr=False)
+    sglang: sglang_engine.SglangEstimate | None = field(default=None, repr=False)
     bench: BenchEstimate | None = field(default=None, repr=False)  # the --input-len workload, when asked
     speed: DecodeEstimate | None = field(default=None, repr=False, compare=False)  # the decode step, per kernel
     # how far to trust the row's figures (kvcalc/trust.py): evidence label, what backs it, low/high per figure
@@ -338,10 +361,12 @@ class Row:
             out["vllm_breakdown"] = self.vllm.to_json()
         if self.hf is not None:
             out["hf_breakdown"] = self.hf.to_json()
+        if self.sglang is not None:
+            out["sglang_breakdown"] = self.sglang.to_json()
         return out
 
 
-_ROW_ESTIMATES = ("vllm", "hf", "bench", "speed")  # written by their own to_json, under other keys
+_ROW_ESTIMATES = ("vllm", "hf", "bench", "speed", "sglang")  # written by their own to_json, under other keys
 
 
 def _plain(value):
@@ -456,6 +481,35 @@ def _vllm_row(req: PlanRequest, choice: FormatChoice) -> Row | None:
                quality_evidence=quality_cell(w.name, k.name), vllm=est, bench=bench, speed=speed)
 
 
+def _sglang_row(req: PlanRequest, choice: FormatChoice) -> Row | None:
+    """SGLang's row: its pool (max_total_num_tokens) and how many --context requests it holds at once. Decode speed
+    and the workload come from the shared speed and scheduler models with SGLang's chunk and running-request cap;
+    SGLang's per-step overhead is taken as vLLM's with CUDA graphs (not measured separately)."""
+    w, k = choice.weights, choice.kv_vllm
+    if k is None or k.name not in sglang_engine.KV_DTYPES or "vllm" not in w.engines:
+        return None
+    est = sglang_engine.estimate(req.spec, req.gpu, req.sglang_settings(choice))
+    concurrency = est.concurrency_at(req.context)
+    fits = est.fits and concurrency >= req.batch
+    shortfall = est.shortfall_bytes if not est.fits else (
+        0 if fits else max(req.batch * req.context - est.max_total_num_tokens, 0) * est.cell_bytes)
+    speed = decode_speed(req.spec, req.gpu, "vllm", w, k, req.batch, req.context, req.enforce_eager, req.tp,
+                         pp=req.pp, kv_bytes_per_token=est.deployment_kv_bytes_per_token)
+    bench = None
+    if req.workload is not None:
+        bench = vllm_bench(req.spec, req.gpu, w, k, req.workload, chunk_tokens=max(est.chunked_prefill_size, 1),
+                           slots=min(est.max_running_requests, concurrency),
+                           kv_bytes_per_token=est.deployment_kv_bytes_per_token, tp=req.tp, pp=req.pp,
+                           enforce_eager=req.enforce_eager)
+    notes = est.notes + ["speed: the shared decode model with vLLM's per-step overhead (SGLang's own not measured)"]
+    return Row(config=choice.key, label=choice.label, engine="sglang", weights_format=w.name, kv_format=k.name,
+               weights_bytes=est.deployment_weights_bytes, kv_bytes_per_token=est.deployment_kv_bytes_per_token,
+               kv_capacity_tokens=est.max_total_num_tokens, max_concurrency=concurrency, hf_memory_bytes=None,
+               decode_tokens_per_s=speed.tokens_per_s, fits=fits, shortfall_bytes=shortfall,
+               quality_risk=_risk(req.spec, w, k), notes=_weights_notes(w) + notes + speed.notes,
+               quality_evidence=quality_cell(w.name, k.name), sglang=est, bench=bench, speed=speed)
+
+
 def _hf_row(req: PlanRequest, choice: FormatChoice) -> Row | None:
     w, k = choice.weights, choice.kv_hf
     if k is None or req.tp > 1 or req.pp > 1 or "hf" not in w.engines:
@@ -509,7 +563,7 @@ def verdicts(rows: list[Row]) -> list[list[str]]:
     """The verdicts of each row, per engine among the rows that fit: the most context (KV capacity, then speed),
     the fastest decode, and the most context among low-risk rows when that is another row."""
     out: list[list[str]] = [[] for _ in rows]
-    for engine in ("vllm", "hf"):
+    for engine in ("vllm", "sglang", "hf"):
         fitting = [i for i, r in enumerate(rows) if r.engine == engine and r.fits]
         if not fitting:
             continue
@@ -544,6 +598,12 @@ def request_warnings(req: PlanRequest) -> list[str]:
             since = unserved_gate(spec, req.vllm_version).since
             out.append(f"{unserved}; every vLLM row says no (its figures are vLLM {since}'s, the first release "
                        "that serves it)")
+    if "sglang" in req.engines:
+        from .engines.sglang_versions import RULES as SGLANG_RULES, is_newer_than_known as sglang_newer
+
+        if sglang_newer(req.sglang_version):
+            out.append(f"SGLang {req.sglang_version} is newer than the newest release kvcalc has rules for "
+                       f"({SGLANG_RULES[-1].since}); the {SGLANG_RULES[-1].since} rules apply")
     if is_newer_than_known(req.vllm_version):
         newest = rules_for(req.vllm_version).since
         out.append(f"vLLM {shown(req.vllm_version, 40, quote=False)} is newer than the newest release kvcalc has rules for ({newest}); "
@@ -553,7 +613,13 @@ def request_warnings(req: PlanRequest) -> list[str]:
 
 def _left_out(req: PlanRequest, engine: str, choice: FormatChoice) -> str | None:
     """Why `engine` has no row for the configuration the user asked for (None when it has one)."""
-    w, k = choice.weights, choice.kv_vllm if engine == "vllm" else choice.kv_hf
+    w, k = choice.weights, choice.kv_hf if engine == "hf" else choice.kv_vllm
+    if engine == "sglang":
+        if "vllm" not in w.engines:
+            return f"sglang: {choice.label} left out: kvcalc models SGLang with the weight formats vLLM loads"
+        if k is None or k.name not in sglang_engine.KV_DTYPES:
+            return f"sglang: {choice.label} left out: SGLang has no {req.kv_or_default.label} cache"
+        return None
     if engine not in w.engines:
         return f"{engine}: {choice.label} left out: {engine} does not run {w.label} weights"
     if k is None:
@@ -585,7 +651,7 @@ def plan(req: PlanRequest, warnings: list[str] | None = None) -> list[Row]:
             continue
         try:
             for choice in configs_for(req):
-                row = _vllm_row(req, choice) if engine == "vllm" else _hf_row(req, choice)
+                row = {"vllm": _vllm_row, "sglang": _sglang_row}.get(engine, _hf_row)(req, choice)
                 if row is not None:
                     rows.append(row)
                 elif req.asked and choice.key != BASELINE.key and _left_out(req, engine, choice):
@@ -595,7 +661,7 @@ def plan(req: PlanRequest, warnings: list[str] | None = None) -> list[Row]:
                 raise
             notes.append(f"{engine}: {exc}")
     if not rows:
-        why = [n for n in notes if n.startswith(("vllm:", "hf:"))]
+        why = [n for n in notes if n.startswith(("vllm:", "hf:", "sglang:"))]
         raise UsageError("nothing to show: " + "; ".join(why or ["no engine runs this request"]))
     overflow = next((r.vllm for r in rows if r.vllm is not None and r.vllm.cudagraph_overflow_bytes), None)
     if overflow is not None:
@@ -616,7 +682,9 @@ def plan_json(req: PlanRequest, rows: list[Row], warnings: list[str], sweep: lis
         "settings": {"util": req.vllm_util, "max_model_len": req.max_model_len or req.context,
                      "max_num_batched_tokens": req.max_num_batched_tokens, "max_num_seqs": req.max_num_seqs,
                      "enforce_eager": req.enforce_eager, "vllm_version": req.vllm_version, "tp": req.tp,
-                     "pp": req.pp, "entrypoint": req.entrypoint},
+                     "pp": req.pp, "entrypoint": req.entrypoint}
+        | ({"sglang_version": req.sglang_version, "mem_fraction_static": req.mem_fraction_static}
+           if "sglang" in req.engines else {}),
         "warnings": warnings,
         "rows": [r.to_json() for r in rows],
         "tp_sweep": [o.to_json() for o in sweep] if sweep else None,
@@ -666,7 +734,7 @@ def explained_rows(req: PlanRequest, rows: list[Row], warnings: list[str]) -> li
     keys = asked_keys(req)
     wanted = sorted((r for r in rows if r.config in keys), key=lambda r: keys.index(r.config))
     if not wanted:  # the asked configuration runs on no asked engine: say why rather than explain another one
-        why = [w for w in warnings if w.startswith(("vllm:", "hf:"))]
+        why = [w for w in warnings if w.startswith(("vllm:", "hf:", "sglang:"))]
         raise UsageError("nothing to explain: " + "; ".join(why or ["no row for the asked configuration"]))
     return wanted
 

@@ -79,6 +79,11 @@ def render_table(req: PlanRequest, rows: list[Row]) -> None:
         "H200 runs (docs/validation/); other GPUs' speed derives from their datasheet bandwidth, tensor and FP32 "
         "rates (kvcalc explain shows every source).",
         style="dim")
+    sglang = next((r.sglang for r in rows if r.sglang is not None), None)
+    if sglang is not None:  # engines/sglang.py: what SGLang's rows count
+        _console().print(f"SGLang: KV capacity = the max_total_num_tokens it logs at mem_fraction_static "
+                         f"{sglang.mem_fraction_static:.3f}; max conc. = min(max_running_requests, pool / --context); "
+                         "decode speed uses vLLM's per-step overhead (SGLang's not measured).", style="dim")
 
 
 def _range(row: Row, figure: str) -> str:
@@ -214,6 +219,24 @@ def explain_text(req: PlanRequest, row: Row) -> str:
         elif not v.fits:
             lines.append(f"does NOT start: short by {fmt_bytes(v.shortfall_bytes)} for one request of "
                          f"{v.max_model_len:,} tokens")
+    if row.sglang is not None:  # engines/sglang.py: mem_fraction_static of the free memory holds weights + pool
+        g = row.sglang
+        lines += [
+            f"free at start (per rank)         = {g.free_at_start:,} B ({fmt_gib(g.free_at_start)}): total less the "
+            "CUDA context (and NCCL at TP > 1)",
+            f"mem_fraction_static              = {g.mem_fraction_static:.4g} ({g.mem_fraction_source})",
+            f"- weights (per rank)             = {g.weights_bytes:,} B ({fmt_gib(g.weights_bytes)})",
+            f"= KV pool = free x mfs - weights = {g.kv_budget_bytes:,} B ({fmt_gib(g.kv_budget_bytes)})",
+            f"bytes per token ({g.layout})       = {g.cell_bytes:,} B; page_size {g.page_size}",
+            f"max_total_num_tokens = pool // cell = {g.max_total_num_tokens:,}"
+            + (f"; sliding-window pool {g.swa_tokens:,}" if g.swa_tokens is not None else ""),
+            f"max_running_requests {g.max_running_requests:,} (req-to-token pool {g.req_pool_size:,}, "
+            f"{fmt_gib(g.req_to_token_bytes)}); chunked_prefill_size {g.chunked_prefill_size:,}; "
+            f"outside the budget: {fmt_gib(g.headroom_bytes)}",
+            f"requests of {req.context:,} tokens at once: {row.max_concurrency}",
+        ]
+        if not g.fits:
+            lines.append(f"does NOT start: short by {fmt_bytes(g.shortfall_bytes)}")
     if row.hf is not None:
         h = row.hf
         lines += [

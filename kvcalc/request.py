@@ -70,6 +70,13 @@ def build_request(options: dict, explicit: set[str] = frozenset(), *, load_model
         from .vllm_command import apply_command
 
         given, notes = apply_command(given["vllm_command"], given, set(explicit))
+    if given.get("sglang_command"):
+        from .sglang_command import apply_sglang_command
+
+        if given["vllm_command"]:
+            raise UsageError("give --vllm-command or --sglang-command, not both")
+        given, more = apply_sglang_command(given["sglang_command"], given, set(explicit))
+        notes = notes + more
     weights, kvs = _names(given["weights"]), _names(given["kv"])
     if given["quantization"]:
         if weights:
@@ -84,13 +91,14 @@ def build_request(options: dict, explicit: set[str] = frozenset(), *, load_model
     spec = load_model(given["model"] or DEFAULT_MODEL)
     profile = get_gpu(given["gpu"])
     engine = given["engine"]
-    engines = ("vllm", "hf") if engine == "both" else (engine,)
+    engines = {"both": ("vllm", "hf"), "servers": ("vllm", "sglang"), "all": ("vllm", "sglang", "hf")}.get(engine,
+                                                                                                    (engine,))
     if given["max_model_len"] == AUTO:
         from . import limits
 
         given["max_model_len"] = spec.max_position_embeddings
         limits.check("max_model_len", given["max_model_len"])
-    if given["vllm_command"] and context is None:
+    if (given["vllm_command"] or given.get("sglang_command")) and context is None:
         context = given["max_model_len"] or spec.max_position_embeddings  # the command's own length
     fields = _request_fields(given)
     fields["max_model_len"] = given["max_model_len"]

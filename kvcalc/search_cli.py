@@ -64,8 +64,13 @@ def commands() -> dict[str, click.Command]:
 
 def _print_answer(req, a) -> None:
     par = "".join(f", {name} {v}" for name, v in (("TP", req.tp), ("PP", req.pp)) if v > 1)
-    head = (f"{req.spec.name} on {req.tp * req.pp} x {req.gpu.name}{par}, vLLM {req.vllm_version}, config {a.config}"
-            + ("" if a.question == "min-util" else f", util {req.vllm_util:g}"))
+    if req.engines == ("sglang",):
+        mfs = f"{req.mem_fraction_static:g}" if req.mem_fraction_static else "its default"
+        head = (f"{req.spec.name} on {req.tp * req.pp} x {req.gpu.name}{par}, SGLang {req.sglang_version}, config "
+                f"{a.config}, mem_fraction_static {mfs}")
+    else:
+        head = (f"{req.spec.name} on {req.tp * req.pp} x {req.gpu.name}{par}, vLLM {req.vllm_version}, config "
+                f"{a.config}" + ("" if a.question == "min-util" else f", util {req.vllm_util:g}"))
     click.echo(head)
     value = "none" if a.value is None else (f"{a.value:.2f}" if isinstance(a.value, float) else f"{a.value:,}")
     click.echo(f"{a.question}: {value} {a.unit}")
@@ -80,6 +85,7 @@ def _print_answer(req, a) -> None:
 
 def _run_search(kw) -> None:
     from .request import search_result
+    from .search_sglang import search_payload, sglang_rows_for
 
     if kw["emit"] and kw["as_json"]:
         raise UsageError("--emit prints one deployment file: leave out --json")
@@ -90,14 +96,17 @@ def _run_search(kw) -> None:
 
         click.echo(emit(from_search(res), kw["emit"]), nl=False)
         return
+    sglang_rows = sglang_rows_for(kw, res)
+    engine = kw.get("search_engine") or "vllm"
     if kw["as_json"]:
-        from . import search as S
-
-        click.echo(json.dumps(S.search_json(res), indent=1))
+        click.echo(json.dumps(search_payload(kw, res, sglang_rows), indent=1))
     else:
-        from .search_render import render_search
+        from .search_render import render_search, render_sglang_search
 
-        render_search(res)
+        if engine != "sglang":
+            render_search(res)
+        if sglang_rows is not None:
+            render_sglang_search(res, sglang_rows, compare=engine == "both")
     _gate(search_failure(res))
 
 

@@ -105,3 +105,33 @@ def render_search(res) -> None:
                  "result for this GPU (kvcalc gpus says what each profile's speed rests on)")
     for line in notes + ["rows shown: " + a for a in ASSUMPTIONS] + ["screen (a lower bound): " + a for a in SCREEN]:
         console.print(line, style="dim")
+
+
+def render_sglang_search(res, rows, compare: bool = False) -> None:
+    """SGLang's deployments of the same search (search_sglang.py), and with vLLM's beside them which is cheaper."""
+    console = _console()
+    table = Table(title="SGLang deployments that meet the targets (ranked by $/h; default mem_fraction_static)",
+                  title_justify="left")
+    for name, justify in (("#", "right"), ("deployment", "left"), ("weights", "left"), ("KV", "left"),
+                          ("mem\nfrac.", "right"), ("max\nrun. req", "right"), ("$/h", "right"),
+                          ("$/M out\ntokens", "right"), ("TTFT\nms", "right"), ("TPOT\nms", "right"),
+                          ("max\nconc.", "right"), ("quality\nrisk", "left")):
+        table.add_column(name, justify=justify, overflow="fold")
+    for d in rows[:TABLE_ROWS]:
+        where = f"{d.replicas} x {d.tp} {d.gpu} TP{d.tp}" if d.replicas > 1 else f"{d.tp} {d.gpu} TP{d.tp}"
+        table.add_row(str(d.rank), where, d.weights_format, d.kv_format, f"{d.mem_fraction_static:.3f}",
+                      f"{d.max_running_requests:,}", f"{d.cost_per_hour:,.2f}" + ("*" if d.price_is_estimate else ""),
+                      f"{d.usd_per_million_output_tokens:,.3f}", f"{d.ttft_ms:,.0f}", f"{d.tpot_ms:,.1f}",
+                      f"{d.max_concurrency:,}", d.quality_risk)
+    if not rows:
+        console.print("SGLang: no deployment in the search space meets the targets")
+        return
+    console.print(table)
+    console.print(f"SGLang winner: {rows[0].command}")
+    if compare and res.results:
+        v, g = res.results[0], rows[0]
+        key_v = (round(v.cost_per_hour, 6), round(v.usd_per_million_output_tokens, 6))
+        key_g = (round(g.cost_per_hour, 6), round(g.usd_per_million_output_tokens, 6))
+        better = "a tie" if key_g == key_v else ("SGLang" if key_g < key_v else "vLLM")
+        console.print(f"cheapest of both: {better} (vLLM ${v.cost_per_hour:,.2f}/h, ${v.usd_per_million_output_tokens:,.3f}"
+                      f"/M tokens; SGLang ${g.cost_per_hour:,.2f}/h, ${g.usd_per_million_output_tokens:,.3f}/M tokens)")

@@ -72,7 +72,7 @@ def test_every_shared_option_is_the_vocabularys(command):
             problems.append(f"{command} --{name}: lacks the spellings {sorted(missing)}")
         grid = isinstance(p.type, O.ListOf) and not isinstance(canonical.type, O.ListOf)
         if command == "fit" and name == "engine":
-            assert list(p.type.choices) == ["vllm"] and p.default == "vllm"  # fit answers for vLLM only
+            assert list(p.type.choices) == ["vllm", "sglang"] and p.default == "vllm"  # fit: vLLM or SGLang
             continue
         if not _same_type(p.type, reference[name].type):
             problems.append(f"{command} --{name}: type {p.type!r}, the vocabulary's is {reference[name].type!r}")
@@ -110,12 +110,13 @@ def test_plan_and_search_read_one_value_alike():
     assert search["util"].type.convert("0.9:0.92:0.01", search["util"], ctx) == (0.9, 0.91, 0.92)
 
 
-def test_fit_offers_only_vllm():
+def test_fit_offers_only_the_servers():
     code, out, _ = invoke(["fit", "--help"])
-    assert code == 0 and "[vllm]" in out and "hf|vllm|both" not in out
+    assert code == 0 and "[vllm|sglang]" in out and "hf|vllm|both" not in out
     code, _, err = invoke(["fit", "max-context", "--gpu", "l4", "--model", "llama-3.1-8b", "--batch", "16",
                            "--engine", "hf"])
-    assert code == 2 and err.strip() == "error: kvcalc fit answers for vLLM (block-granular); drop --engine 'hf'"
+    assert code == 2 and err.strip() == ("error: kvcalc fit answers for vLLM (block-granular) or SGLang "
+                                         "(--engine sglang), one at a time; drop --engine 'hf'")
 
 
 def _rows(args):

@@ -30,6 +30,12 @@ def _from_log(path: str, model: str | None, gpu: str | None, as_json: bool, over
     from .compare import render_table
     from .reports import from_log, log_json
 
+    sglang_text = _sglang_text(path)
+    if sglang_text is not None:  # the engine is read off the log's own wording
+        _from_sglang_log(sglang_text, Path(path), model, gpu, as_json, overrides, strict=strict)
+        return
+    if overrides.pop("mem_fraction_static", None) is not None:
+        raise UsageError("--mem-fraction-static is SGLang's; this is a vLLM log (use --util)")
     result = from_log(path, model, gpu, overrides, vllm_version=vllm_version, run=run)
     parsed, report, model = result["parsed"], result["report"], result["model"]
     for warning in parsed["warnings"]:
@@ -57,6 +63,67 @@ def _from_log(path: str, model: str | None, gpu: str | None, as_json: bool, over
                    + (f", {len(mismatches)} MISMATCH" if mismatches else ""))
     if strict and (misses or mismatches):
         click.echo(f"error: --strict: {len(misses)} MISS, {len(mismatches)} MISMATCH", err=True)
+        raise SystemExit(1)
+
+
+def _sglang_text(path: str) -> str | None:
+    """The log's text when it is an SGLang start-up log (validate/sglang_log.py), else None (also for a file that
+    cannot be read: the vLLM path says why)."""
+    from .sglang_log import is_sglang_log
+    from .vllm_log import read_log
+
+    if not is_file(path):
+        return None
+    text = read_log(Path(path))
+    return text if is_sglang_log(text) else None
+
+
+def _from_sglang_log(text: str, p: Path, model: str | None, gpu: str, as_json: bool, overrides: dict, *,
+                     strict: bool = False) -> None:
+    """--from-log for an SGLang start-up log (validate/sglang_log.py): the same table, verdicts and --strict."""
+    from .compare import render_table
+    from .sglang_log import check_sglang_log, parse_sglang_log
+
+    if not gpu:
+        raise UsageError("--from-log needs --gpu (e.g. h100-sxm) for an SGLang log too")
+    parsed = parse_sglang_log(text)
+    if not parsed["values"]:
+        raise UsageError(f"{p}: no SGLang memory lines found (KV Cache is allocated, max_total_num_tokens=, "
+                         "Load weight end)")
+    if not model:
+        from ..catalog import _by_hub_id
+
+        served = parsed["settings"].get("model_path")
+        model = _by_hub_id(served.strip()) if isinstance(served, str) else None
+        if not model:
+            raise UsageError("--from-log needs --model (the catalog name or config.json the log's server ran)"
+                             + (f": the log's {served!r} is not in kvcalc's catalog" if served else ""))
+        click.echo(f"note: model {model} (the log served {served})", err=True)
+    # validate's vLLM-named options in SGLang's terms (--util is vLLM's gpu_memory_utilization: not carried over)
+    known = {"kv": "kv_cache_dtype", "tensor_parallel_size": "tp_size", "max_model_len": "context_length",
+             "max_num_seqs": "max_running_requests", "max_num_batched_tokens": "chunked_prefill_size",
+             "weights": "weights", "mem_fraction_static": "mem_fraction_static"}
+    given = {known[k]: v for k, v in overrides.items() if k in known}
+    ignored = sorted(k for k in overrides if k not in known)
+    report = check_sglang_log(parsed, model, gpu, **given)
+    if ignored:
+        report["notes"].insert(0, f"{', '.join(ignored)}: vLLM options, not used for an SGLang log")
+    rows = report["rows"]
+    misses = [r["quantity"] for r in rows if r.get("verdict") == "MISS"]
+    passes = sum(1 for r in rows if r.get("verdict") == "PASS")
+    if as_json:
+        click.echo(json.dumps({"engine": "sglang", "parsed": {k: parsed[k] for k in ("settings", "values", "errors")},
+                               "comparison": rows, "notes": report["notes"], "assumed": report["assumed"],
+                               "verdict": {"pass": passes, "miss": len(misses), "mismatch": 0}}, indent=1))
+    else:
+        click.echo(render_table(rows, title=f"SGLang log {p.name} vs kvcalc ({model} on {gpu})"))
+        for line in report["notes"]:
+            click.echo(f"note: {line}")
+        click.echo("settings: " + ", ".join(f"{k} {v['value']} ({v['from']})" for k, v in report["assumed"].items()
+                                            if v["value"] is not None))
+        click.echo(f"verdict: {passes} PASS, {len(misses)} MISS" + (f" ({', '.join(misses)})" if misses else ""))
+    if strict and misses:
+        click.echo(f"error: --strict: {len(misses)} MISS", err=True)
         raise SystemExit(1)
 
 
@@ -197,7 +264,8 @@ def _run(hf: bool, vllm: bool, quick: bool, out: str | None, device: str, model:
 
 
 @click.command("validate", context_settings=CONTEXT_SETTINGS)
-@click.option("--from-log", "from_log", metavar="FILE", help="a vLLM start-up log to compare with kvcalc")
+@click.option("--from-log", "from_log", metavar="FILE",
+              help="a vLLM or SGLang start-up log to compare with kvcalc (the engine is read off the log)")
 @click.option("--bench", metavar="FILE",
               help="a `vllm bench serve --save-result` or `vllm bench throughput --output-json` result to compare "
                    "with kvcalc's TTFT, TPOT, latency and throughput (needs --model and --gpu)")
@@ -238,6 +306,8 @@ def _run(hf: bool, vllm: bool, quick: bool, out: str | None, device: str, model:
 @click.option("--budget-s", type=click.FloatRange(min=1, max=7 * 24 * 3600), default=510.0, show_default=True, help="wall-clock budget of a matrix run")
 @click.option("--resume", is_flag=True, help="--hf/--vllm: skip cases that already have a row in --out")
 @click.option("--strict", is_flag=True, help="--from-log: exit 1 on any MISS or MISMATCH")
+@options.override("mem_fraction_static", "--from-log of an SGLang log: the mem_fraction_static it ran with "
+                  "[default: the log's, else SGLang's]").click_option()
 @options.override("vllm_version", "--from-log: predict with this version's rules (default: the log's); a log of "
                   "another version is a MISMATCH").click_option()
 @click.option("--run", "run", type=click.IntRange(min=-1000, max=100000), default=None,
@@ -245,7 +315,7 @@ def _run(hf: bool, vllm: bool, quick: bool, out: str | None, device: str, model:
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
 def validate(from_log, bench, input_len, output_len, metrics, block_size, report, model, gpu, kv, util, weights,
              quantization, tp, pp, max_model_len, max_num_batched_tokens, max_num_seqs, enforce_eager, entrypoint, hf,
-             vllm, quick, out, device, per_process, budget_s, resume, strict, vllm_version, run, as_json):
+             vllm, quick, out, device, per_process, budget_s, resume, strict, mem_fraction_static, vllm_version, run, as_json):
     """Compare kvcalc's predictions with real engines: a vLLM start-up log (--from-log), earlier results
     (--report), or new runs of transformers (--hf) and vLLM (--vllm)."""
     modes = [bool(from_log), bool(report), bool(hf or vllm), bool(bench), bool(metrics)]
@@ -265,6 +335,8 @@ def validate(from_log, bench, input_len, output_len, metrics, block_size, report
         overrides = settings_overrides(kv=kv, util=util, weights=weights, tp=tp, pp=pp, max_model_len=max_model_len,
                                        max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs,
                                        enforce_eager=enforce_eager, entrypoint=entrypoint, block_size=block_size)
+        if mem_fraction_static is not None:  # SGLang's (an SGLang log); refused for a vLLM log
+            overrides["mem_fraction_static"] = mem_fraction_static
         if metrics:
             _metrics(metrics, model, gpu, as_json, overrides, strict=strict, vllm_version=vllm_version)
         else:

@@ -57,8 +57,8 @@ def explain_payload(web: WebRequest, row: str | None = None, row_engine: str | N
 
     rows, warnings = plan_rows(web)
     key = row or custom_key(web.req)
-    if row_engine not in (None, "", "vllm", "hf"):
-        raise UsageError(f"row_engine must be vllm or hf, got {str(row_engine)[:20]!r}")
+    if row_engine not in (None, "", "vllm", "sglang", "hf"):
+        raise UsageError(f"row_engine must be vllm, sglang or hf, got {str(row_engine)[:20]!r}")
     chosen = [r for r in rows if r.config == key and (not row_engine or r.engine == row_engine)]
     if not chosen:
         choices = ", ".join(sorted({f"{r.config} ({r.engine})" for r in rows})) or "none"
@@ -150,12 +150,13 @@ def models_bytes() -> bytes:
 
 def search_payload(params: dict, allow_hub: bool) -> dict:
     """`kvcalc search --json` (kvcalc.search/1) for the same options."""
-    from .. import search
     from ..request import search_result
+    from ..search_sglang import search_payload as payload, sglang_rows_for
     from .inputs import parse_search
 
     kw, load, explicit = parse_search(params, allow_hub)
-    return search.search_json(search_result(kw, load, explicit))
+    res = search_result(kw, load, explicit)
+    return payload(kw, res, sglang_rows_for(kw, res))
 
 
 @lru_cache(maxsize=2)
@@ -177,7 +178,7 @@ def info_payload(allow_hub: bool) -> dict:
         "search_options": search_names(),
         "options": option_names(),
         "defaults": defaults,
-        "engines": ["both", "vllm", "hf"],
+        "engines": ["both", "vllm", "sglang", "servers", "all", "hf"],
         "weights": [{"name": k, "label": f.label, "engines": list(f.engines)} for k, f in WEIGHT_FORMATS.items()],
         "kv": [{"name": k, "label": f.label} for k, f in KV_FORMATS.items()],
         "max_config_bytes": MAX_CONFIG_BYTES,

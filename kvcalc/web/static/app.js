@@ -568,7 +568,7 @@
 
   // -- search (kvcalc search, when this kvcalc has it) -----------------------------------------------------------
   const SEARCH_FIELDS = ["input_len", "output_len", "concurrency", "request_rate", "max_ttft_ms", "max_tpot_ms",
-                         "max_quality_risk"];
+                         "max_quality_risk", "search_engine"];
 
   function searchParams() {
     const s = readForm();
@@ -606,14 +606,25 @@
       `${res.evaluated.toLocaleString("en-US")} deployments meet the targets` + (res.message ? `; ${res.message}` : "");
     const out = $("search-out");
     out.textContent = "";
-    if (!res.results.length) return;
+    searchTable(out, res.results, res.winner_command);
+    if (res.sglang) {  // --engine both: SGLang's deployments beside vLLM's (kvcalc/search_sglang.py)
+      const h = document.createElement("h3");
+      h.textContent = "SGLang";
+      out.appendChild(h);
+      searchTable(out, res.sglang, res.sglang.length ? res.sglang[0].command : "");
+    }
+  }
+
+  function searchTable(out, rows, winner) {
+    if (!rows.length) return;
     const table = document.createElement("table");
     table.className = "plan search";
     const cols = [
       ["rank", (d) => String(d.rank)],
       ["deployment", (d) => `${d.replicas} x ${d.gpu}` + (d.tp > 1 ? ` TP${d.tp}` : "") + (d.pp > 1 ? ` PP${d.pp}` : "")],
-      ["weights", (d) => d.weights_format], ["KV", (d) => d.kv_format], ["util", (d) => String(d.util)],
-      ["max_num_seqs", (d) => String(d.max_num_seqs)],
+      ["weights", (d) => d.weights_format], ["KV", (d) => d.kv_format],
+      ["util / mem frac.", (d) => String(d.util !== undefined ? d.util : d.mem_fraction_static)],
+      ["max seqs / running", (d) => String(d.max_num_seqs !== undefined ? d.max_num_seqs : d.max_running_requests)],
       ["$/hour", (d) => commas(d.cost_per_hour, 2)],
       ["$/M out tokens", (d) => commas(d.usd_per_million_output_tokens, 3)],
       ["TTFT ms", (d) => commas(d.ttft_ms, 0)],
@@ -622,19 +633,20 @@
       ["out tok/s", (d) => commas(d.output_tokens_per_s, 0)], ["risk", (d) => d.quality_risk],
       ["speed evidence", (d) => (d.speed_evidence && d.speed_evidence.label) || "-"],
       ["Pareto", (d) => (d.pareto ? "yes" : "")],
+      ["server", (d) => d.engine || "vllm"],
     ];
     const head = table.createTHead().insertRow();
     for (const [name] of cols) { const th = document.createElement("th"); th.textContent = name; head.appendChild(th); }
     const body = table.createTBody();
-    for (const d of res.results) {
+    for (const d of rows) {
       const tr = body.insertRow();
       tr.title = d.command;
       for (const [, f] of cols) tr.insertCell().textContent = f(d);
     }
     out.appendChild(table);
-    if (res.winner_command) {
+    if (winner) {
       const code = document.createElement("code");
-      code.textContent = res.winner_command;
+      code.textContent = winner;
       out.appendChild(code);
     }
   }

@@ -1,0 +1,432 @@
+"""SGLang memory accounting, release-aware (the rows of engines/sglang_versions.py).
+
+SGLang budgets differently from vLLM: it runs no profile forward. `mem_fraction_static` is the share of the free GPU
+memory at start-up that weights and the KV pool may take together; activations, CUDA graphs, the req-to-token table
+and the sampler live in the rest. Sources (sglang 0.5.4 unless said; other releases' lines in sglang_versions.py):
+
+- model_runner.py:305 `min_per_gpu_memory = self.init_torch_distributed()`: the free memory (GiB,
+  torch.cuda.mem_get_info,
+  the minimum over ranks) after the CUDA context and NCCL are up, before the weights load (logged as
+  "Load weight begin. avail mem=X GB"); :932-939 the weights' "mem usage" is the free memory they took.
+- model_runner.py:1383-1431 `profile_max_num_token`: rest = free_after_weights - free_before x
+  (1 - mem_fraction_static);
+  max_total_num_tokens = int(rest x 2**30 // cell_size), cell_size = bytes of one token across the KV layers of a rank:
+  MHA kv_heads_per_rank x head_dim x 2 x layers x element size (heads = max(1, kv_heads // attn_tp)), MLA
+  (kv_lora_rank + qk_rope_head_dim) x layers x element size at any TP, DeepSeek V3.2's indexer key (index_head_dim +
+  a 4-byte scale per 128) beside it.
+- model_runner.py:1647-1655 the req-to-token pool: max_num_reqs = clamp(int(tokens / context_len x 512), 2048, 4096)
+  unless --max-running-requests; ReqToTokenPool (mem_cache/memory_pool.py:71-89) is int32 [max_num_reqs,
+  context_len + 4], allocated after the token count is fixed (so it comes out of the 1 - mem_fraction_static rest).
+- model_runner.py:1680-1684 tokens rounded down to a multiple of page_size; managers/tp_worker.py:279-287
+  max_running_requests = min(--max-running-requests // dp (else tokens // 2), req pool size).
+- server_args.py `_handle_gpu_memory_settings`: the default mem_fraction_static, chunked_prefill_size and
+  cuda_graph_max_bs from the GPU's memory (nvidia-smi memory.total, utils/common.py:1535 get_nvgpu_memory_capacity).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..constants import engine_constants
+from ..errors import UnsupportedModelError, UsageError
+from ..formats import KvFormat, WeightFormat
+from ..hardware import GpuProfile
+from ..layers import FullAttention, MambaState, MultiLatentAttention, flatten
+from ..model import ModelSpec
+from ..units import GiB, MiB
+from .sglang_versions import DEFAULT_VERSION, SglangRules, rules_for
+
+# nvidia-smi --query-gpu=memory.total (MiB), which SGLang's defaults read (utils/common.py get_nvgpu_memory_capacity);
+# a few hundred MiB above the cudaMemGetInfo total kvcalc's profiles hold. Values as nvidia-smi prints them for
+# these boards; a GPU not listed uses its driver total in MiB.
+SMI_MIB = {"h200": 143771, "h100-sxm": 81559, "h100-pcie": 81559, "h100-nvl": 95830, "a100-80gb": 81920,
+           "a100-80gb-pcie": 81920, "a100-40gb": 40960, "l40s": 46068, "l4": 23034, "a10g": 23028, "a10": 23028,
+           "t4": 15360, "rtx-4090": 24564, "rtx-3090": 24576, "rtx-5090": 32607, "rtx-a6000": 49140,
+           "b200": 183359, "v100-16gb": 16384}
+
+SWA_FULL_TOKENS_RATIO = 0.8  # server_args.py swa_full_tokens_ratio default
+KV_DTYPES = {"auto": None, "fp8": 1, "fp8-e5m2": 1}  # kvcalc KV format -> SGLang element bytes (None: model dtype)
+# SGLang --quantization names -> kvcalc weight formats (server_args.py QUANTIZATION_CHOICES; Marlin variants are
+# kernels for the same checkpoints)
+QUANTIZATION = {"awq": "awq", "awq_marlin": "awq", "gptq": "gptq", "gptq_marlin": "gptq", "marlin": "gptq",
+                "fp8": "fp8", "w8a8_fp8": "fp8", "modelopt_fp8": "fp8", "bitsandbytes": "nf4", "w8a8_int8": "w8a8"}
+REQ_POOL_EXTRA = 4  # model_runner.py: extra_max_context_len = 4 (+ speculative draft tokens)
+
+
+@dataclass(frozen=True)
+class SglangSettings:
+    weights: WeightFormat
+    kv: KvFormat
+    mem_fraction_static: float | None = None  # None: the release's default for this GPU, TP and chunk size
+    context_length: int | None = None  # None: the model's max_position_embeddings
+    max_running_requests: int | None = None
+    max_total_tokens: int | None = None  # --max-total-tokens: a cap on the pool
+    chunked_prefill_size: int | None = None  # None: by GPU memory; -1 or 0 disables chunking
+    max_prefill_tokens: int = 16384
+    page_size: int | None = None  # None: 1 (FlashMLA 64, cutlass MLA 128, trtllm MLA 64 when chosen)
+    cuda_graph_max_bs: int | None = None
+    disable_cuda_graph: bool = False
+    tensor_parallel: int = 1
+    pipeline_parallel: int = 1
+    dp_size: int = 1
+    enable_dp_attention: bool = False
+    dtype_bytes: int = 2
+    version: str = DEFAULT_VERSION
+    speculative_algorithm: str | None = None  # EAGLE, EAGLE3, NEXTN, STANDALONE, NGRAM
+    disable_hybrid_swa_memory: bool = False
+    swa_full_tokens_ratio: float = SWA_FULL_TOKENS_RATIO
+    kv_fp4: bool = False  # --kv-cache-dtype fp4_e2m1 (0.5.10+): half a byte per element + a scale per 16
+    other_processes_bytes: int = 0
+
+    @property
+    def rules(self) -> SglangRules:
+        return rules_for(self.version)
+
+    @property
+    def attn_tp(self) -> int:
+        """get_attention_tp_size(): TP ranks one attention group spans (DP attention splits TP into dp groups)."""
+        return self.tensor_parallel // self.dp_size if self.enable_dp_attention else self.tensor_parallel
+
+
+@dataclass
+class SglangEstimate:
+    gpu_memory_mib: int  # what SGLang's defaults read (nvidia-smi)
+    total_memory: int
+    free_at_start: int  # "Load weight begin. avail mem" per rank (min over ranks)
+    mem_fraction_static: float
+    mem_fraction_source: str
+    weights_bytes: int
+    kv_budget_bytes: int  # free_at_start x mfs - weights
+    cell_bytes: int  # one token across this rank's KV layers (the full layers when hybrid)
+    max_total_num_tokens: int  # logged "max_total_num_tokens=" and "KV Cache is allocated. #tokens"
+    swa_tokens: int | None  # hybrid SWA: the sliding layers' pool ("swa_layer_tokens")
+    page_size: int
+    context_len: int
+    chunked_prefill_size: int
+    cuda_graph_max_bs: int
+    req_pool_size: int
+    req_to_token_bytes: int
+    max_running_requests: int
+    headroom_bytes: int  # free_at_start x (1 - mfs): what activations, graphs and the req table get
+    kv_bytes_per_token: int
+    fits: bool
+    shortfall_bytes: int
+    deployment_weights_bytes: int = 0
+    deployment_kv_bytes_per_token: int = 0
+    notes: list[str] = field(default_factory=list)
+    layout: str = "mha"  # mha, mla, hybrid-swa
+
+    @property
+    def logged_kv_tokens(self) -> int:
+        return self.max_total_num_tokens
+
+    def concurrency_at(self, context: int) -> int:
+        """Requests of `context` tokens whose KV fits at once (whole pages each; prefix sharing not counted),
+        capped by max_running_requests. Sliding layers' pool holds min(context, window + chunk) per request."""
+        if not self.fits or context < 1:
+            return 0
+        per = -(-context // self.page_size) * self.page_size
+        return min(self.max_running_requests, self.max_total_num_tokens // per)
+
+    def to_json(self) -> dict:
+        keys = ("gpu_memory_mib", "total_memory", "free_at_start", "mem_fraction_static", "mem_fraction_source",
+                "weights_bytes", "kv_budget_bytes", "cell_bytes", "max_total_num_tokens", "swa_tokens", "page_size",
+                "context_len", "chunked_prefill_size", "cuda_graph_max_bs", "req_pool_size", "req_to_token_bytes",
+                "max_running_requests", "headroom_bytes", "kv_bytes_per_token", "fits", "shortfall_bytes",
+                "deployment_weights_bytes", "deployment_kv_bytes_per_token", "layout")
+        return {k: getattr(self, k) for k in keys} | {"notes": list(self.notes)}
+
+
+def gpu_memory_mib(gpu: GpuProfile) -> int:
+    """nvidia-smi's memory.total for this GPU (MiB), which SGLang's defaults are computed from."""
+    return SMI_MIB.get(gpu.id, gpu.memory_total_bytes // MiB)
+
+
+def default_chunk_and_graph_bs(rules: SglangRules, gpu_mib: int, tp: int) -> tuple[int, int]:
+    """(chunked_prefill_size, cuda_graph_max_bs) SGLang picks by GPU memory (server_args.py; lines in
+    sglang_versions.py). Before 0.5.3 the graph size does not enter the memory rule: 160 (8 / 80 under 35 GiB)."""
+    if rules.chunk_rule == "25k":
+        chunk = 2048 if gpu_mib < 25_000 else 8192
+        return chunk, (8 if tp < 4 else 80) if gpu_mib < 25_000 else 160
+    if rules.chunk_rule == "35k":
+        chunk = 2048 if gpu_mib < 35 * 1024 else 8192 if gpu_mib < 160 * 1024 else 16384
+        return chunk, (8 if tp < 4 else 80) if gpu_mib < 35 * 1024 else 160
+    if gpu_mib < 20 * 1024:
+        return 2048, 8
+    if gpu_mib < 35 * 1024:
+        return 2048, rules.small_gpu_graph_bs if tp < 4 else 80
+    if gpu_mib < 60 * 1024:
+        return 4096, 32 if tp < 4 else 160
+    if gpu_mib < 160 * 1024:
+        return 8192, 256 if tp < 4 else 512
+    return 16384, 512
+
+
+def piecewise_graph_sizes(max_tokens: int) -> list[int]:
+    """server_args.py _generate_piecewise_cuda_graph_tokens (0.5.10; prefill graph sizes in 0.5.14)."""
+    sizes = (list(range(4, 33, 4)) + list(range(48, 257, 16)) + list(range(288, 513, 32))
+             + list(range(640, 4096 + 1, 128)) + list(range(4352, max_tokens + 1, 256)))
+    return [s for s in sizes if s <= max_tokens]
+
+
+def _vlm_factor(spec: ModelSpec) -> float:
+    """server_args.py adjust_mem_fraction_for_vlm: 0.95 x (1 - 0.1 x (ViT complexity / ViT-L/14's - 1)), the
+    second factor clamped to [0.8, 1.05]; complexity = layers x hidden^2 of the vision_config."""
+    vision = (spec.config or {}).get("vision_config")
+    if not isinstance(vision, dict) or not spec.encoders:
+        return 1.0
+    layers = vision.get("num_hidden_layers", vision.get("depth", 24)) or 24
+    hidden = vision.get("hidden_size", 1024) or 1024
+    ratio = layers * hidden ** 2 / (24 * 1024 ** 2)
+    return 0.95 * max(0.8, min(1.05, 1.0 - 0.1 * (ratio - 1.0)))
+
+
+def default_mem_fraction(rules: SglangRules, gpu_mib: int, s: SglangSettings, chunk: int, graph_bs: int,
+                         mla: bool, spec: ModelSpec) -> tuple[float, str]:
+    """SGLang's default mem_fraction_static and how it came about (server_args.py, per release)."""
+    parallel = s.tensor_parallel * s.pipeline_parallel
+    if rules.mfs_rule == "tp_only":
+        tp = s.tensor_parallel
+        mfs = 0.79 if tp >= 16 else 0.81 if tp >= 8 else 0.85 if tp >= 4 else 0.87 if tp >= 2 else 0.88
+        return mfs, f"by TP {tp}"
+    if rules.mfs_rule == "tp_table":
+        if gpu_mib <= 81920:
+            mfs = 0.79 if parallel >= 16 else 0.81 if parallel >= 8 else 0.85 if parallel >= 4 else \
+                0.87 if parallel >= 2 else 0.88
+        else:
+            mfs = 0.88
+        if gpu_mib > 96 * 1024:
+            mfs = min(mfs + 48 * 1024 * (1 - mfs) / gpu_mib, (gpu_mib - 1024 * 18) / gpu_mib)
+        return mfs, f"by TP x PP {parallel} and {gpu_mib:,} MiB"
+    if rules.mfs_rule == "bucket":
+        if gpu_mib < 35 * 1024:
+            reserved = (2.8 + parallel / 10) * 1024
+        elif gpu_mib < 90 * 1024:
+            reserved = (9.5 + parallel / 2) * 1024
+        elif gpu_mib < 160 * 1024:
+            reserved = (12 + parallel / 2) * 1024
+        else:
+            reserved = 32 * 1024
+        if s.speculative_algorithm:
+            reserved += 6 * 1024 if s.speculative_algorithm.upper() == "STANDALONE" else rules.speculative_reserve_mib
+        if s.enable_dp_attention:
+            reserved += 4 * 1024
+        why = f"reserve {reserved / 1024:.2f} GiB for {gpu_mib:,} MiB at TP x PP {parallel}"
+    else:
+        tokens = max(chunk, 2048) if chunk > 0 else max(s.max_prefill_tokens, 2048)
+        reserved = 512 + tokens * 1.5 + graph_bs * 2 + parallel / 8 * 1024
+        if s.enable_dp_attention:
+            reserved += graph_bs * s.dp_size * 3 + (graph_bs * s.dp_size * 1.5 if graph_bs > 300 else 0)
+        if rules.piecewise_graph_reserve and not s.disable_cuda_graph:
+            reserved += 1.5 * 1024 if mla else len(piecewise_graph_sizes(chunk if chunk > 0 else 4096)) * 8
+        if gpu_mib > 60 * 1024:
+            reserved = max(reserved, 10 * 1024)
+        if s.speculative_algorithm and s.speculative_algorithm.upper() != "NGRAM":
+            reserved += 6 * 1024 if s.speculative_algorithm.upper() == "STANDALONE" else rules.speculative_reserve_mib
+        why = (f"reserve {reserved / 1024:.2f} GiB = 0.5 + 1.5 MiB x {tokens:,} prefill tokens + 2 MiB x "
+               f"{graph_bs} graph batch sizes + TP x PP {parallel} / 8 GiB"
+               + (" + piecewise graphs" if rules.piecewise_graph_reserve and not s.disable_cuda_graph else "")
+               + (", at least 10 GiB" if gpu_mib > 60 * 1024 else "") + f" of {gpu_mib:,} MiB")
+    mfs = round((gpu_mib - reserved) / gpu_mib, 3)
+    factor = _vlm_factor(spec) if rules.vlm_adjust else 1.0
+    if factor != 1.0:
+        mfs *= factor
+        why += f"; x {factor:.3f} for the vision tower (adjust_mem_fraction_for_vlm)"
+    return mfs, why
+
+
+def _kv_element_bytes(s: SglangSettings) -> int:
+    if s.kv.name not in KV_DTYPES:
+        raise UsageError(f"SGLang has no {s.kv.label} cache (--kv-cache-dtype auto, fp8_e4m3, fp8_e5m2"
+                         + (", fp4_e2m1" if rules_for(s.version).piecewise_graph_reserve else "") + ")")
+    return KV_DTYPES[s.kv.name] or s.dtype_bytes
+
+
+def _cell(heads_dims: int, layers: int, elem: int, fp4: bool) -> int:
+    """model_runner_kv_cache_mixin.py:74-140 (0.5.10): fp4_e2m1 stores half a byte per element plus one scale
+    byte per 16 elements."""
+    if fp4:
+        return heads_dims * layers // 2 + heads_dims * layers // 16
+    return heads_dims * layers * elem
+
+
+def kv_layout(spec: ModelSpec, s: SglangSettings) -> tuple[str, int, int, int, int]:
+    """(layout, cell bytes used for the token count, full layers, sliding layers, per-token bytes of one sliding
+    layer) for one rank, as SGLang lays the pool out."""
+    rules = s.rules
+    layers = flatten(spec.layers)
+    if any(isinstance(x, MambaState) for x in layers):
+        raise UnsupportedModelError(f"{spec.name}: kvcalc does not model SGLang's Mamba/linear-attention pool "
+                                    "(HybridReqToTokenPool, max_mamba_cache_size) yet")
+    elem = _kv_element_bytes(s)
+    mla = [x for x in layers if isinstance(x, MultiLatentAttention)]
+    if mla:
+        m = mla[0]
+        cell = _cell(m.latent_elements_per_token(), len(mla), elem, s.kv_fp4)
+        if m.index_head_dim:  # NSA indexer: fp8 key + a 4-byte scale per 128 (NSATokenToKVPool.quant_block_size)
+            cell += (m.index_head_dim + m.index_head_dim // 128 * 4) * len(mla)
+        return "mla", cell, len(mla), 0, 0
+    attn = [x for x in layers if isinstance(x, FullAttention)]
+    if not attn:
+        raise UnsupportedModelError(f"{spec.name}: no attention layers for SGLang's token pool")
+    per_layer = [max(1, x.num_kv_heads // s.attn_tp) * (x.head_dim + x.v_head_dim) for x in attn]
+    sliding = [i for i, x in enumerate(attn) if x.kind in ("sliding", "chunked")]
+    arch = ((spec.config or {}).get("architectures") or [""])[0]
+    hybrid = (rules.hybrid_swa and sliding and len(sliding) < len(attn) and not s.disable_hybrid_swa_memory
+              and arch not in rules.swa_opt_out and "Llama4" not in arch)
+    if hybrid:
+        full_i = [i for i in range(len(attn)) if i not in set(sliding)]
+        return ("hybrid-swa", _cell(per_layer[full_i[0]], len(full_i), elem, s.kv_fp4), len(full_i), len(sliding),
+                _cell(per_layer[sliding[0]], 1, elem, s.kv_fp4))
+    return "mha", sum(_cell(p, 1, elem, s.kv_fp4) for p in per_layer), len(attn), 0, 0
+
+
+ATTENTION_LINEARS = {"qkv_proj", "q_proj", "k_proj", "v_proj", "o_proj", "q_a_proj", "q_b_proj",
+                     "kv_a_proj_with_mqa", "kv_b_proj"}  # model.py's attention projections (+ "indexer.*")
+
+
+def attention_linear_bytes(spec: ModelSpec, s: SglangSettings) -> int:
+    """Bytes of the attention projections in the weight format (model.py LinearGroup names). A checkpoint format
+    with no per-linear layout (its exact total only) is charged its average bytes per parameter."""
+    groups = [g for g in spec.linears if g.name in ATTENTION_LINEARS or g.name.startswith("indexer.")]
+    if getattr(s.weights, "total_bytes", None):
+        from .weights import text_weight_bytes
+
+        per_param = text_weight_bytes(spec, s.weights, s.dtype_bytes) / max(spec.params.total, 1)
+        return int(sum(g.in_features * g.out_features * g.count for g in groups) * per_param)
+    return sum(s.weights.linear_bytes(g.in_features, g.out_features, s.dtype_bytes) * g.count for g in groups)
+
+
+def sglang_weight_bytes(spec: ModelSpec, s: SglangSettings) -> int:
+    """Weights one rank loads. SGLang's layers are vLLM's (vocab padded to 64: layers/vocab_parallel_embedding.py:36
+    DEFAULT_VOCAB_PADDING_SIZE; TP shards projections and the vocabulary; rotary cos/sin cache), so the one weight
+    model of engines/vllm.py serves both."""
+    from .vllm import VllmSettings, vllm_weight_bytes
+
+    v = VllmSettings(weights=s.weights, kv=s.kv, tensor_parallel=s.tensor_parallel, dtype_bytes=s.dtype_bytes)
+    per_rank = vllm_weight_bytes(spec, v)
+    if s.attn_tp != s.tensor_parallel:
+        # DP attention: each attention group of tp / dp ranks holds a whole copy of the attention projections
+        # (layers/dp_attention.py: attention TP = tp_size // dp_size), the MLP stays sharded over all tp ranks
+        att = attention_linear_bytes(spec, s)
+        per_rank += att // s.attn_tp - att // s.tensor_parallel
+    return per_rank
+
+
+def _nsa_settings(spec: ModelSpec, gpu: GpuProfile, s: SglangSettings) -> SglangSettings:
+    """DeepSeek V3.2 (sparse attention, an indexer beside MLA): SGLang turns DP attention on with dp = tp, pages of
+    64 and, on Blackwell (sm >= 10), an fp8 KV cache (sglang 0.5.4 server_args.py:1009-1035)."""
+    from dataclasses import replace
+
+    if not any(isinstance(x, MultiLatentAttention) and x.index_head_dim for x in flatten(spec.layers)):
+        return s
+    kv = s.kv
+    if (gpu.compute_capability or 0) >= 10 and kv.name == "auto":
+        from ..formats import kv_format
+
+        kv = kv_format("fp8")
+    return replace(s, enable_dp_attention=True, dp_size=s.tensor_parallel, page_size=s.page_size or 64, kv=kv)
+
+
+def estimate(spec: ModelSpec, gpu: GpuProfile, s: SglangSettings) -> SglangEstimate:
+    """Predict what SGLang logs at start-up ("KV Cache is allocated. #tokens: N", "max_total_num_tokens=N, ...,
+    max_running_requests=M") for this model, GPU and settings."""
+    rules = s.rules
+    if "vllm" not in s.weights.engines:
+        raise UsageError(f"SGLang does not load {s.weights.label} weights (kvcalc models the formats both servers "
+                         "load)")
+    if s.tensor_parallel < 1 or s.dp_size < 1:
+        raise UsageError("--tp and --dp must be at least 1")
+    if s.pipeline_parallel != 1:
+        raise UnsupportedModelError("kvcalc models SGLang at --pp 1 (its pipeline ranks each size their own pool "
+                                    "and take the smallest; not modelled yet)")
+    if s.enable_dp_attention and s.tensor_parallel % s.dp_size:
+        raise UsageError(f"--dp {s.dp_size} must divide --tp {s.tensor_parallel} with DP attention")
+    if s.mem_fraction_static is not None and not 0 < s.mem_fraction_static < 1:
+        raise UsageError(f"--mem-fraction-static must be in (0, 1), got {s.mem_fraction_static}")
+    forced = _nsa_settings(spec, gpu, s)
+    nsa = forced is not s
+    if nsa:
+        s, rules = forced, forced.rules
+    c = engine_constants("sglang")
+    gpu_mib = gpu_memory_mib(gpu)
+    default_chunk, default_bs = default_chunk_and_graph_bs(rules, gpu_mib, s.tensor_parallel)
+    chunk = s.chunked_prefill_size if s.chunked_prefill_size is not None else default_chunk
+    graph_bs = s.cuda_graph_max_bs or default_bs
+    layout, cell, n_full, n_swa, swa_cell = kv_layout(spec, s)
+    notes: list[str] = []
+    if nsa:
+        notes.append(f"DeepSeek sparse attention: SGLang runs DP attention (dp = tp = {s.tensor_parallel}), pages of "
+                     f"{s.page_size} and a {s.kv.label} cache (server_args.py)")
+    if s.enable_dp_attention and s.attn_tp != s.tensor_parallel:
+        notes.append(f"DP attention: {s.dp_size} attention groups of {s.attn_tp} rank(s); every group holds the whole "
+                     "attention weights and KV heads of its TP size")
+    if s.mem_fraction_static is None:
+        mfs, why = default_mem_fraction(rules, gpu_mib, s, chunk, graph_bs, layout == "mla", spec)
+        source = f"SGLang {s.version}'s default: {why} (server_args.py)"
+    else:
+        mfs, source = s.mem_fraction_static, "--mem-fraction-static"
+    notes.append(f"mem_fraction_static {mfs:.3f}: {source}")
+    world = s.tensor_parallel * s.pipeline_parallel
+    context = int(c["context_bytes_tp"] if world > 1 else c["context_bytes"])
+    total = gpu.memory_total_bytes
+    free = total - context - s.other_processes_bytes
+    weights = sglang_weight_bytes(spec, s)
+    budget = int(free * mfs) - weights
+    tokens = max(budget, 0) // cell
+    if s.max_total_tokens:
+        tokens = min(tokens, s.max_total_tokens)
+    page = s.page_size or 1
+    context_len = s.context_length or spec.max_position_embeddings
+    swa_tokens = None
+    if layout == "hybrid-swa":
+        # model_runner.py:1560-1576 (0.5.4) / kv_cache_mixin.py:313-366 (0.5.10): full = memory / (F x n_full +
+        # r x S x n_swa), swa = full x r
+        memory = tokens * cell
+        full = int(memory / (cell + s.swa_full_tokens_ratio * swa_cell * n_swa))
+        swa_tokens = int(full * s.swa_full_tokens_ratio) // page * page
+        tokens = full
+        notes.append(f"hybrid SWA pools: {n_full} full-attention layers hold {full // page * page:,} tokens, "
+                     f"{n_swa} sliding layers {swa_tokens:,} (swa_full_tokens_ratio {s.swa_full_tokens_ratio})")
+    elif any(x.kind in ("sliding", "chunked") for x in flatten(spec.layers) if isinstance(x, FullAttention)):
+        notes.append(f"SGLang {s.version} keeps every sliding-window layer at full length for this model "
+                     "(one pool: disable_hybrid_swa_memory)")
+    tokens = tokens // page * page
+    if layout == "mla":
+        notes.append("MLA: one latent (kv_lora_rank + qk_rope_head_dim) per token and layer, the same on every rank")
+    if s.tensor_parallel > spec.num_kv_heads and layout != "mla":
+        notes.append(f"tp {s.tensor_parallel} > {spec.num_kv_heads} KV heads: each rank keeps one replicated head")
+
+    estimated = max(min(int(tokens / max(context_len, 1) * 512), 4096), 2048)
+    if s.max_running_requests:
+        pool = min(s.max_running_requests // (s.dp_size if s.enable_dp_attention else 1), estimated) \
+            if rules.clamped_requests else s.max_running_requests
+        running = min(s.max_running_requests // (s.dp_size if s.enable_dp_attention else 1), pool)
+    else:
+        pool = min(estimated, tokens // 2) if rules.clamped_requests else estimated
+        running = min(tokens // 2, pool)
+    req_bytes = pool * (context_len + REQ_POOL_EXTRA) * 4
+    headroom = free - int(free * mfs)
+    notes.append(f"req-to-token table: {pool:,} requests x {context_len + REQ_POOL_EXTRA:,} int32 = "
+                 f"{req_bytes / GiB:.2f} GiB, outside mem_fraction_static (ReqToTokenPool)")
+    if req_bytes > headroom:
+        notes.append(f"the req-to-token table alone ({req_bytes / GiB:.2f} GiB) exceeds the "
+                     f"{headroom / GiB:.2f} GiB that 1 - mem_fraction_static leaves: lower --context-length or "
+                     "--max-running-requests, or SGLang runs out of memory at start")
+    notes.append(f"CUDA context and NCCL outside the budget: {c['source']}")
+    fits = tokens > 0
+    shortfall = 0 if fits else cell - budget
+    if not fits:
+        notes.append(f"weights ({weights / GiB:.2f} GiB) leave no KV pool under mem_fraction_static {mfs:.3f} of "
+                     f"{free / GiB:.2f} GiB free: SGLang stops with 'Not enough memory. Please try to increase "
+                     "--mem-fraction-static'")
+    kv_per_token = int(cell) if layout != "hybrid-swa" else int(cell + swa_cell * n_swa)
+    return SglangEstimate(
+        gpu_memory_mib=gpu_mib, total_memory=total, free_at_start=free, mem_fraction_static=mfs,
+        mem_fraction_source=source, weights_bytes=weights, kv_budget_bytes=budget, cell_bytes=cell,
+        max_total_num_tokens=tokens, swa_tokens=swa_tokens, page_size=page, context_len=context_len,
+        chunked_prefill_size=chunk, cuda_graph_max_bs=graph_bs, req_pool_size=pool, req_to_token_bytes=req_bytes,
+        max_running_requests=running, headroom_bytes=headroom, kv_bytes_per_token=kv_per_token, fits=fits,
+        shortfall_bytes=shortfall, deployment_weights_bytes=weights * world,
+        deployment_kv_bytes_per_token=kv_per_token * s.tensor_parallel,
+        notes=notes, layout=layout)

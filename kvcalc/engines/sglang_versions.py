@@ -1,0 +1,123 @@
+"""What changes between SGLang releases, as data: one row per release where a memory rule moved.
+
+Read from the released wheels (PyPI `sglang==X`, `python/sglang/srt/...` inside them); `file:line` below is that
+release's. A release between two rows follows the earlier row; a release past the newest row follows the newest.
+
+Rules every row shares (cited in engines/sglang.py): the KV pool is what `mem_fraction_static` of the free memory
+at start-up leaves after the weights (model_runner.py `profile_max_num_token`), rounded down to whole pages.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import UsageError, shown
+
+DEFAULT_VERSION = "0.5.14"  # the newest release that pins torch 2.11.0 (the project's H200 host), cu13 wheels
+OLDEST = "0.4.4"
+
+
+@dataclass(frozen=True)
+class SglangRules:
+    since: str
+    # how mem_fraction_static defaults (server_args.py):
+    #   "tp_only":   0.88/0.87/0.85/0.81/0.79 by TP
+    #   "tp_table":  0.88/0.87/0.85/0.81/0.79 by TP x PP, raised on GPUs over 96 GiB
+    #   "bucket":    (gpu_mem - reserved) / gpu_mem with a reserve per GPU-memory bucket and TP x PP
+    #   "activation": reserve = 512 MiB + 1.5 MiB per chunked-prefill token + 2 MiB per CUDA-graph batch size
+    #                 + TP x PP / 8 GiB (+ DP attention, piecewise graphs), at least 10 GiB on GPUs over 60 GiB
+    mfs_rule: str
+    chunk_rule: str  # "25k" (0.4.6), "35k" (0.4.8-0.5.2), "buckets" (0.5.3+): the default chunked_prefill_size
+    small_gpu_graph_bs: int  # cuda_graph_max_bs at TP < 4 on 20-35 GiB GPUs (activation rule only)
+    hybrid_swa: bool  # sliding-window layers get their own pool (swa_full_tokens_ratio) unless the arch opts out
+    swa_opt_out: frozenset[str]  # architectures the release keeps on one full-length pool (disable_hybrid_swa_memory)
+    piecewise_graph_reserve: bool  # piecewise (prefill) CUDA graphs on by default and reserved for
+    speculative_reserve_mib: int  # EAGLE-style drafters: extra reserve (STANDALONE +6 GiB)
+    vlm_adjust: bool  # adjust_mem_fraction_for_vlm: mfs scaled down for a vision tower
+    clamped_requests: bool  # the req-to-token pool clamps a user max_running_requests to the 2048-4096 estimate
+    source: str
+
+
+_GEMMA = frozenset({"Gemma2ForCausalLM", "Gemma3ForCausalLM", "Gemma3ForConditionalGeneration",
+                    "Gemma3nForCausalLM", "Gemma3nForConditionalGeneration"})
+
+RULES: tuple[SglangRules, ...] = (
+    SglangRules("0.4.4", "tp_only", "25k", 8, False, frozenset(), False, 0, False, False,
+                "sglang 0.4.4.post1: server_args.py:204-214 (mem_fraction_static 0.88/0.87/0.85/0.81/0.79 by TP "
+                "alone, whatever the GPU), :217-221 (chunked_prefill_size 2048 under 25,000 MiB, else 8192); "
+                "model_runner.py:612-637 (profile_max_num_token)"),
+    SglangRules("0.4.6", "tp_table", "25k", 8, False, frozenset(), False, 0, False, False,
+                "sglang 0.4.6.post5: server_args.py:247-266 (mem_fraction_static by TP x PP; "
+                "gpu_mem > 96 GiB: min(mfs + 48 GiB x (1 - mfs) / gpu_mem, (gpu_mem - 18 GiB) / gpu_mem)), "
+                ":269-275 (chunked_prefill_size 2048 under 25,000 MiB, else 8192); model_runner.py:785-820 "
+                "(profile_max_num_token), :846-853 (req pool), :893 (page rounding)"),
+    SglangRules("0.4.8", "bucket", "35k", 8, False, frozenset(), False, 2048, False, False,
+                "sglang 0.4.8: server_args.py:274-313 (reserve (2.8 + TP x PP / 10) GiB under 35 GiB, "
+                "(9.5 + TP x PP / 2) GiB under 90 GiB, (12 + TP x PP / 2) GiB under 160 GiB, else 32 GiB; "
+                "+2 GiB speculative, +4 GiB DP attention), :320-327 (chunked_prefill_size)"),
+    SglangRules("0.4.10", "bucket", "35k", 8, True, frozenset({"Gemma2ForCausalLM"}), False, 2048, True, False,
+                "sglang 0.4.10.post2: server_args.py:310-349 (as 0.4.8), :2040 (adjust_mem_fraction_for_vlm); "
+                "model_runner.py:1063-1075 (hybrid SWA pools: full = total / (r x n_swa + n_full), "
+                "swa = full x r, r = swa_full_tokens_ratio 0.8)"),
+    SglangRules("0.5.2", "bucket", "35k", 8, True, frozenset({"Gemma2ForCausalLM", "GptOssForCausalLM"}),
+                False, 2048, True, False,
+                "sglang 0.5.2: server_args.py:452-496 (STANDALONE drafter +6 GiB), GPT-OSS sets "
+                "disable_hybrid_swa_memory; model_runner.py:1092 (profile), :1213 (hybrid), :1253 (req pool)"),
+    SglangRules("0.5.3", "activation", "buckets", 16, True, frozenset({"Gemma2ForCausalLM", "GptOssForCausalLM"}),
+                False, 2048, True, False,
+                "sglang 0.5.3: server_args.py:567-629 (chunked_prefill_size and cuda_graph_max_bs by GPU memory), "
+                ":637-672 (reserve = 512 + 1.5 x max(chunk, 2048) + 2 x cuda_graph_max_bs + TP x PP / 8 x 1024 MiB, "
+                "at least 10 GiB over 60 GiB; PR #10975)"),
+    SglangRules("0.5.4", "activation", "buckets", 24, True,
+                _GEMMA | {"GptOssForCausalLM", "Olmo2ForCausalLM"}, False, 2048, True, False,
+                "sglang 0.5.4: server_args.py:643-798 (_handle_gpu_memory_settings), :950-990 (GPT-OSS, Gemma 2/3/3n, "
+                "OLMo 2 keep one full-length pool); model_runner.py:1383-1431 (profile_max_num_token), :1500-1580 "
+                "(set_num_token_hybrid), :1603-1700 (init_memory_pool); mem_cache/memory_pool.py:453 "
+                "('KV Cache is allocated. #tokens'); managers/tp_worker.py:279-287 (max_running_requests); "
+                "managers/scheduler.py:378 ('max_total_num_tokens=')"),
+    SglangRules("0.5.10", "activation", "buckets", 24, True, _GEMMA, True, 4096, True, True,
+                "sglang 0.5.10: server_args.py:1141-1325 (piecewise CUDA graphs on by default: +8 MiB per captured "
+                "token size, MLA +1.5 GiB, :1308; EAGLE +4 GiB); GPT-OSS now on hybrid SWA pools; "
+                "model_executor/model_runner_kv_cache_mixin.py:74-140 (cell size), :144-176 (profile), "
+                ":287-370 (hybrid SWA split), :840-858 (max_num_reqs = min(user // dp, estimate))"),
+    SglangRules("0.5.14", "activation", "buckets", 24, True, _GEMMA, True, 0, True, True,
+                "sglang 0.5.14: server_args.py:3276-3312 (no speculative reserve; prefill CUDA graphs +8 MiB per "
+                "captured size, :3303)"),
+)
+
+
+def version_key(text: str) -> tuple[int, ...]:
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return Version(str(text).strip()).release
+    except InvalidVersion:
+        raise UsageError(f"--sglang-version {shown(text)} is not a version number like {DEFAULT_VERSION}") from None
+
+
+def rules_for(version: str) -> SglangRules:
+    """The row a release follows; releases before 0.4.4 are refused (their memory rules were not read)."""
+    key = version_key(version)
+    if key < version_key(OLDEST):
+        raise UsageError(f"SGLang {shown(version, 40, quote=False)}: kvcalc has rules from {OLDEST} on")
+    row = RULES[0]
+    for r in RULES:
+        if key >= version_key(r.since):
+            row = r
+    return row
+
+
+def resolve_version(text: str | None) -> str:
+    """--sglang-version as a release number ('' or None: the default); refused before 0.4.4."""
+    if text is None or not str(text).strip():
+        return DEFAULT_VERSION
+    from packaging.version import Version
+
+    release = Version(".".join(str(n) for n in version_key(text))).base_version
+    rules_for(release)
+    return release
+
+
+def is_newer_than_known(version: str) -> bool:
+    """A release past the newest row (whose rules then apply unread)."""
+    return version_key(version)[:3] > version_key(RULES[-1].since)[:3]

@@ -1,0 +1,134 @@
+"""`kvcalc plan --sglang-command "python -m sglang.launch_server --model-path MODEL ..."`: a pasted SGLang command
+line, read into kvcalc's plan options (the SGLang twin of vllm_command.py).
+
+Recognised: `python -m sglang.launch_server`, `sglang serve` (newer releases) and the flags in FLAGS, in SGLang's own
+spellings (server_args.py add_cli_args: `--flag value` or `--flag=value`; numbers are plain integers, as argparse
+reads them). Flags that change no memory figure kvcalc models are accepted silently; others are warned about.
+Options typed on kvcalc's own command line win over the pasted ones.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from .errors import UsageError, shown
+
+MAX_COMMAND = 16_384
+
+# SGLang flag -> (kvcalc option, kind): "int", "float", "text", "kv" (SGLang's kv_cache_dtype names), "flag"
+FLAGS: dict[str, tuple[str, str]] = {
+    "--model-path": ("model", "text"), "--model": ("model", "text"),
+    "--tp-size": ("tp", "int"), "--tp": ("tp", "int"), "--tensor-parallel-size": ("tp", "int"),
+    "--pp-size": ("pp", "int"), "--pipeline-parallel-size": ("pp", "int"),
+    "--dp-size": ("dp_size", "int"), "--dp": ("dp_size", "int"), "--data-parallel-size": ("dp_size", "int"),
+    "--enable-dp-attention": ("enable_dp_attention", "flag"),
+    "--mem-fraction-static": ("mem_fraction_static", "float"),
+    "--context-length": ("max_model_len", "int"),
+    "--kv-cache-dtype": ("kv", "kv"),
+    "--chunked-prefill-size": ("max_num_batched_tokens", "int"),
+    "--max-running-requests": ("max_num_seqs", "int"),
+    "--page-size": ("block_size", "int"),
+    "--quantization": ("quantization", "text"),
+    "--dtype": ("dtype", "text"),
+    "--disable-cuda-graph": ("enforce_eager", "flag"),
+}
+KV_NAMES = {"auto": "auto", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8-e5m2", "bf16": "auto", "bfloat16": "auto"}
+IGNORED = {"--host", "--port", "--served-model-name", "--api-key", "--tokenizer-path", "--revision",
+           "--download-dir", "--chat-template", "--log-level", "--random-seed", "--tool-call-parser",
+           "--reasoning-parser", "--load-format", "--trust-remote-code", "--enable-metrics", "--attention-backend",
+           "--sampling-backend", "--disable-radix-cache", "--enable-torch-compile", "--cuda-graph-max-bs",
+           "--max-prefill-tokens", "--schedule-policy", "--watchdog-timeout", "--decode-log-interval",
+           "--enable-cache-report", "--disable-overlap-schedule", "--enable-mixed-chunk", "--nnodes", "--node-rank",
+           "--dist-init-addr", "--moe-runner-backend", "--ep-size", "--max-total-tokens"}
+SWITCHES = {"--trust-remote-code", "--enable-metrics", "--disable-radix-cache", "--enable-torch-compile",
+            "--enable-cache-report", "--disable-overlap-schedule", "--enable-mixed-chunk", "--enable-dp-attention",
+            "--disable-cuda-graph"}
+
+
+def _sglang_part(words: list[str]) -> list[str]:
+    for i, w in enumerate(words):
+        if w in ("sglang.launch_server", "sglang.launch_server.py") or w.endswith("/launch_server.py"):
+            return words[i + 1:]
+        if w.endswith("sglang") and i + 1 < len(words) and words[i + 1] == "serve":
+            return words[i + 2:]
+    raise UsageError("--sglang-command: no `python -m sglang.launch_server` or `sglang serve` in "
+                     f"{shown(' '.join(words)[:120])}")
+
+
+def parse_sglang_command(text: str) -> tuple[dict, list[str]]:
+    """The kvcalc option values an SGLang command line sets, and warnings for the flags kvcalc ignored."""
+    if len(text) > MAX_COMMAND:
+        raise UsageError(f"--sglang-command is longer than {MAX_COMMAND:,} characters")
+    try:
+        words = shlex.split(text.replace("\\\n", " "))
+    except ValueError as exc:
+        raise UsageError(f"--sglang-command cannot be split as a shell would: {exc}") from None
+    args = _sglang_part(words)
+    values: dict = {"engine": "sglang"}
+    warnings: list[str] = []
+    i = 0
+    while i < len(args):
+        word = args[i]
+        i += 1
+        flag, eq, inline = word.partition("=") if word.startswith("--") else (word, "", "")
+        if not flag.startswith("-"):
+            warnings.append(f"--sglang-command: stray argument {shown(word)} ignored")
+            continue
+        known = FLAGS.get(flag)
+        takes_value = (known is not None and known[1] != "flag") or (known is None and flag not in SWITCHES)
+        value = inline if eq else None
+        if takes_value and value is None:
+            if i < len(args) and not args[i].startswith("--"):
+                value, i = args[i], i + 1
+            elif known is not None:
+                raise UsageError(f"--sglang-command: {flag} needs a value")
+        if known is None:
+            if flag not in IGNORED:
+                warnings.append(f"--sglang-command: {flag} is not modelled by kvcalc; ignored")
+            continue
+        name, kind = known
+        try:
+            if kind == "flag":
+                values[name] = True
+            elif kind == "int":
+                values[name] = int(str(value).strip())
+            elif kind == "float":
+                values[name] = float(value)
+            elif kind == "kv":
+                values[name] = KV_NAMES.get(str(value).strip().lower())
+            else:
+                values[name] = value
+        except ValueError:
+            raise UsageError(f"--sglang-command: {flag} {shown(value)} is not a number") from None
+        if kind == "kv" and values[name] is None:  # outside the try: UsageError is a ValueError
+            raise UsageError(f"--sglang-command: --kv-cache-dtype {shown(value)}: kvcalc models "
+                             f"{', '.join(KV_NAMES)}")
+    if "model" not in values:
+        raise UsageError("--sglang-command names no model (--model-path MODEL)")
+    if values.get("max_num_batched_tokens", 1) <= 0:  # server_args.py: -1 turns chunked prefill off
+        del values["max_num_batched_tokens"]
+        warnings.append("--sglang-command: --chunked-prefill-size <= 0 (chunked prefill off) is planned with "
+                        "SGLang's default chunk")
+    return values, warnings
+
+
+def apply_sglang_command(text: str, given: dict, explicit: set[str]) -> tuple[dict, list[str]]:
+    """`given` (the plan options) with the command's values where the user typed no kvcalc option."""
+    from . import limits
+
+    values, warnings = parse_sglang_command(text)
+    out = dict(given)
+    for name, value in values.items():
+        if name in explicit:
+            if out.get(name) != value and name != "engine":
+                warnings.append(f"--sglang-command sets {name} {shown(value)}; the kvcalc option given "
+                                f"({shown(out.get(name))}) wins")
+            continue
+        if name in limits.BOUNDS:
+            limits.check(name, value)
+        if name == "mem_fraction_static" and not 0 < value < 1:
+            raise UsageError(f"--sglang-command: --mem-fraction-static must be in (0, 1), got {shown(value)}")
+        if name in ("tp", "dp_size", "pp", "max_num_seqs", "block_size", "max_model_len") and value < 1:
+            raise UsageError(f"--sglang-command: {name.replace('_', '-')} must be at least 1, got {value}")
+        out[name] = value
+    return out, warnings

@@ -1,0 +1,85 @@
+"""kvcalc's SGLang KV-pool error on every public SGLang start-up log in tests/fixtures/sglang_logs/public/ (sources in
+index.json), through the same path as `kvcalc validate --from-log`: the log is parsed, and what the post states
+outside the kept lines (GPU, TP, mem_fraction_static, context length) is passed as a user would pass flags.
+
+    python3 scripts/sglang_logs_report.py            # the table on stdout
+    python3 scripts/sglang_logs_report.py --write    # also docs/validation/sglang.md (between the AUTO markers)
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from kvcalc.units import GiB  # noqa: E402
+from kvcalc.validate.sglang_log import check_sglang_log, parse_sglang_log  # noqa: E402
+
+PUBLIC = ROOT / "tests" / "fixtures" / "sglang_logs" / "public"
+DOC = ROOT / "docs" / "validation" / "sglang.md"
+START, END = "<!-- AUTO: scripts/sglang_logs_report.py -->", "<!-- /AUTO: scripts/sglang_logs_report.py -->"
+
+
+def rows() -> list[dict]:
+    """One row per figure a log states: the KV pool kvcalc predicts from the model, GPU and settings, and (fitted,
+    shown for completeness) the free memory at start that sets the context constant."""
+    from kvcalc.constants import engine_constants
+    from kvcalc.hardware import get_gpu
+
+    out = []
+    for e in json.loads((PUBLIC / "index.json").read_text())["logs"]:
+        parsed = parse_sglang_log((PUBLIC / e["file"]).read_text(encoding="utf-8"))
+        base = {"id": e["id"], "source": e["source_url"], "gpu": f"{e['gpu_count']}x {e['gpu']}", "tp": e["tp"],
+                "model": e["model"] or "-", "mfs": e["mem_fraction_static"]}
+        if e["model"]:
+            overrides = {k: v for k, v in (("tp_size", e["tp"]), ("mem_fraction_static", e["mem_fraction_static"]),
+                                          ("context_length", e["context_length"]),
+                                          ("kv_cache_dtype", e["kv_cache_dtype"]),
+                                          ("version", e.get("sglang_version"))) if v is not None}
+            report = check_sglang_log(parsed, e["model"], e["gpu"], **overrides)
+            kv = next(x for x in report["rows"] if x["quantity"] == "logged KV cache tokens")
+            out.append(base | {"quantity": "logged KV cache tokens", "observed": kv["observed"],
+                               "predicted": kv["predicted"], "error": kv["error"], "fitted": False,
+                               "mfs": e["mem_fraction_static"]
+                               or f"default {report['estimate'].mem_fraction_static:.3f}"})
+        free = parsed["values"].get("free_before_weights_bytes")
+        if free is not None:
+            c = engine_constants("sglang")
+            predicted = get_gpu(e["gpu"]).memory_total_bytes - int(c["context_bytes_tp" if e["tp"] > 1 else
+                                                                     "context_bytes"])
+            out.append(base | {"quantity": "free memory at start (per rank)", "observed": free / GiB,
+                               "predicted": predicted / GiB, "error": (predicted - free) / free, "fitted": True})
+    return out
+
+
+def table(rs: list[dict]) -> str:
+    lines = ["| log | GPU | TP | model | mem_fraction_static | quantity | observed | kvcalc | error |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in rs:
+        fmt = (lambda v: f"{v:,.2f} GiB") if r["quantity"].startswith("free") else (lambda v: f"{v:,}")
+        lines.append(f"| [{r['id']}]({r['source']}) | {r['gpu']} | {r['tp']} | {r['model']} | {r['mfs'] or '-'} | "
+                     f"{r['quantity']}{' (fitted here)' if r['fitted'] else ''} | {fmt(r['observed'])} | "
+                     f"{fmt(r['predicted'])} | {r['error'] * 100:+.2f}% |")
+    kv = [abs(r["error"]) for r in rs if not r["fitted"]]
+    lines.append("")
+    lines.append(f"KV-pool cases: {len(kv)}; median |error| {statistics.median(kv) * 100:.2f}% (target: 2%)."
+                 if kv else "KV-pool cases: none")
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> None:
+    text = table(rows())
+    print(text)
+    if "--write" in argv:
+        doc = DOC.read_text()
+        head, rest = doc.split(START, 1)
+        _, tail = rest.split(END, 1)
+        DOC.write_text(f"{head}{START}\n{text}\n{END}{tail}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

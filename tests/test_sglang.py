@@ -1,0 +1,230 @@
+"""SGLang's ledger (engines/sglang.py), its log parser (validate/sglang_log.py), its command line (sglang_command.py)
+and its rows in `kvcalc plan`: hand-computed arithmetic from the release source, and the public log corpus."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kvcalc.catalog import load_model
+from kvcalc.engines import sglang as S
+from kvcalc.engines.sglang_versions import rules_for
+from kvcalc.errors import UnsupportedModelError, UsageError
+from kvcalc.formats import kv_format, weight_format
+from kvcalc.hardware import get_gpu
+from kvcalc.sglang_command import parse_sglang_command
+from kvcalc.units import GiB
+from kvcalc.validate.sglang_log import check_sglang_log, is_sglang_log, parse_sglang_log
+
+from cli_helper import invoke as run_cli
+
+PUBLIC = Path(__file__).parent / "fixtures" / "sglang_logs" / "public"
+
+
+def settings(**kw):
+    base = dict(weights=weight_format("bf16"), kv=kv_format("auto"), context_length=8192)
+    return S.SglangSettings(**(base | kw))
+
+
+def test_default_mem_fraction_by_release_on_h200():
+    spec, h200 = load_model("llama-3.1-8b"), get_gpu("h200")
+    mfs = {v: S.estimate(spec, h200, settings(version=v)).mem_fraction_static
+           for v in ("0.4.4", "0.4.6", "0.4.8", "0.5.4", "0.5.14")}
+    gpu = 143771  # nvidia-smi MiB
+    assert mfs["0.4.4"] == 0.88  # by TP alone
+    # 0.4.6: 0.88 above 80 GiB, then min(mfs + 48 GiB x (1 - mfs) / gpu, (gpu - 18 GiB) / gpu)
+    assert mfs["0.4.6"] == pytest.approx(min(0.88 + 48 * 1024 * 0.12 / gpu, (gpu - 18 * 1024) / gpu))
+    # 0.4.8: reserve (12 + 1/2) GiB on 90-160 GiB GPUs
+    assert mfs["0.4.8"] == round((gpu - 12.5 * 1024) / gpu, 3) == 0.911
+    # 0.5.4: 512 + 1.5 x 8192 + 2 x 256 + 1/8 x 1024 = 13,440 MiB
+    assert mfs["0.5.4"] == round((gpu - 13440) / gpu, 3) == 0.907
+    # 0.5.14: + 8 MiB x 74 piecewise graph sizes up to 8192 (8 + 14 + 8 + 28 + 16)
+    assert len(S.piecewise_graph_sizes(8192)) == 74
+    assert mfs["0.5.14"] == round((gpu - 13440 - 74 * 8) / gpu, 3) == 0.902
+
+
+def test_pool_is_free_times_mfs_less_weights_over_cell():
+    spec, gpu = load_model("llama-3.1-8b"), get_gpu("h100-sxm")
+    est = S.estimate(spec, gpu, settings(mem_fraction_static=0.88))
+    assert est.cell_bytes == 8 * 128 * 2 * 32 * 2  # kv heads x head_dim x (K, V) x layers x bf16 = 131,072
+    assert est.free_at_start == gpu.memory_total_bytes - 590558003  # the CUDA context (constants.yaml) at TP 1
+    assert est.max_total_num_tokens == (int(est.free_at_start * 0.88) - est.weights_bytes) // 131072
+    fp8 = S.estimate(spec, gpu, settings(mem_fraction_static=0.88, kv=kv_format("fp8")))
+    assert fp8.cell_bytes == 65536 and fp8.max_total_num_tokens == (int(est.free_at_start * 0.88)
+                                                                   - est.weights_bytes) // 65536
+
+
+def test_tp_divides_heads_and_mla_does_not():
+    dense = S.estimate(load_model("llama-3.1-70b"), get_gpu("h100-sxm"), settings(tensor_parallel=4))
+    assert dense.cell_bytes == 2 * 128 * 2 * 80 * 2  # 8 KV heads / 4 ranks
+    mla = S.estimate(load_model("deepseek-v3"), get_gpu("h200"),
+                     settings(tensor_parallel=8, weights=weight_format("fp8")))
+    assert mla.layout == "mla" and mla.cell_bytes == (512 + 64) * 61 * 2  # one latent per layer on every rank
+
+
+def test_page_rounding_and_running_requests():
+    spec, gpu = load_model("llama-3.1-8b"), get_gpu("h200")
+    est = S.estimate(spec, gpu, settings(page_size=64))
+    assert est.max_total_num_tokens % 64 == 0
+    # max_num_reqs = clamp(int(tokens / context_len x 512), 2048, 4096); running = min(tokens // 2, pool)
+    assert est.req_pool_size == 4096 and est.max_running_requests == min(est.max_total_num_tokens // 2, 4096)
+    capped = S.estimate(spec, gpu, settings(max_running_requests=64))
+    assert capped.max_running_requests == 64
+    assert capped.req_to_token_bytes == 64 * (8192 + 4) * 4
+
+
+def test_sliding_window_pools_by_release():
+    spec, gpu = load_model("gpt-oss-20b"), get_gpu("h100-sxm")
+    kw = dict(weights=weight_format("bf16"))
+    assert S.estimate(spec, gpu, settings(version="0.5.4", **kw)).layout == "mha"  # GPT-OSS opts out in 0.5.4
+    hybrid = S.estimate(spec, gpu, settings(version="0.5.10", **kw))
+    assert hybrid.layout == "hybrid-swa" and abs(hybrid.swa_tokens - int(hybrid.max_total_num_tokens * 0.8)) <= 1
+    # full = memory / (F + r x S x n_swa): fewer full-layer tokens than one pool of every layer would give, more
+    # than the bytes of every layer at full length would
+    one_pool = S.estimate(spec, gpu, settings(version="0.5.10", disable_hybrid_swa_memory=True, **kw))
+    assert one_pool.max_total_num_tokens < hybrid.max_total_num_tokens
+    assert S.estimate(load_model("gemma-3-12b"), gpu, settings(version="0.5.14")).layout == "mha"  # Gemma: never
+
+
+def test_refusals_are_usage_errors():
+    with pytest.raises(UnsupportedModelError):
+        S.estimate(load_model("qwen3-next-80b-a3b"), get_gpu("h200"), settings())
+    with pytest.raises(UsageError):
+        S.estimate(load_model("llama-3.1-8b"), get_gpu("h200"), settings(kv=kv_format("hqq-4")))
+    with pytest.raises(UsageError):
+        rules_for("0.4.3")
+
+
+def test_parser_reads_sglang_lines_and_min_free_over_ranks():
+    text = (PUBLIC / "sglang-pr11716-h200x8-llama33-70b-tp8.log").read_text()
+    assert is_sglang_log(text)
+    values = parse_sglang_log(text)["values"]
+    assert values["free_before_weights_bytes"] == round(137.29 * GiB)  # the minimum of the 8 ranks
+    assert values["init_distributed_bytes"] == round(1.96 * GiB)  # TP0's line
+    assert values["kv_cache_tokens"] == 2795207  # TP1's line: the post quotes no TP0 KV line
+    assert values["kv_pool_bytes"] == 2 * round(53.31 * GiB)
+    assert parse_sglang_log(text)["settings"]["model_path"] == "meta-llama/Llama-3.3-70B-Instruct"  # a cut line
+    line = ("[2025-03-25 16:37:06 TP0] Load weight end. type=LlamaForCausalLM, dtype=torch.bfloat16, avail mem=63.48 GB,"
+            " mem usage=15.11 GB.\nserver_args=ServerArgs(model_path='meta-llama/Llama-3.1-8B-Instruct', tp_size=1, "
+            "mem_fraction_static=0.88, kv_cache_dtype='auto', chunked_prefill_size=8192)\n"
+            "[x TP0] KV Cache is allocated. #tokens: 442750, K size: 27.02 GB, V size: 27.02 GB\n"
+            "[x TP0] max_total_num_tokens=442750, chunked_prefill_size=8192, max_prefill_tokens=16384, "
+            "max_running_requests=4096, context_len=131072, available_gpu_mem=8.1 GB")
+    p = parse_sglang_log(line)
+    assert p["values"]["kv_cache_tokens"] == p["values"]["max_total_num_tokens"] == 442750
+    assert p["values"]["weights_bytes"] == round(15.11 * GiB)
+    assert p["values"]["kv_pool_bytes"] == round(27.02 * GiB) * 2
+    assert p["settings"] == {"model_path": "meta-llama/Llama-3.1-8B-Instruct", "tp_size": 1,
+                             "mem_fraction_static": 0.88, "kv_cache_dtype": "auto", "chunked_prefill_size": 8192}
+    assert not is_sglang_log("INFO 07-25 [gpu_worker.py] GPU KV cache size: 1,000 tokens")
+
+
+def test_public_corpus_within_two_percent():
+    index = json.loads((PUBLIC / "index.json").read_text())["logs"]
+    assert {e["file"] for e in index} == {p.name for p in PUBLIC.glob("*.log")}
+    kv_cases = [e for e in index if e["model"]]
+    assert kv_cases
+    for e in kv_cases:
+        assert e["source_url"].startswith("https://github.com/")
+        parsed = parse_sglang_log((PUBLIC / e["file"]).read_text())
+        report = check_sglang_log(parsed, e["model"], e["gpu"], tp_size=e["tp"],
+                                  mem_fraction_static=e["mem_fraction_static"], version=e["sglang_version"])
+        kv = next(r for r in report["rows"] if r["quantity"] == "logged KV cache tokens")
+        assert kv["observed"] == e["observed"]["kv_cache_tokens"]
+        assert abs(kv["error"]) < 0.02, e["id"]
+
+
+def test_sglang_command_line():
+    values, warnings = parse_sglang_command(
+        "CUDA_VISIBLE_DEVICES=0,1 python3 -m sglang.launch_server --model-path Qwen/Qwen3-8B --tp 2 "
+        "--mem-fraction-static=0.85 --context-length 32768 --kv-cache-dtype fp8_e4m3 --chunked-prefill-size 4096 "
+        "--max-running-requests 64 --page-size 16 --port 30000 --enable-dp-attention --dp 2 --frobnicate 3")
+    assert values == {"engine": "sglang", "model": "Qwen/Qwen3-8B", "tp": 2, "mem_fraction_static": 0.85,
+                      "max_model_len": 32768, "kv": "fp8", "max_num_batched_tokens": 4096, "max_num_seqs": 64,
+                      "block_size": 16, "enable_dp_attention": True, "dp_size": 2}
+    assert warnings == ["--sglang-command: --frobnicate is not modelled by kvcalc; ignored"]
+    with pytest.raises(UsageError):
+        parse_sglang_command("python -m sglang.launch_server --model-path m --tp two")
+    with pytest.raises(UsageError):
+        parse_sglang_command("vllm serve m")
+
+
+def test_plan_servers_side_by_side_and_errors():
+    code, out, err = run_cli(["plan", "--model", "llama-3.1-8b", "--gpu", "h200", "--engine", "servers", "--json"])
+    assert code == 0, err
+    rows = json.loads(out)["rows"]
+    assert {r["engine"] for r in rows} == {"vllm", "sglang"}
+    sg = next(r for r in rows if r["engine"] == "sglang" and r["config"] == "baseline")
+    assert sg["kv_capacity_tokens"] == sg["sglang_breakdown"]["max_total_num_tokens"] > 0
+    code, out, err = run_cli(["plan", "--gpu", "h100-sxm", "--json", "--sglang-command",
+                              "python -m sglang.launch_server --model-path llama-3.1-8b --mem-fraction-static 0.8 "
+                              "--context-length 16384"])
+    assert code == 0, err
+    data = json.loads(out)
+    assert {r["engine"] for r in data["rows"]} == {"sglang"} and data["context"] == 16384
+    assert data["rows"][0]["sglang_breakdown"]["mem_fraction_static"] == 0.8
+    code, out, err = run_cli(["plan", "--engine", "sglang", "--mem-fraction-static", "1.5"])
+    assert code == 2 and "Traceback" not in out + err and "--mem-fraction-static" in err
+
+
+def test_search_sglang_beside_vllm():
+    code, out, err = run_cli(["search", "--model", "llama-3.1-8b", "--input-len", "2k", "--output-len", "256",
+                              "--concurrency", "16", "--gpus", "h100-sxm", "--weights", "bf16", "--kv", "auto",
+                              "--tp", "1", "--server", "both", "--json", "--top", "3"])
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["results"] and data["sglang"]
+    g = data["sglang"][0]
+    assert g["engine"] == "sglang" and g["gpu"] == "h100-sxm" and g["tp"] == 1
+    # the same estimate plan shows: one replica's pool and what it holds at input + output tokens
+    est = S.estimate(load_model("llama-3.1-8b"), get_gpu("h100-sxm"), settings(context_length=2048 + 256))
+    assert g["kv_capacity_tokens"] == est.max_total_num_tokens
+    assert g["max_concurrency"] == est.concurrency_at(2048 + 256) * g["replicas"]
+    assert g["command"].startswith("python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B-Instruct")
+
+
+def test_page_api_plans_and_searches_sglang():
+    from kvcalc.web import views
+
+    assert {"sglang", "servers"} <= set(views.info_payload(False)["engines"])
+    out = views.search_payload({"model": "llama-3.1-8b", "input_len": "2k", "output_len": "256",
+                                "concurrency": "8", "gpus": "h100-sxm", "search_engine": "both", "top": "2"},
+                               allow_hub=False)
+    assert out["engine"] == "both" and out["sglang"] and out["sglang"][0]["engine"] == "sglang"
+    from kvcalc.web.inputs import parse
+
+    web = parse({"model": "llama-3.1-8b", "gpu": "h200", "engine": "servers", "mem_fraction_static": "0.85"})
+    plan = views.plan_payload(web)
+    sg = [r for r in plan["rows"] if r["engine"] == "sglang"]
+    assert sg and sg[0]["sglang_breakdown"]["mem_fraction_static"] == 0.85
+    ex = views.explain_payload(web, row="baseline", row_engine="sglang")
+    assert ex["engine"] == "sglang" and "max_total_num_tokens" in ex["text"]
+
+
+def test_dsa_and_dp_attention_layouts():
+    spec = load_model("deepseek-v3.2")
+    b200 = S.estimate(spec, get_gpu("b200"), settings(weights=weight_format("fp8"), tensor_parallel=8))
+    # SGLang forces DP attention (dp = tp), pages of 64 and fp8 KV on sm >= 10 for DeepSeek sparse attention;
+    # the pool is counted with (kv_lora_rank + rope) x 1 byte + the indexer key (128 + 128 / 128 x 4) per layer
+    assert b200.page_size == 64 and b200.max_total_num_tokens % 64 == 0
+    assert b200.cell_bytes == (512 + 64) * 61 + (128 + 4) * 61
+    assert any("DeepSeek sparse attention" in n for n in b200.notes)
+    # DP attention replicates the attention projections over each attention group (attn_tp = tp / dp)
+    llama, h200 = load_model("llama-3.1-8b"), get_gpu("h200")
+    plain = S.estimate(llama, h200, settings(tensor_parallel=8))
+    dp = S.estimate(llama, h200, settings(tensor_parallel=8, enable_dp_attention=True, dp_size=8))
+    att = S.attention_linear_bytes(llama, settings())
+    assert dp.weights_bytes - plain.weights_bytes == att - att // 8
+    assert dp.cell_bytes == 8 * 128 * 2 * 32 * 2 and plain.cell_bytes == 1 * 128 * 2 * 32 * 2
+
+
+def test_fit_answers_on_sglang_pool():
+    code, out, err = run_cli(["fit", "max-context", "--gpu", "l4", "--model", "llama-3.1-8b", "--batch", "4",
+                              "--engine", "sglang", "--json"])
+    assert code == 0, err
+    a = json.loads(out)
+    # the answer fits and one token more does not, on SGLang's own pool (4 requests x context <= pool)
+    est = S.estimate(load_model("llama-3.1-8b"), get_gpu("l4"), settings(context_length=a["value"]))
+    assert 4 * a["value"] <= est.max_total_num_tokens and a["fits_one_step_beyond"] is False
+    code, out, err = run_cli(["fit", "min-util", "--engine", "sglang"])
+    assert code == 2 and "vLLM's" in err
