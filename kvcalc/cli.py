@@ -241,7 +241,13 @@ def _request(gpu, model, context, batch, engine, weights, kv, util, max_model_le
     if vllm_command:
         from .vllm_command import apply_command
 
-        given, notes = apply_command(vllm_command, given, _explicit_options())
+        explicit = _explicit_options()
+        given, notes = apply_command(vllm_command, given, explicit)
+        if "gpu" not in explicit:  # a pasted command never names its GPU: planning on --gpu's default would mislead
+            raise UsageError("--vllm-command needs --gpu: a vLLM command line does not say which GPU it runs on "
+                             "(kvcalc gpus lists the ids)")
+        if "engine" not in explicit:  # a vLLM command: vLLM rows only, unless --engine asks for more
+            given["engine"] = "vllm"
     if given["quantization"]:
         if given["weights"]:
             raise UsageError("give --weights or --quantization, not both")
@@ -276,8 +282,14 @@ def _request(gpu, model, context, batch, engine, weights, kv, util, max_model_le
                       enable_chunked_prefill=given["enable_chunked_prefill"], workload=workload,
                       limit_mm_per_prompt=mm_limits(given["limit_mm_per_prompt"]),
                       language_model_only=bool(given["language_model_only"]),
-                      skip_mm_profiling=bool(given["skip_mm_profiling"]))
+                      skip_mm_profiling=bool(given["skip_mm_profiling"]), from_command=bool(vllm_command))
     warnings = notes + request_warnings(req)
+    if given["quantization"] and "vllm" in engines:
+        from .engines.vllm_kernels import forced_slow_kernel
+
+        slow = forced_slow_kernel(given["quantization"], req.vllm_version)
+        if slow:
+            warnings.append("vllm: " + slow)
     if "vllm" in engines and not no_calibration:
         from .calibrate import find
 

@@ -204,6 +204,7 @@ class PlanRequest:
     language_model_only: bool = False
     skip_mm_profiling: bool = False  # vLLM --skip-mm-profiling: no encoder in the profile run
     workload: Workload | None = None  # --input-len/--output-len/--concurrency/--request-rate (vllm bench terms)
+    from_command: bool = False  # --vllm-command: the vLLM row of the asked configuration is the pasted command
     calibration: Any = None  # kvcalc.calibrate.EnvCalibration for this GPU and vLLM version (kvcalc calibrate)
     # --weights/--kv resolved once, here; everything below uses these objects, never the names
     asked_weights: WeightFormat | None = field(init=False, default=None, repr=False, compare=False)
@@ -536,7 +537,16 @@ def plan(req: PlanRequest, warnings: list[str] | None = None) -> list[Row]:
         notes.append(next(n for n in overflow.notes if n.startswith("util ")))
     if warnings is not None:
         warnings.extend(notes)
-    return [replace(row, verdicts=marks) for row, marks in zip(rows, verdicts(rows))]
+    marks = verdicts(rows)
+    if req.from_command:  # the row the pasted `vllm serve` line runs, said where the user looks for it
+        key = custom_key(req)
+        for i, row in enumerate(rows):
+            if row.engine == "vllm" and row.config == key:
+                marks[i].insert(0, YOUR_COMMAND)
+    return [replace(row, verdicts=m) for row, m in zip(rows, marks)]
+
+
+YOUR_COMMAND = "your command"
 
 
 def plan_json(req: PlanRequest, rows: list[Row], warnings: list[str], sweep: list | None = None) -> dict:

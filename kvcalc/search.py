@@ -165,14 +165,24 @@ def _ratio(table: np.ndarray, b) -> np.ndarray:
     return table[idx]
 
 
+def quantized_checkpoint(spec: ModelSpec, weights: str) -> str | None:
+    """The hub id of the catalog's `<model>-<weights>` checkpoint (llama-3.1-8b-awq: hugging-quants/...-AWQ-INT4),
+    or None when the catalog knows none."""
+    from .catalog import catalog_entry, catalog_names
+
+    name = f"{spec.name}-{weights}"
+    return catalog_entry(name).get("hf_id") if name in catalog_names() else None
+
+
 def serve_command(spec: ModelSpec, hf_id: str | None, d: Deployment) -> str:
     """The `vllm serve` line that reproduces the deployment (one replica)."""
     model = hf_id or spec.name
     parts = ["vllm serve", model]
     w = d.weights_format
     if w in ("awq", "gptq"):
-        parts[1] = f"<{w.upper()} int4 checkpoint of {model}>"
-        parts += ["--quantization", w]
+        # no --quantization: vLLM reads the checkpoint's quant_method and picks Marlin, while an explicit `awq` /
+        # `gptq` forces the slow GEMM kernel in releases before 0.26 (engines/vllm_kernels.py)
+        parts[1] = quantized_checkpoint(spec, w) or f"<{w.upper()} int4 checkpoint of {model}>"
     elif w in ("w4a16", "w8a8"):  # vLLM reads the scheme from the checkpoint's quantization_config
         parts[1] = f"<compressed-tensors {w.upper()} checkpoint of {model}>"
     elif w == "fp8":

@@ -171,7 +171,10 @@ def test_vllm_command_plans_like_the_same_options():
     opts = invoke(["plan", "--gpu", "l4", "--engine", "vllm", "--json", "--model", "llama-3.1-8b",
                    "--max-model-len", "16K", "--context", "16k", "--max-num-seqs", "64"])
     assert cmd[0] == opts[0] == 0, cmd[2]
-    assert json.loads(cmd[1])["rows"] == json.loads(opts[1])["rows"]
+    pasted = json.loads(cmd[1])["rows"]
+    assert pasted[0]["verdicts"][0] == "your command"  # the row the pasted line runs is marked, the rest the same
+    pasted[0]["verdicts"].remove("your command")
+    assert pasted == json.loads(opts[1])["rows"]
     # an option typed on kvcalc's command line wins, with a warning
     code, out, err = invoke(["plan", "--gpu", "l4", "--engine", "vllm", "--json", "--tp", "1", "--vllm-command",
                              "vllm serve llama-3.1-8b --max-model-len 8K -tp 2"])
