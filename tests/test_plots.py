@@ -41,7 +41,7 @@ def test_context_grid_spans_1k_to_the_model_max_or_128k():
 @pytest.mark.parametrize("gpu,model", [("l4", "llama-3.1-8b"), ("t4", "llama-3.2-3b"), ("h200", "llama-3.1-8b")])
 def test_capacity_is_non_increasing_in_context(gpu, model):
     series = sweeps.capacity_series(_req(gpu=gpu, model=model, context=16384))
-    assert set(series) == {"baseline", "fp8-kv", "nf4", "nf4+fp8-kv", "awq"}
+    assert set(series) == {"baseline", "fp8-kv", "nf4", "nf4+fp8-kv", "awq", "awq+fp8-kv", "fp8"}
     for key, points in series.items():
         contexts = [c for c, _ in points]
         counts = [n for _, n in points]
