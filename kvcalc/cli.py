@@ -362,7 +362,7 @@ def cli():
 @click.option("--tp-sweep", is_flag=True, help="also show vLLM at TP 1, 2, 4, 8 (automatic when TP 1 does not fit).")
 @click.option("--plot", "plot_path", default=None, metavar="FILE.png",
               help="also write capacity vs context, speed vs batch and the memory breakdown to one PNG "
-                   "(needs matplotlib: pip install 'kvcalc[plot]').")
+                   "(needs matplotlib: python3 -m pip install matplotlib).")
 def plan(as_json, as_csv, explain_config, tp_sweep, plot_path, **kwargs):
     """The decision table: configurations x engines, with memory, capacity, speed, risk and verdicts.
 
@@ -495,7 +495,7 @@ def models(as_json):
 @click.option("--open", "open_browser", is_flag=True, help="open the page in the default browser.")
 @click.option("--allow-hub", is_flag=True, help="let the page read hub ids outside the catalog (network access).")
 def serve(host, port, open_browser, allow_hub):
-    """A local web page: the table, the plots, explain and search, updated as you type (needs kvcalc[web])."""
+    """A local web page: the table, the plots, explain and search, updated as you type (needs starlette and uvicorn: python3 -m pip install starlette uvicorn)."""
     import importlib
 
     # kvcalc/web/ is a surface above the CLI (it parses every request with the CLI's own options), so the CLI hands

@@ -1,7 +1,7 @@
 """Pictures of a plan: vLLM concurrency vs context, decode speed vs batch, and where the GPU's memory goes.
 
 Drawing only: the numbers come from `sweeps.py` (plain Python, tested on their own), and this file imports no
-engine. matplotlib is optional (`pip install 'kvcalc[plot]'`) and imported only inside the drawing functions, on
+engine. matplotlib is optional (`python3 -m pip install matplotlib`, the [plot] extra) and imported only inside the drawing functions, on
 the Agg canvas (no pyplot, no GUI, no global backend switch).
 """
 
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from .plan import PlanRequest, Row
 
 DPI = 150
-MISSING_MATPLOTLIB = "plots need matplotlib: pip install 'kvcalc[plot]'"
+MISSING_MATPLOTLIB = "plots need matplotlib: python3 -m pip install matplotlib"
 OUTPUT_SUFFIXES = (".png", ".svg", ".pdf")
 
 # One colour per configuration key, the same in every panel.

@@ -27,7 +27,7 @@ def _offline(monkeypatch, tmp_path_factory):
 @pytest.mark.parametrize("kind", sorted(PER_KIND))
 def test_generated_cases_answer_cleanly(kind, tmp_path):
     if kind == "serve":
-        pytest.importorskip("starlette", reason="the web extra is not installed (pip install 'kvcalc[web]')")
+        pytest.importorskip("starlette", reason="the web extra is not installed (python3 -m pip install '.[web]')")
         pytest.importorskip("httpx", reason="starlette's TestClient needs httpx")
     cases = F.generate(SEED, PER_KIND[kind], {kind: 1.0})
     outcomes = F.run_cases(cases, tmp_path)

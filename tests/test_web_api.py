@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("starlette", reason="the web extra is not installed (pip install 'kvcalc[web]')")
+pytest.importorskip("starlette", reason="the web extra is not installed (python3 -m pip install '.[web]')")
 pytest.importorskip("httpx", reason="starlette's TestClient needs httpx (the [dev] extra)")
 
 from starlette.testclient import TestClient  # noqa: E402
@@ -308,7 +308,7 @@ def test_serve_without_the_extra_says_how_to_install(monkeypatch):
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "uvicorn" else real(name, *a))
-    assert cli_error(["serve"]) == "error: the web page needs its extra: pip install 'kvcalc[web]'"
+    assert cli_error(["serve"]) == "error: the web page needs starlette and uvicorn: python3 -m pip install starlette uvicorn"
 
 
 def test_search_is_the_cli_search(client):

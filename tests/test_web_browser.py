@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("starlette", reason="the web extra is not installed (pip install 'kvcalc[web]')")
-pytest.importorskip("uvicorn", reason="the web extra is not installed (pip install 'kvcalc[web]')")
+pytest.importorskip("starlette", reason="the web extra is not installed (python3 -m pip install '.[web]')")
+pytest.importorskip("uvicorn", reason="the web extra is not installed (python3 -m pip install '.[web]')")
 sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (the [dev] extra)")
 
 from cli_helper import invoke  # noqa: E402
