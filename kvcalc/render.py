@@ -226,10 +226,13 @@ def explain_text(req: PlanRequest, row: Row) -> str:
             f"= total                          = {h.total_bytes:,} B ({fmt_gib(h.total_bytes)}) of "
             f"{fmt_gib(gpu.memory_total_bytes)}" + ("" if h.fits else f"; short by {fmt_gib(h.shortfall_bytes)}"),
         ]
-    held = (f"batch {row.decode_batch} (vLLM holds {row.decode_batch} of the {req.batch} asked at once)"
-            if row.decode_batch < req.batch else f"batch {req.batch}")
-    lines.append(f"decode ~ {row.decode_tokens_per_s:,.1f} tokens/s of all requests at {held}, context "
-                 f"{req.context:,} ({row.decode_tokens_per_s / max(row.decode_batch, 1):,.1f} per request)")
+    if req.batch == 1:
+        lines.append(f"decode ~ {row.decode_tokens_per_s:,.1f} tokens/s at batch 1, context {req.context:,}")
+    else:
+        held = (f"batch {row.decode_batch} (vLLM holds {row.decode_batch} of the {req.batch} asked at once)"
+                if row.decode_batch < req.batch else f"batch {req.batch}")
+        lines.append(f"decode ~ {row.decode_tokens_per_s:,.1f} tokens/s of all requests at {held}, context "
+                     f"{req.context:,} ({row.decode_tokens_per_s / max(row.decode_batch, 1):,.1f} per request)")
     if row.speed is not None and row.speed.kernels:
         d = row.speed
         lines.append(f"  step {d.step_s * 1e3:.3f} ms = overhead {d.fixed_s * 1e3:.3f} ms + kernels (per GPU, "
