@@ -265,7 +265,8 @@ def render_gpus(profiles) -> None:
 def render_models(specs) -> None:
     table = Table(title="Model catalog", title_justify="left")
     for col in ("name", "hub id", "params", "type", "layers", "cache layers", "checkpoint format"):
-        table.add_column(col)
+        # the name and the hub id are what you copy: never cut or wrapped (the other columns wrap instead)
+        table.add_column(col, no_wrap=col in ("name", "hub id"))
     for spec, entry in specs:
         kinds = ", ".join(sorted(spec.layer_kinds))
         table.add_row(spec.name, entry.get("hf_id", ""), f"{spec.params.total / 1e9:.2f} B", spec.model_type,
