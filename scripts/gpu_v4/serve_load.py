@@ -1,0 +1,134 @@
+#!/usr/bin/env python3
+"""Measure `vllm serve` under load with `vllm bench serve` on the GPU host (issue 25).
+
+For each shape of a case file: write its config.json (from kvcalc's catalog) and a word-level tokenizer
+(make_tokenizer.py), start the real OpenAI server with random weights and vLLM's serve defaults (CUDA graphs,
+prefix caching, chunked prefill), run every workload of the shape through vLLM's own benchmark client
+(vllm.benchmarks.serve.main, the code behind `vllm bench serve`, in-process so the client's import is paid once),
+save each result JSON (--save-result --save-detailed), the server's start-up log and one /metrics capture, then kill
+the server. A workload that fails is recorded and the next one runs. Each workload gets its own --seed so that no
+two runs on one server send the same random prompts (prefix caching would serve them from cache).
+
+Usage on the host (after `source .gpu-bundle/device_setup.sh`):
+    python3 scripts/gpu_v4/serve_load.py CASES.json RESULT_DIR TARBALL
+The result folder is packed into TARBALL after every workload, so a command cut off by its time limit still returns
+what it measured (the device returns at most 8 files).
+"""
+import atexit, json, os, tarfile, zlib, shlex, signal, subprocess, sys, time, traceback, urllib.request
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def write_model_dir(shape, d):
+    os.makedirs(d, exist_ok=True)
+    cfg = json.load(open(os.path.join(REPO, "kvcalc", "catalog", shape["catalog"] + ".json")))["config"]
+    cfg = dict(cfg, **shape.get("config_overrides", {}))
+    json.dump(cfg, open(os.path.join(d, "config.json"), "w"), indent=1)
+    subprocess.run([sys.executable, os.path.join(REPO, "scripts", "gpu_v4", "make_tokenizer.py"), d], check=True)
+
+
+def wait_health(port, proc, timeout=400):
+    t0 = time.time()
+    while time.time() - t0 < timeout:
+        if proc.poll() is not None:
+            return False
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2)
+            return True
+        except Exception:
+            time.sleep(1)
+    return False
+
+
+def bench_args(port, model_dir, wl, seed):
+    a = ["--backend", "vllm", "--base-url", f"http://127.0.0.1:{port}", "--model", "m", "--tokenizer", model_dir,
+         "--dataset-name", "random", "--random-input-len", str(wl["input_len"]),
+         "--random-output-len", str(wl["output_len"]), "--ignore-eos", "--num-prompts", str(wl["num_prompts"]),
+         "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,90,99", "--seed", str(seed),
+         "--disable-tqdm", "--save-result", "--save-detailed"]
+    if wl.get("max_concurrency"):
+        a += ["--max-concurrency", str(wl["max_concurrency"])]
+    a += ["--request-rate", str(wl.get("request_rate", "inf"))]
+    if wl.get("burstiness"):
+        a += ["--burstiness", str(wl["burstiness"])]
+    if wl.get("prefix_len"):
+        a += ["--random-prefix-len", str(wl["prefix_len"])]
+    if wl.get("range_ratio"):
+        a += ["--random-range-ratio", str(wl["range_ratio"])]
+    return a
+
+
+def _kill_group(pid):
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def pack(out, tarball):
+    tmp = tarball + ".tmp"
+    with tarfile.open(tmp, "w:gz") as t:
+        t.add(out, arcname=os.path.basename(out.rstrip("/")))
+    os.replace(tmp, tarball)
+
+
+def main():
+    cases, out, tarball = json.load(open(sys.argv[1])), sys.argv[2], sys.argv[3]
+    os.makedirs(out, exist_ok=True)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so atexit kills the server when `timeout` stops us
+    import argparse
+    from vllm.benchmarks.serve import add_cli_args, main as bench_main
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+    status = []
+    port = 8011
+    for si, shape in enumerate(cases["shapes"]):
+        name, d = shape["name"], f"/tmp/serve_models/{shape['name']}"
+        write_model_dir(shape, d)
+        cmd = [sys.executable, "-m", "vllm.entrypoints.cli.main", "serve", d, "--load-format", "dummy",
+               "--port", str(port + si), "--served-model-name", "m"] + shape["serve_args"]
+        log = open(os.path.join(out, f"{name}.server.log"), "w")
+        t0 = time.time()
+        # A server left over from a command cut off by its time limit would hold the GPU and answer on its port.
+        subprocess.run(["pkill", "-f", "vllm.entrypoints.cli.main serve"], check=False)
+        time.sleep(3)
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, preexec_fn=os.setsid)
+        atexit.register(lambda pid=proc.pid: _kill_group(pid))
+        ok = wait_health(port + si, proc)
+        row = {"shape": name, "serve_command": "vllm serve " + shlex.join(cmd[4:]), "start_s": round(time.time() - t0, 1),
+               "started": ok, "workloads": []}
+        status.append(row)
+        if ok:
+            for wi, wl in enumerate(shape["workloads"]):
+                seed = zlib.crc32(f"{cases.get('run', '')}/{name}/{wl['id']}".encode()) % 2**31
+                args_list = bench_args(port + si, d, wl, seed) + ["--result-dir", out,
+                                                               "--result-filename", f"{name}.{wl['id']}.json"]
+                p = FlexibleArgumentParser()
+                add_cli_args(p)
+                w0 = time.time()
+                try:
+                    bench_main(p.parse_args(args_list))
+                    row["workloads"].append({"id": wl["id"], "ok": True, "wall_s": round(time.time() - w0, 1),
+                                             "bench_command": "vllm bench serve " + shlex.join(args_list)})
+                except BaseException as e:  # one failed workload must not stop the others
+                    row["workloads"].append({"id": wl["id"], "ok": False, "error": repr(e)[:500],
+                                             "trace": traceback.format_exc()[-1500:]})
+                if wi == 0:
+                    try:
+                        txt = urllib.request.urlopen(f"http://127.0.0.1:{port + si}/metrics", timeout=5).read()
+                        open(os.path.join(out, f"{name}.metrics.txt"), "wb").write(txt)
+                    except Exception as e:
+                        row["metrics_error"] = repr(e)
+                json.dump(status, open(os.path.join(out, "status.json"), "w"), indent=1)
+                pack(out, tarball)
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except Exception:
+            os.killpg(proc.pid, signal.SIGKILL)
+        log.close()
+        json.dump(status, open(os.path.join(out, "status.json"), "w"), indent=1)
+        pack(out, tarball)
+
+
+if __name__ == "__main__":
+    main()
