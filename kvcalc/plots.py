@@ -201,7 +201,7 @@ def draw_capacity(ax, req: PlanRequest, rows: list[Row] | None = None) -> None:
     ax.set_ylabel("max concurrency (requests at once)")
     if req.batch > 1:
         ax.text(grid[0], req.batch, f" {req.batch} asked", ha="left", va="bottom", fontsize=8, color="#555555")
-    ax.set_title(f"How many requests fit at once, by context? {_header(req)}\n"
+    ax.set_title(f"Requests that fit at once, by context: {_header(req)}\n"
                  f"vLLM {req.vllm_version}, gpu_memory_utilization {req.vllm_util:g}"
                  + (", eager" if req.enforce_eager else ", CUDA graphs"), fontsize=10)
     ax.grid(True, which="major", alpha=0.3)
@@ -271,7 +271,7 @@ def draw_speed(ax, req: PlanRequest) -> None:
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 10 else f"{v:,.1f}"))
     ax.set_xlabel("requests decoding together (batch)")
     ax.set_ylabel("decode tokens/s per user (1 / time per output token)")
-    ax.set_title(f"How fast does each user get tokens, by requests at once? {_header(req)}\n"
+    ax.set_title(f"Tokens/s per user, by requests at once: {_header(req)}\n"
                  f"vLLM decode (no prefill interleaved), context {_fmt_tokens(req.context)} tokens per request, "
                  + ("eager" if req.enforce_eager else "CUDA graphs"), fontsize=10)
     ax.grid(True, which="major", alpha=0.3)
@@ -352,7 +352,7 @@ def draw_memory(ax, req: PlanRequest, rows: list[Row]) -> None:
     short = any(not b.fits and b.shortfall_bytes > 0 and not (b.engine == "vllm" and b.starts) for b in bars)
     ax.set_xlim(0, max(total, widest) * (1.22 if short else 1.02))
     ax.set_xlabel("GPU memory (GiB = 2^30 bytes; numbers in bars are GiB)")
-    ax.set_title(f"Does it fit, and where does the memory go? {_header(req)}\n"
+    ax.set_title(f"Does it fit? Where the memory goes: {_header(req)}\n"
                  f"context {_fmt_tokens(req.context)} tokens, batch {req.batch}; vLLM fills its KV cache up to "
                  f"util {req.vllm_util:g}, HF holds the cache at the context", fontsize=10)
     ax.grid(True, axis="x", alpha=0.3)
