@@ -182,7 +182,7 @@ def test_missing_matplotlib_says_how_to_install(monkeypatch, tmp_path):
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else real(name, *a))
-    with pytest.raises(UsageError, match=r"pip install 'kvcalc\[plot\]'"):
+    with pytest.raises(UsageError, match=r"python3 -m pip install matplotlib"):
         plots.check_output(tmp_path / "x.png")
     for name in [m for m in sys.modules if m == "matplotlib" or m.startswith("matplotlib.")]:
         monkeypatch.delitem(sys.modules, name)
