@@ -85,6 +85,9 @@ def test_r5_a_graph_estimate_logged_but_not_subtracted_is_no_miss():
                              "--strict"])
     assert code == 0, out + err
     assert "MISS" not in out.replace("0 MISS", "") and "does not subtract it" in out
+    # and the plain answer beside the table (journey 2, item 4), from the log's own figures
+    assert ("answer (the log's own figures): this server holds 29.05x requests of 16,384 tokens at once (476,016 "
+            "tokens of KV cache); its KV memory 58.11 GiB is what remained of 75.23 GiB after weights 14.99 GiB") in out
 
 
 # ---------------------------------------------------------------------------------------------------------- R6

@@ -34,7 +34,7 @@ def _from_log(path: str, model: str | None, gpu: str | None, as_json: bool, over
     """Compare a start-up log with kvcalc: a verdict per row against compare.TOLERANCES, the reasons the log may be
     another run than the one asked for (MISMATCH), and what was assumed. --strict: exit 1 on any MISS or MISMATCH."""
     from .compare import render_table
-    from .vllm_log import check_log, parse_vllm_log, read_log
+    from .vllm_log import check_log, log_answer, parse_vllm_log, read_log
 
     if not gpu:
         raise UsageError("--from-log needs --gpu (e.g. h100-sxm); the log's own total memory replaces the "
@@ -79,6 +79,9 @@ def _from_log(path: str, model: str | None, gpu: str | None, as_json: bool, over
         assumed = ", ".join(f"{k} {v['value']} ({v['from']})" for k, v in report["assumed"].items()
                             if v["value"] is not None)
         click.echo(f"settings: {assumed}")
+        answer = log_answer(parsed, (report["assumed"].get("max_model_len") or {}).get("value"))
+        if answer:
+            click.echo(f"answer (the log's own figures): {answer}")
         click.echo(f"verdict: {passes} PASS, {len(misses)} MISS" + (f" ({', '.join(misses)})" if misses else "")
                    + (f", {len(mismatches)} MISMATCH" if mismatches else ""))
     if strict and (misses or mismatches):

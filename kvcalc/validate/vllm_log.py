@@ -934,6 +934,28 @@ def check_log(parsed: dict[str, Any], model: Any, gpu: Any, *, vllm_version: str
             "notes": notes, "assumed": assumed}
 
 
+def log_answer(parsed: dict[str, Any], max_model_len: Any = None) -> str | None:
+    """The log's own answer in plain words (what the server holds and where its memory went), from its figures
+    alone: what a reader of the PASS/MISS table wanted to know. None when the log states too little."""
+    v = parsed.get("values", {})
+    parts = []
+    n = max_model_len or v.get("concurrency_max_model_len")
+    if v.get("max_concurrency") is not None and n:
+        held = f"this server holds {v['max_concurrency']:g}x requests of {int(n):,} tokens at once"
+        if v.get("kv_cache_tokens"):
+            held += f" ({int(v['kv_cache_tokens']):,} tokens of KV cache)"
+        parts.append(held)
+    if v.get("available_kv_bytes") is not None:
+        used = [(name, v[key]) for name, key in (("weights", "weights_bytes"), ("activations", "activation_bytes"),
+                                                 ("non-torch memory", "non_torch_bytes")) if v.get(key) is not None]
+        mem = f"its KV memory {v['available_kv_bytes'] / GiB:.2f} GiB"
+        if used:
+            of = f" of {v['requested_memory_bytes'] / GiB:.2f} GiB" if v.get("requested_memory_bytes") else ""
+            mem += f" is what remained{of} after " + ", ".join(f"{name} {b / GiB:.2f} GiB" for name, b in used)
+        parts.append(mem)
+    return "; ".join(parts) if parts else None
+
+
 _SETTING_ATTR = {"kv_cache_dtype": ("kv", "name"), "weights": ("weights", "name"),
                  "gpu_memory_utilization": ("gpu_memory_utilization",), "max_model_len": ("max_model_len",),
                  "max_num_batched_tokens": ("max_num_batched_tokens",), "max_num_seqs": ("max_num_seqs",),
