@@ -610,12 +610,13 @@ class TpOption:
     max_concurrency: int
     decode_tokens_per_s: float
     decode_batch: int = 1  # requests decoded together (held_batch)
+    starts: bool = True  # vLLM starts at this TP size (it may still hold fewer requests than --batch)
 
     def to_json(self) -> dict:
         return {"tp": self.tp, "fits": self.fits, "shortfall_bytes": self.shortfall_bytes,
                 "weights_per_gpu_bytes": self.weights_per_gpu_bytes, "kv_capacity_tokens": self.kv_capacity_tokens,
                 "max_concurrency": self.max_concurrency, "decode_tokens_per_s": self.decode_tokens_per_s,
-                "decode_batch": self.decode_batch}
+                "decode_batch": self.decode_batch, "starts": self.starts}
 
 
 def custom_key(req: PlanRequest) -> str:
@@ -649,7 +650,7 @@ def tp_sweep(req: PlanRequest, sizes: tuple[int, ...] | None = None) -> list[TpO
                              req.context, req.enforce_eager, tp, kv_bytes_per_token=est.deployment_kv_bytes_per_token)
         fits, shortfall = _fits_batch(req, est, concurrency)
         out.append(TpOption(tp, fits, shortfall, est.weights_bytes, est.logged_kv_tokens, concurrency,
-                            speed.tokens_per_s, held_batch(req.batch, concurrency, est.max_num_seqs)))
+                            speed.tokens_per_s, held_batch(req.batch, concurrency, est.max_num_seqs), est.fits))
     return out
 
 

@@ -168,7 +168,8 @@ def render_sweep(req: PlanRequest, sweep: list[TpOption]) -> None:
         table.add_row(str(o.tp), f"{o.weights_per_gpu_bytes / GiB:.2f}", fmt_tokens(o.kv_capacity_tokens),
                       str(o.max_concurrency), f"{o.decode_tokens_per_s:,.1f}"
                       + (f" @{o.decode_batch}" if o.decode_batch < req.batch else ""),
-                      "yes" if o.fits else f"no ({shortfall_text(o.shortfall_bytes)}/GPU)")
+                      "yes" if o.fits else f"no: {o.max_concurrency} of {req.batch}" if o.starts
+                      else f"no: does not start ({shortfall_text(o.shortfall_bytes)}/GPU)")
     _console().print(table)
 
 

@@ -358,7 +358,8 @@
       for (const text of [String(o.tp), gib(o.weights_per_gpu_bytes), tokens(o.kv_capacity_tokens),
                           String(o.max_concurrency),
                           commas(o.decode_tokens_per_s, 1) + (o.decode_batch < plan.batch ? ` @${o.decode_batch}` : ""),
-                          o.fits ? "yes" : `no (${shortfall(o.shortfall_bytes)}/GPU)`]) {
+                          o.fits ? "yes" : o.starts ? `no: ${o.max_concurrency} of ${plan.batch}`
+                                                             : `no: does not start (${shortfall(o.shortfall_bytes)}/GPU)`]) {
         const td = tr.insertCell();
         td.textContent = text;
         td.className = "num";
