@@ -511,6 +511,12 @@ def request_warnings(req: PlanRequest) -> list[str]:
             since = unserved_gate(spec, req.vllm_version).since
             out.append(f"{unserved}; every vLLM row says no (its figures are vLLM {since}'s, the first release "
                        "that serves it)")
+    if "vllm" in req.engines and any(c.weights.name in ("awq", "gptq") for c in configs_for(req)):
+        from .engines.vllm_kernels import no_marlin_on_gpu
+
+        slow = no_marlin_on_gpu(req.vllm_version, req.gpu.compute_capability)
+        if slow:
+            out.append("vllm: " + slow)
     if is_newer_than_known(req.vllm_version):
         newest = rules_for(req.vllm_version).since
         out.append(f"vLLM {shown(req.vllm_version, 40, quote=False)} is newer than the newest release kvcalc has rules for ({newest}); "

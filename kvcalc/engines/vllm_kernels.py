@@ -28,6 +28,26 @@ MARLIN_AUTO_SINCE = "0.26.0"  # first release checked in which --quantization aw
 FORCING = {"awq": "awq_marlin", "gptq": "gptq_marlin"}  # the flag that forces the slow kernel -> the fast one
 
 
+MARLIN_MIN_CC_BEFORE = 8.0  # awq_marlin.py / gptq_marlin.py get_min_capability 80 and marlin_utils.py's < 80 -> []
+AWQ_MIN_CC = 7.5  # AWQ's own GEMM kernel needs sm_75 (gemm_kernels.cu asserts below 750); vLLM refuses AWQ below
+MARLIN_MIN_CC_SINCE = 7.5  # 0.26.0 marlin_utils.py:64 (device_capability < 75 -> no Marlin types)
+
+
+def no_marlin_on_gpu(version: str, compute_capability: float | None) -> str | None:
+    """Why int4 checkpoints run without Marlin on this GPU in this release (below its minimum compute capability:
+    8.0 before 0.26, 7.5 from 0.26), or None."""
+    floor = MARLIN_MIN_CC_SINCE if version_key(version) >= version_key(MARLIN_AUTO_SINCE) else MARLIN_MIN_CC_BEFORE
+    if compute_capability is None or compute_capability >= floor:
+        return None
+    if compute_capability < AWQ_MIN_CC:
+        return (f"AWQ rows: vLLM does not load AWQ checkpoints below compute capability {AWQ_MIN_CC:g} (this GPU: "
+                f"{compute_capability:g}; awq.py / auto_awq.py get_min_capability 75: the start-up fails); GPTQ rows "
+                "run GPTQ's own kernels there, slower than the Marlin speed shown")
+    return (f"AWQ/GPTQ rows: vLLM {version} has no Marlin kernel below compute capability {floor:g} (this GPU: "
+            f"{compute_capability:g}), so int4 checkpoints run AWQ's/GPTQ's own GEMM kernels; kvcalc's speed is "
+            "Marlin's, so their real decode is slower than shown")
+
+
 def forced_slow_kernel(quantization: str | None, version: str) -> str | None:
     """Why `--quantization NAME` runs a slower kernel than the checkpoint allows in this release, or None."""
     key = str(quantization or "").strip().lower().replace("-", "_")
