@@ -10,8 +10,8 @@ flag does depends on the release:
   and runs AWQ's own GEMM kernel (awq.py: ops.awq_gemm below 256 tokens, dequantize + matmul above). GPTQ likewise
   (gptq_marlin.py: "...so forcing gptq. Use quantization=gptq_marlin for faster inference").
 - 0.26.0 (checked in its wheel): `awq`, `awq_marlin`, `auto_awq` and `marlin` all select AutoAWQConfig
-  (quantization/__init__.py:142-144; auto_awq.py:260-283), which runs Marlin on CUDA whenever check_marlin_supported
-  holds (auto_awq.py:310-330; marlin_utils.py:64: compute capability 7.5 and up); `gptq`/`gptq_marlin` select
+  (quantization/__init__.py:142-144; auto_awq.py:260-284), which runs Marlin on CUDA whenever check_marlin_supported
+  holds (auto_awq.py:308-334; marlin_utils.py:64: compute capability 7.5 and up); `gptq`/`gptq_marlin` select
   AutoGPTQConfig (auto_gptq.py:219-238), whose kernel chooser picks Marlin likewise. The release between in which
   the forcing ended is not pinned here: releases before 0.26.0 are read as forcing (the older rule).
 
