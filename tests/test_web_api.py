@@ -131,6 +131,12 @@ def test_plots_agree_with_the_plan(client):
     for kv, config in (("auto", "baseline"), ("fp8", "fp8-kv")):  # the table's speed is at the batch vLLM holds
         row = vllm_rows[config]
         assert speed[kv][row["decode_batch"]]["tokens_per_s"] == pytest.approx(row["decode_tokens_per_s"])
+    by_config = {s["config"]: s for s in plots["speed"]["by_config"]}  # every vLLM row, as the PNG draws them
+    assert set(by_config) == set(vllm_rows)
+    for config, row in vllm_rows.items():
+        assert by_config[config]["capacity"] == row["max_concurrency"]
+        at = {p["batch"]: p for p in by_config[config]["points"]}
+        assert at[row["decode_batch"]]["tokens_per_s"] == pytest.approx(row["decode_tokens_per_s"])
 
 
 def cli_error(args) -> str:

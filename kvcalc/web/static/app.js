@@ -391,8 +391,9 @@
   function renderPlots(data) {
     const sp = data.speed;
     $("speed-caption").textContent = sp
-      ? `vLLM decode tokens/s vs batch at context ${tokens(sp.context)} (${sp.weights} weights; hollow: does not fit)`
-      : "vLLM decode tokens/s vs batch";
+      ? `Tokens/s per user, by requests at once: every vLLM configuration at context ${tokens(sp.context)} ` +
+        "(hollow: more requests than vLLM's KV cache holds; dashed: does not hold the batch asked)"
+      : "vLLM decode tokens/s per user vs batch";
     window.KvPlots.capacity($("plot-capacity"), data);
     window.KvPlots.speed($("plot-speed"), data);
     window.KvPlots.memory($("plot-memory"), data);
