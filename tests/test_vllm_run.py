@@ -149,7 +149,8 @@ def test_vllm_command_is_read_as_vllm_reads_it():
         "--gpu-memory-utilization=0.85 --kv-cache-dtype fp8 --port 8000 --enable-prefix-caching --foo bar")
     assert values == {"entrypoint": "serve", "model": "meta-llama/Llama-3.1-8B-Instruct", "max_model_len": 32_000,
                       "tp": 2, "util": 0.85, "kv": "fp8"}
-    assert warnings == ["--vllm-command: --foo is not modelled by kvcalc; ignored"]
+    assert warnings == ["--vllm-command: --max-model-len 32k is 32,000 tokens as vLLM reads it (32K = 32,768)",
+                        "--vllm-command: --foo is not modelled by kvcalc; ignored"]
     values, _ = parse_command("python -m vllm.entrypoints.openai.api_server --model qwen2.5-7b --max-model-len -1 "
                               "--enforce-eager --quantization awq")
     assert values == {"entrypoint": "serve", "model": "qwen2.5-7b", "max_model_len": -1, "enforce_eager": True,
