@@ -290,6 +290,12 @@ def load_checkpoint(key: str) -> tuple[dict[str, Any], str, Checkpoint]:
             return cfg, folder.resolve().name, ck
         scheme = parse_scheme(find_quant_config(cfg), None)
         return cfg, path.stem, Checkpoint(f"file {key}", scheme)
+    return load_hub_checkpoint(key)
+
+
+def load_hub_checkpoint(key: str) -> tuple[dict[str, Any], str, Checkpoint]:
+    """(config, name, checkpoint) of a hub id from the hub cache or the hub, never from a local path of that name
+    (the web API's --allow-hub reads this way: a caller's text never names a file on the server)."""
     import time
 
     deadline = time.monotonic() + _hub_timeout()

@@ -54,6 +54,9 @@ class Answer:
 def _vllm(req: PlanRequest) -> PlanRequest:
     if "vllm" not in req.engines:
         raise UsageError("kvcalc fit answers for vLLM (block-granular); drop --engine hf")
+    if req.weights_choices or req.kv_choices:
+        raise UsageError("kvcalc fit answers for one configuration: give one --weights and one --kv "
+                         "(kvcalc plan compares several)")
     if req.kv is not None and kv_format(req.kv).vllm_name is None:
         raise UsageError(f"vLLM has no {kv_format(req.kv).label} cache; choose --kv auto, fp8 or fp8-e5m2")
     if req.weights is not None and "vllm" not in weight_format(req.weights).engines:

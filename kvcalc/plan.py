@@ -62,9 +62,10 @@ def weights_for_quantization(name: str) -> str:
     return VLLM_QUANTIZATION[key]
 
 
-def speculative_settings(config: str | dict | None) -> dict | None:
+def speculative_settings(config: str | dict | None, read_files: bool = True) -> dict | None:
     """vLLM's --speculative-config (a JSON object): its method (ngram, eagle, eagle3, mtp; vLLM's 'deepseek_mtp' and
-    the other *_mtp names are mtp) and num_speculative_tokens. One clear line for anything else."""
+    the other *_mtp names are mtp) and num_speculative_tokens. One clear line for anything else. read_files=False
+    never reads an EAGLE head's local config (the head then has the target's shape, as for a hub id)."""
     if config is None or config == "":
         return None
     if isinstance(config, str):
@@ -87,7 +88,9 @@ def speculative_settings(config: str | dict | None) -> dict | None:
     if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 64:
         raise UsageError(f"--speculative-config num_speculative_tokens must be 1-64, got {shown(k)}")
     out = {"method": method, "num_speculative_tokens": k}
-    if method in ("eagle", "eagle3") and isinstance(config.get("model"), str):
+    if "draft_config" in config:  # already read (a PlanRequest copied by dataclasses.replace: fit's steps)
+        out["draft_config"] = config["draft_config"]
+    elif method in ("eagle", "eagle3") and isinstance(config.get("model"), str) and read_files:
         out["draft_config"] = draft_config_at(config["model"])
     return out
 
@@ -186,6 +189,9 @@ class PlanRequest:
     engines: tuple[str, ...] = ("vllm", "hf")
     weights: str | None = None  # the asked weight format's name (canonical after __post_init__); None: not asked
     kv: str | None = None  # the asked KV format's name, likewise
+    # --weights awq,fp8 / --kv auto,fp8: every combination is a row (weights/kv hold the first of each); () when one
+    weights_choices: tuple[str, ...] = ()
+    kv_choices: tuple[str, ...] = ()
     util: float | None = None  # None: the vLLM version's default (0.9; 0.92 from 0.21)
     max_model_len: int | None = None
     max_num_batched_tokens: int | None = None
@@ -214,6 +220,7 @@ class PlanRequest:
     workload: Workload | None = None  # --input-len/--output-len/--concurrency/--request-rate (vllm bench terms)
     from_command: bool = False  # --vllm-command: the vLLM row of the asked configuration is the pasted command
     calibration: Any = None  # kvcalc.calibrate.EnvCalibration for this GPU and vLLM version (kvcalc calibrate)
+    read_files: bool = True  # False (the web API): no file named in the request is read (an EAGLE head's folder)
     # --weights/--kv resolved once, here; everything below uses these objects, never the names
     asked_weights: WeightFormat | None = field(init=False, default=None, repr=False, compare=False)
     asked_kv: KvFormat | None = field(init=False, default=None, repr=False, compare=False)
@@ -228,7 +235,7 @@ class PlanRequest:
         if self.entrypoint not in ENTRYPOINTS:
             raise UsageError(f"--entrypoint {shown(self.entrypoint)} is not serve or offline")
         dtype_bytes_for(self.dtype)
-        self.speculative_config = speculative_settings(self.speculative_config)
+        self.speculative_config = speculative_settings(self.speculative_config, self.read_files)
         rules_with_engine(self.vllm_version, self.vllm_engine)  # refuses an engine the release did not have
         if self.weights is not None:
             self.asked_weights = self.weights if isinstance(self.weights, WeightFormat) else weight_format(self.weights)
@@ -236,6 +243,8 @@ class PlanRequest:
         if self.kv is not None:
             self.asked_kv = self.kv if isinstance(self.kv, KvFormat) else kv_format(self.kv)
             self.kv = self.asked_kv.name
+        self.weights_choices = tuple(dict.fromkeys(weight_format(w).name for w in self.weights_choices))
+        self.kv_choices = tuple(dict.fromkeys(kv_format(k).name for k in self.kv_choices))
 
     @property
     def vllm_util(self) -> float:
@@ -366,14 +375,19 @@ def configs_for(req: PlanRequest) -> list[FormatChoice]:
     standard = list(STANDARD_CONFIGS) if ckpt is None else checkpoint_configs(ckpt)
     if not req.asked:
         return standard
-    w, k = req.asked_weights or ckpt or BASELINE.weights, req.kv_or_default
-    own = w is ckpt if ckpt is not None else w.name == "bf16"
-    if own and k.name == "auto":
-        return [standard[0]]
-    parts = ([w.name] if not own else []) + ([f"{k.name}-kv"] if k.name != "auto" else [])
-    custom = FormatChoice("+".join(parts), f"{w.label} weights + {k.label}", w,
-                          k if k.vllm_name else None, k if (k.hf_quantized or k.name == "auto") else None)
-    return [standard[0], custom]
+    ws = [weight_format(n) for n in req.weights_choices] or [req.asked_weights or ckpt or BASELINE.weights]
+    ks = [kv_format(n) for n in req.kv_choices] or [req.kv_or_default]
+    customs: dict[str, FormatChoice] = {}
+    for w in ws:  # --weights awq,fp8 --kv auto,fp8: each combination, in the order asked
+        for k in ks:
+            own = w is ckpt if ckpt is not None else w.name == "bf16"
+            if own and k.name == "auto":
+                continue  # the baseline itself
+            parts = ([w.name] if not own else []) + ([f"{k.name}-kv"] if k.name != "auto" else [])
+            key = "+".join(parts)
+            customs.setdefault(key, FormatChoice(key, f"{w.label} weights + {k.label}", w, k if k.vllm_name else None,
+                                                 k if (k.hf_quantized or k.name == "auto") else None))
+    return [standard[0], *customs.values()]
 
 
 def checkpoint_configs(ckpt: WeightFormat) -> list[FormatChoice]:
@@ -511,12 +525,6 @@ def request_warnings(req: PlanRequest) -> list[str]:
             since = unserved_gate(spec, req.vllm_version).since
             out.append(f"{unserved}; every vLLM row says no (its figures are vLLM {since}'s, the first release "
                        "that serves it)")
-    if "vllm" in req.engines and any(c.weights.name in ("awq", "gptq") for c in configs_for(req)):
-        from .engines.vllm_kernels import no_marlin_on_gpu
-
-        slow = no_marlin_on_gpu(req.vllm_version, req.gpu.compute_capability)
-        if slow:
-            out.append("vllm: " + slow)
     if is_newer_than_known(req.vllm_version):
         newest = rules_for(req.vllm_version).since
         out.append(f"vLLM {shown(req.vllm_version, 40, quote=False)} is newer than the newest release kvcalc has rules for ({newest}); "
@@ -570,6 +578,12 @@ def plan(req: PlanRequest, warnings: list[str] | None = None) -> list[Row]:
     if not rows:
         why = [n for n in notes if n.startswith(("vllm:", "hf:"))]
         raise UsageError("nothing to show: " + "; ".join(why or ["no engine runs this request"]))
+    if any(r.engine == "vllm" and r.weights_format in ("awq", "gptq") for r in rows):
+        from .engines.vllm_kernels import no_marlin_on_gpu
+
+        slow = no_marlin_on_gpu(req.vllm_version, req.gpu.compute_capability)
+        if slow:  # the rows' speed is Marlin's: say where vLLM runs another kernel
+            notes.append("vllm: " + slow)
     overflow = next((r.vllm for r in rows if r.vllm is not None and r.vllm.cudagraph_overflow_bytes), None)
     if overflow is not None:
         notes.append(next(n for n in overflow.notes if n.startswith("util ")))
@@ -625,9 +639,16 @@ class TpOption:
                 "decode_batch": self.decode_batch, "starts": self.starts}
 
 
+def asked_keys(req: PlanRequest) -> list[str]:
+    """The config keys of the configurations --weights/--kv asked for (['baseline'] when neither, or when they ask
+    for the baseline)."""
+    configs = configs_for(req)
+    return [c.key for c in configs[1:]] if req.asked and len(configs) > 1 else [BASELINE.key]
+
+
 def custom_key(req: PlanRequest) -> str:
-    """The config key of the configuration --weights/--kv asked for ('baseline' when neither)."""
-    return configs_for(req)[-1].key if req.asked else BASELINE.key
+    """The config key of the (first) configuration --weights/--kv asked for ('baseline' when neither)."""
+    return asked_keys(req)[0]
 
 
 def sweep_choice(req: PlanRequest) -> FormatChoice:

@@ -562,7 +562,7 @@ def _client():
 
     from kvcalc.web.app import create_app
 
-    return TestClient(create_app(), raise_server_exceptions=False)
+    return TestClient(create_app(), base_url="http://localhost", raise_server_exceptions=False)
 
 
 def _run_serve(argv: list[str]) -> tuple[int, str, str]:

@@ -1,4 +1,4 @@
-"""Refactors leave the CLI's output unchanged: a few hundred plan/explain invocations against recorded outputs.
+"""Refactors leave the CLI's output unchanged: a few hundred plan/explain, workload, fit and search invocations against recorded outputs.
 
 Re-record with `python tests/golden/cases.py --write` only in a commit that changes behaviour on purpose.
 """

@@ -156,14 +156,48 @@ def _is_web(m: str) -> bool:
     return m == "kvcalc.web" or m.startswith("kvcalc.web.")
 
 
-def test_web_sits_above_everything(graph):
-    """kvcalc/web/ (`kvcalc serve`) is the top surface: it parses requests with the CLI's own options, so nothing in
-    the core imports it; the CLI starts it by name in its `serve` command only."""
+SURFACE_COMMANDS = {"kvcalc.cli", "kvcalc.search_cli"}  # command-line surfaces: parse, call, print
+
+
+def test_web_is_a_surface_beside_the_cli(graph):
+    """kvcalc/web/ (`kvcalc serve`) and the CLI both stand on the request layer (kvcalc.options, kvcalc.request):
+    only the CLI's `serve` command imports the web, and the web imports no command-line surface."""
     bad = {m: sorted(i for i in deps if _is_web(i)) for m, deps in graph.items()
-           if not _is_web(m) and any(_is_web(i) for i in deps)}
+           if not _is_web(m) and m != "kvcalc.cli" and any(_is_web(i) for i in deps)}
     assert not bad, bad
-    cli_text = (PACKAGE / "cli.py").read_text()
-    assert cli_text.count("kvcalc.web") == 1 and 'import_module("kvcalc.web.server")' in cli_text
+    from_web = {m: sorted(deps & SURFACE_COMMANDS) for m, deps in graph.items() if _is_web(m) and deps & SURFACE_COMMANDS}
+    assert not from_web, from_web
+
+
+def test_nothing_imports_the_cli(graph):
+    """cli.py is the top of the command line: nothing imports it (search_cli and the web take the options and the
+    request from kvcalc.options / kvcalc.request) but `python -m kvcalc` (kvcalc/__main__.py), the console script's
+    twin."""
+    bad = sorted(m for m, deps in graph.items() if "kvcalc.cli" in deps and m != "kvcalc.__main__")
+    assert not bad, bad
+    assert sorted(m for m, deps in graph.items() if "kvcalc.search_cli" in deps) == ["kvcalc.cli"]
+
+
+def test_no_import_detours():
+    """No module imports a kvcalc module by a string (importlib.import_module, __import__): an arrow the graph
+    cannot see is an arrow the house rules cannot check."""
+    bad = []
+    for name, path in _modules().items():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Call):
+                called = ast.unparse(node.func)
+                if called.endswith(("import_module", "__import__")) and any(
+                        isinstance(a, ast.Constant) and str(a.value).startswith(("kvcalc", ".")) for a in node.args):
+                    bad.append(f"{name}: {ast.unparse(node)}")
+    assert not bad, bad
+
+
+def test_request_layer_sits_under_the_surfaces(graph):
+    """kvcalc.options and kvcalc.request import no surface: every surface imports them, never the other way."""
+    for layer in ("kvcalc.options", "kvcalc.request"):
+        below = _below(graph, layer) | {layer}
+        assert not below & (SURFACES | SURFACE_COMMANDS | {m for m in graph if _is_web(m)}) - {"kvcalc.plan"}, layer
+    assert "kvcalc.request" in graph["kvcalc.cli"] or "kvcalc.request" in _below(graph, "kvcalc.cli")
 
 
 def test_validate_imports_no_plan_or_surface(graph):

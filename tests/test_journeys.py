@@ -3,7 +3,7 @@ checked for the answer a careful user needs (issue 24). Reproductions whose fix 
 xfails naming it: they fail loudly the day the fix lands, so the mark is removed then, never forgotten.
 
 R1 search vs plan at a request rate (issue 25), R4 and R9 evidence labels and the emulated-FP8 constant (issue 18),
-R7's multi-value --weights/--kv and R14's option vocabulary (issue 21), R13 quality-risk sources (issue 18)."""
+R13 quality-risk sources (issue 18). R7's multi-value --weights/--kv and R14's option vocabulary came with issue 21."""
 
 from __future__ import annotations
 
@@ -112,7 +112,6 @@ def test_r7_the_default_table_has_the_docs_advice_and_no_unmeasured_fastest():
     assert fastest and fastest[0]["weights_format"] not in ("nf4", "nf4-dq")  # bitsandbytes: never measured
 
 
-@pytest.mark.xfail(strict=True, reason="issue 21 (audit): multi-value --weights/--kv")
 def test_r7_weights_and_kv_take_lists():
     rows = rows_of(["plan", *L4_16, "--weights", "awq,fp8", "--kv", "auto,fp8"])
     assert {"awq", "fp8", "awq+fp8-kv"} <= {r["config"] for r in rows}
@@ -193,7 +192,6 @@ def test_r13_every_quality_risk_shows_its_source():
 
 
 # --------------------------------------------------------------------------------------------------------- R14
-@pytest.mark.xfail(strict=True, reason="issue 21 (audit): fit lists only the engine it answers for")
 def test_r14_fit_offers_only_what_it_accepts():
     out, _ = ok(["fit", "--help"])
     assert "hf|vllm|both" not in out
@@ -201,15 +199,13 @@ def test_r14_fit_offers_only_what_it_accepts():
 
 # --------------------------------------------------------------------------------------------------------- R15
 def test_r15_plots_answer_the_question_and_draw_every_configuration():
-    from kvcalc.cli import _request
     from kvcalc.plan import plan
     from kvcalc.plots import bar_status
+    from kvcalc.request import build_request
     from kvcalc.sweeps import config_speed_series, memory_segments
 
-    req, _ = _request(gpu="l4", model="llama-3.1-8b", context=None, batch=1, engine="both", weights=None, kv=None,
-                      util=None, max_model_len=None, max_num_batched_tokens=None, max_num_seqs=None,
-                      enforce_eager=False, vllm_version=None, tp=1, pp=1, input_len=4096, output_len=512,
-                      concurrency=16)
+    req, _ = build_request({"gpu": "l4", "model": "llama-3.1-8b", "input_len": 4096, "output_len": 512,
+                            "concurrency": 16}, {"gpu", "model", "input_len", "output_len", "concurrency"})
     rows = plan(req, [])
     status = {(b.engine, b.config): bar_status(req, b) for b in memory_segments(req, rows)}
     assert status[("vllm", "baseline")] == "(holds 7 of 16 at once)"  # vLLM starts: not "does not fit"

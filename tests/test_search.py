@@ -152,7 +152,7 @@ def test_search_json_fields_match_the_readme():
     (["--weights", "hqq4"], "vLLM does not load"),
     (["--kv", "hqq-4"], "vLLM has no"),
     (["--utils", "0:2"], "--utils"),
-    (["--tp", "0"], "out of range"),
+    (["--tp", "0"], "at least 1"),  # plan's --tp rule, per element
     (["--max-tpot-ms", "-5"], "positive"),
     (["--max-replicas", "1024", "--utils", "0.5:0.99:0.001"], "narrow"),
 ])

@@ -35,10 +35,11 @@ def test_settings_are_read_from_the_log_and_say_so():
 
 
 def test_plan_flags_override_the_log():
-    assumed = _json(TP2, "llama-3.1-8b", "-tp", "1", "--max-model-len", "4k", "--kv-cache-dtype", "fp8",
+    assumed = _json(TP2, "llama-3.1-8b", "-tp", "1", "--max-model-len", "4K", "--kv-cache-dtype", "fp8",
                     "--entrypoint", "offline", "--max-num-seqs", "64", "--enforce-eager")["assumed"]
     assert assumed["tensor_parallel_size"] == {"value": 1, "from": "override"}
-    assert assumed["max_model_len"] == {"value": 4096, "from": "override"}
+    assert assumed["max_model_len"] == {"value": 4096, "from": "override"}  # vLLM's rule, as plan's: 4K = 4,096
+    assert _json(TP2, "llama-3.1-8b", "--max-model-len", "4k")["assumed"]["max_model_len"]["value"] == 4000
     assert assumed["kv_cache_dtype"] == {"value": "fp8", "from": "override"}
     assert assumed["entrypoint"] == {"value": "llm", "from": "override"}
     assert assumed["max_num_seqs"] == {"value": 64, "from": "override"}

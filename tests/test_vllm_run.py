@@ -310,13 +310,13 @@ def test_forced_engine_within_the_releases_that_had_it():
 
 def test_validate_takes_the_same_entrypoint_names():
     log = str(Path(__file__).parent / "fixtures" / "vllm_logs" / "real_v0.26.0_v-3b-auto-eager-u90.log")
-    outs = {}
-    for name in ("offline", "llm"):
-        code, out, err = invoke(["validate", "--from-log", log, "--model", "llama-3.2-3b", "--gpu", "h200",
-                                 "--entrypoint", name, "--json"])
-        assert code in (0, 1), err
-        outs[name] = out
-    assert outs["offline"] == outs["llm"]
+    # plan's names (serve | offline) since one option vocabulary (issue 24 item 4); vLLM's own 'llm' is refused
+    args = ["validate", "--from-log", log, "--model", "llama-3.2-3b", "--gpu", "h200", "--json", "--entrypoint"]
+    code, out, err = invoke([*args, "offline"])
+    assert code in (0, 1), err
+    assert json.loads(out)["assumed"]["entrypoint"]["value"] == "llm"  # vLLM's LLM_CLASS usage context
+    code, _, err = invoke([*args, "llm"])
+    assert code == 2 and "offline" in err
 
 
 def test_v0_chunked_prefill_decides_the_profile_batch():

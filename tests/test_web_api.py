@@ -1,5 +1,5 @@
 """The web API (`kvcalc serve`): its payloads are the CLI's, its input checks are the CLI's, and nothing but a JSON
-message ever comes back for bad input. Runs in-process through starlette's TestClient (needs kvcalc[web] + httpx)."""
+message ever comes back for bad input. Runs in-process through starlette's TestClient (needs starlette + httpx)."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ CONFIGS = ROOT / "tests" / "fixtures" / "configs"
 
 @pytest.fixture(scope="module")
 def client():
-    return TestClient(web_app.create_app())
+    return TestClient(web_app.create_app(), base_url="http://localhost")
 
 
 def cli_json(*args) -> dict:
@@ -173,7 +173,6 @@ def test_bad_input_is_the_cli_line_as_json(client, params, argv):
     ({"context": "8k\n"}, "control character"),
     ({"context": "1" * 300}, "too long"),
     ({"format": "xml"}, "format"),
-    ({"speculative_config": '{"method": "eagle3", "model": "/etc"}'}, "never reads"),
 ])
 def test_web_refuses_files_hub_and_unknown_names(client, params, fragment):
     r = client.get("/api/plan", params=params)
@@ -206,11 +205,11 @@ def test_hub_ids_only_with_allow_hub(monkeypatch):
         asked.append(hub_id)
         return dataclasses.replace(real(str(CONFIGS / "Qwen--Qwen3-32B.json")), name=hub_id)
 
-    monkeypatch.setattr(catalog, "_from_checkpoint", fake_hub)
-    closed = TestClient(web_app.create_app(allow_hub=False))
+    monkeypatch.setattr(catalog, "_from_hub", fake_hub)
+    closed = TestClient(web_app.create_app(allow_hub=False), base_url="http://localhost")
     assert closed.get("/api/plan", params={"model": "Qwen/Qwen3-32B-New"}).status_code == 400
     assert asked == []
-    opened = TestClient(web_app.create_app(allow_hub=True))
+    opened = TestClient(web_app.create_app(allow_hub=True), base_url="http://localhost")
     r = opened.get("/api/plan", params={"model": "Qwen/Qwen3-32B-New", "gpu": "h100-sxm"})
     assert r.status_code == 200, r.text
     assert asked == ["Qwen/Qwen3-32B-New"] and r.json()["model"] == "Qwen/Qwen3-32B-New"
@@ -291,7 +290,7 @@ def test_unknown_api_path_is_json(client):
 
 def test_cache_gives_the_same_answer_and_keys_on_every_input():
     app = web_app.create_app(cache_size=4)
-    c = TestClient(app)
+    c = TestClient(app, base_url="http://localhost")
     a = c.get("/api/plan", params={"gpu": "t4", "context": "8k"}).content
     assert c.get("/api/plan", params={"gpu": "t4", "context": "8192"}).content == a  # same request, other spelling
     b = c.get("/api/plan", params={"gpu": "t4", "context": "8k", "batch": "2"}).content
@@ -318,10 +317,6 @@ def test_serve_without_the_extra_says_how_to_install(monkeypatch):
 
 
 def test_search_is_the_cli_search(client):
-    from kvcalc.web import views
-
-    if not views.search_available():
-        pytest.skip("kvcalc search is not in this kvcalc")
     params = {"model": "qwen3-8b", "input_len": "2k", "output_len": "512", "concurrency": "16", "gpus": "l4,h100-sxm",
               "top": "5"}
     r = client.get("/api/search", params=params)
@@ -344,8 +339,15 @@ def test_serve_binds_loopback_unless_told():
 
 
 def test_hub_like_local_path_is_never_read(monkeypatch):
-    """With --allow-hub, 'owner/name' that is a folder on the server would be read by load_model: refused."""
+    """With --allow-hub, 'owner/name' is a hub id only: a folder of that name on the server is not read, and the
+    answer is the one a name with no folder gets (huggingface_hub is stubbed out: no network)."""
+    import kvcalc.checkpoint as checkpoint
+
     monkeypatch.chdir(ROOT)
-    opened = TestClient(web_app.create_app(allow_hub=True))
-    r = opened.get("/api/plan", params={"model": "tests/fixtures"})
-    assert r.status_code == 400 and "never reads" in r.json()["error"]
+    monkeypatch.setattr(checkpoint, "cached_snapshot", lambda hub_id, revision="main": None)
+    monkeypatch.setitem(__import__("sys").modules, "huggingface_hub", None)
+    opened = TestClient(web_app.create_app(allow_hub=True, cache_size=0), base_url="http://localhost")
+    there = opened.get("/api/plan", params={"model": "tests/fixtures"})
+    absent = opened.get("/api/plan", params={"model": "tests/no-such-folder"})
+    assert there.status_code == absent.status_code == 400
+    assert there.json()["error"] == absent.json()["error"].replace("no-such-folder", "fixtures")

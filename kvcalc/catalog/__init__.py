@@ -67,9 +67,36 @@ def load_model(name_or_path: str) -> ModelSpec:
     raise UsageError(f"unknown model {shown(key)} (not in the catalog, not a file){hint}")
 
 
+def load_catalog_or_hub(name: str, allow_hub: bool) -> ModelSpec:
+    """A catalog model (short name or hub id), or with allow_hub a hub id read from the hub cache or the hub; never a
+    local file or folder, whatever the text (the web API loads models this way). The refusal is the same line
+    whether or not a file of that name exists, so it tells nothing about the server's files."""
+    key = str(name).strip()
+    short = key.lower() if key.lower() in _entries() else _by_hub_id(key)
+    if short:
+        return load_model(short)
+    if allow_hub and _HUB_ID.match(key) and ".." not in key:
+        return _from_hub(key)
+    close = difflib.get_close_matches(key.lower(), catalog_names(), n=3, cutoff=0.4) if len(key) <= 100 else []
+    hint = f"; did you mean {', '.join(close)}?" if close else "; GET /api/models lists the catalog"
+    if _HUB_ID.match(key):
+        raise UsageError(f"model {shown(key[:100])} is not in the catalog, and this server reads no hub ids (start "
+                         "it with `kvcalc serve --allow-hub`, or paste the model's config.json)" + (hint if close else ""))
+    raise UsageError(f"unknown model {shown(key[:100])}: the web page takes catalog names"
+                     f"{' and hub ids' if allow_hub else ''}, never paths{hint}")
+
+
 # A hub repository id: owner/name, each part letters, digits, '-', '_', '.' (huggingface_hub's validate_repo_id).
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]{0,95}/[\w.-]{1,96}$")
 
+
+
+def _from_hub(key: str) -> ModelSpec:
+    """A hub id from the hub cache or the hub (checkpoint.load_hub_checkpoint), never a local path."""
+    from ..checkpoint import load_hub_checkpoint
+
+    cfg, name, ck = load_hub_checkpoint(key)
+    return replace(spec_from_config(cfg, name=name, source=ck.origin), checkpoint=ck)
 
 
 def _from_checkpoint(key: str) -> ModelSpec:

@@ -26,6 +26,7 @@ from typing import Any
 
 import click
 
+from .. import options
 from ..calibrate import layout_key, layout_text
 from ..errors import UsageError
 from ..units import GiB
@@ -262,19 +263,19 @@ def _show(as_json: bool) -> None:
 
 @click.command("calibrate", context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
 @click.argument("logs", nargs=-1, metavar="LOG...")
-@click.option("--gpu", help="the GPU the logs ran on (kvcalc gpus): plan uses the calibration for this GPU")
-@click.option("--model", help="the model the logs served (catalog name or config.json) [default: the log's, when "
-                              "kvcalc's catalog has it]")
-@click.option("--vllm-version", "vllm_version", metavar="VERSION", help="when the logs do not print it")
+@options.override("gpu", "the GPU the logs ran on (kvcalc gpus): plan uses the calibration for this GPU"
+                  ).click_option()
+@options.override("model", "the model the logs served (catalog name or config.json) [default: the log's, when "
+                  "kvcalc's catalog has it]").click_option()
+@options.override("vllm_version", "when the logs do not print it").click_option()
 @click.option("--bench", "benches", multiple=True, metavar="FILE[=LOG]",
               help="a `vllm bench serve --save-result` or `vllm bench throughput --output-json` result of the logs' "
                    "server (repeatable): fits the speed model's decode bandwidth, tensor efficiency, step "
                    "overhead and TP all-reduce; =LOG names the log of the server it ran against when the logs "
                    "ran several")
-@click.option("--input-len", "input_len", type=int, default=None,
-              help="prompt length of `vllm bench throughput` results (they do not record it)")
-@click.option("--output-len", "output_len", type=int, default=None,
-              help="output length of `vllm bench throughput` results")
+@options.override("input_len", "prompt length of `vllm bench throughput` results (they do not record it)"
+                  ).click_option()
+@options.override("output_len", "output length of `vllm bench throughput` results").click_option()
 @click.option("--force", is_flag=True, help="replace an existing calibration of the same GPU and vLLM version")
 @click.option("--dry-run", is_flag=True, help="fit and show, write nothing")
 @click.option("--show", is_flag=True, help="print the calibrations in the profile and exit")
@@ -294,9 +295,6 @@ def calibrate_command(logs, gpu, model, vllm_version, benches, input_len, output
         raise UsageError("calibrate needs --gpu (the GPU the logs ran on, e.g. h100-sxm)")
     if vllm_version is not None:
         calibrate.release(vllm_version)  # one line when it is not a version
-    for n, what in ((input_len, "--input-len"), (output_len, "--output-len")):
-        if n is not None and not 1 <= n <= 2**24:
-            raise UsageError(f"{what} {n} is out of range (1 to {2**24:,})")
     env, figs, speed = fit(list(logs), gpu, model, vllm_version, tuple(benches), input_len, output_len)
     envs = calibrate.load_profile()
     old = next((e for e in envs if e.gpu == env.gpu and e.vllm_version == env.vllm_version), None)

@@ -17,16 +17,10 @@ from pathlib import Path
 import click
 
 from .. import limits
+from .. import options
 from ..cli_errors import CONTEXT_SETTINGS
 from ..errors import UsageError, shown
 from ..input_files import is_file
-
-
-def _fraction(ctx, param, value):
-    """--util as on `kvcalc plan`: a share in (0, 1]; NaN, inf and 0 are refused (click's FloatRange lets NaN by)."""
-    if value is not None and not 0 < value <= 1:
-        raise UsageError(f"--util must be in (0, 1], got {shown(value)}: it is vLLM's gpu_memory_utilization")
-    return value
 
 
 def _from_log(path: str, model: str | None, gpu: str | None, as_json: bool, overrides: dict, *, strict: bool = False,
@@ -89,16 +83,13 @@ def _from_log(path: str, model: str | None, gpu: str | None, as_json: bool, over
         raise SystemExit(1)
 
 
-def _tokens(option: str, text: str | None) -> int | None:
-    """A token count as plan reads it (8192, 32k, 32K); one line when it is not one."""
-    if text is None:
+def _one(names: tuple[str, ...] | None, option: str) -> str | None:
+    """One format name: validate compares one deployment (plan's --weights/--kv lists are for its table)."""
+    if not names:
         return None
-    from ..units import parse_tokens
-
-    value = parse_tokens(str(text), what=option)  # one-line UsageError on a bad count
-    if value > 2**40:
-        raise UsageError(f"{option} {str(text)[:40]!r} is out of range (1 to 2**40)")
-    return value
+    if len(names) > 1:
+        raise UsageError(f"{option}: validate compares one deployment; give one format")
+    return names[0]
 
 
 def _bench(path: str, model: str | None, gpu: str | None, kv: str | None, weights: str | None, util: float | None,
@@ -210,31 +201,29 @@ def _run(hf: bool, vllm: bool, quick: bool, out: str | None, device: str, model:
 @click.option("--bench", metavar="FILE",
               help="a `vllm bench serve --save-result` or `vllm bench throughput --output-json` result to compare "
                    "with kvcalc's TTFT, TPOT, latency and throughput (needs --model and --gpu)")
-@click.option("--input-len", type=click.IntRange(1, 2**24), help="--bench: prompt tokens (throughput results)")
-@click.option("--output-len", type=click.IntRange(1, 2**24), help="--bench: output tokens (throughput results)")
+@options.override("input_len", "--bench: prompt tokens (throughput results)").click_option()
+@options.override("output_len", "--bench: output tokens (throughput results)").click_option()
 @click.option("--report", metavar="FILE", help="print the tables and summary of a results JSONL file")
-@click.option("--model", help="model the log's engine served (catalog name or config.json); with --hf: the model")
-@click.option("--gpu", help="GPU id or alias for --from-log (e.g. h100-sxm, h200)")
-@click.option("--kv", "--kv-cache-dtype", "kv", help="--from-log: KV cache dtype (kvcalc's or vLLM's name: auto, fp8, "
-              "bfloat16, fp8_e5m2) [default: the log's]")
-@click.option("--util", "--gpu-memory-utilization", "util", type=click.FloatRange(0, 1, min_open=True),
-              callback=_fraction,
-              help="--from-log: gpu_memory_utilization [default: the log's, else the version's default]")
-@click.option("--weights", "--quantization", "weights",
-              help="--from-log: weight format (kvcalc's or vLLM's name: bf16, fp8, awq, awq_marlin, gptq, nf4) "
-                   "[default: the log's quantization / dtype]")
-@click.option("--tp", "-tp", "--tensor-parallel-size", "tp", type=click.IntRange(1, 1024),
-              help="--from-log: tensor-parallel size [default: the log's]")
-@click.option("--pp", "-pp", "--pipeline-parallel-size", "pp", type=click.IntRange(1, 1024),
-              help="--from-log: pipeline-parallel size [default: the log's]")
-@click.option("--max-model-len", "max_model_len", metavar="TOKENS",
-              help="--from-log: max_model_len (8192, 32k) [default: the log's]")
-@click.option("--max-num-batched-tokens", metavar="TOKENS", help="--from-log: [default: the log's, else vLLM's]")
-@click.option("--max-num-seqs", type=click.IntRange(1, 2**20), help="--from-log: [default: the log's, else vLLM's]")
-@click.option("--enforce-eager", is_flag=True, default=None, help="--from-log: vLLM ran without CUDA graphs")
-@click.option("--entrypoint", type=click.Choice(["serve", "offline", "llm"]),
-              help="--from-log: what started the engine: `vllm serve` or the offline LLM class (batch defaults) "
-                   "[default: the log's, else kvcalc's]")
+@options.override("model", "model the log's engine served (catalog name or config.json); with --hf: the model"
+                  ).click_option()
+@options.override("gpu", "GPU id or alias for --from-log (e.g. h100-sxm, h200)").click_option()
+@options.override("kv", "--from-log: KV cache dtype (kvcalc's or vLLM's name: auto, fp8, bfloat16, fp8_e5m2) "
+                  "[default: the log's]").click_option()
+@options.override("util", "--from-log: gpu_memory_utilization [default: the log's, else the version's default]"
+                  ).click_option()
+@options.override("weights", "--from-log: weight format (kvcalc's name: bf16, fp8, awq, gptq, nf4) [default: the "
+                  "log's quantization / dtype]").click_option()
+@options.override("quantization", "--from-log: vLLM's --quantization (awq, awq_marlin, gptq_marlin, fp8): sets "
+                  "--weights").click_option()
+@options.override("tp", "--from-log: tensor-parallel size [default: the log's]").click_option()
+@options.override("pp", "--from-log: pipeline-parallel size [default: the log's]").click_option()
+@options.override("max_model_len", "--from-log: max_model_len, vLLM's number rule (32k = 32,000, 32K = 32,768) "
+                  "[default: the log's]").click_option()
+@options.override("max_num_batched_tokens", "--from-log: [default: the log's, else vLLM's]").click_option()
+@options.override("max_num_seqs", "--from-log: [default: the log's, else vLLM's]").click_option()
+@options.override("enforce_eager", "--from-log: vLLM ran without CUDA graphs").click_option()
+@options.override("entrypoint", "--from-log: what started the engine: `vllm serve` or the offline LLM class (batch "
+                  "defaults) [default: the log's, else kvcalc's]").click_option()
 @click.option("--hf", is_flag=True, help="run the transformers matrix (needs torch, transformers, hqq, quanto)")
 @click.option("--vllm", is_flag=True, help="run the vLLM matrix (needs vLLM on a CUDA GPU)")
 @click.option("--quick", is_flag=True, help="a small matrix (< 5 min on one GPU)")
@@ -245,15 +234,14 @@ def _run(hf: bool, vllm: bool, quick: bool, out: str | None, device: str, model:
 @click.option("--budget-s", type=click.FloatRange(min=1, max=7 * 24 * 3600), default=510.0, show_default=True, help="wall-clock budget of a matrix run")
 @click.option("--resume", is_flag=True, help="--hf/--vllm: skip cases that already have a row in --out")
 @click.option("--strict", is_flag=True, help="--from-log: exit 1 on any MISS or MISMATCH")
-@click.option("--vllm-version", "vllm_version", metavar="VERSION",
-              help="--from-log: predict with this version's rules (default: the log's); a log of another version "
-                   "is a MISMATCH")
+@options.override("vllm_version", "--from-log: predict with this version's rules (default: the log's); a log of "
+                  "another version is a MISMATCH").click_option()
 @click.option("--run", "run", type=click.IntRange(min=-1000, max=100000), default=None,
               help="--from-log: which engine start of a log holding several (0-based; default the last)")
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
-def validate(from_log, bench, input_len, output_len, report, model, gpu, kv, util, weights, tp, pp, max_model_len, max_num_batched_tokens,
-             max_num_seqs, enforce_eager, entrypoint, hf, vllm, quick, out, device, per_process, budget_s, resume,
-             strict, vllm_version, run, as_json):
+def validate(from_log, bench, input_len, output_len, report, model, gpu, kv, util, weights, quantization, tp, pp,
+             max_model_len, max_num_batched_tokens, max_num_seqs, enforce_eager, entrypoint, hf, vllm, quick, out,
+             device, per_process, budget_s, resume, strict, vllm_version, run, as_json):
     """Compare kvcalc's predictions with real engines: a vLLM start-up log (--from-log), earlier results
     (--report), or new runs of transformers (--hf) and vLLM (--vllm)."""
     modes = [bool(from_log), bool(report), bool(hf or vllm), bool(bench)]
@@ -262,14 +250,20 @@ def validate(from_log, bench, input_len, output_len, report, model, gpu, kv, uti
                          "--model and --gpu), --report FILE, or --hf/--vllm with --out DIR")
     if sum(modes) > 1:
         raise UsageError("choose one of --from-log, --bench, --report, or --hf/--vllm")
+    weights, kv = _one(weights, "--weights"), _one(kv, "--kv")
+    if quantization:
+        if weights:
+            raise UsageError("give --weights or --quantization, not both")
+        weights = quantization  # the log reader takes vLLM's names too
+    if max_model_len == options.AUTO:
+        raise UsageError("--max-model-len auto: give the length the engine ran with (or leave it to the log)")
     if bench:
-        _bench(bench, model, gpu, kv, weights, util, _tokens("--max-num-batched-tokens", max_num_batched_tokens),
-               max_num_seqs, _tokens("--max-model-len", max_model_len), tp or 1, input_len, output_len, vllm_version,
-               as_json, strict)
+        _bench(bench, model, gpu, kv, weights, util, max_num_batched_tokens, max_num_seqs, max_model_len, tp or 1,
+               input_len, output_len, vllm_version, as_json, strict)
     elif from_log:
         overrides = {"kv": kv, "gpu_memory_utilization": util, "weights": weights, "tensor_parallel_size": tp,
-                     "pipeline_parallel_size": pp, "max_model_len": _tokens("--max-model-len", max_model_len),
-                     "max_num_batched_tokens": _tokens("--max-num-batched-tokens", max_num_batched_tokens),
+                     "pipeline_parallel_size": pp, "max_model_len": max_model_len,
+                     "max_num_batched_tokens": max_num_batched_tokens,
                      "max_num_seqs": max_num_seqs, "enforce_eager": enforce_eager,
                      "entrypoint": {"offline": "llm"}.get(entrypoint, entrypoint)}
         _from_log(from_log, model, gpu, as_json, {k: v for k, v in overrides.items() if v is not None},

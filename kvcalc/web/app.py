@@ -5,7 +5,7 @@
   GET|POST /api/plan        `kvcalc plan --json` (schema kvcalc.plan/1); ?format=csv: `kvcalc plan --csv`
   GET|POST /api/explain     `kvcalc explain` for one row (row=CONFIG, row_engine=vllm|hf) as text, with the row
   GET|POST /api/plots       the numbers of the three plots (kvcalc's sweep data functions), schema kvcalc.plots/1
-  GET|POST /api/search      `kvcalc search --json` (kvcalc.search/1) once that command exists; 501 before
+  GET|POST /api/search      `kvcalc search --json` (kvcalc.search/1)
   GET  /api/gpus            `kvcalc gpus --json`
   GET  /api/models          `kvcalc models --json`
 
@@ -16,6 +16,7 @@ reaches the client (no stack trace: an unexpected failure is logged here and ans
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import logging
@@ -27,8 +28,7 @@ from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
-from starlette.middleware.trustedhost import TrustedHostMiddleware
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import FileResponse, JSONResponse, PlainTextResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
@@ -39,7 +39,8 @@ log = logging.getLogger("kvcalc.web")
 
 MAX_QUERY_CHARS = 8192
 MAX_BODY_BYTES = inputs.MAX_CONFIG_BYTES + 64 * 1024  # a pasted config.json and the options beside it
-LOCAL_HOSTS = ["localhost", "127.0.0.1", "[::1]", "::1", "testserver"]
+LOCAL_HOSTS = ["localhost", "127.0.0.1", "[::1]", "::1"]  # Host names a loopback-bound server answers
+BODY_TIMEOUT_S = 10.0  # a request body (at most MAX_BODY_BYTES) arrives within this, or the request answers 408
 SECURITY_HEADERS = {
     # the page loads only what this server ships: no CDN, no inline script, no framing by other sites
     "content-security-policy": "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; "
@@ -52,6 +53,67 @@ SECURITY_HEADERS = {
 
 class BadInput(Exception):
     """Input refused before the CLI parser saw it (size, shape of the request)."""
+
+    def __init__(self, message: str, status: int = 400):
+        super().__init__(message)
+        self.status = status
+
+
+def _header_list() -> list[tuple[bytes, bytes]]:
+    return [(k.encode(), v.encode()) for k, v in SECURITY_HEADERS.items()]
+
+
+class SecurityHeaders:
+    """Every response carries SECURITY_HEADERS: the API's, the page, static files, 404s, the Host refusals and
+    anything a middleware or handler answers (ASGI middleware outermost, so nothing gets past it)."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_headers(message):
+            if message["type"] == "http.response.start":
+                names = {k.lower() for k, _ in message.get("headers", [])}
+                extra = [(k, v) for k, v in _header_list() if k not in names]
+                message = {**message, "headers": [*message.get("headers", []), *extra]}
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+
+def _host_name(value: str) -> str:
+    """The host of a Host header without its port ('localhost:8000' -> 'localhost', '[::1]:8000' -> '[::1]'); a
+    port that is not digits ('127.0.0.1:80@evil.com') leaves the whole text, which matches no allowed name."""
+    value = value.strip().lower()
+    if value.startswith("[") and "]" in value:
+        host, rest = value[: value.index("]") + 1], value[value.index("]") + 1:]
+    elif value.count(":") == 1:
+        host, rest = value.split(":")[0], ":" + value.split(":")[1]
+    else:
+        host, rest = value, ""
+    return host if rest == "" or (rest.startswith(":") and rest[1:].isdigit()) else value
+
+
+class LocalHostsOnly:
+    """Requests whose Host header names none of `allowed` answer 400 (JSON, with the security headers): a page on
+    another site cannot reach a loopback server through DNS rebinding. ["*"] accepts any Host (a non-loopback bind,
+    the user's explicit choice)."""
+
+    def __init__(self, app, allowed: list[str]):
+        self.app, self.allowed = app, {h.lower() for h in allowed}
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http" and "*" not in self.allowed:
+            hosts = [v.decode("latin-1") for k, v in scope.get("headers", []) if k == b"host"]
+            if len(hosts) != 1 or _host_name(hosts[0]) not in self.allowed:
+                await _error(400, "invalid Host header: this server answers " + ", ".join(sorted(self.allowed)))(
+                    scope, receive, send)
+                return
+        await self.app(scope, receive, send)
 
 
 class ResponseCache:
@@ -107,10 +169,19 @@ async def _params(request: Request) -> dict:
     if length is not None and (not length.isdigit() or int(length) > MAX_BODY_BYTES):
         raise BadInput(f"request body larger than {MAX_BODY_BYTES:,} bytes")
     body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > MAX_BODY_BYTES:
-            raise BadInput(f"request body larger than {MAX_BODY_BYTES:,} bytes")
+
+    async def read() -> None:
+        async for chunk in request.stream():
+            body.extend(chunk)
+            if len(body) > MAX_BODY_BYTES:
+                raise BadInput(f"request body larger than {MAX_BODY_BYTES:,} bytes")
+
+    try:  # a body shorter than its Content-Length, or trickled in, does not hold a worker
+        await asyncio.wait_for(read(), BODY_TIMEOUT_S)
+    except asyncio.TimeoutError:
+        raise BadInput(f"request body not received within {BODY_TIMEOUT_S:g} s", status=408) from None
+    except ClientDisconnect:  # the server's read deadline closed it (kvcalc/web/server.py), or the client left
+        raise BadInput("request body incomplete: the connection closed", status=400) from None
     if not body:
         return {}
     try:
@@ -128,7 +199,8 @@ def _raw_key(kind: str, params: dict) -> tuple:
 
 def create_app(allow_hub: bool = False, cache_size: int = 2048, allowed_hosts: list[str] | None = None) -> Starlette:
     """The app. `allow_hub`: read hub ids outside the catalog (network); `cache_size`: answers kept (0: none);
-    `allowed_hosts`: Host headers accepted (default: loopback names only, which stops DNS-rebinding pages)."""
+    `allowed_hosts`: Host names accepted (default: loopback names only, which stops DNS-rebinding pages; tests add
+    starlette's `testserver` here, never production)."""
     cache = ResponseCache(cache_size)
 
     def answer(kind: str, params: dict) -> Response:
@@ -165,7 +237,7 @@ def create_app(allow_hub: bool = False, cache_size: int = 2048, allowed_hosts: l
                     return Response(hit[0], media_type=hit[1], headers=SECURITY_HEADERS)
                 return await run_in_threadpool(answer, kind, params)
             except BadInput as exc:
-                return _error(400, str(exc))
+                return _error(exc.status, str(exc))
             except Exception as exc:  # noqa: BLE001 - input errors are the CLI's lines; anything else is logged
                 message = inputs.error_message(exc)
                 if message is not None:
@@ -180,7 +252,7 @@ def create_app(allow_hub: bool = False, cache_size: int = 2048, allowed_hosts: l
             params = await _params(request)
             return await run_in_threadpool(_search_answer, params)
         except BadInput as exc:
-            return _error(400, str(exc))
+            return _error(exc.status, str(exc))
         except Exception as exc:  # noqa: BLE001
             message = inputs.error_message(exc)
             if message is not None:
@@ -189,8 +261,6 @@ def create_app(allow_hub: bool = False, cache_size: int = 2048, allowed_hosts: l
             return _error(500, f"internal error ({type(exc).__name__}); the server log has the details")
 
     def _search_answer(params: dict) -> Response:
-        if not views.search_available():
-            return _error(501, "kvcalc search is not in this version of kvcalc yet")
         web_search = views.search_payload(params, allow_hub=allow_hub)
         return Response(_json_bytes(web_search), media_type="application/json", headers=SECURITY_HEADERS)
 
@@ -231,9 +301,10 @@ def create_app(allow_hub: bool = False, cache_size: int = 2048, allowed_hosts: l
         Route("/api/models", models),
         Mount("/static", StaticFiles(directory=str(static_dir)), name="static"),
     ]
-    middleware = [Middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts or LOCAL_HOSTS)]
+    middleware = [Middleware(SecurityHeaders), Middleware(LocalHostsOnly, allowed=allowed_hosts or LOCAL_HOSTS)]
     app = Starlette(routes=routes, middleware=middleware,
                     exception_handlers={HTTPException: not_found, Exception: server_error})
+    app.router.redirect_slashes = False  # /api/plan/ is a 404 with a JSON body, not an empty-bodied 307
     app.state.cache = cache
     app.state.allow_hub = allow_hub
     return app

@@ -1,8 +1,9 @@
-"""Web input -> the CLI's PlanRequest, through the CLI's own option parsers.
+"""Web input -> the CLI's PlanRequest, through the CLI's own option table.
 
 The page sends the same option names the CLI takes (`context=32k`, `max_model_len=16k`, `enforce_eager=1`). They are
-turned into an argument list and parsed by the `kvcalc plan` click command itself (`make_context`), so every range,
-size and name check the CLI makes is made here too, word for word; nothing is re-implemented.
+turned into an argument list and parsed by the click options of kvcalc.options' tables (the ones `kvcalc plan` and
+`kvcalc search` are made of), then built by kvcalc.request, so every range, size and name check the CLI makes is
+made here too, word for word; nothing is re-implemented.
 
 What the web refuses on top of the CLI is what would reach the server's own files or network:
 - `model` must be a catalog name (or a catalog model's hub id); any other hub id only when the server was started with
@@ -19,21 +20,18 @@ import re
 from dataclasses import dataclass
 
 from ..errors import UsageError
+from ..options import parse as options_parse
 
 MAX_CONFIG_BYTES = 1 << 20  # a config.json is 1-10 KiB; 1 MiB leaves room for any real one
 MAX_VALUE_CHARS = 200  # one option's text: names, sizes and versions are short
 MAX_GPUS = 8  # GPUs compared side by side on one page
 
-# CLI options the web does not take: output modes (the API chooses its own) and files written on the server.
-OUTPUT_OPTIONS = {"as_json", "as_csv", "plot_path", "explain_config"}
 # Options the web adds, handled here and never passed to the CLI parser.
 WEB_OPTIONS = {"config", "config_name", "row", "row_engine", "format"}
 
 TRUE_WORDS = {"1", "true", "on", "yes"}
 FALSE_WORDS = {"", "0", "false", "off", "no"}
 
-# A hub repository id: owner/name (huggingface_hub's validate_repo_id rules, simplified).
-HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]{0,95}/[\w.-]{1,96}$")
 
 
 @dataclass(frozen=True)
@@ -46,15 +44,30 @@ class WebRequest:
     key: str  # canonical form of the inputs: equal keys give equal answers (the response cache uses it)
 
 
-def _plan_command():
-    from .. import cli
+def _web_names(command: str = "plan") -> dict[str, object]:
+    """Option name (as the page and the JSON spell it: max_model_len) -> its kvcalc.options.Option, for the options
+    the web takes (output modes and server files are the CLI's only: `web=False` in the table)."""
+    from ..options import web_table
 
-    return cli.cli.commands["plan"]
+    return {o.name: o for o in web_table(command)}
 
 
-def _web_names() -> dict[str, object]:
-    """Option name (as the page and the JSON spell it: max_model_len) -> the click option of `kvcalc plan`."""
-    return {p.name: p for p in _plan_command().params if p.name not in OUTPUT_OPTIONS and p.opts}
+def canonical_params(params: dict, names: dict, extra: set[str] = frozenset()) -> dict:
+    """Parameters under the option names the table uses: any spelling of an option is taken as the CLI takes it
+    (`input-len`, `--input-len`, `tensor_parallel_size` and `input_len` are one parameter); two spellings of one
+    option are refused, as a repeated parameter is."""
+    spelled = {}
+    for name, option in names.items():
+        for flag in (name, *option.spellings):
+            spelled[flag.lstrip("-").replace("-", "_").lower()] = name
+    out: dict = {}
+    for key, value in params.items():
+        name = key if key in names or key in extra else spelled.get(str(key).lstrip("-").replace("-", "_").lower(),
+                                                                    key)
+        if name in out:
+            raise UsageError(f"parameter {name!r} given twice (as {key!r})")
+        out[name] = value
+    return out
 
 
 def option_names() -> list[str]:
@@ -94,17 +107,6 @@ def check_gpu_name(text: str) -> str:
     return text
 
 
-def _catalog_name(text: str) -> str | None:
-    from ..catalog import catalog_entry, catalog_names
-
-    if text.lower() in catalog_names():
-        return text.lower()
-    for name in catalog_names():
-        if str(catalog_entry(name).get("hf_id", "")).lower() == text.lower():
-            return name
-    return None
-
-
 def load_config_text(text: str, name: str = "pasted") -> object:
     """A pasted config.json: size-capped here, then read by the CLI's own JSON reader (bounded integers and nesting)
     and spec_from_config with the user-config schema, exactly as `--model config.json` reads a file."""
@@ -130,66 +132,28 @@ def load_config_text(text: str, name: str = "pasted") -> object:
     return dataclasses.replace(spec_from_config(cfg, name=label, source=ck.origin), checkpoint=ck)
 
 
-def resolve_model(params: dict, allow_hub: bool):
-    """(name to give the CLI parser or None, a ModelSpec to use instead of the CLI's or None)."""
+def model_loader(params: dict, allow_hub: bool):
+    """How this request's model is loaded, whatever names it (`model`, or the model of `vllm_command`): a pasted
+    config.json's spec; else a catalog name or a catalog model's hub id; with --allow-hub also a hub id, from the hub
+    cache or the hub. Never a file or folder on the server: a path is refused with the same line whether or not it
+    exists, so no answer tells what the server holds."""
     config = params.get("config")
     if config not in (None, ""):
         if not isinstance(config, (str, dict)):
             raise UsageError("config must be the text of a config.json")
         text = json.dumps(config) if isinstance(config, dict) else config
-        name = _text("config_name", params.get("config_name") or "pasted")
-        return None, load_config_text(text, name)
-    model = params.get("model")
-    if model in (None, ""):
-        return None, None
-    model = _text("model", model)
-    short = _catalog_name(model)
-    if short:
-        return short, None
-    if HUB_ID.match(model):
-        if not allow_hub:
-            raise UsageError(f"model {model!r} is not in the catalog, and this server reads no hub ids "
-                             "(start it with `kvcalc serve --allow-hub`, or paste the model's config.json)")
-        import os
+        spec = load_config_text(text, _text("config_name", params.get("config_name") or "pasted"))
+        return lambda name: spec
+    from ..catalog import load_catalog_or_hub
 
-        if os.path.lexists(model):  # load_model would read this local file or folder: never on a request's behalf
-            raise UsageError(f"model {model!r} names a file or folder on this server, which the web page never reads; "
-                             "give a hub id, or paste the config.json")
-        from ..catalog import load_model  # the CLI's own path: checkpoint reading, quantization, weight bytes
-
-        return None, load_model(model)
-    from ..catalog import catalog_names
-    import difflib
-
-    close = difflib.get_close_matches(model.lower(), catalog_names(), n=3, cutoff=0.4)
-    hint = f"; did you mean {', '.join(close)}?" if close else "; GET /api/models lists the catalog"
-    raise UsageError(f"unknown model {model!r}{hint}")
+    return lambda name: load_catalog_or_hub(name, allow_hub)
 
 
-def _no_server_files(speculative_config) -> None:
-    """--speculative-config's model names an EAGLE head, whose config.json the CLI reads when it is a local path; the
-    web never reads the server's files on a request's behalf (the head is then taken to have the target's shape)."""
-    try:
-        cfg = json.loads(speculative_config) if isinstance(speculative_config, str) else speculative_config
-    except ValueError:
-        return  # the CLI's parser says why
-    if isinstance(cfg, dict) and isinstance(cfg.get("model"), str):
-        import os
-
-        if os.path.lexists(os.path.expanduser(cfg["model"])):
-            raise UsageError(f"speculative_config model {cfg['model'][:60]!r} names a file or folder on this server, "
-                             "which the web page never reads; give the head's hub id")
-
-
-def _argv(names: dict, params: dict, model_name: str | None) -> list[str]:
+def _argv(names: dict, params: dict) -> list[str]:
     """The command line a CLI user would type for these parameters (click options by name), GPU names checked as
     data first; an emptied field is left out, so the CLI's default applies."""
     argv: list[str] = []
     for name, option in names.items():
-        if name == "model":
-            if model_name:
-                argv.append(f"--model={model_name}")
-            continue
         if name not in params or params[name] is None:
             continue
         text = _text(name, params[name])
@@ -198,11 +162,11 @@ def _argv(names: dict, params: dict, model_name: str | None) -> list[str]:
         elif name == "gpus":
             for gpu in text.split(","):
                 check_gpu_name(gpu.strip() or "-")
-        if option.is_flag:
+        if option.is_flag or option.secondary:
             if _flag(name, text):
-                argv.append(option.opts[0])
+                argv.append(option.spellings[0])
         elif text != "":
-            argv.append(f"{option.opts[0]}={text}")
+            argv.append(f"{option.spellings[0]}={text}")
     return argv
 
 
@@ -210,56 +174,44 @@ def parse(params: dict, allow_hub: bool = False) -> WebRequest:
     """Query or JSON parameters -> WebRequest. Raises UsageError (or click's errors, via `error_message`) on any
     bad input; unknown parameter names are refused, so a typo never silently falls back to a default."""
     names = _web_names()
+    params = canonical_params(params, names, WEB_OPTIONS)
     unknown = sorted(k for k in params if k not in names and k not in WEB_OPTIONS)
     if unknown:
         raise UsageError(f"unknown parameter {unknown[0]!r}; known: {', '.join(sorted(names))}")
-    model_name, spec = resolve_model(params, allow_hub)
-    _no_server_files(params.get("speculative_config"))
-    ctx = _plan_command().make_context("plan", _argv(names, params, model_name))
-    values = dict(ctx.params)
+    load = model_loader(params, allow_hub)
+    from ..options import web_table
+    from ..request import build_request
+
+    values, explicit = options_parse(web_table("plan"), _argv(names, params), "plan")
     tp_sweep = bool(values.get("tp_sweep"))
-    kwargs = {k: v for k, v in values.items() if k not in OUTPUT_OPTIONS and k != "tp_sweep"}
-    from .. import cli
-
-    made = cli._request(**kwargs)
-    req, warnings = made if isinstance(made, tuple) else (made, [])
-    if spec is not None:  # a pasted or hub config: the CLI's request with this spec, and the warnings for it
-        from ..plan import request_warnings
-
-        req = dataclasses.replace(req, spec=spec)
-        warnings = request_warnings(req)
+    kwargs = {k: v for k, v in values.items() if k != "tp_sweep"}
+    # as on the CLI, options given beside vllm_command win; no file a parameter names is read
+    req, warnings = build_request(kwargs, explicit, load_model=load, read_files=False)
     key_parts = sorted((k, repr(v)) for k, v in kwargs.items())
     digest = hashlib.sha256(repr((key_parts, tp_sweep)).encode())
-    if spec is not None:
-        digest.update(repr((spec.name, spec.source)).encode())
+    digest.update(repr((req.spec.name, req.spec.source)).encode())
+    if params.get("config") not in (None, ""):
         digest.update(json.dumps(params.get("config"), sort_keys=True).encode())
     return WebRequest(req, list(warnings), tp_sweep, digest.hexdigest())
 
 
-SEARCH_REFUSED = {"prices_file", "price", "as_json"}  # server files and per-request price overrides stay CLI-only
-
-
-def _search_command():
-    from .. import cli
-
-    return cli.cli.get_command(None, "search")
-
-
 def search_names() -> list[str]:
-    return sorted(p.name for p in _search_command().params if p.opts and p.name not in SEARCH_REFUSED)
+    return sorted(_web_names("search"))
 
 
-def parse_search(params: dict, allow_hub: bool = False) -> tuple[dict, object]:
-    """Query or JSON parameters -> (the parsed options of `kvcalc search`, a ModelSpec or None), through the search
-    command's own click parser; `model` and `gpus` are held to the same rules as for a plan."""
-    command = _search_command()
-    names = {p.name: p for p in command.params if p.opts and p.name not in SEARCH_REFUSED}
+def parse_search(params: dict, allow_hub: bool = False) -> tuple[dict, object, set]:
+    """Query or JSON parameters -> (the parsed options of `kvcalc search`, the model loader, the options given),
+    through the search command's own click options; `model` and `gpus` are held to the same rules as for a plan."""
+    from ..options import SEARCH_OPTIONS
+
+    names = _web_names("search")
+    params = canonical_params(params, names, {"config", "config_name"})
     unknown = sorted(k for k in params if k not in names and k not in ("config", "config_name"))
     if unknown:
         raise UsageError(f"unknown search parameter {unknown[0]!r}; known: {', '.join(sorted(names))}")
-    model_name, spec = resolve_model(params, allow_hub)
-    ctx = command.make_context("search", _argv(names, params, model_name))
-    return dict(ctx.params), spec
+    load = model_loader(params, allow_hub)
+    values, explicit = options_parse(SEARCH_OPTIONS, _argv(names, params), "search")
+    return values, load, explicit
 
 
 def error_message(exc: BaseException) -> str | None:

@@ -14,18 +14,6 @@ PLOTS_SCHEMA = "kvcalc.plots/1"
 EXPLAIN_SCHEMA = "kvcalc.explain/1"
 
 
-def _sweep_data():
-    """Where the plot numbers live: kvcalc.sweeps (after the house refactor) or kvcalc.plots (before it)."""
-    try:
-        from .. import sweeps
-
-        return sweeps
-    except ImportError:
-        from .. import plots
-
-        return plots
-
-
 def _name(fmt) -> str | None:
     """A format given as a name (older PlanRequest) or as a resolved format object."""
     return getattr(fmt, "name", fmt)
@@ -41,14 +29,9 @@ def plan_rows(web: WebRequest):
 
 def _tp_sweep(req, rows, asked: bool):
     """The TP sweep exactly when `kvcalc plan` shows it: asked, or the asked configuration misses on one GPU."""
-    from .. import plan as plan_module
+    from ..plan import should_sweep, tp_sweep
 
-    if hasattr(plan_module, "should_sweep"):
-        return plan_module.tp_sweep(req) if plan_module.should_sweep(req, rows, asked) else None
-    target = [r for r in rows if r.engine == "vllm" and r.config == plan_module.custom_key(req)]
-    if "vllm" in req.engines and req.tp == 1 and req.pp == 1 and (asked or (target and not target[0].fits)):
-        return plan_module.tp_sweep(req)
-    return None
+    return tp_sweep(req) if should_sweep(req, rows, asked) else None
 
 
 def plan_payload(web: WebRequest) -> dict:
@@ -61,11 +44,9 @@ def plan_payload(web: WebRequest) -> dict:
 
 def plan_csv(web: WebRequest) -> str:
     """`kvcalc plan --csv` for the same options."""
+    from ..render import csv_text
+
     rows, _ = plan_rows(web)
-    try:
-        from ..render import csv_text
-    except ImportError:
-        from ..cli import _csv as csv_text
     return csv_text(rows)
 
 
@@ -94,7 +75,8 @@ def plots_payload(web: WebRequest) -> dict:
     from ..formats import kv_format
     from ..plan import configs_for
 
-    data = _sweep_data()
+    from .. import sweeps as data
+
     req = web.req
     rows, warnings = plan_rows(web)
     labels = {c.key: c.label for c in configs_for(req)}
@@ -150,29 +132,14 @@ def models_bytes() -> bytes:
     return json.dumps(models_payload(), indent=1).encode()
 
 
-def search_available() -> bool:
-    """True once `kvcalc search` exists (kvcalc/search_cli.py)."""
-    import importlib.util
-
-    return importlib.util.find_spec("kvcalc.search_cli") is not None
-
-
 def search_payload(params: dict, allow_hub: bool) -> dict:
     """`kvcalc search --json` (kvcalc.search/1) for the same options."""
     from .. import search
-    from ..search_cli import search_result
+    from ..request import search_result
     from .inputs import parse_search
 
-    kw, spec = parse_search(params, allow_hub)
-    return search.search_json(search_result(kw, spec))
-
-
-def _search_options() -> list[str]:
-    if not search_available():
-        return []
-    from .inputs import search_names
-
-    return search_names()
+    kw, load, explicit = parse_search(params, allow_hub)
+    return search.search_json(search_result(kw, load, explicit))
 
 
 @lru_cache(maxsize=2)
@@ -180,7 +147,7 @@ def info_payload(allow_hub: bool) -> dict:
     """What the page needs to draw its form: the CLI's option names and defaults, the formats, the limits."""
     from .. import __version__
     from ..formats import KV_FORMATS, WEIGHT_FORMATS
-    from .inputs import _web_names
+    from .inputs import _web_names, search_names
 
     defaults = {}
     for name, option in _web_names().items():
@@ -190,8 +157,8 @@ def info_payload(allow_hub: bool) -> dict:
         "schema": "kvcalc.web-info/1",
         "version": __version__,
         "allow_hub": allow_hub,
-        "search": search_available(),
-        "search_options": _search_options(),
+        "search": True,
+        "search_options": search_names(),
         "options": option_names(),
         "defaults": defaults,
         "engines": ["both", "vllm", "hf"],

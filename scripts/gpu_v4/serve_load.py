@@ -89,7 +89,7 @@ def main():
         log = open(os.path.join(out, f"{name}.server.log"), "w")
         t0 = time.time()
         # A server left over from a command cut off by its time limit would hold the GPU and answer on its port.
-        subprocess.run(["pkill", "-f", "vllm.entrypoints.cli.main serve"], check=False)
+        subprocess.run(["pkill", "-f", "vllm[.]entrypoints[.]cli[.]main serve"], check=False)  # [.]: never matches this pattern itself
         time.sleep(3)
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, preexec_fn=os.setsid)
         atexit.register(lambda pid=proc.pid: _kill_group(pid))

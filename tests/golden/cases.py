@@ -1,4 +1,5 @@
-"""The golden invocations: a fixed, seeded sample of plan/explain command lines.
+"""The golden invocations: a fixed, seeded sample of plan/explain command lines, then workload (vllm bench options),
+fit and search command lines.
 
 `python tests/golden/cases.py --write` records what the CLI prints for each into outputs.json.gz; the test
 (tests/test_golden.py) re-runs them and requires identical output. A refactor must leave them unchanged; a behaviour
@@ -56,7 +57,75 @@ def cases(n: int = 300, seed: int = 20261130) -> list[list[str]]:
         if cmd == "plan" and rng.random() < 0.35:
             args += ["--json"]
         out.append(args)
+    return out + workload_cases() + fit_cases() + search_cases()
+
+
+def workload_cases(n: int = 30, seed: int = 20261201) -> list[list[str]]:
+    """plan/explain with a `vllm bench` workload: --input-len, --output-len, --concurrency or --request-rate."""
+    rng = random.Random(seed)
+    out: list[list[str]] = []
+    for i in range(n):
+        cmd = "explain" if i % 5 == 4 else "plan"
+        args = [cmd, "--model", rng.choice(MODELS[:10]), "--gpu", rng.choice(GPUS),
+                "--input-len", rng.choice(["128", "1k", "2k", "8k"])]
+        if rng.random() < 0.7:
+            args += ["--output-len", rng.choice(["16", "128", "512"])]
+        if rng.random() < 0.3:
+            args += ["--request-rate", rng.choice(["0.5", "4", "20"])]
+        elif rng.random() < 0.8:
+            args += ["--concurrency", str(rng.choice([1, 8, 32, 128]))]
+        if rng.random() < 0.3:
+            args += ["--engine", "vllm"]
+        if rng.random() < 0.3:
+            args += ["--weights", rng.choice(["fp8", "awq"])]
+        if rng.random() < 0.3:
+            args += ["--kv", "fp8"]
+        if rng.random() < 0.15:
+            args += ["--tp", "2"]
+        if cmd == "plan" and rng.random() < 0.4:
+            args += ["--json"]
+        out.append(args)
     return out
+
+
+FIT_QUESTIONS = ["max-context", "max-concurrency", "min-util", "min-gpus", "auto"]
+
+
+def fit_cases(n: int = 20, seed: int = 20261202) -> list[list[str]]:
+    """`kvcalc fit` for every question, text and --json."""
+    rng = random.Random(seed)
+    out: list[list[str]] = []
+    for i in range(n):
+        args = ["fit", FIT_QUESTIONS[i % len(FIT_QUESTIONS)], "--model", rng.choice(MODELS[:10]),
+                "--gpu", rng.choice(GPUS), "--context", rng.choice(CONTEXTS[:3])]
+        if rng.random() < 0.5:
+            args += ["--batch", str(rng.choice([2, 16, 64]))]
+        if rng.random() < 0.3:
+            args += ["--weights", rng.choice(["fp8", "awq"])]
+        if rng.random() < 0.3:
+            args += ["--kv", "fp8"]
+        if rng.random() < 0.2:
+            args += ["--vllm-version", rng.choice(["0.9.1", "0.20.0"])]
+        if rng.random() < 0.5:
+            args += ["--json"]
+        out.append(args)
+    return out
+
+
+def search_cases() -> list[list[str]]:
+    """`kvcalc search` on small spaces (two GPUs, TP 1-2), with and without targets."""
+    base = ["search", "--input-len", "2k", "--output-len", "256", "--gpus", "l4,h100-sxm", "--tp", "1,2"]
+    return [
+        base + ["--model", "llama-3.1-8b", "--concurrency", "32"],
+        base + ["--model", "llama-3.1-8b", "--concurrency", "32", "--max-tpot-ms", "30", "--json"],
+        base + ["--model", "qwen3-8b", "--request-rate", "4", "--max-ttft-ms", "500", "--top", "5"],
+        base + ["--model", "gemma-3-27b", "--concurrency", "8", "--weights", "fp8,awq", "--kv", "auto,fp8",
+                "--json"],
+        base + ["--model", "qwen3-30b-a3b", "--concurrency", "64", "--min-context", "16k",
+                "--max-quality-risk", "low", "--utils", "0.85,0.9"],
+        base + ["--model", "llama-3.2-3b", "--concurrency", "16", "--vllm-version", "0.20.0",
+                "--max-num-seqs", "8,16,32", "--json"],
+    ]
 
 
 def run_all() -> dict[str, dict]:
