@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +48,8 @@ class Checkpoint:
     index_total: int | None = None  # model.safetensors.index.json metadata.total_size
     declared_format: str | None = None  # the catalog's own statement of the checkpoint format
     notes: tuple[str, ...] = field(default=())
+    # hub ids: the commit the files came from (the snapshot folder's name), whatever revision was asked for
+    revision: str | None = None
 
     @property
     def quantized(self) -> bool:
@@ -138,12 +140,28 @@ def _bounded(call, seconds: float):
     return result["value"]
 
 
-def _hub_download(hub_id: str, deadline: float) -> Path:
-    """config.json of hub_id: the local cache first (no network), then the hub until `deadline` (time.monotonic()),
-    never the network when HF_HUB_OFFLINE is set; the folder holding it."""
+def split_revision(key: str) -> tuple[str, str | None]:
+    """'org/name@revision' -> ('org/name', 'revision'); a revision is a branch, tag or commit (huggingface_hub's
+    revision argument). No '@': (key, None)."""
+    if "@" not in key:
+        return key, None
+    hub_id, revision = key.split("@", 1)
+    if not revision or not _REVISION.match(revision):
+        raise UsageError(f"revision {shown(revision, 60)} of {shown(hub_id, 60)} must be a branch, tag or commit "
+                         "(letters, digits, '.', '_', '-', '/')")
+    return hub_id, revision
+
+
+_REVISION = re.compile(r"^[\w.-][\w./-]{0,199}$")
+
+
+def _hub_download(hub_id: str, deadline: float, revision: str | None = None) -> Path:
+    """config.json of hub_id at `revision` (the default branch when None): the local cache first (no network), then
+    the hub until `deadline` (time.monotonic()), never the network when HF_HUB_OFFLINE is set; the folder holding
+    it (a snapshots/<commit> folder of the cache)."""
     import time
 
-    snap = cached_snapshot(hub_id)
+    snap = cached_snapshot(hub_id, revision or "main")
     if snap is not None:
         return snap
     try:
@@ -156,7 +174,7 @@ def _hub_download(hub_id: str, deadline: float) -> Path:
                          "set; pass a local checkpoint folder or config.json with --model PATH")
     timeout = deadline - time.monotonic()
     try:
-        return Path(_bounded(lambda: hf_hub_download(hub_id, "config.json", etag_timeout=timeout,
+        return Path(_bounded(lambda: hf_hub_download(hub_id, "config.json", revision=revision, etag_timeout=timeout,
                                                      cache_dir=hub_cache_dir()), timeout)).parent
     except _NoAnswer:
         raise UsageError(f"no answer from the hub for config.json of {shown(hub_id)} within {_hub_timeout():g} s; "
@@ -167,7 +185,8 @@ def _hub_download(hub_id: str, deadline: float) -> Path:
                          f"({type(exc).__name__}); offline? pass a local checkpoint folder with --model PATH") from None
 
 
-def _hub_extras(hub_id: str, folder: Path, deadline: float) -> tuple[dict | None, list[TensorEntry] | None, int]:
+def _hub_extras(hub_id: str, folder: Path, deadline: float,
+                revision: str | None = None) -> tuple[dict | None, list[TensorEntry] | None, int]:
     """Online only: the hub's small JSON files next to config.json and its safetensors header metadata, each given
     what is left until `deadline` (at least half a second); what does not come in time is left to the other sources."""
     import time
@@ -181,15 +200,16 @@ def _hub_extras(hub_id: str, folder: Path, deadline: float) -> tuple[dict | None
     hf_quant = None
     try:
         left = max(deadline - time.monotonic(), 0.5)
-        path = _bounded(lambda: hf_hub_download(hub_id, "hf_quant_config.json", etag_timeout=left,
-                                                        cache_dir=hub_cache_dir()), left)
+        path = _bounded(lambda: hf_hub_download(hub_id, "hf_quant_config.json", revision=revision,
+                                                etag_timeout=left, cache_dir=hub_cache_dir()), left)
         hf_quant = _read_json(Path(path), "hf_quant_config.json")
     except UsageError:
         raise
     except Exception:  # absent (most checkpoints have none), or no answer in time
         pass
     try:
-        meta = _bounded(lambda: get_safetensors_metadata(hub_id), max(deadline - time.monotonic(), 0.5))
+        meta = _bounded(lambda: get_safetensors_metadata(hub_id, revision=revision),
+                        max(deadline - time.monotonic(), 0.5))
     except Exception:  # no safetensors, unreachable or no answer in time: fall back to the other sources
         return hf_quant, None, 0
     from .safetensors_header import header_from_json
@@ -299,8 +319,9 @@ def load_hub_checkpoint(key: str) -> tuple[dict[str, Any], str, Checkpoint]:
     import time
 
     deadline = time.monotonic() + _hub_timeout()
-    folder = _hub_download(key, deadline)
-    hf_quant, tensors, n_files = _hub_extras(key, folder, deadline)
+    hub_id, revision = split_revision(key)
+    folder = _hub_download(hub_id, deadline, revision)
+    hf_quant, tensors, n_files = _hub_extras(hub_id, folder, deadline, revision)
     cfg, ck = read_folder(folder, f"hub {key}")
     if hf_quant is not None and ck.scheme is None:
         ck = Checkpoint(ck.origin, parse_scheme(find_quant_config(cfg), hf_quant), ck.tensors, ck.header_files,
@@ -309,7 +330,9 @@ def load_hub_checkpoint(key: str) -> tuple[dict[str, Any], str, Checkpoint]:
         ck = Checkpoint(f"hub {key}", ck.scheme, tuple(tensors), n_files, ck.index_total, notes=ck.notes)
     elif ck.tensors is None:
         ck = Checkpoint(f"hub {key} (cache)", ck.scheme, None, 0, ck.index_total, notes=ck.notes)
-    return cfg, key, ck
+    # the cache keeps each commit in snapshots/<commit>: the folder's name is the revision the files came from
+    resolved = folder.name if folder.parent.name == "snapshots" else revision
+    return cfg, key, replace(ck, revision=resolved)
 
 
 def _is_dir(p: Path) -> bool:
@@ -422,6 +445,10 @@ def closed_form_bytes(spec: Any, scheme: QuantScheme | None) -> tuple[int, int]:
         for i in range(n_layers):
             layout = scheme.layout_for(module_paths(g.name, i, wrapped), g.name)
             by_layout[layout] = by_layout.get(layout, 0) + 1
+        if scheme.listed_only and None in by_layout and len(by_layout) > 1:
+            # the checkpoint lists its modules layer by layer (ModelOpt MIXED_PRECISION): a group quantized in some
+            # layers lives only in those (a hybrid's attention or MoE layers), not unquantized in the others
+            del by_layout[None]
         assigned = 0
         items = sorted(by_layout.items(), key=lambda kv: -kv[1])
         for j, (layout, layers) in enumerate(items):

@@ -43,7 +43,12 @@ class _Commands(click.Group):
 @click.group(cls=_Commands, context_settings=CONTEXT_SETTINGS)
 @click.version_option(package_name="kvcalc")
 def cli():
-    """Will this model fit on this GPU under this engine, and how fast will it decode?"""
+    """Will this model fit on this GPU under this engine, and how fast will it decode?
+
+    Exit codes: 0 yes; 1 a gate failed (plan --require-fit, fit or search without an answer, validate --strict):
+    the output comes first, the reason is the last line on stderr; 2 usage error. Python: import kvcalc
+    (docs/api.md).
+    """
 
 
 def _request(kwargs: dict):
@@ -56,7 +61,7 @@ def _request(kwargs: dict):
 @cli.command()
 @plan_options
 @plan_command_options
-def plan(as_json, as_csv, explain_config, tp_sweep, plot_path, **kwargs):
+def plan(as_json, as_csv, explain_config, tp_sweep, plot_path, emit, require_fit, **kwargs):
     """The decision table: configurations x engines, with memory, capacity, speed, risk and verdicts.
 
     Example: kvcalc plan --gpu t4 --context 32k
@@ -69,19 +74,23 @@ def plan(as_json, as_csv, explain_config, tp_sweep, plot_path, **kwargs):
         from .plots import check_output
 
         check_output(plot_path)
+    if emit and (as_json or as_csv or explain_config or plot_path):
+        raise UsageError("--emit prints one deployment file: leave out --json, --csv, --explain and --plot")
     req, warnings = _request(kwargs)
     rows = make_plan(req, warnings)
+    if emit:
+        return _emit(emit, req, rows, warnings, require_fit)
     sweep = make_sweep(req) if should_sweep(req, rows, tp_sweep) else None
     if as_json:
         click.echo(json.dumps(plan_json(req, rows, warnings, sweep), indent=1))
         _write_plot("all", req, rows, plot_path)
-        return
+        return _gate(require_fit, req, rows)
     if as_csv:
         from .render import csv_text
 
         click.echo(csv_text(rows), nl=False)
         _write_plot("all", req, rows, plot_path)
-        return
+        return _gate(require_fit, req, rows)
     from .render import explain_text, render_sweep, render_table
 
     for warning in warnings:
@@ -101,6 +110,34 @@ def plan(as_json, as_csv, explain_config, tp_sweep, plot_path, **kwargs):
         for row in chosen:
             click.echo(explain_text(req, row))
     _write_plot("all", req, rows, plot_path)
+    _gate(require_fit, req, rows)
+
+
+def _emit(kind: str, req, rows, warnings, require_fit: bool) -> None:
+    """--emit KIND: the deployment file of the asked configuration's vLLM row (kvcalc/deploy.py), warnings on stderr."""
+    from .deploy import emit, from_plan
+    from .plan import custom_key
+
+    row = next((r for r in rows if r.engine == "vllm" and r.config == custom_key(req)), None)
+    if row is None:
+        raise UsageError("--emit writes a vLLM deployment, and this plan has no vLLM row for the asked configuration")
+    for warning in warnings:
+        click.echo(f"warning: {warning}", err=True)
+    if not row.fits:
+        click.echo(f"warning: the plan says vllm {row.config} does not fit (short "
+                   f"{row.shortfall_bytes / 2**30:.2f} GiB); the file is written all the same", err=True)
+    click.echo(emit(from_plan(req, row), kind), nl=False)
+    _gate(require_fit, req, [r for r in rows if r.engine == "vllm"])
+
+
+def _gate(require_fit: bool, req, rows) -> None:
+    """--require-fit: raise GateFailed (exit 1, one line; kvcalc/gate.py) when the asked configuration does not fit."""
+    if require_fit:
+        from .gate import GateFailed, plan_failure
+
+        reason = plan_failure(req, rows)
+        if reason:
+            raise GateFailed(reason)
 
 
 def _write_plot(kind, req, rows, path) -> None:
@@ -138,17 +175,13 @@ def plot_command(kind, out_path, **kwargs):
 @plan_options
 def explain(**kwargs):
     """Full breakdown of one configuration (--weights/--kv choose it; default: the baseline; lists: each)."""
-    from .plan import asked_keys
+    from .plan import explained_rows
     from .plan import plan as make_plan
     from .render import explain_text
 
     req, warnings = _request(kwargs)
     rows = make_plan(req, warnings)
-    keys = asked_keys(req)
-    wanted = sorted((r for r in rows if r.config in keys), key=lambda r: keys.index(r.config))
-    if not wanted:  # the asked configuration runs on no asked engine: say why rather than explain another one
-        why = [w for w in warnings if w.startswith(("vllm:", "hf:"))]
-        raise UsageError("nothing to explain: " + "; ".join(why or ["no row for the asked configuration"]))
+    wanted = explained_rows(req, rows, warnings)
     for warning in warnings:
         click.echo(f"warning: {warning}", err=True)
     for row in wanted:

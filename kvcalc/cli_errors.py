@@ -8,6 +8,7 @@ import sys
 import click
 
 from .errors import UsageError
+from .gate import GATE_FAILED, GateFailed
 
 # The click settings every kvcalc command group shares (kvcalc, and kvcalc validate run on its own).
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 110}
@@ -44,5 +45,8 @@ def run_command(command: click.Command, argv: list[str] | None, prog_name: str) 
         fail(exc.format_message(), exc.exit_code)
     except UsageError as exc:
         fail(str(exc))
+    except GateFailed as exc:  # the command answered (its output is printed) and the answer is no: kvcalc/gate.py
+        click.echo(f"gate failed: {one_line(str(exc))}", err=True)
+        sys.exit(GATE_FAILED)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)

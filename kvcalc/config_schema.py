@@ -308,6 +308,7 @@ SCHEMAS: dict[str, type[DecoderConfig]] = {
     "jamba": JambaConfig,
     "deepseek_v32": DeepseekConfig,
     "kimi_k2": DeepseekConfig,
+    "glm_moe_dsa": DeepseekConfig,
     **{t: AttentionConfig for t in ("smollm3", "ministral", "qwen3_vl_text")},
     "qwen3_vl_moe_text": Qwen3MoeConfig,
     **{t: LayeredConfig for t in ("gpt_oss", "qwen3_next", "qwen3_5_text", "qwen3_5_moe_text", "llama4_text",

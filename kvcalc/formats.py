@@ -180,17 +180,46 @@ class KvFormat:
     native_min_compute_capability: float | None
     needs_unpack: bool
     quality_risk: str
+    # How vLLM lays one token of one KV head out in a page (v1/kv_cache_interface.py AttentionSpec.page_size_bytes /
+    # real_page_size_bytes): "plain" (bits/8 per element), "per_token_head" (bits/8 per element + one fp32 scale per
+    # token, head and side), "nvfp4" (two fp4 values per byte + one fp8 scale per 16 elements). See vllm_side_bytes.
+    vllm_layout: str = "plain"
+    vllm_since: str | None = None  # first vLLM release whose --kv-cache-dtype accepts vllm_name (None: all of them)
+    # NVIDIA compute-capability majors where vLLM has an attention backend for this cache (None: every GPU that runs
+    # the element type); elsewhere vLLM refuses at start-up ("kv_cache_dtype not supported")
+    vllm_cc_majors: tuple[int, ...] | None = None
+    vllm_backends: str = ""  # the attention backends that read this cache, as vLLM's source lists them
+    source: str = ""  # where the layout is read from
 
     @property
     def hf_quantized(self) -> bool:
         return self.backend is not None
 
+    def vllm_side_bytes(self, head_dim: int, compute_dtype_bytes: int) -> int:
+        """Bytes vLLM stores for one token of one KV head on one side (K or V), scales included: page_size_bytes /
+        (block_size x num_kv_heads) summed over K and V is vllm_side_bytes(Dk) + vllm_side_bytes(Dv).
+
+        plain:          D x element bytes (auto: the model dtype; fp8: 1)
+        per_token_head: D x bits/8 + 4 (AttentionSpec.page_size_bytes adds 2 x block x heads x fp32 for the
+                        per-token-head scales of K and V; int4 packs two values per byte: head_size // 2)
+        nvfp4:          D // 2 + D // 16 (utils/torch_utils.py:nvfp4_kv_cache_full_dim: fp4 data + fp8 block scales)
+        """
+        if self.vllm_layout == "nvfp4":
+            return head_dim // 2 + head_dim // 16
+        if self.vllm_layout == "per_token_head":
+            return head_dim * self.bits // 8 + 4
+        return head_dim * self.element_bytes(compute_dtype_bytes)
+
+    def vllm_bytes_per_element(self, compute_dtype_bytes: int, head_dim: int = 128) -> float:
+        """Average stored bytes per cached element in vLLM (scales included), for a head of head_dim."""
+        return self.vllm_side_bytes(head_dim, compute_dtype_bytes) / head_dim
+
     def element_bytes(self, compute_dtype_bytes: int) -> int:
         """Bytes per element for plain (byte-aligned) formats; for the quantized ones use quantized_bytes."""
         if self.bits == 0:
             return compute_dtype_bytes
-        if self.group_size:
-            raise AssertionError("grouped formats have no whole byte count per element")
+        if self.group_size or self.bits % 8 or self.vllm_layout != "plain":
+            raise AssertionError(f"{self.name} has no whole byte count per element (scales or packed values)")
         return self.bits // 8
 
     def quantized_bytes(self, n_elements: int, compute_dtype_bytes: int) -> int:
@@ -213,6 +242,14 @@ class KvFormat:
         return self.bits + self.scale_tensors * compute_dtype_bytes * 8 / self.group_size
 
 
+_PTH_SOURCE = ("vllm v1/kv_cache_interface.py AttentionSpec.page_size_bytes: real page + 2 x block_size x "
+               "num_kv_heads x 4 B of fp32 per-token-head scales (vllm@001cabc1); accepted by "
+               "v1/attention/backends/triton_attn.py only")
+_NVFP4_SOURCE = ("vllm utils/torch_utils.py:nvfp4_kv_cache_full_dim = head_size // 2 + head_size // 16 per side "
+                 "(uint8), FullAttentionSpec.real_page_size_bytes (vllm@001cabc1); sm_100 only: vllm#43562 / "
+                 "vllm#49011 (sm_120 gated out), the Triton software path vllm#44389 closed")
+
+
 def _quantized(backend: str, bits: int, risk: str) -> KvFormat:
     return KvFormat(name=f"{backend}-{bits}", label=f"{backend.upper() if backend == 'hqq' else backend} {bits}-bit KV",
                     description=f"transformers QuantizedCache, backend {backend}, {bits}-bit, group 64, scale+zero "
@@ -233,6 +270,46 @@ KV_FORMATS: dict[str, KvFormat] = {
         KvFormat(name="fp8-e5m2", label="FP8 e5m2 KV", description="fp8 e5m2 (vLLM kv_cache_dtype=fp8_e5m2)",
                  bits=8, group_size=0, scale_tensors=0, residual_length=0, backend=None, vllm_name="fp8_e5m2",
                  native_min_compute_capability=8.9, needs_unpack=False, quality_risk="low"),
+        # vLLM's sub-16-bit caches beyond fp8 (config/cache.py CacheDType; layouts: v1/kv_cache_interface.py)
+        KvFormat(name="int8-per-token-head", label="INT8 KV (per token-head)",
+                 description="int8 with one fp32 scale per token and KV head, K and V each (vLLM "
+                 "kv_cache_dtype=int8_per_token_head, dynamic: no calibration); TRITON_ATTN only", bits=8,
+                 group_size=0, scale_tensors=0, residual_length=0, backend=None, vllm_name="int8_per_token_head",
+                 native_min_compute_capability=None, needs_unpack=False, quality_risk="low",
+                 vllm_layout="per_token_head", vllm_since="0.24.0", vllm_backends="TRITON_ATTN",
+                 source=_PTH_SOURCE),
+        KvFormat(name="fp8-per-token-head", label="FP8 KV (per token-head)",
+                 description="fp8 e4m3 with one fp32 scale per token and KV head (vLLM "
+                 "kv_cache_dtype=fp8_per_token_head); TRITON_ATTN only, sm_89+ (Triton's fp8 type)", bits=8,
+                 group_size=0, scale_tensors=0, residual_length=0, backend=None, vllm_name="fp8_per_token_head",
+                 native_min_compute_capability=8.9, needs_unpack=False, quality_risk="low",
+                 vllm_layout="per_token_head", vllm_since="0.24.0", vllm_backends="TRITON_ATTN",
+                 source=_PTH_SOURCE),
+        KvFormat(name="int4-per-token-head", label="INT4 KV (per token-head)",
+                 description="int4, two values per byte, one fp32 scale per token and KV head (vLLM "
+                 "kv_cache_dtype=int4_per_token_head); TRITON_ATTN only", bits=4, group_size=0, scale_tensors=0,
+                 residual_length=0, backend=None, vllm_name="int4_per_token_head",
+                 native_min_compute_capability=None, needs_unpack=True, quality_risk="moderate",
+                 vllm_layout="per_token_head", vllm_since="0.28.0", vllm_backends="TRITON_ATTN",
+                 source=_PTH_SOURCE + "; int4: head_size // 2 bytes per side (real_page_size_bytes, "
+                 "KVQuantMode.INT4_PER_TOKEN_HEAD); first seen shipped in 0.28.0 (approximate release)"),
+        KvFormat(name="nvfp4", label="NVFP4 KV",
+                 description="NVFP4: e2m1 values, two per byte, one fp8 e4m3 scale per 16 (vLLM "
+                 "kv_cache_dtype=nvfp4, vllm#40177); FlashInfer trtllm-gen kernels, sm_100 only", bits=4,
+                 group_size=0, scale_tensors=0, residual_length=0, backend=None, vllm_name="nvfp4",
+                 native_min_compute_capability=10.0, needs_unpack=True, quality_risk="moderate",
+                 vllm_layout="nvfp4", vllm_since="0.21.0", vllm_cc_majors=(10,),
+                 vllm_backends="FLASHINFER (trtllm-gen FMHA)", source=_NVFP4_SOURCE),
+        KvFormat(name="nvfp4-4over6", label="NVFP4 KV (4-over-6 scales)",
+                 description="the NVFP4 layout, each 16-value scale chosen between max/6 and max/4 by squared "
+                 "error (vLLM kv_cache_dtype=nvfp4_4over6, config/cache.py)", bits=4, group_size=0,
+                 scale_tensors=0, residual_length=0, backend=None, vllm_name="nvfp4_4over6",
+                 native_min_compute_capability=10.0, needs_unpack=True, quality_risk="moderate",
+                 vllm_layout="nvfp4", vllm_since="0.28.0", vllm_cc_majors=(10,),
+                 vllm_backends="FLASHINFER (trtllm-gen FMHA)",
+                 source=_NVFP4_SOURCE + "; get_kv_quant_mode: every name starting 'nvfp4' but nvfp4_ds_mla is "
+                 "KVQuantMode.NVFP4. First release approximate: absent from CacheDType at vllm@001cabc1 (a pre-0.28 "
+                 "commit, no int4_per_token_head yet), present at vllm@002f10e0"),
         _quantized("hqq", 8, "none"),
         _quantized("hqq", 4, "low"),
         _quantized("hqq", 2, "moderate"),
@@ -247,8 +324,31 @@ _KV_ALIASES = {"bf16": "auto", "fp16": "auto", "default": "auto",
                "bfloat16": "auto", "float16": "auto", "half": "auto", "fp8-e4m3": "fp8", "e4m3": "fp8",
                "e5m2": "fp8-e5m2", "hqq4": "hqq-4", "hqq2": "hqq-2", "quanto4": "quanto-4", "quanto2": "quanto-2",
                "int4": "hqq-4", "4bit": "hqq-4", "2bit": "hqq-2",
-               "int8": "hqq-8", "hqq8": "hqq-8", "8bit": "hqq-8"}
+               "int8": "hqq-8", "hqq8": "hqq-8", "8bit": "hqq-8",
+               # vLLM spellings of the same bytes: fp8_inc is Intel Gaudi's fp8 (1 byte, per-tensor scale);
+               # fp8_ds_mla is the fp8 sparse-MLA record DeepSeek V3.2 / GLM-5 use when fp8 is asked (656 B/token,
+               # engines/vllm_specs.py)
+               "fp8-inc": "fp8", "fp8-ds-mla": "fp8",
+               "int8-pth": "int8-per-token-head", "fp8-pth": "fp8-per-token-head",
+               "int4-pth": "int4-per-token-head"}
+
+# vLLM kv_cache_dtype values kvcalc knows but whose layout it does not model: refused with the reason rather than
+# sized wrong (UsageError in kv_format)
+UNMODELLED_VLLM_KV = {
+    "nvfp4-ds-mla": "its sparse-MLA record size differs between the public implementations (368, 400, 432 and a "
+                    "584 B envelope per token are all in circulation) and no release source was read",
+    "turboquant-k8v4": "TurboQuant slots (quantization/turboquant/config.py slot_size_aligned) keep the first and "
+                       "last 2 layers in the model dtype and pad pages; not modelled yet",
+    "turboquant-4bit-nc": "see turboquant-k8v4", "turboquant-k3v4-nc": "see turboquant-k8v4",
+    "turboquant-3bit-nc": "see turboquant-k8v4",
+}
 
 
 def kv_format(name: str) -> KvFormat:
+    key = name.strip().lower().replace("_", "-") if isinstance(name, str) else name
+    if key in UNMODELLED_VLLM_KV:
+        why = UNMODELLED_VLLM_KV[key]
+        if why.startswith("see "):
+            why = UNMODELLED_VLLM_KV[why[4:]]
+        raise UsageError(f"KV cache format {shown(name)}: vLLM accepts it, but kvcalc does not model it: {why}")
     return _lookup(KV_FORMATS, _KV_ALIASES, name, "KV cache format")

@@ -14,7 +14,7 @@ smallest over workers wins, and 0 (not even one token) is an error. vLLM PR #472
 2026-08-20; first in v0.28.1rc0, not in v0.28.0) reserves the null block first: auto-fit and the start check then plan
 against the available memory minus one block. kvcalc applies that from --vllm-version 0.28.1 on, for `auto`
 (engines/vllm.py's start check, `min_kv_bytes`, does not yet: for 0.28.1+ it may call a configuration that is one block
-short a fit).
+short a fit; now it does, through layout.min_kv_bytes and the 0.28.1 rules row).
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ from .plan import PlanRequest, Row, custom_key, plan, sweep_choice
 
 SCHEMA = "kvcalc.fit/1"
 QUESTIONS = ("max-context", "max-concurrency", "min-util", "min-gpus", "auto")
-NULL_BLOCK_RESERVED_FROM = (0, 28, 1)  # vLLM PR #47272: auto-fit plans against the memory minus the null block
 
 
 @dataclass
@@ -58,7 +57,7 @@ def _vllm(req: PlanRequest) -> PlanRequest:
         raise UsageError("kvcalc fit answers for one configuration: give one --weights and one --kv "
                          "(kvcalc plan compares several)")
     if req.kv is not None and kv_format(req.kv).vllm_name is None:
-        raise UsageError(f"vLLM has no {kv_format(req.kv).label} cache; choose --kv auto, fp8 or fp8-e5m2")
+        raise UsageError(f"vLLM has no {kv_format(req.kv).label} cache; choose --kv auto, fp8, fp8-e5m2, int8/fp8/int4_per_token_head or nvfp4")
     if req.weights is not None and "vllm" not in weight_format(req.weights).engines:
         raise UsageError(f"vLLM does not load {weight_format(req.weights).label} weights")
     unserved = unserved_reason(req.spec, req.vllm_version)
@@ -208,13 +207,12 @@ def auto_max_model_len(req: PlanRequest) -> Answer:
     pinned = replace(base, max_num_batched_tokens=profiled.max_num_batched_tokens,
                      max_num_seqs=profiled.max_num_seqs)
 
-    reserve_null_block = vllm_engine.parse_version(req.vllm_version) >= NULL_BLOCK_RESERVED_FROM
+    reserve_null_block = base.rules.null_block_first  # vLLM PR #47272 (0.28.1+): in layout.min_kv_bytes
 
     def ok(length: int) -> bool:
         est = vllm_engine.estimate(req.spec, req.gpu, replace(pinned, max_model_len=length))
         stages = est.stages or [est]
-        return all(st.available_kv_bytes - (st.layout.bytes_per_block if reserve_null_block else 0)
-                   >= st.layout.min_kv_bytes for st in stages)
+        return all(st.available_kv_bytes >= st.layout.min_kv_bytes for st in stages)
 
     value = _largest(1, derived, ok)
     if value is None:

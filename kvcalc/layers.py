@@ -28,6 +28,9 @@ class FullAttention:
     num_kv_heads: int
     head_dim: int
     v_head_dim: int
+    # MiniMax M3's sparse attention (MSA) layers: a key-only index cache of one head of this width per token, kept in
+    # bf16 beside the KV (vLLM MiniMaxM3IndexerCache: MLAAttentionSpec(num_kv_heads=1, head_size=index_dim)); 0 else
+    index_key_dim: int = 0
 
     kind = "full"
 
@@ -66,6 +69,9 @@ class MultiLatentAttention:
     # DeepSeek V3.2 sparse attention (DSA): the lightning indexer keeps its own key of index_head_dim per token
     # (vLLM: DeepseekV32IndexerCache, fp8 key + one fp32 scale per 128 elements); 0 without an indexer.
     index_head_dim: int = 0
+    # the model runs DeepSeek sparse attention (DSA) even where this layer has no indexer of its own (GLM-5.2's
+    # "shared" layers reuse another layer's top-k): vLLM keeps every layer in the FLASHMLA_SPARSE fp8_ds_mla layout
+    sparse: bool = False
 
     kind = "mla"
 
@@ -74,6 +80,30 @@ class MultiLatentAttention:
 
     def decompressed_elements_per_token(self) -> int:
         return self.num_heads * (self.qk_nope_head_dim + self.qk_rope_head_dim + self.v_head_dim)
+
+
+@dataclass(frozen=True)
+class CompressedSparseAttention:
+    """DeepSeek V4's attention layer (compress_ratios in config.json): one shared KV head of head_dim (MQA) kept three
+    ways. Every layer keeps the last `window` tokens (sliding_window, the SWA cache); a layer with compress_ratio r > 1
+    also keeps one compressed entry per r tokens for the whole context (r = 4: CSA, with a lightning indexer whose
+    key of index_head_dim is kept per compressed entry; r = 128: HCA, no indexer), plus the compressor's partial
+    state of the last tokens. vLLM (v1/attention/backends/mla/sparse_swa.py, model_executor/layers/
+    deepseek_v4_attention.py, deepseek_compressor.py) stores entries as 584 B (448 fp8 NoPE + 64 bf16 RoPE + 8 B of
+    scales); transformers (modeling_deepseek_v4.py DeepseekV4CSACache / HCACache) keeps them in the model dtype."""
+
+    head_dim: int
+    rope_dim: int
+    window: int
+    compress_ratio: int  # 1: sliding window only; 4: CSA; 128: HCA
+    index_head_dim: int = 0  # CSA layers' indexer key width; 0 elsewhere
+
+    kind = "dsv4"
+
+    @property
+    def compressor_overlap(self) -> int:
+        """coff: the CSA compressor pools overlapping windows (twice the width), the HCA one does not."""
+        return 2 if self.compress_ratio == 4 else 1
 
 
 @dataclass(frozen=True)
@@ -121,5 +151,5 @@ class NoCache:
     kind = "none"
 
 
-LayerCache = (FullAttention | SlidingWindow | ChunkedLocal | MultiLatentAttention | MambaState | ParallelHybrid
-              | NoCache)
+LayerCache = (FullAttention | SlidingWindow | ChunkedLocal | MultiLatentAttention | CompressedSparseAttention
+              | MambaState | ParallelHybrid | NoCache)

@@ -36,7 +36,9 @@ from .input_files import MAX_CONFIG_BYTES, is_dir, load_json
 from .encoders import Encoder, audio_encoder, gemma3n_vision_embedder, vision_encoder
 from .layer_kinds import (gdn_dims, kinds_from_layer_types, layer_caches, mamba2_dims, mamba2_inner, mixer_kinds,
                           short_conv_dims)
-from .layers import FullAttention, LayerCache, MambaState, MultiLatentAttention, SlidingWindow, flatten
+from .layers import (
+    CompressedSparseAttention, FullAttention, LayerCache, MambaState, MultiLatentAttention, SlidingWindow, flatten,
+)
 
 
 @dataclass(frozen=True)
@@ -164,6 +166,8 @@ _DEFAULTS: dict[str, dict[str, Any]] = {
     "deepseek_v2": {"first_k_dense_replace": 0, "n_shared_experts": None, "moe_layer_freq": 1, "q_lora_rank": None},
     "deepseek_v3": {"first_k_dense_replace": 3, "n_shared_experts": 1, "moe_layer_freq": 1},
     "deepseek_v32": {"first_k_dense_replace": 3, "n_shared_experts": 1, "moe_layer_freq": 1},
+    # GlmMoeDsaConfig (transformers configuration_glm_moe_dsa.py) defaults the released configs also spell out
+    "glm_moe_dsa": {"first_k_dense_replace": 3, "n_shared_experts": 1, "moe_layer_freq": 1},
     "kimi_k2": {"first_k_dense_replace": 1, "n_shared_experts": 1, "moe_layer_freq": 1},
     "falcon_h1": {"mamba_rms_norm": False, "mamba_conv_bias": True, "mamba_proj_bias": False},  # FalconH1Config
     # Llama4TextConfig defaults the real configs leave out
@@ -176,17 +180,19 @@ _TIED_BY_DEFAULT = {"gemma", "gemma2", "gemma3_text", "gemma3n_text", "gemma4_te
 DENSE_LLAMA_LIKE = {"llama", "mistral", "qwen2", "qwen3", "phi3", "granite", "olmo2", "gemma", "gemma2", "gemma3_text",
                     "smollm3", "ministral", "qwen3_vl_text"}
 MOE = {"mixtral", "qwen3_moe", "qwen3_vl_moe_text"}
-MLA = {"deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2"}
+# glm_moe_dsa (GLM-5.x): DeepSeek V3.2's MLA + DSA indexer; vLLM serves it as a DeepseekV2ForCausalLM subclass
+# (registry.py "GlmMoeDsaForCausalLM": ("deepseek_v2", "GlmMoeDsaForCausalLM"), deepseek_v2.py GlmMoeDsaForCausalLM)
+MLA = {"deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2", "glm_moe_dsa"}
 HYBRID = {"jamba"}
 # read layer by layer (layer_kinds.py + _layered): hybrids, chunked/sliding attention, their MoE flavours
 LAYERED = {"gpt_oss", "qwen3_next", "qwen3_5_text", "qwen3_5_moe_text", "llama4_text", "glm4_moe", "minimax_m2",
            "nemotron_h", "granitemoehybrid", "lfm2", "gemma3n_text", "gemma4_text", "falcon_h1"}
-SUPPORTED = DENSE_LLAMA_LIKE | MOE | MLA | HYBRID | LAYERED
+SUPPORTED = DENSE_LLAMA_LIKE | MOE | MLA | HYBRID | LAYERED | {"deepseek_v4", "minimax_m3"}
 # multimodal wrappers whose text decoder sits under text_config with its own model_type (filled in when absent)
 TEXT_TYPE_OF_WRAPPER = {"gemma3": "gemma3_text", "qwen3_5": "qwen3_5_text", "qwen3_5_moe": "qwen3_5_moe_text",
                         "llama4": "llama4_text", "gemma3n": "gemma3n_text", "gemma4": "gemma4_text",
                         "kimi_k25": "kimi_k2", "qwen3_vl": "qwen3_vl_text", "qwen3_vl_moe": "qwen3_vl_moe_text",
-                        "mistral3": "mistral", "qwen2_5_vl": "qwen2"}
+                        "mistral3": "mistral", "qwen2_5_vl": "qwen2", "minimax_m3_vl": "minimax_m3"}
 # every wrapper kvcalc reads: its decoder is planned, its encoders counted where encoders.py knows them and named
 # in ModelSpec.uncounted where it does not (Kimi-K2.5's MoonViT, Gemma 3n's vision and audio towers)
 TEXT_ONLY_WRAPPERS = set(TEXT_TYPE_OF_WRAPPER) - MULTIMODAL_WRAPPERS
@@ -208,6 +214,27 @@ def _text_config(cfg: dict[str, Any]) -> dict[str, Any]:
     if outer in FLAT_MULTIMODAL:
         return {**cfg, "model_type": FLAT_MULTIMODAL[outer]}
     return cfg
+
+
+# NemotronHConfig (transformers 5) layers_block_type names -> the hybrid_override_pattern characters they replaced
+_BLOCK_TYPE_CHARS = {"mamba": "M", "attention": "*", "full_attention": "*", "mlp": "-", "moe": "E"}
+
+
+def _nemotron_h_pattern(cfg: dict[str, Any]) -> dict[str, Any]:
+    """Nemotron 3 Ultra's config lists its layers as layers_block_type (and has no num_hidden_layers; the
+    config class takes the list's length): rewrite it as the hybrid_override_pattern the older configs carry."""
+    types = cfg.get("layers_block_type")
+    if not isinstance(types, list) or cfg.get("hybrid_override_pattern"):
+        return cfg
+    unknown = sorted({str(t) for t in types} - set(_BLOCK_TYPE_CHARS))
+    if unknown:
+        raise UnsupportedModelError(f"layers_block_type entry {shown(unknown[0], 30)} is not supported yet; kvcalc "
+                                    f"refuses rather than guess (known: {', '.join(sorted(_BLOCK_TYPE_CHARS))})")
+    n = cfg.get("num_hidden_layers")
+    if n is not None and n != len(types):
+        raise UsageError(f"layers_block_type has {len(types)} entries for num_hidden_layers {n}")
+    return {**cfg, "hybrid_override_pattern": "".join(_BLOCK_TYPE_CHARS[t] for t in types),
+            "num_hidden_layers": len(types)}
 
 
 def spec_from_config(cfg: dict[str, Any], name: str = "model", source: str = "", *, trusted: bool = False) -> ModelSpec:
@@ -241,6 +268,8 @@ def spec_from_config(cfg: dict[str, Any], name: str = "model", source: str = "",
         )
     merged = dict(_DEFAULTS.get(model_type, {}))
     merged.update(text)  # a key present with null stays null (Mistral v0.3's "sliding_window": null)
+    if model_type == "nemotron_h":
+        merged = _nemotron_h_pattern(merged)
     vision = cfg.get("vision_config") if wrapped else None
     if not trusted:
         from .config_schema import check_config, check_vision_config  # pydantic: only for configs users supply
@@ -503,7 +532,9 @@ def _deepseek(cfg: dict[str, Any], name: str, model_type: str, source: str) -> M
     exp_inter, dense_inter = int(cfg["moe_intermediate_size"]), int(cfg["intermediate_size"])
     n_shared = int(cfg.get("n_shared_experts") or 0)
     first_dense, freq = int(cfg.get("first_k_dense_replace") or 0), int(cfg.get("moe_layer_freq") or 1)
-    score_bias = cfg.get("topk_method") == "noaux_tc" or model_type in ("deepseek_v3", "deepseek_v32", "kimi_k2")
+    score_bias = cfg.get("topk_method") == "noaux_tc" or model_type in ("deepseek_v3", "deepseek_v32", "kimi_k2",
+                                                                         "glm_moe_dsa")
+    has_indexer = _indexer_layers(cfg, n_layers)
     counts = _Count()
     n_moe = 0
     for i in range(n_layers):
@@ -517,7 +548,7 @@ def _deepseek(cfg: dict[str, Any], name: str, model_type: str, source: str) -> M
         counts.add("attention", kv_lora)  # kv_a_layernorm
         counts.linear("attention", "kv_b_proj", kv_lora, n_heads * (nope + v_dim))
         counts.linear("attention", "o_proj", n_heads * v_dim, h, bias=bias)
-        if cfg.get("index_head_dim"):  # V3.2 lightning indexer (modeling_deepseek_v32 / vLLM deepseek_v2.py Indexer)
+        if has_indexer[i]:  # V3.2 lightning indexer (modeling_deepseek_v32 / vLLM deepseek_v2.py Indexer)
             idx_heads, idx_dim = int(cfg["index_n_heads"]), int(cfg["index_head_dim"])
             counts.linear("attention", "indexer.wq_b", int(q_lora or h), idx_heads * idx_dim)
             counts.linear("attention", "indexer.wk", h, idx_dim)
@@ -532,12 +563,171 @@ def _deepseek(cfg: dict[str, Any], name: str, model_type: str, source: str) -> M
         counts.add("norms", 2 * h)
     counts.add("norms", h)
     index_dim = int(cfg.get("index_head_dim") or 0)
-    layers = [MultiLatentAttention(n_heads, kv_lora, rope, nope, v_dim, index_head_dim=index_dim)
-              for _ in range(n_layers)]
+    layers = [MultiLatentAttention(n_heads, kv_lora, rope, nope, v_dim,
+                                   index_head_dim=index_dim if has_indexer[i] else 0, sparse=bool(index_dim))
+              for i in range(n_layers)]
     moe = MoeInfo(num_experts=n_exp, experts_per_token=k, shared_experts=n_shared, expert_intermediate_size=exp_inter,
                   moe_layers=n_moe)
     return _spec(cfg, name, model_type, source, counts, layers, head_dim=nope + rope, n_kv=n_heads,
                  intermediate=dense_inter if n_moe < n_layers else exp_inter, moe=moe, rotary_dim=rope)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# DeepSeek V4: compressed sparse attention (CSA / HCA / sliding) + hash-routed then top-k MoE + hyper-connections
+
+
+def _dsv4_ratios(cfg: dict[str, Any], n_layers: int) -> list[int]:
+    """compress_ratios per decoder layer (the list also covers the MTP layers after them): 0 or 1 sliding window
+    only, 4 CSA, 128 HCA (transformers configuration_deepseek_v4.py maps them to layer_types the same way)."""
+    ratios = cfg.get("compress_ratios")
+    if not isinstance(ratios, list) or len(ratios) < n_layers:
+        raise UsageError(f"compress_ratios must list at least num_hidden_layers ({n_layers}) entries")
+    out = [max(int(r), 1) for r in ratios[:n_layers]]
+    unknown = sorted(set(out) - {1, 4, 128})
+    if unknown:
+        raise UnsupportedModelError(f"compress ratio {unknown[0]} is not supported yet; kvcalc refuses rather than "
+                                    "guess (known: 0/1 sliding, 4 CSA, 128 HCA; vLLM sparse_swa.py _layer_type_for)")
+    return out
+
+
+def _deepseek_v4(cfg: dict[str, Any], name: str, model_type: str, source: str) -> ModelSpec:
+    """modeling_deepseek_v4.py (transformers 5.24), checked on the meta device. Attention per layer: q_a_proj
+    (hidden -> q_lora) + q_a_norm, q_b_proj (q_lora -> heads x head_dim), kv_proj (hidden -> head_dim, the one KV
+    head) + kv_norm, o_a_proj (grouped: heads x head_dim x o_lora_rank), o_b_proj (o_groups x o_lora -> hidden), and
+    one fp32 sink per head. Compressor (CSA/HCA layers): kv_proj and gate_proj (hidden -> coff x head_dim),
+    position_bias (ratio x coff x head_dim, fp32), kv_norm; CSA adds the indexer: its own compressor of coff x
+    index_head_dim, q_b_proj (q_lora -> index heads x index_head_dim) and weights_proj (hidden -> index heads). MoE in
+    every layer: router (fp32; the first num_hash_layers route by token id, tid2eid a buffer, the others keep an
+    e_score_correction_bias), fused experts, one shared MLP of moe_intermediate_size. Hyper-connections (hc_mult
+    streams): per layer two of fn (2N+N^2) x N*hidden, base, 3 scales; a head of N x N*hidden + N + 1. MTP layers
+    are not part of the model transformers and vLLM load."""
+    h, n_layers, n_heads = int(cfg["hidden_size"]), int(cfg["num_hidden_layers"]), int(cfg["num_attention_heads"])
+    hd, rope, q_lora = int(cfg["head_dim"]), int(cfg["qk_rope_head_dim"]), int(cfg["q_lora_rank"])
+    o_lora, o_groups = int(cfg["o_lora_rank"]), int(cfg["o_groups"])
+    idx_heads, idx_dim = int(cfg["index_n_heads"]), int(cfg["index_head_dim"])
+    n_exp, k, inter = int(cfg["n_routed_experts"]), int(cfg["num_experts_per_tok"]), int(cfg["moe_intermediate_size"])
+    n_shared, n_hash = int(cfg.get("n_shared_experts") or 1), int(cfg.get("num_hash_layers") or 0)
+    hc = int(cfg.get("hc_mult") or 1)
+    window = int(cfg["sliding_window"])
+    ratios = _dsv4_ratios(cfg, n_layers)
+    counts = _Count()
+    layers: list[LayerCache] = []
+    for i, ratio in enumerate(ratios):
+        counts.fp32 += counts.add("attention", n_heads)  # sinks
+        counts.linear("attention", "q_a_proj", h, q_lora)
+        counts.fp32 += counts.add("attention", q_lora)  # q_a_norm
+        counts.linear("attention", "q_b_proj", q_lora, n_heads * hd)
+        counts.linear("attention", "kv_proj", h, hd)
+        counts.fp32 += counts.add("attention", hd)  # kv_norm
+        counts.linear("attention", "o_a_proj", n_heads * hd // o_groups, o_groups * o_lora)
+        counts.linear("attention", "o_b_proj", o_groups * o_lora, h)
+        if ratio > 1:
+            coff = 2 if ratio == 4 else 1
+            counts.linear("attention", "compressor.kv_proj", h, coff * hd, quantized=False)
+            counts.linear("attention", "compressor.gate_proj", h, coff * hd, quantized=False)
+            counts.fp32 += counts.add("attention", ratio * coff * hd + hd)  # position_bias, kv_norm
+        if ratio == 4:
+            counts.linear("attention", "indexer.kv_proj", h, 2 * idx_dim, quantized=False)
+            counts.linear("attention", "indexer.gate_proj", h, 2 * idx_dim, quantized=False)
+            counts.add("attention", ratio * 2 * idx_dim + idx_dim)  # position_bias, kv_norm
+            counts.linear("attention", "indexer.q_b_proj", q_lora, idx_heads * idx_dim)
+            counts.linear("attention", "indexer.weights_proj", h, idx_heads, quantized=False)
+        router = counts.add("mlp", n_exp * h + (0 if i < n_hash else n_exp))  # weight (+ e_score_correction_bias)
+        counts.fp32 += router
+        shared = _gated_mlp(counts, h, inter * n_shared, prefix="shared_experts.")
+        _gated_mlp(counts, h, inter, prefix="experts.", count=n_exp)
+        counts.active_mlp += router + shared + k * 3 * h * inter
+        counts.fp32 += counts.add("norms", 2 * h)
+        streams = 2 * hc + hc * hc
+        counts.fp32 += counts.add("other", 2 * (streams * hc * h + streams + 3))  # attn_hc, ffn_hc
+        layers.append(CompressedSparseAttention(hd, rope, window, ratio, idx_dim if ratio == 4 else 0))
+    counts.fp32 += counts.add("norms", h)
+    counts.fp32 += counts.add("other", hc * hc * h + hc + 1)  # hc_head
+    moe = MoeInfo(num_experts=n_exp, experts_per_token=k, shared_experts=n_shared, expert_intermediate_size=inter,
+                  moe_layers=n_layers)
+    return _spec(cfg, name, model_type, source, counts, layers, head_dim=hd, n_kv=1, intermediate=inter, moe=moe,
+                 rotary_dim=rope)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# MiniMax M3: GQA attention with MiniMax sparse attention (MSA) index keys, dense then MoE MLPs
+
+
+def _minimax_m3(cfg: dict[str, Any], name: str, model_type: str, source: str) -> ModelSpec:
+    """vLLM's MiniMaxM3ForCausalLM (read in baidu/vLLM-Kunlun vllm/model_executor/models/minimax_m3.py, which says it
+    mirrors upstream; transformers has no class): per layer q/k/v/o projections, per-head q_norm / k_norm of head_dim
+    (use_qk_norm, qk_norm_type per_head); sparse layers (sparse_attention_config.sparse_attention_freq) add the MSA
+    indexer: index_q_proj (hidden -> sparse_num_index_heads x sparse_index_dim), index_k_proj (hidden -> one index
+    head) and two norms of sparse_index_dim, and keep an index-key cache. MLP: gated dense of dense_intermediate_size
+    where moe_layer_freq is 0, else block_sparse_moe: fp32 gate + e_score_correction_bias (use_routing_bias), a shared
+    expert of shared_intermediate_size and num_local_experts experts of moe_intermediate_size. The MTP modules are not
+    part of the model vLLM loads."""
+    h, n_layers, n_heads = int(cfg["hidden_size"]), int(cfg["num_hidden_layers"]), int(cfg["num_attention_heads"])
+    n_kv, hd = int(cfg["num_key_value_heads"]), int(cfg["head_dim"])
+    sparse = cfg.get("sparse_attention_config") or {}
+    use_sparse = bool(sparse.get("use_sparse_attention"))
+    sparse_freq = _per_layer(sparse.get("sparse_attention_freq", 0), n_layers, "sparse_attention_freq")
+    moe_freq = _per_layer(cfg.get("moe_layer_freq", 1), n_layers, "moe_layer_freq")
+    idx_heads, idx_dim = int(sparse.get("sparse_num_index_heads") or 0), int(sparse.get("sparse_index_dim") or 0)
+    n_exp, k = int(cfg["num_local_experts"]), int(cfg["num_experts_per_tok"])
+    # the VL wrapper's text_config leaves moe_intermediate_size out: intermediate_size is the expert width (as in M2)
+    inter = int(_get(cfg, "moe_intermediate_size", "intermediate_size"))
+    dense_inter = int(cfg["dense_intermediate_size"])
+    shared = int(cfg.get("shared_intermediate_size") or 0) * int(cfg.get("n_shared_experts") or 1)
+    counts = _Count()
+    layers: list[LayerCache] = []
+    for i in range(n_layers):
+        counts.linear("attention", "q_proj", h, n_heads * hd)
+        counts.linear("attention", "k_proj", h, n_kv * hd)
+        counts.linear("attention", "v_proj", h, n_kv * hd)
+        counts.linear("attention", "o_proj", n_heads * hd, h)
+        if cfg.get("use_qk_norm", True):
+            counts.add("attention", 2 * hd)
+        indexed = use_sparse and bool(sparse_freq[i]) and idx_dim > 0
+        if indexed:
+            counts.linear("attention", "index_q_proj", h, idx_heads * idx_dim)
+            counts.linear("attention", "index_k_proj", h, idx_dim)
+            counts.add("attention", 2 * idx_dim)
+        if moe_freq[i]:
+            _moe_mlp(counts, h, inter, n_exp, k, router="fp32", router_bias=bool(cfg.get("use_routing_bias", True)),
+                     shared_inter=shared)
+        else:
+            counts.active_mlp += _gated_mlp(counts, h, dense_inter)
+        counts.add("norms", 2 * h)
+        layers.append(FullAttention(n_kv, hd, hd, index_key_dim=idx_dim if indexed else 0))
+    counts.add("norms", h)
+    moe = MoeInfo(num_experts=n_exp, experts_per_token=k, shared_experts=int(cfg.get("n_shared_experts") or 1),
+                  expert_intermediate_size=inter, moe_layers=sum(1 for f in moe_freq if f))
+    return _spec(cfg, name, model_type, source, counts, layers, head_dim=hd, n_kv=n_kv, intermediate=inter, moe=moe,
+                 rotary_dim=int(cfg.get("rotary_dim") or hd))
+
+
+def _per_layer(value: Any, n_layers: int, what: str) -> list[int]:
+    """A per-layer 0/1 list, or one number for every layer."""
+    if isinstance(value, list):
+        if len(value) != n_layers:
+            raise UsageError(f"{what} has {len(value)} entries for {n_layers} layers")
+        return [int(v) for v in value]
+    return [int(value)] * n_layers
+
+
+def _indexer_layers(cfg: dict[str, Any], n_layers: int) -> list[bool]:
+    """Which layers run a DSA lightning indexer of their own. Every layer when index_head_dim is set (DeepSeek V3.2,
+    GLM-5/5.1); GLM-5.2's indexer_types marks "shared" layers that reuse the top-k of the last "full" layer
+    (IndexCache): they hold no indexer weights and no indexer key cache (transformers modeling_glm_moe_dsa builds
+    the indexer only where indexer_types is "full")."""
+    if not cfg.get("index_head_dim"):
+        return [False] * n_layers
+    types = cfg.get("indexer_types")
+    if types is None:
+        return [True] * n_layers
+    if len(types) != n_layers:
+        raise UsageError(f"indexer_types has {len(types)} entries for {n_layers} layers")
+    unknown = sorted({str(t) for t in types} - {"full", "shared"})
+    if unknown:
+        raise UnsupportedModelError(f"indexer type {shown(unknown[0], 30)} is not supported yet; kvcalc refuses "
+                                    "rather than guess (known: full, shared)")
+    return [t == "full" for t in types]
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -712,9 +902,15 @@ def _family_mlp(counts: _Count, cfg: dict[str, Any], model_type: str, kind: str,
         counts.fp32 += router
         s = counts.linear("mlp", "shared_experts.up_proj", h, shared) + counts.linear(
             "mlp", "shared_experts.down_proj", shared, h) if shared else 0
-        counts.linear("mlp", "experts.up_proj", h, inter, n_exp)
-        counts.linear("mlp", "experts.down_proj", inter, h, n_exp)
-        counts.active_mlp += router + s + k * 2 * h * inter
+        # Nemotron 3 Super / Ultra: latent MoE (NemotronHMoE fc1_latent_proj / fc2_latent_proj): the routed experts
+        # run in moe_latent_size, between a down- and an up-projection shared by all experts of the layer
+        latent = int(cfg.get("moe_latent_size") or 0)
+        width = latent or h
+        proj = (counts.linear("mlp", "fc1_latent_proj", h, latent, bias=bool(cfg.get("mlp_bias")))
+                + counts.linear("mlp", "fc2_latent_proj", latent, h, bias=bool(cfg.get("mlp_bias")))) if latent else 0
+        counts.linear("mlp", "experts.up_proj", width, inter, n_exp)
+        counts.linear("mlp", "experts.down_proj", inter, width, n_exp)
+        counts.active_mlp += router + s + proj + k * 2 * width * inter
         return
     if kind == "dense":
         if model_type == "lfm2":
@@ -901,6 +1097,8 @@ _BUILDERS = {
     **{t: _moe for t in MOE},
     **{t: _deepseek for t in MLA},
     "jamba": _jamba,
+    "deepseek_v4": _deepseek_v4,
+    "minimax_m3": _minimax_m3,
     **{t: _layered for t in LAYERED},
 }
 

@@ -260,6 +260,13 @@ def mm_limits(text: str | None) -> dict[str, int] | None:
 
 ENGINES = ["hf", "vllm", "both"]
 
+
+def _percentiles(text):
+    """--percentiles text -> the Workload's tuple (kvcalc/workload.py parse_percentiles)."""
+    from .workload import parse_percentiles
+
+    return None if text is None else parse_percentiles(text)
+
 # The options of one request: plan, explain, plot and fit take them all; the web API takes them as parameters.
 PLAN_OPTIONS: list[Option] = [
     Option("gpu", NAME, "t4", "GPU id or alias (kvcalc gpus), or a YAML file.", show_default=True),
@@ -272,7 +279,8 @@ PLAN_OPTIONS: list[Option] = [
            "(awq,fp8) shows each beside the baseline."),
     Option("quantization", NAME, None, "vLLM's --quantization (awq, awq_marlin, gptq, gptq_marlin, fp8, "
            "bitsandbytes): sets --weights.", aliases=("-q",)),
-    Option("kv", NAMES, None, "KV format(s): auto, fp8, fp8-e5m2, hqq-8 (int8), hqq-4, hqq-2, quanto-4, quanto-2; "
+    Option("kv", NAMES, None, "KV format(s): auto, fp8, fp8-e5m2, int8/fp8/int4_per_token_head, nvfp4 (vLLM); hqq-8 (int8), hqq-4, "
+           "hqq-2, quanto-4, quanto-2 (transformers); "
            "a list (auto,fp8) shows each with every --weights.", aliases=("--kv-cache-dtype",)),
     Option("util", FRACTION, None, "vLLM gpu_memory_utilization [default: the version's, 0.92 from 0.21, 0.9 "
            "before].", aliases=("--gpu-memory-utilization",), into="request"),
@@ -329,6 +337,18 @@ PLAN_OPTIONS: list[Option] = [
            "[default: 1].", into="workload"),
     Option("request_rate", RATE, None, "Poisson arrivals in requests/s (vllm bench --request-rate); the "
            "concurrency follows.", into="workload"),
+    Option("num_prompts", click.IntRange(1, 100_000), None, "requests in the run (vllm bench --num-prompts) "
+           "[default: 5 x --concurrency (20-500), or 30 s of --request-rate (50-500)].", into="workload"),
+    Option("random_range_ratio", click.FloatRange(0, 1, max_open=True), None, "vllm bench --random-range-ratio: "
+           "lengths uniform in [L (1 - r), L (1 + r)] [default: 0].", into="workload"),
+    Option("prefix_len", TOKENS, None, "a prefix every prompt shares, before its --input-len tokens (vllm bench "
+           "--random-prefix-len); prefix caching computes it once.", aliases=("--random-prefix-len",),
+           into="workload"),
+    Option("burstiness", click.FloatRange(0, min_open=True), None, "vllm bench --burstiness of --request-rate "
+           "arrivals: gamma-distributed gaps, 1 = Poisson, < 1 burstier [default: 1].", into="workload"),
+    Option("percentiles", NAME, None, "vllm bench --metric-percentiles of TTFT, TPOT, ITL and e2e "
+           "[default: 50,99].", aliases=("--metric-percentiles",), metavar="P,P,...", into="workload",
+           convert=_percentiles),
     Option("no_calibration", is_flag=True, help="ignore your calibration (kvcalc calibrate) for this GPU and vLLM "
            "version."),
 ]
@@ -344,6 +364,13 @@ PLAN_COMMAND_OPTIONS: list[Option] = [
     Option("plot_path", None, None, "also write capacity vs context, speed vs batch and the memory breakdown to one "
            "PNG (needs matplotlib: python3 -m pip install matplotlib).", flags=("--plot",), metavar="FILE.png",
            web=False),
+    Option("emit", click.Choice(["serve", "docker", "kubernetes", "kserve", "llm-d"]), None, "print a deployment "
+           "file for the asked configuration's vLLM row instead of the table: the vllm serve line, a docker run "
+           "line, a Kubernetes Deployment + Service, a KServe InferenceService or llm-d Helm values "
+           "(docs/api.md).", metavar="KIND", web=False),
+    Option("require_fit", is_flag=True, help="a gate: exit 1, with one line saying why, unless the asked "
+           "configuration (--weights/--kv, else the baseline) fits on every asked engine (--engine vllm to gate the "
+           "vLLM deployment alone).", web=False),
 ]
 
 FIT_QUESTIONS = ["max-context", "max-concurrency", "min-util", "min-gpus", "auto"]
@@ -419,6 +446,12 @@ SEARCH_OPTIONS: list[Option] = [
     same("output_len"),
     same("concurrency", help="requests in flight at once, all replicas together (vllm bench --max-concurrency)."),
     same("request_rate", help="requests per second, all replicas together (Little's law sets the concurrency)."),
+    same("num_prompts", help="requests in the simulated vllm bench run, all replicas together [default: as "
+         "kvcalc plan]."),
+    same("random_range_ratio"),
+    same("prefix_len"),
+    same("burstiness"),
+    same("percentiles"),
     Option("max_ttft_ms", float, None, "target: time to first token.", callback=positive_float("--max-ttft-ms")),
     Option("max_tpot_ms", float, None, "target: time per output token after the first.",
            callback=positive_float("--max-tpot-ms")),
@@ -441,9 +474,15 @@ SEARCH_OPTIONS: list[Option] = [
     Option("price", None, None, "override a price (repeatable).", multiple=True, metavar="GPU=USD", web=False),
     Option("prices_file", None, None, "price file [default: $XDG_CONFIG_HOME/kvcalc/prices.yaml if present, over "
            "the shipped one].", flags=("--prices",), metavar="FILE", web=False),
+    Option("price_tier", click.Choice(["on-demand", "spot", "reserved"]), "on-demand", "which published price to "
+           "rent at: on demand (per GPU or whole instances), or the spot / reserved instance offers of "
+           "kvcalc/data/prices.yaml.", show_default=True),
     Option("top", click.IntRange(1, 10000), 10, "rows shown.", show_default=True),
     Option("as_json", is_flag=True, flags=("--json",), help="print the result as JSON (schema kvcalc.search/1).",
            web=False),
+    Option("emit", click.Choice(["serve", "docker", "kubernetes", "kserve", "llm-d"]), None, "print a deployment "
+           "file for the winner instead of the table (serve, docker, kubernetes, kserve, llm-d: docs/api.md).",
+           metavar="KIND", web=False),
 ]
 
 plan_options = decorator(PLAN_OPTIONS)

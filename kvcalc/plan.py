@@ -13,6 +13,7 @@ from .engines import vllm as vllm_engine
 from .engines.vllm_versions import is_newer_than_known, rules_for, rules_with_engine
 from .engines.vllm_support import unserved_gate, unserved_reason
 from .errors import UnsupportedModelError, UsageError, shown
+from .engines.vllm_specs import vllm_kv_refusal
 from .formats import KvFormat, WeightFormat, kv_format, weight_format
 from .hardware import GpuProfile
 from .engines.hf import hf_cache_bytes
@@ -341,6 +342,8 @@ class Row:
     hf: hf_engine.HfEstimate | None = field(default=None, repr=False)
     bench: BenchEstimate | None = field(default=None, repr=False)  # the --input-len workload, when asked
     speed: DecodeEstimate | None = field(default=None, repr=False, compare=False)  # the decode step, per kernel
+    # how far to trust the row's figures (kvcalc/trust.py): evidence label, what backs it, low/high per figure
+    trust: dict = field(default_factory=dict, compare=False)
 
     def to_json(self) -> dict:
         # asdict(self) would deep-copy the estimates too, only to drop them: a third of a web request's time
@@ -374,7 +377,7 @@ def configs_for(req: PlanRequest) -> list[FormatChoice]:
     ckpt = baseline_weights(req.spec)
     standard = list(STANDARD_CONFIGS) if ckpt is None else checkpoint_configs(ckpt)
     if not req.asked:
-        return standard
+        return standard + nvfp4_kv_configs(req, standard[0].weights)
     ws = [weight_format(n) for n in req.weights_choices] or [req.asked_weights or ckpt or BASELINE.weights]
     ks = [kv_format(n) for n in req.kv_choices] or [req.kv_or_default]
     customs: dict[str, FormatChoice] = {}
@@ -388,6 +391,19 @@ def configs_for(req: PlanRequest) -> list[FormatChoice]:
             customs.setdefault(key, FormatChoice(key, f"{w.label} weights + {k.label}", w, k if k.vllm_name else None,
                                                  k if (k.hf_quantized or k.name == "auto") else None))
     return [standard[0], *customs.values()]
+
+
+def nvfp4_kv_configs(req: PlanRequest, weights: WeightFormat) -> list[FormatChoice]:
+    """The NVFP4-KV what-if on the weights as shipped, where this vLLM release reads it on this GPU (sm_100 from 0.21:
+    formats.py nvfp4, engines/vllm_specs.vllm_kv_refusal); elsewhere vLLM refuses the cache, so no row."""
+    nvfp4 = kv_format("nvfp4")
+    from .layers import MultiLatentAttention, flatten
+
+    if any(isinstance(layer, MultiLatentAttention) for layer in flatten(req.spec.layers)):
+        return []  # MLA backends read auto / fp8 caches only
+    if vllm_kv_refusal(nvfp4, req.vllm_version, req.gpu.compute_capability, req.gpu.vendor):
+        return []
+    return [FormatChoice("nvfp4-kv", "NVFP4 KV", weights, nvfp4, None)]
 
 
 def checkpoint_configs(ckpt: WeightFormat) -> list[FormatChoice]:
@@ -442,10 +458,13 @@ def _vllm_row(req: PlanRequest, choice: FormatChoice) -> Row | None:
     if req.workload is not None:
         bench = vllm_bench(req.spec, req.gpu, w, k, req.workload, chunk_tokens=est.max_num_batched_tokens,
                            slots=min(est.max_num_seqs, concurrency),
-                           kv_bytes_per_token=est.deployment_kv_bytes_per_token, tp=req.tp, pp=req.pp, enforce_eager=req.enforce_eager)
+                           kv_bytes_per_token=est.deployment_kv_bytes_per_token, tp=req.tp, pp=req.pp,
+                           enforce_eager=req.enforce_eager, est=est if est.fits else None,
+                           entrypoint=req.entrypoint)
     # capacity as vLLM logs it ("GPU KV cache size"): group-aware, so hybrid models count tokens, not pool blocks.
     # Weights and KV bytes per token are the deployment's: each of tp x pp GPUs holds its share.
-    return Row(config=choice.key, label=choice.label, engine="vllm", weights_format=w.name, kv_format=k.name,
+    return Row(trust=row_trust(req, "vllm", w, k, bench), config=choice.key, label=choice.label, engine="vllm",
+               weights_format=w.name, kv_format=k.name,
                weights_bytes=est.deployment_weights_bytes, kv_bytes_per_token=est.deployment_kv_bytes_per_token,
                kv_capacity_tokens=est.logged_kv_tokens, max_concurrency=concurrency, hf_memory_bytes=None,
                decode_tokens_per_s=speed.tokens_per_s, decode_batch=held, fits=fits, shortfall_bytes=shortfall,
@@ -471,13 +490,42 @@ def _hf_row(req: PlanRequest, choice: FormatChoice) -> Row | None:
     # per token of context at --context: sliding-window layers stop growing past their window
     # (whole bytes, as every byte figure in the JSON: rounded as the table rounds it)
     per_token = round(hf_cache_bytes(req.spec.layers, 1, req.context, req.context, k, 2) / req.context)
-    return Row(config=choice.key, label=choice.label, engine="hf", weights_format=w.name, kv_format=k.name,
+    bench = hf_bench(req.spec, req.gpu, w, k, req.workload) if req.workload is not None else None
+    return Row(trust=row_trust(req, "hf", w, k, bench), config=choice.key, label=choice.label, engine="hf",
+               weights_format=w.name, kv_format=k.name,
                weights_bytes=est.static_bytes, kv_bytes_per_token=per_token, kv_capacity_tokens=longest,
                max_concurrency=None, hf_memory_bytes=est.total_bytes, decode_tokens_per_s=speed.tokens_per_s,
                decode_batch=req.batch, fits=est.fits, shortfall_bytes=est.shortfall_bytes, quality_risk=_risk(req.spec, w, k),
                notes=_weights_notes(w) + est.notes + speed.notes, quality_evidence=quality_cell(w.name, k.name),
-               hf=est, speed=speed,
-               bench=hf_bench(req.spec, req.gpu, w, k, req.workload) if req.workload is not None else None)
+               hf=est, speed=speed, bench=bench)
+
+
+def quality_source(spec: ModelSpec, w: WeightFormat, k: KvFormat) -> dict:
+    """Where a row's quality risk comes from: the rule that sets it (kvcalc/formats.py: each format's risk, the
+    weights' stricter risk below 4 B parameters; the worse of weights and KV), and the small-model measurements
+    beside it where kvcalc/data/quality.json holds some (evidence, not the label's source)."""
+    w_risk, k_risk = w.risk_for(spec.params.total), k.quality_risk
+    small = w.quality_risk_small and spec.params.total < 4_000_000_000
+    rule = (f"rule (kvcalc/formats.py): weights {w.name} {w_risk}"
+            + (" (below 4 B parameters)" if small else "") + f", KV {k.name} {k_risk}; the worse of the two")
+    measured = quality_cell(w.name, k.name)
+    return {"label": "rule", "backing": rule, "measured": measured or None}
+
+
+def row_trust(req: PlanRequest, engine: str, w: WeightFormat, k: KvFormat, bench: BenchEstimate | None) -> dict:
+    """The evidence behind a row's figures and their ranges (kvcalc/trust.py), as the JSON carries them: `speed` for
+    the decode tok/s column, `capacity` for KV capacity / max concurrency / fits, and per workload figure."""
+    from .trust import capacity_trust, speed_trust
+
+    out = {"speed": speed_trust(req.gpu, engine, w, k, "TPOT", inverse=True, batch=req.batch).to_json(),
+           "capacity": capacity_trust(req.gpu, engine).to_json(), "quality": quality_source(req.spec, w, k)}
+    if bench is not None:
+        n = req.workload.concurrency or req.batch
+        lone = n <= 1 and (req.workload.request_rate is None or req.workload.request_rate <= 1)
+        out["ttft"] = speed_trust(req.gpu, engine, w, k, "TTFT" if lone else "TTFT-load", batch=n).to_json()
+        out["tpot"] = speed_trust(req.gpu, engine, w, k, "TPOT", batch=n).to_json()
+        out["output_tokens_per_s"] = speed_trust(req.gpu, engine, w, k, "throughput", batch=n).to_json()
+    return out
 
 
 def speed_of(row: Row) -> float:
@@ -508,6 +556,8 @@ def verdicts(rows: list[Row]) -> list[list[str]]:
     for i, r in enumerate(rows):  # vllm_support.py: this release does not serve the model at all
         if r.vllm is not None and r.vllm.serve_gate is not None:
             out[i] = [f"not served: needs vLLM {r.vllm.serve_gate.since}+"]
+        elif r.vllm is not None and r.vllm.graph_capture is not None and r.vllm.graph_capture.verdict():
+            out[i] = [r.vllm.graph_capture.verdict()]  # engines/vllm_graphs.py: loads, then OOM in capture
     return out
 
 
@@ -586,7 +636,7 @@ def plan(req: PlanRequest, warnings: list[str] | None = None) -> list[Row]:
             notes.append("vllm: " + slow)
     overflow = next((r.vllm for r in rows if r.vllm is not None and r.vllm.cudagraph_overflow_bytes), None)
     if overflow is not None:
-        notes.append(next(n for n in overflow.notes if n.startswith("util ")))
+        notes.append(next(n for n in overflow.notes if "the CUDA graphs take after the KV cache" in n))
     if warnings is not None:
         warnings.extend(notes)
     marks = verdicts(rows)
@@ -617,7 +667,13 @@ def plan_json(req: PlanRequest, rows: list[Row], warnings: list[str], sweep: lis
         "rows": [r.to_json() for r in rows],
         "tp_sweep": [o.to_json() for o in sweep] if sweep else None,
     } | ({"workload": {**asdict(req.workload), "assumptions": list(WORKLOAD_ASSUMPTIONS)}}
-         if req.workload is not None else {})
+         if req.workload is not None else {}) | _revision_json(req.spec)
+
+
+def _revision_json(spec: ModelSpec) -> dict:
+    """A hub checkpoint's resolved revision (the commit its files came from), for --model org/name[@revision]."""
+    ck = spec.checkpoint
+    return {"model_revision": ck.revision} if ck is not None and getattr(ck, "revision", None) else {}
 
 
 @dataclass
@@ -649,6 +705,18 @@ def asked_keys(req: PlanRequest) -> list[str]:
 def custom_key(req: PlanRequest) -> str:
     """The config key of the (first) configuration --weights/--kv asked for ('baseline' when neither)."""
     return asked_keys(req)[0]
+
+
+def explained_rows(req: PlanRequest, rows: list[Row], warnings: list[str]) -> list[Row]:
+    """The rows `kvcalc explain` explains: the asked configurations (--weights/--kv, each of a list; else the
+    baseline) on each asked engine, in the order asked. None runs: a usage error that says why, rather than
+    explaining another configuration."""
+    keys = asked_keys(req)
+    wanted = sorted((r for r in rows if r.config in keys), key=lambda r: keys.index(r.config))
+    if not wanted:  # the asked configuration runs on no asked engine: say why rather than explain another one
+        why = [w for w in warnings if w.startswith(("vllm:", "hf:"))]
+        raise UsageError("nothing to explain: " + "; ".join(why or ["no row for the asked configuration"]))
+    return wanted
 
 
 def sweep_choice(req: PlanRequest) -> FormatChoice:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
 
@@ -21,11 +21,68 @@ MAX_FILE_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
+class InstanceOffer:
+    """A machine a provider rents whole: gpus_per_instance GPUs of one type at one hourly price per tier (None where
+    the provider publishes none). Read from prices.yaml `offers`; search rents a replica inside one instance."""
+
+    gpu: str
+    provider: str
+    gpus_per_instance: int
+    on_demand: float | None
+    spot: float | None
+    reserved: float | None
+    reserved_term: str
+    date: str
+    source: str
+    estimate: bool = False
+
+    def usd_per_hour(self, tier: str) -> float | None:
+        return {"on-demand": self.on_demand, "spot": self.spot, "reserved": self.reserved}[tier]
+
+
+@dataclass(frozen=True)
 class Price:
     gpu: str
     usd_per_gpu_hour: float
     source: str  # where the number comes from: a URL and date, a file, or "--price"
     estimate: bool = False
+    # the instance shapes the shipped data offers for this GPU (none for a --price or user-file price: the user's
+    # number is what the user pays, per GPU)
+    offers: tuple[InstanceOffer, ...] = ()
+
+
+TIERS = ("on-demand", "spot", "reserved")
+
+
+@dataclass(frozen=True)
+class Rental:
+    """How a deployment of `replicas` replicas of gpus_per_replica GPUs is rented at the lowest price found."""
+
+    usd_per_hour: float
+    provider: str
+    gpus_per_instance: int  # 1: priced per GPU (the per-GPU offer, or the user's --price)
+    instances: int
+    source: str
+    estimate: bool
+
+
+def rent(price: Price, gpus_per_replica: int, replicas: int, tier: str = "on-demand") -> Rental | None:
+    """The cheapest way to rent the deployment: per GPU at the GPU's own price (on demand only), or whole instances of
+    an offer, each holding floor(gpus_per_instance / gpus_per_replica) replicas (a replica never spans two machines:
+    kvcalc has no inter-node cost model). None when the tier has no price for this GPU."""
+    options: list[Rental] = []
+    if tier == "on-demand":
+        n = gpus_per_replica * replicas
+        options.append(Rental(price.usd_per_gpu_hour * n, "per GPU", 1, n, price.source, price.estimate))
+    for offer in price.offers:
+        usd = offer.usd_per_hour(tier)
+        per_instance = offer.gpus_per_instance // gpus_per_replica
+        if usd is None or per_instance < 1:
+            continue
+        instances = -(-replicas // per_instance)
+        options.append(Rental(usd * instances, offer.provider, offer.gpus_per_instance, instances,
+                              f"{offer.source} ({offer.date})", offer.estimate))
+    return min(options, key=lambda r: (r.usd_per_hour, r.gpus_per_instance)) if options else None
 
 
 def user_prices_path() -> Path:
@@ -86,8 +143,40 @@ def _read_yaml(path: Path, where: str):
 def shipped_prices() -> dict[str, Price]:
     import yaml
 
-    text = resources.files("kvcalc").joinpath("data/prices.yaml").read_text()
-    return _entries(yaml.safe_load(text), "kvcalc/data/prices.yaml")
+    data = yaml.safe_load(resources.files("kvcalc").joinpath("data/prices.yaml").read_text())
+    prices = _entries({k: v for k, v in data.items() if k != "offers"}, "kvcalc/data/prices.yaml")
+    by_gpu: dict[str, list[InstanceOffer]] = {}
+    for offer in _offers(data.get("offers") or [], "kvcalc/data/prices.yaml"):
+        by_gpu.setdefault(offer.gpu, []).append(offer)
+    return {gpu: replace(p, offers=tuple(by_gpu.get(gpu, ()))) for gpu, p in prices.items()}
+
+
+def shipped_offers() -> list[InstanceOffer]:
+    """Every instance offer of the shipped price data (`kvcalc gpus --offers`, docs)."""
+    return [o for p in shipped_prices().values() for o in p.offers]
+
+
+def _offers(items, where: str) -> list[InstanceOffer]:
+    if not isinstance(items, list):
+        raise UsageError(f"{where}: offers must be a list")
+    out = []
+    for i, item in enumerate(items):
+        at = f"{where}: offers[{i}]"
+        if not isinstance(item, dict):
+            raise UsageError(f"{at} must be a mapping")
+        n = item.get("gpus_per_instance")
+        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= 1024:
+            raise UsageError(f"{at}: gpus_per_instance must be an integer from 1 to 1024")
+        tiers = {t: (None if item.get(k) is None else _number(item[k], f"{at}: {k}"))
+                 for t, k in (("on_demand", "on_demand_usd_per_hour"), ("spot", "spot_usd_per_hour"),
+                              ("reserved", "reserved_usd_per_hour"))}
+        if all(v is None for v in tiers.values()):
+            raise UsageError(f"{at}: no price (on_demand_usd_per_hour, spot_usd_per_hour or reserved_usd_per_hour)")
+        out.append(InstanceOffer(_gpu_id(str(item.get("gpu")), at), str(item.get("provider", "")), n,
+                                 tiers["on_demand"], tiers["spot"], tiers["reserved"],
+                                 str(item.get("reserved_term", "")), str(item.get("date", "undated")),
+                                 str(item.get("source", where)), bool(item.get("estimate", False))))
+    return out
 
 
 def parse_override(text: str) -> tuple[str, float]:

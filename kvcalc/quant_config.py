@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
@@ -146,6 +146,9 @@ class QuantScheme:
     # vllm-project/vllm@0024350b5da3; only quant_method modelopt*)
     kv_cache_fp8: bool = False
     notes: tuple[str, ...] = field(default=())
+    # the config lists every quantized module layer by layer (ModelOpt MIXED_PRECISION quantized_layers), so a
+    # Linear group found quantized in some layers exists only there (checkpoint.closed_form_bytes)
+    listed_only: bool = False
 
     def layout_for(self, paths: list[str], name: str) -> Layout | None:
         """The layout of the Linear at any of `paths` (aliases of one module), or None when it stays unquantized."""
@@ -229,7 +232,15 @@ def find_quant_config(cfg: dict[str, Any]) -> dict[str, Any] | None:
     if qc is None and isinstance(cfg.get("text_config"), dict):
         qc = cfg["text_config"].get("quantization_config")
     # not an object: spec_from_config refuses the config with its own one-line message naming the field
-    return qc if isinstance(qc, dict) else None
+    if not isinstance(qc, dict):
+        return None
+    if cfg.get("model_type") == "deepseek_v4" and str(qc.get("quant_method", "")).lower() == "fp8":
+        # vLLM overrides fp8 to deepseek_v4_fp8 for this model type (models/deepseek_v4.py DeepseekV4FP8Config):
+        # the experts follow the checkpoint's own expert format, the other Linears stay FP8 blocks
+        experts = "nvfp4" if str(qc.get("moe_quant_algo", "")).upper() == "NVFP4" else str(
+            cfg.get("expert_dtype") or "fp4").lower()
+        return {**qc, "quant_method": "deepseek_v4_fp8", "expert_format": experts}
+    return qc
 
 
 def parse_scheme(qc: dict[str, Any] | None, hf_quant: dict[str, Any] | None = None) -> QuantScheme | None:
@@ -354,11 +365,72 @@ def _modelopt(q: dict[str, Any]) -> QuantScheme:
             f"ModelOpt NVFP4, group {group}", "nvfp4"
     elif algo == "MXFP8":
         layout, label, nearest = Layout("mxfp8", 8), "ModelOpt MXFP8", "fp8"
+    elif algo == "MIXED_PRECISION":
+        return _modelopt_mixed(q, ignore, kv)
     else:
         raise UsageError(f"unknown ModelOpt quant_algo {shown(algo or '(none)', 40)} "
                          "(kvcalc reads FP8, FP8_PER_CHANNEL_PER_TOKEN, FP8_PB_WO, NVFP4, MXFP8)")
     return QuantScheme("modelopt", label, (Rule(layout),), ignore=ignore, match="exact", nearest=nearest,
                        kv_cache_fp8=kv)
+
+
+# ModelOpt per-layer algorithms of a MIXED_PRECISION checkpoint (modelopt.py ModelOptMixedPrecisionConfig reads
+# quantized_layers the same way: each listed module in its own algorithm, every other module unquantized)
+_MIXED_LAYOUTS = {
+    "FP8": Layout("fp8", 8, strategy="tensor", scale_bytes=4, input_scales=1),
+    "NVFP4": Layout("nvfp4", 4, group_size=16, input_scales=2),
+    "W4A16_NVFP4": Layout("nvfp4", 4, group_size=16, input_scales=1),  # weight_scale_2, no activation scale
+    "MXFP8": Layout("mxfp8", 8),
+}
+
+
+def _modelopt_mixed(q: dict[str, Any], ignore: tuple[str, ...], kv: bool) -> QuantScheme:
+    """quant_algo MIXED_PRECISION (Qwen3.6 NVFP4, Nemotron 3.5 Lightning): quantized_layers maps module names to
+    their own algorithm; unlisted modules stay unquantized. One rule per algorithm whose target is one regex over
+    the listed layers (_mixed_target: checkpoint names -> the module paths kvcalc sizes)."""
+    layers = q.get("quantized_layers")
+    if not isinstance(layers, dict) or not layers:
+        raise UsageError("ModelOpt MIXED_PRECISION config has no quantized_layers")
+    by_algo: dict[str, set[str]] = {}
+    for module, spec in layers.items():
+        algo = str(spec.get("quant_algo") if isinstance(spec, dict) else "").upper()
+        if algo not in _MIXED_LAYOUTS:
+            raise UsageError(f"unknown ModelOpt quant_algo {shown(algo or '(none)', 40)} in quantized_layers "
+                             f"(kvcalc reads {', '.join(_MIXED_LAYOUTS)})")
+        target = _mixed_target(str(module))
+        if target:
+            by_algo.setdefault(algo, set()).add(target)
+    rules, counts = [], {}
+    for algo, names in sorted(by_algo.items()):
+        rules.append(Rule(_MIXED_LAYOUTS[algo], targets=("re:(?:" + "|".join(sorted(names)) + r")\Z",)))
+        counts[algo] = len(names)
+    if not counts:
+        raise UsageError("ModelOpt MIXED_PRECISION quantized_layers names no decoder-layer module")
+    main = max(counts, key=lambda a: counts[a])
+    label = "ModelOpt mixed precision (" + ", ".join(f"{a} x{n}" for a, n in sorted(counts.items())) + ")"
+    return QuantScheme("modelopt", label, tuple(rules), ignore=ignore, match="exact",
+                       nearest="nvfp4" if "NVFP4" in main else "fp8", kv_cache_fp8=kv, listed_only=True)
+
+
+def _mixed_target(module: str) -> str | None:
+    """A regex for the kvcalc module paths (checkpoint.module_paths) one quantized_layers entry covers. Checkpoints
+    name modules their own way: backbone./model.language_model. prefixes, a mixer. or mlp. parent, per-expert
+    indices or the whole experts block, Qwen3.5's split in_proj_qkv / in_proj_z (kvcalc: in_proj_qkvz) and
+    shared_expert (kvcalc: shared_experts). Entries outside the decoder layers (lm_head) are sized elsewhere."""
+    m = re.match(r"(?:.*\.)?layers\.(\d+)\.(.+)\Z", module)
+    if not m:
+        return None
+    layer, rest = m.group(1), re.sub(r"^(?:self_attn|mlp|mixer|block_sparse_moe)\.", "", m.group(2))
+    rest = re.sub(r"^shared_expert\.", "shared_experts.", rest)
+    # MiniMax's experts.N.w1 / w3 / w2 are kvcalc's gate_proj / up_proj / down_proj
+    rest = re.sub(r"^(experts\.\d+\.)w([123])\Z", lambda x: x.group(1) + {"1": "gate_proj", "3": "up_proj",
+                                                                            "2": "down_proj"}[x.group(2)], rest)
+    rest = re.sub(r"^linear_attn\.in_proj_(?:qkv|z)\Z", "linear_attn.in_proj_qkvz", rest)
+    if rest == "experts":
+        role = r"experts\..+"
+    else:
+        role = re.escape(re.sub(r"^experts\.\d+\.", "experts.0.", rest))
+    return rf"(?:.*\.)?layers\.{layer}\.(?:self_attn\.|mlp\.|mixer\.)?{role}"
 
 
 def _kv_scheme_fp8(scheme: Any) -> bool:
@@ -467,7 +539,27 @@ def _torchao(qc: dict[str, Any]) -> QuantScheme:
     return QuantScheme("torchao", label, (Rule(layout),), ignore=modules, match="substring", nearest=nearest)
 
 
+def _deepseek_v4_fp8(qc: dict[str, Any]) -> QuantScheme:
+    """DeepseekV4FP8Config.get_quant_method: FusedMoE experts MXFP4 (expert_dtype "fp4", group 32, e8m0 scales) or
+    FP8 blocks (expert_dtype "fp8"); NVIDIA's NVFP4 exports (moe_quant_algo NVFP4) carry NVFP4 experts; every other
+    Linear is an FP8 128x128 block."""
+    base = _fp8(qc)
+    fmt = qc.get("expert_format", "fp4")
+    if fmt == "fp8":
+        return replace(base, method="deepseek_v4_fp8", label=base.label + " (experts too)")
+    if fmt == "nvfp4":
+        experts, name = Layout("nvfp4", 4, group_size=16, input_scales=2), "NVFP4 experts, group 16"
+    elif fmt == "fp4":
+        experts, name = Layout("mxfp4", 4, group_size=32), "MXFP4 experts, group 32"
+    else:
+        raise UsageError(f"DeepSeek V4 expert_dtype {shown(fmt, 20)} is not one vLLM loads (fp4, fp8)")
+    rules = (Rule(experts, targets=(r"re:.*\.experts\.\d+\.",)),) + base.rules
+    return QuantScheme("deepseek_v4_fp8", f"{name}; other Linears {base.label}", rules, ignore=base.ignore,
+                       match=base.match, nearest="nvfp4" if fmt == "nvfp4" else "mxfp4")
+
+
 _READERS = {
+    "deepseek_v4_fp8": _deepseek_v4_fp8,
     "awq": _awq, "awq_marlin": _awq,
     "gptq": _gptq, "gptq_marlin": _gptq,
     "fp8": _fp8,

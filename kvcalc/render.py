@@ -82,9 +82,9 @@ def render_table(req: PlanRequest, rows: list[Row]) -> None:
     for name, justify in (("config", "left"), ("engine", "left"), ("weights\nGiB", "right"),
                           ("KV\nB/token", "right"), ("KV capacity\ntokens", "right"),
                           (f"max conc.\n@{fmt_tokens(req.context)}", "right"), ("HF mem\nGiB", "right"),
-                          ("decode tok/s\nall requests", "right"), ("fits", "left"), ("quality\nrisk", "left"),
-                          ("verdict", "left")):
-        if name.startswith("decode") and not speed:
+                          ("decode tok/s\nall requests", "right"), ("range", "right"), ("fits", "left"),
+                          ("quality\nrisk", "left"), ("verdict", "left")):
+        if name.startswith("decode") and not speed or name == "range" and not speed:  # the speed and its range
             continue
         table.add_column(name, justify=justify, overflow="fold")
     for r in rows:
@@ -94,9 +94,11 @@ def render_table(req: PlanRequest, rows: list[Row]) -> None:
             capacity += " (model max)" if at_limit else " (max ctx)"
         cells = [r.config, r.engine, _gib(r.weights_bytes), f"{r.kv_bytes_per_token:,.0f}", capacity,
                  "-" if r.max_concurrency is None else str(r.max_concurrency), _gib(r.hf_memory_bytes)]
-        cells += [decode_text(req, r)] if speed else []
+        cells += [decode_text(req, r), _range(r, "speed")] if speed else []
         table.add_row(*cells, fits_text(req, r), r.quality_risk, ", ".join(r.verdicts))
     _console().print(table)
+    for line in trust_lines(rows):
+        _console().print(line)
     evidence = {}
     for r in rows:
         if r.quality_evidence:
@@ -120,21 +122,63 @@ def render_table(req: PlanRequest, rows: list[Row]) -> None:
         style="dim")
 
 
+def _range(row: Row, figure: str) -> str:
+    t = (row.trust or {}).get(figure)
+    return "-" if not t else f"{t['low']:+.0%}/{t['high']:+.0%}"
+
+
+def trust_lines(rows: list[Row]) -> list[str]:
+    """One line per engine: what the speed and capacity figures rest on (kvcalc/trust.py), and the rows whose speed
+    rests on an assumption or a known miss, with the constant named."""
+    lines, seen = [], set()
+    for r in rows:
+        t = r.trust or {}
+        if not t or r.engine in seen:
+            continue
+        seen.add(r.engine)
+        sp, cap = t["speed"], t["capacity"]
+        lines.append(f"Evidence ({r.engine}): speed: {sp['label']} ({sp['backing']}; range = where ~80% of such "
+                     f"cases measured); capacity: {cap['label']} ({cap['backing']}, {cap['low']:+.0%}/{cap['high']:+.0%})"
+                     "; quality risk: the format rule of kvcalc/formats.py (explain names it per row)")
+    for r in rows:  # the rows whose speed rests on an unmeasured constant or is known to be off
+        sp = (r.trust or {}).get("speed") or {}
+        if sp.get("label") in ("assumption", "known miss"):
+            lines.append(f"  {r.config} ({r.engine}) speed: {sp['label']}"
+                         + (f": {'; '.join(sp['assumptions'])}" if sp.get("assumptions") else ""))
+    return lines
+
+
 def render_bench(req: PlanRequest, rows: list[Row]) -> None:
     """The --input-len workload per row, in vllm bench's terms."""
     wl = req.workload
     how = f"request rate {wl.request_rate:g}/s" if wl.request_rate else f"concurrency {wl.concurrency or 1}"
+    if wl.request_rate and wl.burstiness != 1:
+        how += f", burstiness {wl.burstiness:g}"
+    extra = "".join([f", prefix {wl.prefix_len:,}" if wl.prefix_len else "",
+                     f", range ratio {wl.random_range_ratio:g}" if wl.random_range_ratio else ""])
     table = Table(title=f"Workload as vllm bench reports it: input {wl.input_len:,} + output {wl.output_len:,} "
-                        f"tokens, {how}", title_justify="left")
-    for name in ("config", "engine", "in flight", "TTFT\nms", "TPOT\nms", "e2e\ns", "output tok/s\nall users",
-                 "tok/s\nper user"):
+                        f"tokens, {how}{extra}, {wl.prompts():,} prompts", title_justify="left")
+    pcts = [p for p in wl.percentiles if p != 50] or list(wl.percentiles)
+    heads = ["config", "engine", "in flight", "TTFT\nmean ms", "TTFT\nmedian"]
+    heads += [f"TTFT\np{p:g}" for p in pcts] + ["TPOT\nmean ms"] + [f"TPOT\np{p:g}" for p in pcts]
+    heads += ["ITL\nmean ms", "e2e\nmean s", "output tok/s\nall users", "tok/s\nper user"]
+    for name in heads:
         table.add_column(name, justify="left" if name in ("config", "engine") else "right")
     for r in rows:
         b = r.bench
         if b is None:
             continue
-        table.add_row(r.config, r.engine, f"{b.concurrency:g}", f"{b.ttft_s * 1e3:,.1f}", f"{b.tpot_s * 1e3:,.2f}",
-                      f"{b.e2e_s:,.2f}", f"{b.output_tokens_per_s:,.1f}", f"{b.output_tokens_per_s_per_user:,.1f}")
+        pc = b.percentiles
+
+        def cell(key, fmt):
+            return "-" if key not in pc else f"{pc[key]:{fmt}}"
+
+        cells = [r.config, r.engine, f"{b.concurrency:g}", f"{b.ttft_s * 1e3:,.1f}", cell("median_ttft_ms", ",.1f")]
+        cells += [cell(f"p{p:g}_ttft_ms", ",.1f") for p in pcts] + [f"{b.tpot_s * 1e3:,.2f}"]
+        cells += [cell(f"p{p:g}_tpot_ms", ",.2f") for p in pcts]
+        cells += ["-" if b.itl_s is None else f"{b.itl_s * 1e3:,.2f}", f"{b.e2e_s:,.2f}",
+                  f"{b.output_tokens_per_s:,.1f}", f"{b.output_tokens_per_s_per_user:,.1f}"]
+        table.add_row(*cells)
     _console().print(table)
     for r in rows:
         for note in (r.bench.notes if r.bench else []):
@@ -247,19 +291,44 @@ def explain_text(req: PlanRequest, row: Row) -> str:
         lines.append(f"workload: TTFT {b.ttft_s * 1e3:,.1f} ms, TPOT {b.tpot_s * 1e3:,.2f} ms, e2e {b.e2e_s:,.2f} s, "
                      f"{b.output_tokens_per_s:,.1f} output tok/s ({b.output_tokens_per_s_per_user:,.1f} per user) at "
                      f"{b.concurrency:g} in flight")
+        if b.percentiles:
+            tail = ", ".join(f"{k.replace('_ms', '').replace('_', ' ')} {v:,.1f} ms" for k, v in b.percentiles.items()
+                             if not k.startswith("std_") and ("ttft" in k or "tpot" in k))
+            lines.append(f"  simulated {b.num_prompts:,} prompts ({b.duration_s:,.1f} s of vllm bench): {tail}"
+                         + (f"; {b.preemptions} preemptions" if b.preemptions else ""))
+    t = row.trust or {}
+    if t:
+        sp, cap = t["speed"], t["capacity"]
+        lo, hi = row.decode_tokens_per_s * (1 + sp["low"]), row.decode_tokens_per_s * (1 + sp["high"])
+        lines.append(f"evidence (speed): {sp['label']}: {sp['backing']}; decode {lo:,.1f}-{hi:,.1f} tok/s "
+                     f"({sp['low']:+.0%}/{sp['high']:+.0%}, the spread of held-out errors of this class)")
+        if sp.get("assumptions"):
+            lines.append("  assumed constants: " + "; ".join(sp["assumptions"]))
+        for key, name in (("ttft", "TTFT"), ("tpot", "TPOT"), ("output_tokens_per_s", "output tok/s")):
+            if key in t:
+                lines.append(f"  {name}: {t[key]['low']:+.0%}/{t[key]['high']:+.0%} ({t[key]['label']})")
+        lines.append(f"evidence (capacity): {cap['label']}: {cap['backing']} ({cap['low']:+.0%}/{cap['high']:+.0%})")
+        if t.get("quality"):
+            lines.append(f"quality risk {row.quality_risk}: {t['quality']['backing']}"
+                         + ("; " + t["quality"]["measured"] if t["quality"].get("measured") else
+                            "; no small-model measurement of this configuration"))
     lines += [f"note: {n}" for n in row.notes]
     return "\n".join(lines) + "\n"
 
 
 def render_gpus(profiles) -> None:
     table = Table(title="GPU profiles (memory as the driver reports it)", title_justify="left")
-    for col in ("id", "name", "arch", "CC", "memory GiB", "bandwidth GB/s", "bf16 TFLOP/s", "fp8"):
-        table.add_column(col)
+    from .trust import speed_basis
+
+    for col in ("id", "name", "arch", "CC", "memory GiB", "bandwidth GB/s", "bf16 TFLOP/s", "fp8", "speed rests on"):
+        table.add_column(col, overflow="fold")
     for p in profiles:
         bf16 = p.flops_for("bf16")
+        label, backing = speed_basis(p)
         table.add_row(p.id, p.name, p.architecture, str(p.compute_capability or "-"),
                       f"{p.memory_total_bytes / GiB:.2f}", f"{p.memory_bandwidth_bytes_per_s / 1e9:,.0f}",
-                      "-" if not bf16 else f"{bf16 / 1e12:,.0f}", "native" if p.native_fp8 else "emulated")
+                      "-" if not bf16 else f"{bf16 / 1e12:,.0f}", "native" if p.native_fp8 else "emulated",
+                      f"{label}: {backing.split(': ', 1)[-1]}")
     _console().print(table)
 
 
@@ -281,7 +350,13 @@ def gpus_payload() -> list[dict]:
 
     from .hardware import list_gpus
 
-    return [dataclasses.asdict(p) for p in list_gpus()]
+    from .trust import speed_basis
+
+    out = []
+    for p in list_gpus():
+        label, backing = speed_basis(p)
+        out.append({**dataclasses.asdict(p), "speed_evidence": {"label": label, "backing": backing}})
+    return out
 
 
 def catalog_specs() -> list[tuple]:

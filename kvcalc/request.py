@@ -20,7 +20,8 @@ def _workload(given: dict):
     """The --input-len workload, or None; the other workload options need it."""
     from .workload import Workload
 
-    fields = {o.field or o.name: given.get(o.name) for o in PLAN_OPTIONS if o.into == "workload"}
+    fields = {o.field or o.name: (o.convert(given.get(o.name)) if o.convert else given.get(o.name))
+              for o in PLAN_OPTIONS if o.into == "workload"}
     if fields["input_len"] is None:
         others = [o for o in PLAN_OPTIONS if o.into == "workload" and o.name != "input_len"
                   and given.get(o.name) is not None]
@@ -28,7 +29,9 @@ def _workload(given: dict):
             raise UsageError(f"{others[0].spellings[0]} describes a vllm bench workload and needs --input-len")
         return None
     fields["output_len"] = fields["output_len"] or DEFAULT_OUTPUT_LEN
-    return Workload(**fields)
+    if fields.get("burstiness") is not None and fields.get("request_rate") is None:
+        raise UsageError("--burstiness shapes --request-rate arrivals: give --request-rate too")
+    return Workload(**{k: v for k, v in fields.items() if v is not None or k in ("concurrency", "request_rate")})
 
 
 def _request_fields(given: dict) -> dict:
@@ -177,7 +180,8 @@ def build_search(options: dict, load_model=None, explicit: set[str] = frozenset(
     spec = load_model(kw["model"] or DEFAULT_MODEL)
     version = kw["vllm_version"] or DEFAULT_VERSION
     parse_version(version)
-    gpus = [get_gpu(g) for g in kw["gpus"]] if kw["gpus"] else list_gpus()
+    gpus = ([get_gpu(g) for g in kw["gpus"]] if kw["gpus"]
+            else [g for g in list_gpus() if g.id not in S.NOT_SEARCHED_BY_DEFAULT])
     gpus = list({g.id: g for g in gpus}.values())
     weights = tuple(dict.fromkeys(weight_format(w).name for w in kw["weights"] or ())) or S.DEFAULT_WEIGHTS
     for w in weights:
@@ -186,15 +190,23 @@ def build_search(options: dict, load_model=None, explicit: set[str] = frozenset(
     kvs = tuple(dict.fromkeys(kv_format(k).name for k in kw["kv"] or ())) or S.DEFAULT_KV
     for k in kvs:
         if kv_format(k).vllm_name is None:
-            raise UsageError(f"--kv {k}: vLLM has no {kv_format(k).label} cache (auto, fp8, fp8-e5m2)")
+            raise UsageError(f"--kv {k}: vLLM has no {kv_format(k).label} cache (auto, fp8, fp8-e5m2, int8/fp8/int4_per_token_head, nvfp4)")
     space = S.Space(gpus=gpus, weights=weights, kv=kvs, tp=tuple(kw["tp"] or S.DEFAULT_TP),
                     pp=tuple(kw["pp"] or (1,)), max_replicas=kw["max_replicas"],
                     max_gpus_per_replica=kw["max_gpus_per_replica"], utils=tuple(kw["util"] or S.DEFAULT_UTILS),
                     seqs=tuple(kw["max_num_seqs"] or S.DEFAULT_SEQS))
     prices = load_prices(kw["price"], kw["prices_file"])
-    wl = S.Workload(kw["input_len"], kw["output_len"] or DEFAULT_OUTPUT_LEN, kw["concurrency"], kw["request_rate"])
+    from .workload import parse_percentiles
+
+    wl = S.Workload(kw["input_len"], kw["output_len"] or DEFAULT_OUTPUT_LEN, kw["concurrency"], kw["request_rate"],
+                    num_prompts=kw.get("num_prompts"), random_range_ratio=kw.get("random_range_ratio") or 0.0,
+                    prefix_len=kw.get("prefix_len") or 0,
+                    burstiness=kw["burstiness"] if kw.get("burstiness") is not None else 1.0,
+                    percentiles=parse_percentiles(kw.get("percentiles")))
+    wl.check()
     targets = S.Targets(kw["max_ttft_ms"], kw["max_tpot_ms"], kw["min_context"], kw["max_quality_risk"])
-    req = S.SearchRequest(spec, wl, targets, space, prices, version, kw["max_num_batched_tokens"], kw["top"])
+    req = S.SearchRequest(spec, wl, targets, space, prices, version, kw["max_num_batched_tokens"], kw["top"],
+                          price_tier=kw.get("price_tier") or "on-demand")
     return req, warnings
 
 

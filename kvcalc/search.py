@@ -26,10 +26,21 @@ from .hardware import GpuProfile
 from .model import ModelSpec
 from .plan import RISK_LEVELS
 from .plan import _risk  # the quality-risk rule of plan's rows, one source
-from .prices import Price
+from .prices import Price, rent
 from .search_core import Structure, build_structure, evaluate_grid, valid_tp_sizes
+from .trust import speed_trust
+from .workload import ASSUMPTIONS as WORKLOAD_ASSUMPTIONS
+from .workload import Workload  # noqa: F401  (search's workload is plan's: kvcalc.search.Workload)
 
 SCHEMA = "kvcalc.search/1"
+# Profiles `search` leaves out unless --gpus names them: parts not rented by the hour (workstation cards, the DGX Spark
+# desktop), boards that repeat a searched one's memory and speed (H800, A800: H100 SXM and A100 80GB with a slower
+# NVLink), and those whose only price is an estimate. Each GPU searched costs CPU; the default set stays the GPUs a
+# price page offers.
+NOT_SEARCHED_BY_DEFAULT = frozenset({
+    "rtx-pro-6000", "rtx-pro-6000-maxq", "dgx-spark", "h800", "a800", "h20", "l20", "b300", "gb300", "gb200",
+    "rtx-6000-ada", "rtx-5060-ti", "rtx-5070-ti", "rtx-5080", "mi325x", "mi350x", "mi355x",
+})
 CONSTRAINTS = ("quality", "memory", "throughput", "concurrency", "ttft", "tpot")
 DEFAULT_WEIGHTS = ("bf16", "fp8", "awq")
 DEFAULT_KV = ("auto", "fp8")
@@ -37,23 +48,12 @@ DEFAULT_TP = (1, 2, 4, 8)
 DEFAULT_UTILS = tuple(round(0.80 + 0.01 * i, 2) for i in range(16))  # 0.80 .. 0.95
 DEFAULT_SEQS = tuple(2 ** i for i in range(11))  # 1 .. 1024
 MAX_CONFIGURATIONS = 50_000_000  # a few bytes each in the boolean arrays: bounded memory
+SIMULATED_ROWS = 50  # rows re-timed by the simulation (~0.1 s each); more --top rows keep the screen's figures
 
 
 def preferred_util(vllm_version: str) -> float:
     """The util a deployment keeps when it works: what `vllm serve` uses without --gpu-memory-utilization."""
     return rules_for(vllm_version).default_util
-
-
-@dataclass
-class Workload:
-    input_len: int
-    output_len: int
-    concurrency: int | None = None
-    request_rate: float | None = None  # requests per second, all replicas together
-
-    @property
-    def context(self) -> int:
-        return self.input_len + self.output_len
 
 
 @dataclass
@@ -87,6 +87,7 @@ class SearchRequest:
     vllm_version: str = vllm_engine.DEFAULT_VERSION
     max_num_batched_tokens: int | None = None  # None: `vllm serve`'s default for each GPU
     top: int = 10
+    price_tier: str = "on-demand"  # on-demand | spot | reserved: which published price a rental is charged at
 
 
 @dataclass
@@ -112,12 +113,24 @@ class Deployment:
     output_tokens_per_s: float
     concurrency_per_replica: int  # requests each replica holds to serve the workload
     max_concurrency: int  # requests of input+output tokens the KV caches of all replicas hold at once at this util
-    kv_capacity_tokens: int  # per replica: num_gpu_blocks x block_size
+    kv_capacity_tokens: int  # per replica: vLLM's logged "GPU KV cache size" (plan's kv_capacity_tokens, one rule)
     quality_risk: str
     price_source: str
     price_is_estimate: bool
     pareto: bool = False
     command: str = ""
+    # what the deployment's speed rests on (kvcalc/trust.py): label, backing, and the TTFT / TPOT ranges
+    speed_evidence: dict = field(default_factory=dict)
+    # from the simulation (workload.vllm_bench, the plan row of this deployment): vllm bench's figures per replica
+    e2e_ms: float | None = None
+    itl_ms: float | None = None
+    percentiles: dict = field(default_factory=dict)  # median_ttft_ms, p99_ttft_ms, ... as vllm bench names them
+    timing: str = "closed form"  # "simulation" once re-timed
+    # how it is rented (prices.rent): per GPU, or whole instances of a provider's offer; fields added to the schema
+    price_tier: str = "on-demand"
+    rented_as: str = "per GPU"
+    gpus_per_instance: int = 1
+    instances: int = 0
 
     def to_json(self) -> dict:
         return dict(self.__dict__)
@@ -165,38 +178,16 @@ def _ratio(table: np.ndarray, b) -> np.ndarray:
     return table[idx]
 
 
-def quantized_checkpoint(spec: ModelSpec, weights: str) -> str | None:
-    """The hub id of the catalog's `<model>-<weights>` checkpoint (llama-3.1-8b-awq: hugging-quants/...-AWQ-INT4),
-    or None when the catalog knows none."""
-    from .catalog import catalog_entry, catalog_names
-
-    name = f"{spec.name}-{weights}"
-    return catalog_entry(name).get("hf_id") if name in catalog_names() else None
-
-
 def serve_command(spec: ModelSpec, hf_id: str | None, d: Deployment) -> str:
-    """The `vllm serve` line that reproduces the deployment (one replica)."""
+    """The `vllm serve` line that reproduces the deployment (one replica); its flags are deploy.vllm_flags', as in
+    every deployment file `--emit` writes."""
+    from .deploy import model_argument, vllm_flags
+
     model = hf_id or spec.name
-    parts = ["vllm serve", model]
-    w = d.weights_format
-    if w in ("awq", "gptq"):
-        # no --quantization: vLLM reads the checkpoint's quant_method and picks Marlin, while an explicit `awq` /
-        # `gptq` forces the slow GEMM kernel in releases before 0.26 (engines/vllm_kernels.py)
-        parts[1] = quantized_checkpoint(spec, w) or f"<{w.upper()} int4 checkpoint of {model}>"
-    elif w in ("w4a16", "w8a8"):  # vLLM reads the scheme from the checkpoint's quantization_config
-        parts[1] = f"<compressed-tensors {w.upper()} checkpoint of {model}>"
-    elif w == "fp8":
-        parts += ["--quantization", "fp8"]
-    elif w == "nf4":
-        parts += ["--quantization", "bitsandbytes"]
-    if d.tp > 1:
-        parts += ["--tensor-parallel-size", str(d.tp)]
-    if d.pp > 1:
-        parts += ["--pipeline-parallel-size", str(d.pp)]
-    parts += ["--gpu-memory-utilization", f"{d.util:.2f}", "--max-model-len", str(d.max_model_len),
-              "--max-num-seqs", str(d.max_num_seqs), "--max-num-batched-tokens", str(d.max_num_batched_tokens)]
-    if d.kv_format != "auto":
-        parts += ["--kv-cache-dtype", kv_format(d.kv_format).vllm_name]
+    parts = ["vllm serve", model_argument(model, d.weights_format, spec)]
+    for flag, value in vllm_flags(d.weights_format, d.kv_format, d.tp, d.pp, d.util, d.max_model_len,
+                                  d.max_num_seqs, d.max_num_batched_tokens):
+        parts += [flag] if value is None else [flag, value]
     return " ".join(parts)
 
 
@@ -234,6 +225,9 @@ def _structures(req: SearchRequest, max_model_len: int, warnings: list[str]) -> 
         price = req.prices.get(gpu.id)
         if price is None:
             warnings.append(f"{gpu.id}: no price known; left out (give one with --price {gpu.id}=USD)")
+            continue
+        if req.price_tier != "on-demand" and not any(o.usd_per_hour(req.price_tier) for o in price.offers):
+            warnings.append(f"{gpu.id}: no {req.price_tier} offer known; left out (kvcalc/data/prices.yaml offers)")
             continue
         mnbt = req.max_num_batched_tokens or vllm_engine.batch_defaults(gpu, "serve")[0]
         for wname in sp.weights:
@@ -374,6 +368,16 @@ def evaluate(req: SearchRequest, cands: list[_Candidate], unsupported: list[Reje
         rate_ok = n <= cap[:, None]
         n = np.minimum(n, cap_sr)  # where the rate is out of reach, judge the rest at the most the replica holds
         ttft, tpot = _latencies(cands, wl, n, mnbt)
+        # the GPU's time per request: its prefill GEMMs and attention (their compute alone: what mixing them into
+        # decode steps cannot hide) plus its share of the decode steps at the most requests a replica holds; a rate
+        # that needs more than the GPU's second grows the queue at any concurrency
+        pre0 = np.array([c.line.pre0 for c in cands])[:, None]
+        pre1 = np.array([c.line.pre1 for c in cands])[:, None]
+        p_len = wl.input_len + wl.prefix_len
+        per_request = pre0 * p_len + pre1 * p_len * (p_len + 1) / 2 + (wl.output_len - 1) * p_cap / cap_sr
+        gpu_reach = replicas[None, :] / np.maximum(per_request, 1e-12)
+        rate_ok &= wl.request_rate <= gpu_reach
+        reach = np.minimum(reach, gpu_reach)
         tokens_per_s = np.full((S, R), wl.request_rate * wl.output_len)
     evaluated = S * U * Q * R
 
@@ -398,9 +402,11 @@ def evaluate(req: SearchRequest, cands: list[_Candidate], unsupported: list[Reje
     dep_ok = feasible.any(axis=(1, 2))
     assert np.array_equal(dep_ok, stage == len(CONSTRAINTS))
 
-    price = np.array([c.price.usd_per_gpu_hour for c in cands])
-    gpus_per = np.array([s.tp * s.pp for s in structures])
-    cost = price[:, None] * gpus_per[:, None] * replicas[None, :]  # (S, R)
+    # the cheapest rental of each deployment (prices.rent): per GPU, or whole instances of an offer
+    rentals = [[rent(c.price, s.tp * s.pp, int(r), req.price_tier) for r in replicas]
+               for c, s in zip(cands, structures)]
+    cost = np.array([[x.usd_per_hour if x is not None else np.inf for x in row] for row in rentals],
+                    dtype=float).reshape(len(cands), len(replicas))  # (S, R)
     usd_per_m = np.where(tokens_per_s > 0, cost / (tokens_per_s * 3600) * 1e6, np.inf)
 
     # choose util and max_num_seqs per feasible deployment: the version's default gpu_memory_utilization when it
@@ -410,6 +416,11 @@ def evaluate(req: SearchRequest, cands: list[_Candidate], unsupported: list[Reje
     preferred = preferred_util(req.vllm_version)
     util_pref = np.where(utils <= preferred + 1e-9, preferred - utils, 1 + utils - preferred)
     score = util_pref[None, :, None, None] * 1e4 + np.arange(Q)[None, None, :, None]
+    if wl.request_rate is not None:
+        # Poisson arrivals bunch: more than the mean n are in flight at times, and vLLM queues what max_num_seqs
+        # does not seat, so prefer a max_num_seqs of at least twice the mean when the grid has one that fits
+        short = seqs[None, None, :, None] < 2 * n[:, None, None, :]
+        score = score + np.where(short, 1e3, 0.0)
     score = np.where(feasible, score, np.inf)
     flat = score.reshape(S, U * Q, R).argmin(axis=1)  # (S, R)
     u_idx, q_idx = flat // Q, flat % Q
@@ -431,9 +442,26 @@ def evaluate(req: SearchRequest, cands: list[_Candidate], unsupported: list[Reje
             0, s.gpu.id, s.gpu.name, s.tp, s.pp, r, s.tp * s.pp * r, s.weights.name, s.kv.name, float(utils[ui]), min_u,
             int(seqs[qi]), s.max_num_batched_tokens, max_model_len, float(cost[si, ri]), float(usd_per_m[si, ri]),
             float(ttft[si]) * 1e3, float(tpot[si, ri]) * 1e3, float(tokens_per_s[si, ri]), int(n[si, ri]),
-            conc * r, int(grid.blocks[si, ui, qi]) * s.block_size, c.risk, c.price.source, c.price.estimate))
-    rows.sort(key=lambda d: (round(d.cost_per_hour, 6), d.usd_per_million_output_tokens, d.tpot_ms, d.gpus_total,
-                             d.gpu, d.weights_format, d.kv_format, d.tp))
+            conc * r, s.kv_capacity_tokens(grid.blocks[si, ui, qi], int(grid.stage[si, ui, qi])), c.risk,
+            rentals[si][ri].source, rentals[si][ri].estimate, price_tier=req.price_tier,
+            rented_as=rentals[si][ri].provider, gpus_per_instance=rentals[si][ri].gpus_per_instance,
+            instances=rentals[si][ri].instances))
+    evidence: dict = {}
+    for d, si in zip(rows, idx_s.tolist()):
+        s = structures[si]
+        key = (s.gpu.id, s.weights.name, s.kv.name)
+        if key not in evidence:
+            tpot_t = speed_trust(s.gpu, "vllm", s.weights, s.kv, "TPOT")
+            ttft_t = speed_trust(s.gpu, "vllm", s.weights, s.kv, "TTFT")
+            evidence[key] = {"label": tpot_t.label, "backing": tpot_t.backing, "tpot_low": tpot_t.low,
+                             "tpot_high": tpot_t.high, "ttft_low": ttft_t.low, "ttft_high": ttft_t.high,
+                             "assumptions": list(tpot_t.assumptions)}
+        d.speed_evidence = evidence[key]
+    rows.sort(key=_rank_key)
+    screened = len(rows)
+    # the closed form screened; the rows shown are re-timed by the simulation (plan's own row of each deployment)
+    rows, after_sim = retime(req, rows, max_model_len)
+    rows.sort(key=_rank_key)
     for i, d in enumerate(rows, 1):
         d.rank = i
     front = pareto_front(rows)
@@ -447,11 +475,86 @@ def evaluate(req: SearchRequest, cands: list[_Candidate], unsupported: list[Reje
     if unsupported:
         rejected_by["unsupported"] = len(unsupported)
     rejected = _furthest_rejections(cands, structures, stage, replicas, n, grid, ttft, tpot, cost, tg, wl, dep_ok)
-    result = SearchResult(req, rows[: req.top], front, len(rows), evaluated, S, rejected_by, rejected, None, None,
+    for name, count in after_sim.items():
+        if count:
+            rejected_by[f"{name} (simulated)"] = count
+    result = SearchResult(req, rows[: req.top], front, screened, evaluated, S, rejected_by, rejected, None, None,
                           None, warnings)
-    if not rows:
+    if not rows and screened:
+        worst = max(after_sim, key=after_sim.get)
+        result.binding = worst
+        target = "--request-rate" if worst == "throughput" else f"--max-{worst}-ms"
+        result.message = (f"no configuration meets the targets: {screened:,} deployments pass the closed-form screen, "
+                          f"but the simulation of the cheapest {sum(after_sim.values())} puts every one over the "
+                          f"{target} target (it queues the prompts and mixes their prefills into the decode "
+                          "steps, as vLLM's scheduler does)")
+        result.closest = {"constraint": worst}
+    elif not rows:
         _explain_empty(result, cands, stage, replicas, n, grid, ttft, tpot, tg, wl, reach)
     return result
+
+
+def _rank_key(d: Deployment):
+    return (round(d.cost_per_hour, 6), d.usd_per_million_output_tokens, d.tpot_ms, d.gpus_total, d.gpu,
+            d.weights_format, d.kv_format, d.tp)
+
+
+def replica_request(req: SearchRequest, d: Deployment, max_model_len: int):
+    """One replica of deployment d as a `kvcalc plan` request: its GPU, formats, util, max_num_seqs and batching, and
+    its share of the workload (ceil(concurrency / replicas) clients, or rate / replicas)."""
+    from dataclasses import replace as _replace
+
+    from .hardware import get_gpu
+    from .plan import PlanRequest
+
+    wl = req.workload
+    share = _replace(wl, concurrency=d.concurrency_per_replica if wl.request_rate is None else wl.concurrency,
+                     request_rate=None if wl.request_rate is None else wl.request_rate / d.replicas,
+                     num_prompts=-(-wl.num_prompts // d.replicas) if wl.num_prompts else None)
+    return PlanRequest(spec=req.spec, gpu=get_gpu(d.gpu), context=wl.context, batch=d.concurrency_per_replica,
+                       engines=("vllm",), weights=d.weights_format, kv=d.kv_format, util=d.util,
+                       max_model_len=max_model_len, max_num_batched_tokens=d.max_num_batched_tokens,
+                       max_num_seqs=d.max_num_seqs, vllm_version=req.vllm_version, tp=d.tp, pp=d.pp, workload=share)
+
+
+def retime(req: SearchRequest, rows: list[Deployment], max_model_len: int) -> tuple[list[Deployment], dict]:
+    """Re-time the cheapest screened rows with plan's row of each (the simulation, workload.vllm_bench), until --top
+    meet the targets or 3 x --top were tried; KV capacity and concurrency from the same row. Returns the rows that
+    still meet the targets and how many the simulation put over each."""
+    from .plan import FormatChoice, _vllm_row
+
+    tg = req.targets
+    kept: list[Deployment] = []
+    over = {"throughput": 0, "ttft": 0, "tpot": 0}
+    want = min(req.top, SIMULATED_ROWS)
+    for i, d in enumerate(rows):
+        if len(kept) >= want:  # past SIMULATED_ROWS: the rest keep the screen's figures (their `timing` says so)
+            kept += rows[i:i + req.top - len(kept)]
+            break
+        if i >= 3 * want:
+            break
+        preq = replica_request(req, d, max_model_len)
+        choice = FormatChoice("search", "search", preq.asked_weights, preq.asked_kv, None)
+        row = _vllm_row(preq, choice)
+        b = row.bench
+        d.ttft_ms, d.tpot_ms = b.ttft_s * 1e3, b.tpot_s * 1e3
+        d.e2e_ms, d.itl_ms = b.e2e_s * 1e3, (b.itl_s or 0.0) * 1e3
+        d.percentiles = dict(b.percentiles)
+        d.output_tokens_per_s = b.output_tokens_per_s * d.replicas
+        d.usd_per_million_output_tokens = d.cost_per_hour / (d.output_tokens_per_s * 3600) * 1e6 \
+            if d.output_tokens_per_s > 0 else math.inf
+        d.kv_capacity_tokens = int(row.kv_capacity_tokens)
+        d.max_concurrency = int(row.max_concurrency) * d.replicas
+        d.timing = "simulation"
+        if b.saturated:  # the replica's share of the rate is more than it serves: its queue grows without bound
+            over["throughput"] += 1
+        elif tg.max_ttft_ms is not None and d.ttft_ms > tg.max_ttft_ms:
+            over["ttft"] += 1
+        elif tg.max_tpot_ms is not None and d.tpot_ms > tg.max_tpot_ms:
+            over["tpot"] += 1
+        else:
+            kept.append(d)
+    return kept, over
 
 
 def _label(s: Structure, r: int) -> str:
@@ -509,7 +612,7 @@ def _explain_empty(result: SearchResult, cands, stage, replicas, n, grid, ttft, 
         closest = {"constraint": "tpot", "value_ms": round(float(vals[j]), 3), "limit_ms": tg.max_tpot_ms,
                    "deployment": _label(structures[si], int(replicas[ri]))}
         text = (f"--max-tpot-ms {tg.max_tpot_ms:g} binds: the lowest TPOT among deployments that meet every other "
-                f"target is {vals[j]:.2f} ms ({closest['deployment']})")
+                f"target is {vals[j]:.2f} ms by the closed-form screen, a lower bound ({closest['deployment']})")
     elif name == "ttft":
         vals = np.array([ttft[si] for si, _ in at]) * 1e3
         j = int(vals.argmin())
@@ -517,7 +620,8 @@ def _explain_empty(result: SearchResult, cands, stage, replicas, n, grid, ttft, 
         closest = {"constraint": "ttft", "value_ms": round(float(vals[j]), 3), "limit_ms": tg.max_ttft_ms,
                    "deployment": _label(structures[si], int(replicas[ri]))}
         text = (f"--max-ttft-ms {tg.max_ttft_ms:g} binds: the lowest TTFT among deployments that meet the memory and "
-                f"concurrency targets is {vals[j]:.1f} ms ({closest['deployment']})")
+                f"concurrency targets is {vals[j]:.1f} ms by the closed-form screen, a lower bound "
+                f"({closest['deployment']})")
     elif name == "throughput":
         vals = np.array([reach[si, ri] for si, ri in at])
         j = int(vals.argmax())
@@ -562,7 +666,9 @@ def search_json(res: SearchResult) -> dict:
         "schema": SCHEMA,
         "model": req.spec.name,
         "workload": {"input_len": wl.input_len, "output_len": wl.output_len, "concurrency": wl.concurrency,
-                     "request_rate": wl.request_rate},
+                     "request_rate": wl.request_rate, "num_prompts": wl.num_prompts,
+                     "random_range_ratio": wl.random_range_ratio, "prefix_len": wl.prefix_len,
+                     "burstiness": wl.burstiness, "percentiles": list(wl.percentiles)},
         "targets": {"max_ttft_ms": tg.max_ttft_ms, "max_tpot_ms": tg.max_tpot_ms, "min_context": tg.min_context,
                     "max_quality_risk": tg.max_quality_risk},
         "space": {"gpus": [g.id for g in sp.gpus], "weights": list(sp.weights), "kv": list(sp.kv), "tp": list(sp.tp),
@@ -579,8 +685,9 @@ def search_json(res: SearchResult) -> dict:
         "binding": res.binding,
         "closest": res.closest,
         "message": res.message,
-        "assumptions": list(latency.ASSUMPTIONS) + [
+        "assumptions": list(WORKLOAD_ASSUMPTIONS) + ["screen: " + a for a in latency.ASSUMPTIONS] + [
             "memory: kvcalc plan's vLLM accounting (engines/vllm.py), exact at block granularity",
-            "cost: on-demand price per GPU-hour x GPUs x replicas; $/M output tokens at the workload's throughput"],
+            f"cost: the cheapest {req.price_tier} rental: per GPU-hour x GPUs x replicas, or whole instances of a "
+            "provider's offer (a replica inside one instance); $/M output tokens at the workload's throughput"],
         "warnings": res.warnings,
     }

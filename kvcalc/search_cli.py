@@ -11,6 +11,8 @@ import json
 
 import click
 
+from .errors import UsageError
+from .gate import GateFailed, fit_failure, search_failure
 from .options import FIT_QUESTIONS, fit_options, fit_plan_options, given_names, search_options
 
 
@@ -41,10 +43,11 @@ def commands() -> dict[str, click.Command]:
         result = answer(question, req, max_gpus)
         if as_json:
             click.echo(json.dumps(result.to_json(), indent=1))
-            return
-        for warning in warnings:
-            click.echo(f"warning: {warning}", err=True)
-        _print_answer(req, result)
+        else:
+            for warning in warnings:
+                click.echo(f"warning: {warning}", err=True)
+            _print_answer(req, result)
+        _gate(fit_failure(result))
 
     @click.command(name="search")
     @search_options
@@ -78,12 +81,27 @@ def _print_answer(req, a) -> None:
 def _run_search(kw) -> None:
     from .request import search_result
 
+    if kw["emit"] and kw["as_json"]:
+        raise UsageError("--emit prints one deployment file: leave out --json")
     res = search_result(kw, None, given_names())
+    if kw["emit"]:
+        _gate(search_failure(res))
+        from .deploy import emit, from_search
+
+        click.echo(emit(from_search(res), kw["emit"]), nl=False)
+        return
     if kw["as_json"]:
         from . import search as S
 
         click.echo(json.dumps(S.search_json(res), indent=1))
-        return
-    from .search_render import render_search
+    else:
+        from .search_render import render_search
 
-    render_search(res)
+        render_search(res)
+    _gate(search_failure(res))
+
+
+def _gate(reason: str | None) -> None:
+    """No answer is a failed gate: exit 1 after the output, with one line (kvcalc/gate.py)."""
+    if reason:
+        raise GateFailed(reason)

@@ -52,6 +52,12 @@ class Structure:
     max_num_batched_tokens: int
     weights_per_gpu_bytes: int
     notes: list[str] = field(default_factory=list)
+    layouts: list = field(default_factory=list)  # per stage: the engine's KvLayout (for the logged KV tokens)
+    logged_mode: str = "concurrency"  # the release's rules.logged_tokens
+
+    def kv_capacity_tokens(self, blocks: int, stage: int = 0) -> int:
+        """vLLM's logged 'GPU KV cache size' at this many blocks: engines.vllm.logged_kv_tokens, plan's rule."""
+        return vllm_engine.logged_kv_tokens(self.layouts[stage], int(blocks), self.logged_mode)
 
 
 def build_structure(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFormat, tp: int, pp: int,
@@ -90,7 +96,8 @@ def build_structure(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv:
         need.append(st.layout.blocks_per_request(context))
     return Structure(gpu, weights, kv, tp, pp, est.total_memory, base, act, page, min_kv, need, capture,
                      est.block_size,
-                     est.max_num_batched_tokens, max(s.weights_bytes for s in stages), list(est.notes))
+                     est.max_num_batched_tokens, max(s.weights_bytes for s in stages), list(est.notes),
+                     [st.layout for st in stages], settings.rules.logged_tokens)
 
 
 @dataclass
@@ -100,6 +107,7 @@ class GridResult:
     blocks: np.ndarray  # int64: num_gpu_blocks as vLLM allocates them (the smallest stage's)
     starts: np.ndarray  # bool: vLLM starts (one max_model_len request fits, and the CUDA graphs after it)
     concurrency: np.ndarray  # int64: requests of `context` tokens held at once
+    stage: np.ndarray = None  # int64: the pipeline stage whose blocks these are
 
 
 def evaluate_grid(structures: list[Structure], utils: np.ndarray, seqs_grid: list[int]) -> GridResult:
@@ -125,7 +133,7 @@ def evaluate_grid(structures: list[Structure], utils: np.ndarray, seqs_grid: lis
     utils = np.asarray(utils, dtype=np.float64)
     # math.ceil(total * util) in float64, exactly as estimate() computes it
     requested = np.ceil(total[:, None].astype(np.float64) * utils[None, :]).astype(np.int64)  # (n, u)
-    best_blocks = best_starts = best_need = None
+    best_blocks = best_starts = best_need = best_stage = None
     for k in range(k_max):
         over = base[:, k, None] + act[:, k, :]  # (n, q)
         avail = requested[:, :, None] - over[:, None, :]  # (n, u, q)
@@ -134,15 +142,17 @@ def evaluate_grid(structures: list[Structure], utils: np.ndarray, seqs_grid: lis
         stage_need = np.broadcast_to(need[:, k, None, None], blocks.shape)
         if best_blocks is None:
             best_blocks, best_starts, best_need = blocks, starts, stage_need
+            best_stage = np.zeros(blocks.shape, dtype=np.int64)
             continue
         # estimate(): a stage with fewer blocks, or one that does not start while the best so far does, wins
         take = valid[:, k, None, None] & ((blocks < best_blocks) | (~starts & best_starts))
         best_blocks = np.where(take, blocks, best_blocks)
         best_starts = np.where(take, starts, best_starts)
         best_need = np.where(take, stage_need, best_need)
+        best_stage = np.where(take, k, best_stage)
     starts = best_starts & (requested + capture[:, None] <= total[:, None])[:, :, None]
     concurrency = np.where(starts, np.maximum(best_blocks - 1, 0) // np.maximum(best_need, 1), 0)
-    return GridResult(best_blocks, starts, concurrency)
+    return GridResult(best_blocks, starts, concurrency, best_stage)
 
 
 def valid_tp_sizes(spec: ModelSpec, sizes=(1, 2, 4, 8)) -> list[int]:

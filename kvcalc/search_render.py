@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from .latency import ASSUMPTIONS
+from .latency import ASSUMPTIONS as SCREEN
+from .workload import ASSUMPTIONS
 from .render import _console
 
 
@@ -21,15 +22,32 @@ def _table(title: str, rows) -> Table:
     table = Table(title=title, title_justify="left")
     for name, justify in (("#", "right"), ("deployment", "left"), ("weights", "left"), ("KV", "left"),
                           ("util", "right"), ("max\nseqs", "right"), ("$/h", "right"), ("$/M out\ntokens", "right"),
-                          ("TTFT\nms", "right"), ("TPOT\nms", "right"), ("max\nconc.", "right"),
-                          ("quality\nrisk", "left"), ("pareto", "left")):
+                          ("TTFT\nms", "right"), ("TPOT\nms", "right"), ("TPOT\nrange", "right"),
+                          ("max\nconc.", "right"), ("quality\nrisk", "left"), ("speed\nevidence", "left"),
+                          ("pareto", "left")):
         table.add_column(name, justify=justify, overflow="fold")
     for d in rows:
         table.add_row(str(d.rank), _deployment(d), d.weights_format, d.kv_format, f"{d.util:.2f}",
                       str(d.max_num_seqs), f"{d.cost_per_hour:,.2f}" + ("*" if d.price_is_estimate else ""),
                       f"{d.usd_per_million_output_tokens:,.3f}", f"{d.ttft_ms:,.0f}", f"{d.tpot_ms:,.1f}",
-                      f"{d.max_concurrency:,}", d.quality_risk, "yes" if d.pareto else "")
+                      _tpot_range(d), f"{d.max_concurrency:,}", d.quality_risk, _evidence(d),
+                      "yes" if d.pareto else "")
     return table
+
+
+def _tpot_range(d) -> str:
+    e = d.speed_evidence or {}
+    if "tpot_low" not in e:
+        return "-"
+    return f"{d.tpot_ms * (1 + e['tpot_low']):,.1f}-{d.tpot_ms * (1 + e['tpot_high']):,.1f}"
+
+
+_SHORT = {"measured on this GPU": "measured", "held-out error on a similar case": "public results",
+          "extrapolated from datasheet": "datasheet", "assumption": "assumption", "known miss": "known miss"}
+
+
+def _evidence(d) -> str:
+    return _SHORT.get((d.speed_evidence or {}).get("label", ""), "-")
 
 
 def render_search(res) -> None:
@@ -70,9 +88,20 @@ def render_search(res) -> None:
         console.print(f"  {r.gpu}: best tried {r.replicas} x TP{r.tp}" + (f"xPP{r.pp}" if r.pp > 1 else "")
                       + f" {r.weights_format}/{r.kv_format}: {r.constraint}: {r.detail}")
     estimates = sorted({d.gpu for d in res.results if d.price_is_estimate})
-    notes = ["$/h: on-demand price per GPU-hour (kvcalc/data/prices.yaml, with source and date) x GPUs; "
+    shown = res.results[:TABLE_ROWS] + [d for d in res.pareto[:12] if d not in res.results[:TABLE_ROWS]]
+    rentals = sorted({(d.rented_as, d.gpus_per_instance) for d in shown if d.gpus_per_instance > 1})
+    tier = getattr(req, "price_tier", "on-demand")
+    notes = [f"$/h: {tier} price per GPU-hour (kvcalc/data/prices.yaml, with source and date) x GPUs, or whole "
+             "instances of a provider's offer where cheaper; "
              "* = estimated price" + (f" ({', '.join(estimates)})" if estimates else "") + "; override with "
-             "--price GPU=USD or --prices FILE",
-             "max conc.: requests of input+output tokens the KV caches of all replicas hold at once (raise --max-num-seqs to use them)"]
-    for line in notes + list(ASSUMPTIONS):
+             "--price GPU=USD or --prices FILE"]
+    if rentals:
+        notes.append("rented as whole instances (--json: rented_as, instances): "
+                     + "; ".join(f"{name} ({n} GPUs each)" for name, n in rentals))
+    notes.append("max conc.: requests of input+output tokens the KV caches of all replicas hold at once (raise "
+                 "--max-num-seqs to use them)")
+    notes.append("TPOT range: where ~80% of held-out cases of the same evidence class measured (kvcalc/trust.py); "
+                 "speed evidence: measured = this GPU's own runs, public results = held out of the fit, datasheet = no "
+                 "result for this GPU (kvcalc gpus says what each profile's speed rests on)")
+    for line in notes + ["rows shown: " + a for a in ASSUMPTIONS] + ["screen (a lower bound): " + a for a in SCREEN]:
         console.print(line, style="dim")

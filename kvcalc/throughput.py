@@ -19,7 +19,9 @@ launch time, kvcalc/data/throughput.yaml's `hf` section).
 
 from __future__ import annotations
 
+import contextlib
 import math
+from pathlib import Path
 from dataclasses import dataclass, field
 
 from .constants import load
@@ -28,7 +30,7 @@ from .engines.vllm_specs import vllm_bytes_per_token
 from .engines.weights import weight_bytes, weight_bytes_read_per_token
 from .formats import KvFormat, WeightFormat
 from .hardware import GpuProfile
-from .layers import FullAttention, MultiLatentAttention
+from .layers import CompressedSparseAttention, FullAttention, MultiLatentAttention
 from .model import ModelSpec
 from .units import ceil_div
 
@@ -102,6 +104,93 @@ class GpuRates:
     link_bandwidth: float | None = None
 
 
+# --- class constants: what transfers from the GPUs the public corpus measured to a GPU of the same kind ----------------
+# A GPU without its own fit takes its rates from the datasheet times factors shared by every GPU of its class (fitted on
+# the public speed corpus by scripts/speed_corpus_report.py --write-classes, held-out errors in docs/validation):
+#   bandwidth[memory_type]  achieved fraction of the datasheet bandwidth in decode kernels (HBM2e, GDDR6X, ...): the
+#                           memory technology (and the power limit that comes with the board class) sets it
+#   tensor[architecture]    multiplier on the H200-derived tensor-core efficiency (Ampere/Ada/Hopper/Blackwell/CDNA3:
+#                           the kernels vLLM runs on each generation differ: FA2 vs FA3, Marlin vs Machete, hipBLASLt)
+#   step[stack]             multiplier on the fixed step overhead (CUDA graphs on CUDA, HIP graphs on ROCm)
+#   comm[link]              multiplier on the per-layer TP all-reduce time (NVLink/xGMI vs PCIe)
+# (the serve front end's share of TTFT is workload.frontend_s, measured on the H200 host: CPU work, not a GPU class)
+CLASS_BOUNDS = {"bandwidth": (0.4, 0.95), "tensor": (0.2, 2.0), "step": (0.25, 6.0), "comm": (0.5, 40.0)}
+_CLASS_OVERRIDE: dict | None = None
+
+
+def default_classes() -> dict:
+    return {kind: {} for kind in CLASS_BOUNDS}
+
+
+def class_keys(gpu: GpuProfile) -> dict[str, str]:
+    """The classes a GPU belongs to, one per kind of class constant."""
+    form = (gpu.form_factor or "").lower()
+    if gpu.vendor == "amd":
+        link = "xgmi"  # Infinity Fabric between OAM modules
+    elif "sxm" in form:
+        link = "nvlink"
+    elif "consumer" in form:
+        link = "pcie-consumer"  # GeForce cards: no peer-to-peer over PCIe, NCCL stages all-reduces through the host
+    else:
+        link = "pcie"  # datacenter/workstation PCIe cards: P2P over PCIe (an NVLink bridge pairs two at most)
+    # board class: a module (SXM/OAM) sustains its tensor clocks at full power; a PCIe board of the same chip runs at
+    # a lower power limit and throttles under sustained tensor load
+    board = "module" if ("sxm" in form or "oam" in form) else "pcie"
+    stack = "rocm" if gpu.vendor == "amd" else "cuda"
+    return {"bandwidth": gpu.memory_type or "unknown", "tensor": f"{gpu.architecture or 'unknown'}-{board}",
+            "step": stack, "comm": link}
+
+
+def shipped_classes() -> dict:
+    """speed.yaml's fitted class constants (empty where none was fitted)."""
+    data = load("speed").get("classes") or {}
+    return {kind: dict(data.get(kind) or {}) for kind in CLASS_BOUNDS}
+
+
+def active_classes() -> dict:
+    return _CLASS_OVERRIDE if _CLASS_OVERRIDE is not None else shipped_classes()
+
+
+@contextlib.contextmanager
+def class_override(classes: dict | None):
+    """Evaluate with other class constants (the corpus fit and its held-out refits); None: speed.yaml's; {}: none."""
+    global _CLASS_OVERRIDE
+    before = _CLASS_OVERRIDE
+    _CLASS_OVERRIDE = None if classes is None else {k: dict((classes or {}).get(k) or {}) for k in CLASS_BOUNDS}
+    try:
+        yield
+    finally:
+        _CLASS_OVERRIDE = before
+
+
+def class_factors(gpu: GpuProfile) -> dict[str, float | None]:
+    """The class constants that apply to `gpu` (None: no fit for its class; the H200-derived default stands)."""
+    classes = active_classes()
+    return {kind: classes.get(kind, {}).get(key) for kind, key in class_keys(gpu).items()}
+
+
+def write_classes(classes: dict, intervals: dict | None, held_out: dict | None) -> None:
+    """Write the corpus fit into kvcalc/data/speed.yaml (`classes`, `intervals`), keeping the rest of the file."""
+    from importlib import resources
+
+    import yaml
+
+    path = resources.files("kvcalc") / "data" / "speed.yaml"
+    text = str(path.read_text()).split("\n# --- public-corpus classes")[0].rstrip() + "\n"
+    block = {"classes": {k: {kk: float(vv) for kk, vv in sorted(v.items())} for k, v in classes.items() if v},
+             "intervals": intervals or {}}
+    block["classes"]["source"] = (
+        "fitted by scripts/speed_corpus_report.py --write-classes on docs/validation/data/speed-corpus/corpus.jsonl "
+        "(public vLLM results, each row quoted); held-out errors (leave-one-GPU-out, leave-one-source-out) in "
+        "docs/validation/speed-gpus.md")
+    if intervals:
+        block["intervals"]["source"] = ("10th-90th percentile of the leave-one-GPU-out errors per metric class "
+                                        "(scripts/speed_corpus_report.py); a figure's low/high is figure x (1 + low/high)")
+    Path(str(path)).write_text(text + "\n# --- public-corpus classes (scripts/speed_corpus_report.py --write-classes; "
+                               "do not edit by hand)\n" + yaml.safe_dump(block, sort_keys=False, width=100))
+    load.cache_clear()
+
+
 def _reference_peak(data: dict) -> float:
     """The dense tensor peak of the GPU the derived ratios come from (its rows to fill the GPU scale with it)."""
     from .hardware import get_gpu
@@ -119,9 +208,19 @@ def gpu_rates(gpu: GpuProfile, calibrated: bool = True) -> GpuRates:
     data = load("speed")
     fit = data["measured"].get(gpu.id)
     c = fit or data["derived"]
-    bandwidth = fit["bandwidth_bytes_per_s"] if fit else gpu.memory_bandwidth_bytes_per_s * \
-        gpu.achievable_bandwidth_fraction
+    factors = class_factors(gpu) if not fit else {}
+    bandwidth_fraction = factors.get("bandwidth") or gpu.achievable_bandwidth_fraction
+    bandwidth = fit["bandwidth_bytes_per_s"] if fit else gpu.memory_bandwidth_bytes_per_s * bandwidth_fraction
     step, tensor_fraction, source = c["step_overhead_s"], c["tensor_fraction"], c["source"]
+    comm = None
+    if not fit and any(v is not None for v in factors.values()):
+        step *= factors.get("step") or 1.0
+        tensor_fraction *= factors.get("tensor") or 1.0
+        if factors.get("comm"):
+            comm = load("throughput")["engines"]["vllm"]["tp_comm_per_layer_s"] * factors["comm"]
+        keys = class_keys(gpu)
+        used = ", ".join(f"{kind} {keys[kind]} {v:g}" for kind, v in factors.items() if v is not None)
+        source = f"public-corpus class constants ({used}; speed.yaml classes) on the datasheet; the rest: {source}"
     cal = getattr(gpu, "speed_calibration", None) if calibrated else None
     if cal is not None:
         bandwidth = cal.bandwidth_bytes_per_s or bandwidth
@@ -141,7 +240,7 @@ def gpu_rates(gpu: GpuProfile, calibrated: bool = True) -> GpuRates:
         gemm_half_rows=c["gemm_half_rows"] * (1.0 if fit else peak / _reference_peak(data)),
         alu=alu, step_overhead_s=step, moe_layer_overhead_s=c["moe_layer_overhead_s"],
         overlap=float(c["overlap"]), measured=fit is not None or cal is not None, source=source,
-        tp_comm_per_layer_s=cal.tp_comm_per_layer_s if cal is not None else None,
+        tp_comm_per_layer_s=cal.tp_comm_per_layer_s if cal is not None and cal.tp_comm_per_layer_s else comm,
         link_bandwidth=getattr(cal, "link_bandwidth_bytes_per_s", None) if cal is not None else None)
 
 
@@ -166,14 +265,42 @@ def weight_conversion_ops(weights: WeightFormat, gpu: GpuProfile) -> float:
     return 0.0
 
 
+def fp8_kv_path(gpu: GpuProfile) -> str:
+    """Which FP8-KV attention path vLLM runs on this GPU, for its dequantization cost (speed.yaml
+    conversion_ops_per_element):
+    - "hopper": FlashAttention 3's FP8 path (sm_90) and its successors: the H200-fitted fp8_kv count;
+    - "fused-upcast": an attention kernel that upcasts FP8 in registers (FlashInfer / Triton on sm_80-sm_89, vLLM PR
+      #24577): the count of fp8_kv_fused, bounded by A100 measurements (vllm#42058: decode with FP8 KV no slower);
+    - "emulated-legacy": below sm_80 (Turing, Volta): no fused FP8 attention kernel; the software upcast of
+      fp8_emulated_extra on top (an assumption: no such GPU measured)."""
+    cc = gpu.compute_capability or 0.0
+    if gpu.vendor == "amd" or cc >= 9.0:
+        return "hopper"
+    return "fused-upcast" if cc >= 8.0 else "emulated-legacy"
+
+
 def kv_conversion_ops(kv: KvFormat, gpu: GpuProfile) -> float:
-    """ALU operations per cached element attention spends on an FP8 cache (convert, scale), more where the GPU has
-    no FP8 conversion instructions (sm < 8.9: a software bit-manipulation upcast)."""
-    if kv.vllm_name is None or kv.bits != 8:
+    """ALU operations per cached element attention spends on a vLLM cache below 16 bits (convert, scale), by the
+    attention path vLLM runs on the GPU (fp8_kv_path): the H200-fitted fp8_kv on sm_90 (and AMD), fp8_kv_fused where
+    the kernel upcasts in registers (sm_80-sm_89), plus the software upcast fp8_emulated_extra below sm_80.
+
+    The formats vLLM added after 0.26 (formats.py, vllm-next): 8-bit caches (fp8, and int8 / fp8 with per-token-head
+    scales, whose one fp32 scale per head vector is noise beside the per-element convert) cost the path's 8-bit count;
+    4-bit ones (int4_per_token_head, nvfp4) unpack two values per byte first, so they also pay the fitted int4 weight
+    unpack (int4_weights). nvfp4 runs only where its conversion is native (sm_100, see formats.KvFormat.vllm_cc_majors).
+    An assumption until a 4-bit KV cache is measured."""
+    if kv.vllm_name is None or kv.bits not in (4, 8):
         return 0.0
     ops = load("speed")["conversion_ops_per_element"]
-    extra = ops["fp8_emulated_extra"] if _emulated(kv.native_min_compute_capability, gpu) else 0.0
-    return ops["fp8_kv"] + extra
+    path = fp8_kv_path(gpu)
+    if path == "hopper":
+        base = ops["fp8_kv"]
+    else:
+        base = ops.get("fp8_kv_fused", ops["fp8_kv"])
+        if path == "emulated-legacy" and kv.bits == 8:
+            base += ops["fp8_emulated_extra"]
+    unpack = ops["int4_weights"] if kv.bits == 4 else 0.0
+    return base + unpack
 
 
 def attention_flops_per_token(spec: ModelSpec) -> float:
@@ -184,6 +311,10 @@ def attention_flops_per_token(spec: ModelSpec) -> float:
             flops += 4 * layer.num_heads * (layer.kv_lora_rank + layer.qk_rope_head_dim)
         elif isinstance(layer, FullAttention):
             flops += 4 * spec.num_heads * layer.head_dim
+        elif isinstance(layer, CompressedSparseAttention) and layer.compress_ratio > 1:
+            # DeepSeek V4: a query reads one compressed entry per compress_ratio cached tokens (its sliding window
+            # is a constant, not a per-cached-token cost; the CSA top-k bound is not modelled)
+            flops += 4 * spec.num_heads * layer.head_dim / layer.compress_ratio
     return flops
 
 
@@ -267,7 +398,19 @@ def forward_kernels(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv:
     # that few tokens route to) pays for the whole tile (mma.m16n8k16), and small GEMMs fill the GPU's waves only
     # partly (gemm_rate).
     rows = _padded(tokens)
-    out = [_kernel("linear", split.dense_bytes / tp, 2 * rows * split.dense_params / tp,
+    dense_bytes = split.dense_bytes
+    if weights.name.startswith("nf4"):
+        # bitsandbytes matmul_4bit (bitsandbytes/autograd/_functions.py, the path vLLM's BitsAndBytesLinearMethod and
+        # transformers' Linear4bit take): one input row runs the fused gemv_4bit kernel (NF4 code lookup and absmax
+        # scale per weight, ALU-bound on a fast-memory GPU); more rows dequantize the whole weight to 16 bits
+        # (dequantize_4bit writes it, the cuBLAS GEMM reads it back): 2 x dtype_bytes more per weight each forward
+        ops = load("speed")["conversion_ops_per_element"]
+        if tokens <= 1 and not prefill:
+            w_ops, tiles = ops["nf4_gemv"], 1
+        else:
+            w_ops, tiles = ops["nf4_dequant"], 1
+            dense_bytes += 2 * dtype_bytes * dense_elements
+    out = [_kernel("linear", dense_bytes / tp, 2 * rows * split.dense_params / tp,
                    dense_elements * w_ops * tiles / tp, r.bandwidth, gemm_rate(tensor, rows, r.gemm_half_rows),
                    r.alu, r.overlap)]
     if split.num_experts:
@@ -278,7 +421,7 @@ def forward_kernels(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv:
                            2 * touched * per_expert * split.expert_params / tp,
                            touched * split.expert_params * w_ops * tiles / tp if weights.quantizes_linears else 0.0,
                            r.bandwidth, expert_tensor, r.alu, r.overlap))
-    kv_elem_bytes = 1 if kv.bits == 8 else dtype_bytes
+    kv_elem_bytes = kv.vllm_bytes_per_element(dtype_bytes) if kv.vllm_name and kv.bits in (4, 8) else dtype_bytes
     attn_flops = attention_flops_per_token(spec) * attention_pairs
     out.append(_kernel("attention", kv_read_bytes / tp, attn_flops / tp,
                        kv_read_bytes / kv_elem_bytes * kv_conversion_ops(kv, gpu) / tp, r.bandwidth,
@@ -345,15 +488,21 @@ def decode_speed(spec: ModelSpec, gpu: GpuProfile, engine: str, weights: WeightF
     if enforce_eager:
         step = max(step, _eager_cpu_s(e, layers) * pp)
         notes.append("eager mode: the step is the longer of the CPU's kernel launches and the GPU's work")
-    if _emulated(kv.native_min_compute_capability, gpu) and kv.bits == 8:
-        notes.append(f"FP8 KV is emulated on {gpu.name} (compute capability {gpu.compute_capability}): a software "
-                     "upcast of every cached element on the CUDA cores")
+    if kv.bits == 8 and kv.vllm_name is not None and fp8_kv_path(gpu) == "emulated-legacy":
+        notes.append(f"FP8 KV on {gpu.name} (compute capability {gpu.compute_capability}): no fused FP8 attention "
+                     "kernel below sm_80, a software upcast of every cached element on the CUDA cores "
+                     "(assumption: fp8_emulated_extra is unmeasured)")
+    elif kv.bits == 8 and kv.vllm_name is not None and _emulated(kv.native_min_compute_capability, gpu):
+        notes.append(f"FP8 KV on {gpu.name} (compute capability {gpu.compute_capability}): upcast in registers by "
+                     "the attention kernel (FlashInfer/Triton), hidden under the cache read (vllm#42058, A100)")
     if weights.name == "fp8" and _emulated(weights.native_min_compute_capability, gpu):
         notes.append(f"FP8 weights are emulated on {gpu.name}: weight-only FP8, upcast on the CUDA cores")
     if not rates.measured:
-        notes.append(f"{gpu.name}: no speed measurements; rates derived from its datasheet "
-                     f"(bandwidth x {gpu.achievable_bandwidth_fraction}, tensor and FP32 rates x the H200's fitted "
-                     "fractions)")
+        frac = rates.bandwidth / gpu.memory_bandwidth_bytes_per_s if gpu.memory_bandwidth_bytes_per_s else 0.0
+        classed = "public-corpus class constants" in rates.source
+        notes.append(f"{gpu.name}: not measured by kvcalc; rates derived from its datasheet (bandwidth x {frac:.3g}, "
+                     "tensor and FP32 rates x the H200's fitted fractions"
+                     + (" x its classes' factors fitted on public results of other GPUs)" if classed else ")"))
     if pp > 1:
         notes.append(f"pipeline parallel: {micro_batches} micro-batch(es) in flight over {pp} stages; a round of "
                      f"one token per request takes {pp} stage steps (weights re-read per micro-batch)")
@@ -392,9 +541,19 @@ def prefill_s(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFor
     return total
 
 
+def hf_layer_launch_s(spec: ModelSpec) -> float:
+    """Host time eager PyTorch spends launching one decoder layer's kernels: the Llama-fitted per_layer_s, plus the
+    launches of the extra RMSNorms an architecture puts in a layer (each an eager chain of ~8 kernels: cast, pow,
+    mean, add, rsqrt, mul, cast, mul weight; transformers' *RMSNorm.forward). Llama/Mistral/Qwen2 have 2 norms per
+    layer; Qwen3 adds q/k norms (4); Gemma 2 sandwiches the MLP and attention (4); Gemma 3 does both (6)."""
+    e = load("throughput")["engines"]["hf"]
+    norms = e.get("norms_per_layer", {}).get(spec.model_type, 2)
+    return e["per_layer_s"] + (norms - 2) * e.get("rmsnorm_launch_s", 0.0)
+
+
 def _hf_fixed_s(spec: ModelSpec, weights: WeightFormat, kv: KvFormat) -> float:
     e = load("throughput")["engines"]["hf"]
-    fixed = e["per_layer_s"] * spec.num_layers
+    fixed = hf_layer_launch_s(spec) * spec.num_layers
     if kv.hf_quantized:
         fixed += e["kv_per_layer_s"][kv.backend] * spec.num_layers  # dequantize + re-quantize bookkeeping
     if weights.name.startswith("nf4"):
@@ -432,7 +591,7 @@ def hf_decode_speed(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv:
     notes: list[str] = []
     e = data["engines"]["hf"]
     layers = spec.num_layers
-    fixed = e["per_layer_s"] * layers
+    fixed = hf_layer_launch_s(spec) * layers
     if kv.hf_quantized:
         fixed += e["kv_per_layer_s"][kv.backend] * layers  # dequantize + re-quantize bookkeeping
     if weights.name.startswith("nf4"):

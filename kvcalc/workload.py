@@ -1,23 +1,14 @@
-"""A workload in `vllm bench` terms (input length, output length, concurrency or request rate) and what each plan
-row serves it at: TTFT, TPOT, end-to-end latency, output tokens/s in total and per user.
+"""A workload in `vllm bench serve` terms and what each plan row serves it at: TTFT, TPOT, ITL, end-to-end latency
+(mean, median and the asked percentiles), request and output throughput.
 
-The quantities follow vllm/benchmarks/serve.py: TTFT is the time to a request's first token, TPOT the mean time per
-output token after the first ((e2e - ttft) / (output_len - 1)), e2e the request's latency, and the output token
-throughput the generated tokens of all requests over the run's duration.
+The quantities follow vllm/benchmarks/serve.py: TTFT is the time to a request's first streamed token, TPOT the mean
+time per output token after the first ((e2e - ttft) / (output_len - 1)), ITL the gap between streamed tokens, e2e the
+request's latency, and the throughputs completed requests and generated tokens over the run's duration.
 
-Model (stated in every answer, `ASSUMPTIONS`):
-- TTFT: the prompt's prefill alone (throughput.prefill_s), chunked at max_num_batched_tokens; no queueing for a
-  slot unless the concurrency exceeds what vLLM holds at once (then the wait for a slot is added).
-- TPOT: the decode step at the concurrency with each request's context growing from input+1 to input+output-1.
-  The step is affine in the context at a fixed batch (every term that depends on it is bytes, FLOPs or operations per
-  cached token), so the mean over the output is the step at the mean context input + output/2, exactly. vLLM mixes
-  the other requests' prefill chunks into decode steps: over one request's output the other n-1 requests each
-  prefill once, which adds (n-1) x their prefill time / (output-1) to the TPOT.
-- A burst (every request at once, none after: `vllm bench serve` with num_prompts <= max concurrency): the i-th
-  prompt waits for the prefills before it, so the mean TTFT is (n+1)/2 prefills, and each request decodes while the
-  ones after it prefill.
-- Request rate: Poisson arrivals at rate r hold r x e2e requests in flight (Little's law); the concurrency is the
-  fixed point, capped at what vLLM holds at once.
+vLLM rows come from kvcalc/serve_sim.py: a discrete-event simulation of vLLM's V1 scheduler serving the bench run
+(token budget, max_num_seqs, chunked prefill after the running decodes, KV blocks and preemption, prefix-cache hits),
+each step timed by kvcalc/step_cost.py from the speed model of throughput.py, plus the OpenAI server's per-request
+front-end cost (kvcalc/data/serve.yaml). transformers rows keep the lock-step batch of `generate` (hf_bench).
 """
 
 from __future__ import annotations
@@ -25,6 +16,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field
 
+from .constants import load
 from .engines.hf import hf_cache_bytes
 from .errors import UsageError
 from .formats import KvFormat, WeightFormat
@@ -33,25 +25,51 @@ from .model import ModelSpec
 from .throughput import decode_speed, hf_decode_speed, hf_prefill_s, prefill_s
 
 ASSUMPTIONS = (
-    "TTFT = the prompt's prefill alone, chunked at max_num_batched_tokens (plus the wait for a slot when the "
-    "concurrency exceeds what vLLM holds at once)",
-    "TPOT = the decode step at the concurrency and the mean context input + output/2, plus the other requests' "
-    "prefills spread over the output",
-    "request rate: concurrency = rate x e2e latency (Little's law), capped at what vLLM holds at once",
+    "vLLM: a step-by-step simulation of vLLM's V1 scheduler serving the vllm bench serve run (token budget "
+    "max_num_batched_tokens, max_num_seqs, chunked prefill after the running decodes, KV blocks and preemption, "
+    "prefix-cache hits, async scheduling), each step timed by the speed model from its prefill tokens, decodes and "
+    "their contexts",
+    "the OpenAI server's front-end cost per request (HTTP, tokenization) is in TTFT and e2e (vllm serve only)",
+    "arrivals as vllm bench makes them: --max-concurrency clients in a closed loop, or gamma gaps at --request-rate "
+    "with --burstiness (Poisson at 1), random-dataset lengths (--random-range-ratio, --prefix-len) drawn with --seed",
 )
+DEFAULT_PERCENTILES = (50.0, 99.0)  # vllm bench --metric-percentiles' default is 99; the median is always printed
+MAX_PROMPTS = 100_000
 
 
 @dataclass(frozen=True)
 class Workload:
-    input_len: int
-    output_len: int
-    concurrency: int | None = None  # requests in flight (vllm bench --max-concurrency)
-    request_rate: float | None = None  # requests/s (vllm bench --request-rate); None: all at once
-    burst: bool = False  # every request arrives at once and none follows (num_prompts <= max_concurrency)
+    """A `vllm bench serve` run of the random dataset, in its options' words."""
+
+    input_len: int  # --random-input-len (the shared prefix comes on top, as vllm bench adds it)
+    output_len: int  # --random-output-len
+    concurrency: int | None = None  # --max-concurrency
+    request_rate: float | None = None  # --request-rate; None: inf (every prompt at once, --max-concurrency holds them)
+    burst: bool = False  # every request arrives at once and none follows (num_prompts <= max concurrency)
+    num_prompts: int | None = None  # --num-prompts; None: default_prompts()
+    random_range_ratio: float = 0.0  # --random-range-ratio
+    prefix_len: int = 0  # --random-prefix-len
+    burstiness: float = 1.0  # --burstiness
+    percentiles: tuple[float, ...] = DEFAULT_PERCENTILES  # --metric-percentiles
+    seed: int = 0  # --seed
 
     @property
     def context(self) -> int:
-        return self.input_len + self.output_len
+        """The longest request: prompt (with the prefix) plus output at the top of the ranged lengths."""
+        r = self.random_range_ratio
+        return self.prefix_len + math.ceil(self.input_len * (1 + r)) + max(math.ceil(self.output_len * (1 + r)), 1)
+
+    def prompts(self) -> int:
+        """--num-prompts, else a run long enough to reach the steady state and short enough for `plan`: 5 rounds of
+        the concurrency (closed loop; at least 20), 30 s of arrivals (a rate; at least 50), at most 500 (vllm
+        bench's own default is 1,000); a burst is one round."""
+        if self.num_prompts:
+            return self.num_prompts
+        if self.burst:
+            return self.concurrency or 1
+        if self.request_rate is not None:
+            return int(min(500, max(50, math.ceil(self.request_rate * 30))))
+        return int(min(500, max(20, 5 * (self.concurrency or 1))))
 
     def check(self, max_model_len: int | None = None) -> None:
         if self.input_len < 1 or self.output_len < 1:
@@ -60,22 +78,55 @@ class Workload:
             raise UsageError(f"--concurrency must be at least 1, got {self.concurrency}")
         if self.request_rate is not None and not (self.request_rate > 0 and math.isfinite(self.request_rate)):
             raise UsageError(f"--request-rate must be a positive number of requests/s, got {self.request_rate}")
-        if max_model_len is not None and self.output_len > max_model_len - self.input_len:
-            raise UsageError(f"--output-len {self.output_len:,} exceeds --max-model-len {max_model_len:,} - "
-                             f"--input-len {self.input_len:,} = {max_model_len - self.input_len:,}: vLLM rejects "
-                             "a request whose prompt plus output is longer than max_model_len")
+        if self.num_prompts is not None and not 1 <= self.num_prompts <= MAX_PROMPTS:
+            raise UsageError(f"--num-prompts must be 1 to {MAX_PROMPTS:,}, got {self.num_prompts}")
+        if not (0 <= self.random_range_ratio < 1):
+            raise UsageError(f"--random-range-ratio must be in [0, 1) as vllm bench takes it, got "
+                             f"{self.random_range_ratio}")
+        if self.prefix_len < 0:
+            raise UsageError(f"--prefix-len must be 0 or more, got {self.prefix_len}")
+        if not (self.burstiness > 0):
+            raise UsageError(f"--burstiness must be positive (1: Poisson), got {self.burstiness}")
+        if not self.percentiles or any(not (0 < p <= 100) for p in self.percentiles):
+            raise UsageError("--percentiles are numbers in (0, 100], e.g. 50,90,99")
+        if max_model_len is not None and self.context > max_model_len:
+            raise UsageError(f"the longest request ({self.context:,} tokens: --prefix-len + --input-len + "
+                             f"--output-len, ranged by --random-range-ratio) exceeds --max-model-len "
+                             f"{max_model_len:,}: vLLM rejects a request whose prompt plus output is longer than "
+                             "max_model_len")
+
+
+def parse_percentiles(text: str | None) -> tuple[float, ...]:
+    """--percentiles / vllm bench --metric-percentiles: '50,90,99' -> (50.0, 90.0, 99.0); None: the default."""
+    if text is None:
+        return DEFAULT_PERCENTILES
+    try:
+        out = tuple(float(p) for p in str(text).split(",") if p.strip())
+    except ValueError:
+        raise UsageError(f"--percentiles {str(text)[:40]!r} is not a list of numbers like 50,90,99") from None
+    if not out or any(not (0 < p <= 100) or not math.isfinite(p) for p in out):
+        raise UsageError("--percentiles are numbers in (0, 100], e.g. 50,90,99")
+    return out
 
 
 @dataclass
 class BenchEstimate:
-    concurrency: float  # requests in flight the numbers are for
-    ttft_s: float
+    concurrency: float  # requests in flight the numbers are for (mean over the run for the simulation)
+    ttft_s: float  # means, as vllm bench's mean_*_ms
     tpot_s: float
     e2e_s: float
     output_tokens_per_s: float  # all requests
     output_tokens_per_s_per_user: float  # one request's output over its e2e latency
     request_throughput: float  # requests/s
     notes: list[str] = field(default_factory=list)
+    itl_s: float | None = None
+    # vllm bench's median and percentiles in its own keys: median_ttft_ms, p99_ttft_ms, ... (ttft, tpot, itl, e2el)
+    percentiles: dict[str, float] = field(default_factory=dict)
+    num_prompts: int | None = None
+    duration_s: float | None = None
+    preemptions: int | None = None
+    prefix_hit_tokens: int | None = None
+    saturated: bool = False  # a request rate above what the deployment serves: the queue grew over the run
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -88,11 +139,87 @@ def _finish(wl: Workload, n: float, ttft: float, tpot: float, notes: list[str]) 
                          request_throughput=n / e2e, notes=notes)
 
 
+def frontend_s(entrypoint: str = "serve") -> float:
+    """Seconds between the bench client's send and the engine seeing the request (vllm serve: the OpenAI server's
+    HTTP handling and tokenization; the LLM class: none). kvcalc/data/serve.yaml says where the figure comes from."""
+    return float(load("serve")["frontend"]["per_request_s"]) if entrypoint == "serve" else 0.0
+
+
+def bench_load(wl: Workload):
+    """The serve_sim.Load of a workload."""
+    from .serve_sim import Load
+
+    n = wl.prompts()
+    conc = wl.concurrency if (wl.concurrency or wl.request_rate is None) else None
+    if wl.burst:
+        conc = None
+    return Load(wl.input_len, wl.output_len, n, max_concurrency=conc,
+                request_rate=wl.request_rate if wl.request_rate is not None else math.inf,
+                burstiness=wl.burstiness, random_range_ratio=wl.random_range_ratio, prefix_len=wl.prefix_len,
+                seed=wl.seed)
+
+
 def vllm_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFormat, wl: Workload, *,
                chunk_tokens: int, slots: int, kv_bytes_per_token: float | None = None, tp: int = 1, pp: int = 1,
-               enforce_eager: bool = False) -> BenchEstimate:
-    """The workload on vLLM. `slots`: requests of input+output tokens vLLM holds at once (min of max_num_seqs and the
-    KV cache's concurrency at that context)."""
+               enforce_eager: bool = False, est=None, entrypoint: str = "serve", prefix_caching: bool = True,
+               cost=None) -> BenchEstimate:
+    """The workload on vLLM, simulated (kvcalc/serve_sim.py). `est`: the engine's VllmEstimate (num_gpu_blocks,
+    block size, layout, max_num_seqs, max_model_len); without it, a pool that holds `slots` requests of the
+    workload's longest context and max_num_seqs = slots. `cost`: a step_cost.StepCost to reuse."""
+    from .serve_sim import EngineConfig, simulate
+    from .step_cost import step_cost
+
+    cost = cost or step_cost(spec, gpu, weights, kv, tp, kv_bytes_per_token, enforce_eager)
+    if est is not None and est.layout is not None:
+        cfg = EngineConfig(est.max_num_batched_tokens, est.max_num_seqs, est.num_gpu_blocks, est.layout.block_size,
+                           est.max_model_len, est.layout.blocks_per_request, prefix_caching)
+    else:
+        bs = 16
+        per = -(-wl.context // bs)
+        cfg = EngineConfig(chunk_tokens, max(1, slots), max(1, slots) * per + 1, bs, wl.context, None, prefix_caching)
+    load = bench_load(wl)
+    res = simulate(cost, cfg, load, frontend_s(entrypoint))
+    m = res.metrics(wl.percentiles)
+    notes = []
+    if pp > 1:
+        notes.append("pipeline parallel: the simulation times each step as one GPU's (no stage overlap modelled)")
+    if res.preemptions:
+        notes.append(f"the KV cache ran dry: {res.preemptions} preemptions (each request recomputes its prompt and "
+                     "output so far)")
+    held = min(cfg.max_num_seqs, (cfg.num_blocks - 1) // max(1, -(-wl.context // cfg.block_size)))
+    want = load.max_concurrency or load.num_prompts
+    if want > held:
+        notes.append(f"{want} requests in flight exceed the {held} vLLM holds at once at this context: the rest "
+                     "wait in its queue (their wait is in the TTFT)")
+    saturated = False
+    if math.isfinite(load.request_rate) and load.num_prompts >= 8:
+        # a queue that grows over the run: the last quarter of the requests waits far longer than the second
+        q = load.num_prompts // 4
+        early, late = float(res.ttft_s[q:2 * q].mean()), float(res.ttft_s[-q:].mean())
+        saturated = late > 2 * early + 0.5
+        if saturated:
+            notes.append(f"request rate {load.request_rate:g}/s is more than this deployment serves: the queue grows "
+                         f"over the run (first token after {early:.2f} s in the second quarter, {late:.2f} s in the "
+                         "last); the figures grow with --num-prompts")
+    e2e = m["mean_e2el_ms"] / 1e3
+    in_flight = float((res.e2e_s).sum() / res.duration_s)  # Little's law over the run
+    pct = {k: v for k, v in m.items() if k.startswith(("median_", "p", "std_")) and k.endswith("_ms")}
+    return BenchEstimate(
+        concurrency=round(in_flight, 2), ttft_s=m["mean_ttft_ms"] / 1e3, tpot_s=m["mean_tpot_ms"] / 1e3, e2e_s=e2e,
+        output_tokens_per_s=m["output_throughput"], output_tokens_per_s_per_user=float(
+            (res.output_lens / res.e2e_s).mean()), request_throughput=m["request_throughput"], notes=notes,
+        itl_s=m["mean_itl_ms"] / 1e3, percentiles=pct, num_prompts=load.num_prompts, duration_s=res.duration_s,
+        preemptions=res.preemptions, prefix_hit_tokens=res.prefix_hit_tokens, saturated=saturated)
+
+
+def closed_form_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFormat, wl: Workload, *,
+                      chunk_tokens: int, slots: int, kv_bytes_per_token: float | None = None, tp: int = 1,
+                      pp: int = 1, enforce_eager: bool = False) -> BenchEstimate:
+    """A closed form of the workload, for `kvcalc calibrate --bench`'s fit (which evaluates the model thousands of
+    times): exact where the simulation reduces to it (a lone prompt's prefill, decode steps with no prefill in them:
+    tests/test_serve_sim.py), coarse under load (TTFT = one prefill, the other requests' prefills spread over TPOT;
+    a burst's i-th prompt waits for the i-1 before it; Little's law for a rate). `plan` and every surface show
+    vllm_bench, the simulation."""
     notes: list[str] = []
     slots = max(1, slots)
     prefill = prefill_s(spec, gpu, weights, kv, wl.input_len, chunk_tokens, tp, kv_bytes_per_token=kv_bytes_per_token,
@@ -148,6 +275,8 @@ def vllm_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFo
         n = wl.concurrency
         ttft, tpot = at(n)
     return _finish(wl, n, ttft, tpot, notes)
+
+
 
 
 def hf_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFormat, wl: Workload,

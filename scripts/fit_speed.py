@@ -307,7 +307,9 @@ def tables(rows: list[dict]) -> str:
 
 
 EMULATED_SOURCE = (
-    "fp8_emulated_extra: assumption (no GPU below sm_89 measured): below sm_89 there is no FP8 convert instruction "
+    "fp8_kv applies to the sm_90 FP8 attention path (throughput.fp8_kv_path); fp8_kv_fused (sm_80-sm_89, upcast "
+    "in registers, bounded by vllm#42058 on an A100: FP8-KV decode no slower) is kept as it is. "
+    "fp8_emulated_extra (below sm_80 only): assumption (no GPU below sm_80 measured): below sm_89 there is no FP8 convert instruction "
     "(PTX ISA: cvt.*.e4m3x2 needs sm_89), so kernels upcast in software (shifts, masks, exponent re-bias, denormal "
     "select) on top of the native path; 75 operations per element is set so that a T4 (8.1 TFLOPS FP32, 256 GB/s) "
     "reproduces the ~20% FP8-KV slowdown reported for Llama-3.2-3B at 32k (issue 11), and is the same count for FP8 "

@@ -71,9 +71,13 @@ def test_fits_bandwidth_and_tensor_efficiency_from_a100_tpots(config):
     assert speed["tp_comm_per_layer_s"] is None  # no tensor-parallel server among them
     rows = got["benches"]
     assert len(rows) == len(FIT_N) and {r["quantity"] for r in rows} == {"tpot"}
-    for r in rows:
-        assert abs(r["before"] / r["measured"] - 1) > 0.10  # kvcalc's datasheet-derived A100: TPOT 11-26% low
-        assert abs(r["after"] / r["measured"] - 1) < 0.05, r
+    # kvcalc's A100 before the calibration (datasheet x the public-corpus class constants) is 1-20% off per TPOT;
+    # the calibration brings every TPOT within 5% and the mean error down
+    before = [abs(r["before"] / r["measured"] - 1) for r in rows]
+    after = [abs(r["after"] / r["measured"] - 1) for r in rows]
+    assert max(before) > 0.05 and sum(after) < sum(before)
+    for r, err in zip(rows, after):
+        assert err < 0.05, r
     # the TTFTs are not fitted, and the output says why (warm-up request in the prefix cache; bursts)
     notes = " ".join(got["bench_notes"])
     assert "prefix cache" in notes and "all 10 prompts at once" in notes
@@ -294,7 +298,9 @@ def test_tp_benches_fit_the_all_reduce_of_their_interconnect(config):
     assert 1.15e12 < speed["bandwidth_bytes_per_s"] < 1.45e12  # the GPU's own figure stays where TP 1 put it
     for r in got["benches"]:
         before, after = r["before"] / r["measured"] - 1, r["after"] / r["measured"] - 1
-        assert abs(after) < abs(before) and abs(after) < (0.2 if "tp2" in r["bench"] else 0.05), r
+        # closer than kvcalc's own constants, or already within 2% of the bench (the public-corpus class constants
+        # put some TP-1 TPOTs there before any calibration)
+        assert abs(after) < max(abs(before), 0.02) and abs(after) < (0.2 if "tp2" in r["bench"] else 0.05), r
 
 
 def test_held_out_qwen25_32b_on_the_same_a100s():

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
+
+from kvcalc.engines.vllm_versions import NEWEST_RELEASE_KNOWN
 from cli_helper import invoke
 
 from kvcalc.catalog import load_model
@@ -96,20 +98,22 @@ def test_long_input_is_clipped_in_the_message():
 
 @pytest.mark.parametrize("version", ["abc", "-1", "32k", "[1]", "0.26.x", "..", "v"])
 def test_vllm_version_garbage_is_refused(version):
-    _one_error_line(["plan", f"--vllm-version={version}"], "is not a version number like 0.26.0")
+    _one_error_line(["plan", f"--vllm-version={version}"], f"is not a version number like {NEWEST_RELEASE_KNOWN}")
 
 
 def test_vllm_versions_are_read_with_packaging():
-    assert resolve_vllm_version(None) == resolve_vllm_version("") == resolve_vllm_version(" ") == "0.26.0"
+    assert resolve_vllm_version(None) == resolve_vllm_version("") == resolve_vllm_version(" ") == NEWEST_RELEASE_KNOWN
     assert resolve_vllm_version("v0.24.0") == "0.24.0"
     assert resolve_vllm_version("0.26.0rc1") == "0.26.0"  # a release candidate follows its release's rules
     assert resolve_vllm_version("0.24") == "0.24"
+    from kvcalc.engines.vllm_versions import rules_for
+    assert rules_for("0.26").since == "0.26.0"  # '0.26' is 0.26.0, not below it (was the 0.24 row)
     with pytest.raises(UsageError, match="predates"):
         resolve_vllm_version("0.3.3")
     code, out, err = invoke(["plan", "--vllm-version", "", "--json"])
-    assert code == 0 and json.loads(out)["settings"]["vllm_version"] == "0.26.0"
+    assert code == 0 and json.loads(out)["settings"]["vllm_version"] == NEWEST_RELEASE_KNOWN
     code, out, err = invoke(["plan", "--vllm-version", "2.0.0", "--engine", "vllm"])
-    assert code == 0 and "newer than the newest release kvcalc has rules for (0.26.0)" in err
+    assert code == 0 and f"newer than the newest release kvcalc has rules for ({NEWEST_RELEASE_KNOWN})" in err
 
 
 def test_pp_beyond_the_layers_is_refused_saying_how_many():

@@ -125,3 +125,40 @@ def test_a_bad_timeout_setting_falls_back_to_the_default(monkeypatch):
         assert _hub_timeout() == HUB_TIMEOUT_S
     monkeypatch.setenv("KVCALC_HUB_TIMEOUT", "2.5")
     assert _hub_timeout() == 2.5
+
+
+def _cached(empty_cache, name: str, commit: str, refs: dict[str, str]) -> None:
+    repo = empty_cache / f"models--kvcalc-test--{name}"
+    snapshot = repo / "snapshots" / commit
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").write_text(json.dumps(CONFIG))
+    (repo / "refs").mkdir(exist_ok=True)
+    for ref, target in refs.items():
+        (repo / "refs" / ref).write_text(target)
+
+
+def test_model_at_a_revision_reads_that_snapshot_and_records_the_commit(empty_cache, monkeypatch):
+    """--model org/name@revision: the branch or tag resolves through the cache's refs/ to its commit, a commit names
+    its snapshot directly; the plan JSON records the commit the files came from."""
+    _cached(empty_cache, "pinned", "aaaa1111", {"main": "aaaa1111"})
+    _cached(empty_cache, "pinned", "bbbb2222", {"v2": "bbbb2222"})
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    for asked, commit in (("v2", "bbbb2222"), ("aaaa1111", "aaaa1111"), (None, "aaaa1111")):
+        model = "kvcalc-test/pinned" + (f"@{asked}" if asked else "")
+        code, out, err = invoke(["plan", "--model", model, "--json"])
+        assert code == 0, err
+        doc = json.loads(out)
+        assert doc["model"] == model and doc["model_revision"] == commit
+
+
+def test_an_unknown_or_malformed_revision_is_one_line(empty_cache, monkeypatch):
+    _cached(empty_cache, "pinned2", "cccc3333", {"main": "cccc3333"})
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    _one_error_line(["plan", "--model", "kvcalc-test/pinned2@no-such-tag"], "HF_HUB_OFFLINE")
+    _one_error_line(["plan", "--model", "kvcalc-test/pinned2@bad rev"], "revision")
+
+
+def test_a_catalog_hub_id_with_a_revision_goes_to_the_hub(empty_cache, monkeypatch):
+    """The catalog pins one copy of a config; asking for a revision means that revision, not the catalog's copy."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    _one_error_line(["plan", "--model", "meta-llama/Llama-3.2-3B-Instruct@main"], "local hub cache")

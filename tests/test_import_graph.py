@@ -146,10 +146,18 @@ def test_nothing_below_plan_imports_plan_or_a_surface(graph):
 
 
 def test_core_never_imports_validate(graph):
-    """Only the cli reaches validate/ (lazily, for the validate command); everything else stands apart from it."""
+    """Only the cli and the Python API reach validate/ (lazily, for validate and validate_log/validate_metrics);
+    everything else stands apart from it."""
     bad = {m: sorted(i for i in deps if _is_validate(i)) for m, deps in graph.items()
-           if not _is_validate(m) and m != "kvcalc.cli" and any(_is_validate(i) for i in deps)}
+           if not _is_validate(m) and m not in ("kvcalc.cli", "kvcalc.api") and any(_is_validate(i) for i in deps)}
     assert not bad, bad
+
+
+def test_the_python_api_is_a_surface(graph):
+    """kvcalc/api.py stands beside the CLI on the request layer: only the package's lazy names import it, and it
+    imports no command-line surface."""
+    assert sorted(m for m, deps in graph.items() if "kvcalc.api" in deps) == ["kvcalc"]
+    assert not graph["kvcalc.api"] & (SURFACE_COMMANDS | {m for m in graph if _is_web(m)})
 
 
 def _is_web(m: str) -> bool:

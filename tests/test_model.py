@@ -279,6 +279,30 @@ TINY = {
     "falcon_h1": {**LLAMA, "model_type": "falcon_h1", "num_hidden_layers": 3, "head_dim": 32, "mamba_d_ssm": 256,
                   "mamba_n_heads": 8, "mamba_d_head": 32, "mamba_n_groups": 2, "mamba_d_state": 16,
                   "mamba_d_conv": 4, "mamba_expand": 2},
+    # GLM-5.2: DeepSeek V3.2's MLA + DSA with IndexCache (indexer_types "shared" layers carry no indexer)
+    "glm_moe_dsa": {**LLAMA, "model_type": "glm_moe_dsa", "num_hidden_layers": 5, "moe_intermediate_size": 64,
+                    "n_routed_experts": 8, "n_shared_experts": 1, "num_experts_per_tok": 2,
+                    "first_k_dense_replace": 1, "kv_lora_rank": 32, "q_lora_rank": 48, "qk_rope_head_dim": 16,
+                    "qk_nope_head_dim": 32, "v_head_dim": 24, "num_key_value_heads": 4, "n_group": 1,
+                    "topk_group": 1, "index_n_heads": 4, "index_head_dim": 32, "index_topk": 8,
+                    "mlp_layer_types": ["dense"] + ["sparse"] * 4,
+                    "indexer_types": ["full", "shared", "shared", "full", "shared"]},
+    # DeepSeek V4: sliding / CSA (ratio 4, with indexer) / HCA (ratio 128) layers, hash-routed first layer, mHC
+    # (no intermediate_size: V4 configs ship only moe_intermediate_size, which DeepseekV4Config aliases it to)
+    "deepseek_v4": {**{k: v for k, v in LLAMA.items() if k != "intermediate_size"}, "model_type": "deepseek_v4", "num_hidden_layers": 4, "num_attention_heads": 8,
+                    "num_key_value_heads": 1, "head_dim": 64, "qk_rope_head_dim": 16, "q_lora_rank": 48,
+                    "o_lora_rank": 32, "o_groups": 2, "index_n_heads": 4, "index_head_dim": 32, "index_topk": 8,
+                    "n_routed_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 64,
+                    "n_shared_experts": 1, "num_hash_layers": 1, "hc_mult": 2, "sliding_window": 16,
+                    "compress_ratios": [0, 4, 128, 4, 0], "scoring_func": "sqrtsoftplus", "topk_method": "noaux_tc",
+                    "norm_topk_prob": True, "routed_scaling_factor": 1.5, "hidden_act": "silu"},
+    # MiniMax M3 (transformers has no minimax_m3 config: skipped there; tests/test_late_2026_layouts.py by hand)
+    "minimax_m3": {**LLAMA, "model_type": "minimax_m3", "head_dim": 32, "num_key_value_heads": 2,
+                   "dense_intermediate_size": 96, "moe_intermediate_size": 48, "num_local_experts": 4,
+                   "num_experts_per_tok": 2, "n_shared_experts": 1, "shared_intermediate_size": 48,
+                   "moe_layer_freq": [0, 1, 1, 1], "use_qk_norm": True, "use_routing_bias": True,
+                   "sparse_attention_config": {"use_sparse_attention": True, "sparse_attention_freq": [0, 1, 1, 1],
+                                               "sparse_num_index_heads": 2, "sparse_index_dim": 16}},
     # Kimi K2 is DeepSeek V3's layout under its own name (transformers has no kimi_k2 config: skipped there)
     "kimi_k2": {**LLAMA, "model_type": "kimi_k2", "moe_intermediate_size": 64, "n_routed_experts": 8,
                 "n_shared_experts": 1, "num_experts_per_tok": 2, "first_k_dense_replace": 1,
@@ -325,6 +349,21 @@ def test_counts_match_transformers(model_type):
     # e_score_correction_bias is a buffer in transformers but a tensor of the checkpoint: kvcalc counts it
     assert spec.params.total == params + stored_buffers
     assert len(spec.layers) == cfg["num_hidden_layers"]
+
+
+def test_nemotron_latent_moe_and_block_types_match_transformers():
+    """Nemotron 3 Super/Ultra: routed experts in moe_latent_size between fc1/fc2_latent_proj; Ultra's config lists
+    layers_block_type instead of hybrid_override_pattern and num_hidden_layers."""
+    cfg = {k: v for k, v in TINY["nemotron_h"].items() if k not in ("hybrid_override_pattern", "num_hidden_layers")}
+    cfg.update(moe_latent_size=24, layers_block_type=["mamba", "mlp", "mamba", "attention", "mlp", "moe"])
+    params, stored_buffers = _transformers_count(cfg)
+    spec = spec_from_config(cfg)
+    assert spec.params.total == params + stored_buffers
+    assert [layer.kind for layer in spec.layers] == ["mamba", "none", "mamba", "full", "none", "none"]
+    # the latent experts: 4 experts x (24 x 48 up + 48 x 24 down) + the two projections 256 x 24 and 24 x 256,
+    # against 4 experts x (256 x 48 + 48 x 256) without the latent
+    plain = spec_from_config({**cfg, "moe_latent_size": None})
+    assert plain.params.total - spec.params.total == 4 * 2 * 48 * (256 - 24) - 2 * 256 * 24 == 76_800
 
 
 def test_gemma3_multimodal_matches_transformers():

@@ -210,8 +210,7 @@ def test_mla_other_gpus_and_formats():
     assert layout(DSV2_LITE, block_size=64).groups == [KvGroup("mla", 27, 64 * 576 * 2)]
     with pytest.raises(ValueError):
         layout(DSV2_LITE, kv=E5M2)
-    with pytest.raises(NotImplementedError):
-        layout(DSV2_LITE, model_type="deepseek_v4")  # compressed sparse MLA (V3.2: tests/test_layer_families.py)
+    # DeepSeek V4 has a layer kind of its own now (CompressedSparseAttention, tests/test_late_2026_layouts.py)
 
 
 def test_mla_is_replicated_across_tp():

@@ -226,3 +226,16 @@ def test_runner_skips_cases_past_the_deadline(tmp_path):
 
     rows = run_vllm_cases(_cases(), tmp_path / "v.jsonl", tmp_path / "logs", deadline=time.time() + 1)
     assert [(r["case_id"], r["status"]) for r in rows] == [("a", "skipped"), ("b", "skipped")]
+
+
+def test_merged_kv_capacity_line_of_0_28():
+    """vLLM 0.28 prints the capacity and the concurrency on one line (v1/core/kv_cache_utils.py); both are read, as
+    are the 0.27+ CUDA-graph lines around them."""
+    text = ("(EngineCore pid=7) INFO 09-07 00:14:19 [core.py:123] Initializing a V1 LLM engine (v0.28.1) with config: "
+            "model='m', max_seq_len=4096, tensor_parallel_size=1\n"
+            "(EngineCore pid=7) INFO 09-07 00:14:25 [gpu_worker.py:586] Available KV cache memory: 17.36 GiB\n"
+            "(EngineCore pid=7) INFO 09-07 00:14:25 [kv_cache_utils.py:1879] GPU KV cache size: 650,208 tokens, "
+            "Maximum concurrency for 4,096 tokens per request: 158.74x\n")
+    values = parse_vllm_log(text)["values"]
+    assert values["kv_cache_tokens"] == 650_208
+    assert values["max_concurrency"] == 158.74 and values["concurrency_max_model_len"] == 4096

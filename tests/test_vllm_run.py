@@ -85,7 +85,8 @@ def test_default_util_by_version():
 @pytest.mark.parametrize("version,since,engine", [
     ("0.4.0", "0.4.0", "v0"), ("0.6.3", "0.5.3", "v0"), ("0.6.5", "0.6.4", "v0"), ("0.7.3", "0.6.4", "v0"),
     ("0.8.5.dev169+gce17db808.d20250423", "0.8.5", "v1"), ("0.10.1.1", "0.9.2", "v1"),
-    ("0.19.0", "0.9.2", "v1"), ("0.26.0rc1", "0.26.0", "v1"), ("1.2.0", "0.26.0", "v1")])
+    ("0.19.0", "0.9.2", "v1"), ("0.26.0rc1", "0.26.0", "v1"), ("0.26", "0.26.0", "v1"), ("0.28.0rc3", "0.28.0", "v1"), ("0.28.1", "0.28.1", "v1"),
+    ("0.29.1rc1.dev17+gd2d649e67", "0.29.0", "v1"), ("1.2.0", "0.33.0", "v1")])
 def test_version_rows(version, since, engine):
     r = rules_for(version)
     assert (r.since, r.engine) == (since, engine)
@@ -101,8 +102,34 @@ def test_version_table_is_ordered_and_cited():
 
 
 def test_unknown_newer_version_warns_and_uses_the_newest_rules():
+    code, out, err = invoke(["plan", "--model", "llama-3.2-3b", "--engine", "vllm", "--vllm-version", "0.34.0rc2"])
+    assert code == 0 and "newer than the newest release kvcalc has rules for (0.33.0)" in err
     code, out, err = invoke(["plan", "--model", "llama-3.2-3b", "--engine", "vllm", "--vllm-version", "0.31.0rc2"])
-    assert code == 0 and "newer than the newest release kvcalc has rules for (0.26.0)" in err
+    assert code == 0 and "newer than the newest" not in err
+
+
+def test_evidence_of_each_release_is_stated():
+    """explain says which rules were measured on a GPU (0.26 on the H200) and which come from source and logs."""
+    from kvcalc.engines.vllm_versions import evidence_note
+
+    assert rules_for("0.26.0").evidence == "measured"
+    assert {rules_for(v).evidence for v in ("0.27.0", "0.28.0", "0.29.0", "0.19.0")} == {"source"}
+    assert {rules_for(v).evidence for v in ("0.30.0", "0.31.0", "0.32.0", "0.33.0")} == {"carried"}
+    assert "measured on a GPU" in evidence_note("0.26.0")
+    assert "0.26.0's, measured on the H200" in evidence_note("0.28.0")
+    assert "unverified" in evidence_note("0.33.0")
+    code, out, _ = invoke(["explain", "--model", "llama-3.2-3b", "--gpu", "h200", "--engine", "vllm"])
+    assert code == 0 and "vLLM 0.33.0 rules (row 0.33.0): not read line by line" in out
+
+
+def test_160_gib_batching_tier_from_0_28():
+    """0.28 arg_utils.py:2582-2591: `vllm serve` on a >= 160 GiB GPU batches 16384 tokens; 8192 before 0.28 and on
+    the 70-160 GiB tier (H200 139.8 GiB)."""
+    b200, h200 = get_gpu("b200"), get_gpu("h200")
+    assert vllm.batch_defaults(b200, "serve", version="0.27.0") == (8192, 1024)
+    assert vllm.batch_defaults(b200, "serve", version="0.28.0") == (16384, 1024)
+    assert vllm.batch_defaults(h200, "serve", version="0.33.0") == (8192, 1024)
+    assert vllm.batch_defaults(get_gpu("l4"), "serve", version="0.33.0") == (2048, 256)
 
 
 def test_v0_profiles_a_whole_prompt_and_has_no_hybrid_allocator():
@@ -310,13 +337,15 @@ def test_forced_engine_within_the_releases_that_had_it():
 
 def test_validate_takes_the_same_entrypoint_names():
     log = str(Path(__file__).parent / "fixtures" / "vllm_logs" / "real_v0.26.0_v-3b-auto-eager-u90.log")
-    # plan's names (serve | offline) since one option vocabulary (issue 24 item 4); vLLM's own 'llm' is refused
-    args = ["validate", "--from-log", log, "--model", "llama-3.2-3b", "--gpu", "h200", "--json", "--entrypoint"]
-    code, out, err = invoke([*args, "offline"])
-    assert code in (0, 1), err
-    assert json.loads(out)["assumed"]["entrypoint"]["value"] == "llm"  # vLLM's LLM_CLASS usage context
-    code, _, err = invoke([*args, "llm"])
-    assert code == 2 and "offline" in err
+    # one option vocabulary (kvcalc/options.py): validate takes plan's names, serve and offline, and refuses the
+    # old 'llm' spelling as plan does
+    for name in ("offline", "serve"):
+        code, out, err = invoke(["validate", "--from-log", log, "--model", "llama-3.2-3b", "--gpu", "h200",
+                                 "--entrypoint", name, "--json"])
+        assert code in (0, 1), err
+    for command in (["validate", "--from-log", log, "--model", "llama-3.2-3b", "--gpu", "h200"], ["plan"]):
+        code, out, err = invoke(command + ["--entrypoint", "llm"])
+        assert code == 2 and "'llm'" in err
 
 
 def test_v0_chunked_prefill_decides_the_profile_batch():

@@ -47,7 +47,8 @@ def load_model(name_or_path: str) -> ModelSpec:
     """A catalog short name, a hub id of a catalog model, a local config.json (or its folder), or a hub id fetched
     through huggingface_hub when it is installed and online."""
     key = name_or_path.strip()
-    short = key.lower() if key.lower() in _entries() else _by_hub_id(key)
+    # "org/name@revision" asks for that revision from the hub, not the catalog's pinned copy
+    short = key.lower() if key.lower() in _entries() else (None if "@" in key else _by_hub_id(key))
     if short:
         entry = _entries()[short]
         # shipped configs skip the schema at run time (start-up); tests/test_catalog.py holds them to it
@@ -87,7 +88,8 @@ def load_catalog_or_hub(name: str, allow_hub: bool) -> ModelSpec:
 
 
 # A hub repository id: owner/name, each part letters, digits, '-', '_', '.' (huggingface_hub's validate_repo_id).
-_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]{0,95}/[\w.-]{1,96}$")
+# An optional "@revision" (branch, tag or commit) follows; checkpoint.split_revision checks it.
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]{0,95}/[\w.-]{1,96}(?:@.{1,200})?$")
 
 
 

@@ -17,7 +17,8 @@ from ..errors import UsageError
 from ..formats import KvFormat, WeightFormat
 from ..hardware import GpuProfile
 from ..layers import (
-    FullAttention, LayerCache, MambaState, MultiLatentAttention, NoCache, ParallelHybrid, SlidingWindow,
+    CompressedSparseAttention, FullAttention, LayerCache, MambaState, MultiLatentAttention, NoCache, ParallelHybrid,
+    SlidingWindow,
 )
 from ..model import ModelSpec
 from ..units import GiB
@@ -48,6 +49,18 @@ def hf_elements_per_token(layer: LayerCache) -> int:
     if isinstance(layer, FullAttention):
         return layer.elements_per_token()
     return 0
+
+
+def hf_dsv4_elements(layer: CompressedSparseAttention, tokens: int) -> int:
+    """Elements one DeepSeek V4 layer's cache holds after `tokens` tokens (modeling_deepseek_v4.py: the sliding
+    window of window-1 shared K=V rows, DynamicSlidingWindowLayer; DeepseekV4HCACache / CSACache append one compressed
+    entry of head_dim per compress_rate tokens, and the CSA indexer one of index_head_dim; the buffers of fewer than
+    compress_rate pending tokens are left out). Every layer type keeps these in the model dtype, whatever
+    cache_implementation asks: the layers are the model's own cache classes."""
+    kept = min(tokens, layer.window - 1) * layer.head_dim
+    if layer.compress_ratio > 1:
+        kept += tokens // layer.compress_ratio * (layer.head_dim + layer.index_head_dim)
+    return kept
 
 
 def hf_tokens_kept(layer: LayerCache, tokens: int, kv: KvFormat) -> int:
@@ -82,6 +95,8 @@ def hf_layer_cache_bytes(layer: LayerCache, batch: int, tokens: int, prompt_len:
         return batch * (conv * dtype_bytes + layer.ssm_state_elements * HF_RECURRENT_STATE_BYTES)
     if isinstance(layer, NoCache):
         return 0
+    if isinstance(layer, CompressedSparseAttention):
+        return batch * hf_dsv4_elements(layer, tokens) * dtype_bytes
     per_token = hf_elements_per_token(layer)
     if not kv.hf_quantized:
         return batch * hf_tokens_kept(layer, tokens, kv) * per_token * dtype_bytes

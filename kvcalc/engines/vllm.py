@@ -26,15 +26,17 @@ from ..hardware import GpuProfile
 from ..model import ModelSpec
 from ..units import GiB, ceil_div
 from . import vllm_draft
+from .vllm_graphs import GraphCapture, graph_placement
 from .vllm_groups import KvLayout, vllm_kv_layout
+from .vllm_specs import vllm_kv_refusal
 from .vllm_profile import ProfilePeak, profile_peak
 from .vllm_support import ServeGate, unserved_gate, unserved_reason
-from .vllm_versions import (VersionRules, batch_defaults_for, chunked_prefill_on, release_of, rules_for,
-                            rules_with_engine, version_key)
+from .vllm_versions import (NEWEST_RELEASE_KNOWN, VersionRules, batch_defaults_for, chunked_prefill_on, evidence_note,
+                            release_of, rules_for, rules_with_engine, version_key)
 from .vllm_encoders import encoder_notes, encoder_profile_bytes, encoder_rank_bytes
 from .weights import weight_bytes
 
-DEFAULT_VERSION = "0.26.0"
+DEFAULT_VERSION = NEWEST_RELEASE_KNOWN  # --vllm-version defaults to the newest release kvcalc has rules for
 VOCAB_PADDING = 64  # vocab_parallel_embedding.py DEFAULT_VOCAB_PADDING_SIZE
 
 
@@ -139,6 +141,9 @@ class VllmEstimate:
     layout: KvLayout | None = field(default=None, repr=False)
     # every pipeline stage's own budget (this estimate is the smallest one's); not in the plan JSON
     stages: tuple[StageBudget, ...] = field(default=(), repr=False)
+    # where the CUDA graphs live and the room their capture finds (engines/vllm_graphs.py); not in the plan JSON,
+    # whose cudagraph_overflow_bytes, fits and verdicts say it
+    graph_capture: GraphCapture | None = field(default=None, repr=False)
 
     @property
     def kv_capacity_tokens(self) -> int:
@@ -171,6 +176,19 @@ class VllmEstimate:
         return self.layout.concurrency_at(self.num_gpu_blocks, context)
 
 
+def logged_kv_tokens(layout, blocks: int, mode: str) -> int:
+    """'GPU KV cache size: N tokens' as the release logs it (plan's and search's kv_capacity_tokens, one rule):
+    0.24+ ("concurrency", get_kv_cache_capacity): int(concurrency x max_model_len) over the groups; 0.8-0.23
+    ("per_group", kv_cache_utils.py): num_blocks // len(kv_cache_groups) x the smallest block; before ("blocks"):
+    num_blocks x block_size."""
+    if mode == "concurrency":
+        return layout.logged_tokens(blocks) if blocks else 0
+    if mode == "per_group":
+        return blocks // max(len(layout.groups), 1) * min(r.block_size for r in layout.rules) if layout.rules \
+            else blocks * layout.block_size
+    return blocks * layout.block_size
+
+
 def batch_defaults(gpu: GpuProfile, entrypoint: str, world_size: int = 1, version: str = DEFAULT_VERSION,
                    max_model_len: int = 8192) -> tuple[int, int]:
     """(max_num_batched_tokens, max_num_seqs) vLLM picks when the user sets neither (vllm_versions.BATCH rules:
@@ -180,6 +198,23 @@ def batch_defaults(gpu: GpuProfile, entrypoint: str, world_size: int = 1, versio
     the entrypoint, not on the number of ranks (the same table applies to every rank)."""
     rules = rules_for(version)
     return batch_defaults_for(rules, gpu.memory_total_bytes, gpu.name, entrypoint, max_model_len)
+
+
+def release_caveats(s: VllmSettings, gpu: GpuProfile) -> list[str]:
+    """What a release after the measured one changed for this configuration that kvcalc does not model or could not
+    read (vllm_versions.VERSION_RULES sources)."""
+    key, out = version_key(s.version), []
+    if s.weights.name.startswith("nf4") and key >= version_key("0.28.0"):
+        out.append("bitsandbytes (NF4) weights: vLLM 0.28+ loads them only with the out-of-tree vllm-bnb-plugin "
+                   "(vllm#43529); the bytes are the same")
+    if (key >= version_key("0.28.0") and gpu.memory_total_bytes >= 160 * GiB and s.entrypoint == "llm"
+            and not s.max_num_batched_tokens):
+        out.append("vLLM 0.28+ has a >= 160 GiB batching tier (engine/arg_utils.py:2582-2591); its LLM-class "
+                   "max_num_batched_tokens was not read, so the 70 GiB tier's 16384 is assumed")
+    if key >= version_key("0.29.0") and s.tensor_parallel > 1:
+        out.append("vLLM 0.29+ turns FlashInfer all-reduce on for TP groups (vllm#52998): its workspace is not in "
+                   "kvcalc's non-torch term")
+    return out
 
 
 def resolve_batching(gpu: GpuProfile, s: VllmSettings, max_model_len: int) -> tuple[int, int]:
@@ -513,7 +548,11 @@ def _estimate(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings) -> VllmEstimate
     if not 0 < util <= 1:
         raise UsageError(f"gpu_memory_utilization must be in (0, 1], got {util}")
     if s.kv.vllm_name is None:
-        raise UsageError(f"vLLM has no {s.kv.label} cache (kv_cache_dtype is auto, fp8 or fp8_e5m2)")
+        raise UsageError(f"vLLM has no {s.kv.label} cache (kv_cache_dtype is auto, fp8, fp8_e5m2, "
+                         "int8/fp8/int4_per_token_head or nvfp4)")
+    kv_refused = vllm_kv_refusal(s.kv, s.version, gpu.compute_capability, gpu.vendor)
+    if kv_refused:
+        raise UnsupportedModelError(f"vLLM cannot serve {spec.name} this way: {kv_refused}")
     if "vllm" not in s.weights.engines:
         raise UsageError(f"vLLM does not load {s.weights.label} weights")
     if s.tensor_parallel < 1 or s.pipeline_parallel < 1:
@@ -541,13 +580,17 @@ def _estimate(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings) -> VllmEstimate
     if s.calibration is not None:  # measured in the user's environment (kvcalc/calibrate.py)
         non_torch, cudagraph = (s.calibration.non_torch(s.tensor_parallel, pp, non_torch),
                                 s.calibration.cudagraph(s.tensor_parallel, pp, cudagraph))
-    # V2 runner: graphs are captured after the KV cache is allocated, on top of gpu_memory_utilization.
-    capture = int(c["cudagraph_capture_bytes"]) if (v2 and not s.enforce_eager) else 0
-    graph_overflow = max(requested + capture - total, 0)
+    # graphs captured after the KV cache is allocated, on top of gpu_memory_utilization (engines/vllm_graphs.py)
+    placement = graph_placement(s.enforce_eager, v2, rules.cudagraph_estimate)
+    capture = int(c["cudagraph_capture_bytes"]) if placement == "after_kv" else 0
+    others_outside = 0 if rules.others_reduce_kv else s.other_processes_bytes  # else inside `requested` already
+    graph_overflow = max(capture - max(total - requested - others_outside, 0), 0)
 
     notes: list[str] = []
     if s.gpu_memory_utilization is None:
         notes.append(f"gpu_memory_utilization {util}: vLLM {release_of(s.version)}'s default (config/cache.py)")
+    notes.append(evidence_note(s.version))
+    notes += release_caveats(s, gpu)
     if rules.engine == "v0":
         notes.append(f"vLLM {release_of(s.version)} runs the V0 engine: the profile covers {mnbt:,} batched tokens"
                      + ("" if mnbt < max_model_len else " (a whole max_model_len prompt: chunked prefill is off)") + ", every layer keeps max_model_len of KV, and it logs "
@@ -574,9 +617,14 @@ def _estimate(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings) -> VllmEstimate
     elif s.weights.name == "fp8" and gpu.vendor == "nvidia" and cc < 8.9:
         notes.append(f"FP8 weights on {gpu.name} (compute capability {cc}) run as a weight-only kernel (Marlin)")
     if capture:
-        notes.append("V2 model runner: CUDA graphs are captured after the KV cache is allocated, using about "
-                     f"{capture / GiB:.2f} GiB beyond gpu_memory_utilization (not subtracted from KV)")
-    if graph_overflow:
+        where = ("V2 model runner" if v2 else
+                 f"vLLM {release_of(s.version)} (no CUDA-graph estimate before 0.21; {rules.engine.upper()} engine)")
+        left = max(total - requested - others_outside, 0)
+        notes.append(f"{where}: CUDA graphs are captured after the KV cache is allocated, using about "
+                     f"{capture / GiB:.2f} GiB beyond gpu_memory_utilization (not subtracted from KV)"
+                     + ("" if s.kv_cache_memory_bytes else
+                        f"; {left / GiB:.2f} GiB outside vLLM's share: margin {(left - capture) / GiB:+.2f} GiB"))
+    if graph_overflow and not s.kv_cache_memory_bytes:
         highest = math.floor(100 * (total - capture) / total) / 100
         notes.append(f"util {s.gpu_memory_utilization} leaves {(total - requested) / GiB:.2f} GiB outside vLLM's "
                      f"budget, less than the ~{capture / GiB:.2f} GiB the CUDA graphs take after the KV cache: "
@@ -613,14 +661,7 @@ def _estimate(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings) -> VllmEstimate
     if rules.profile == "mechanism" and s.speculative_method and not s.kv_cache_memory_bytes and low is stages[-1]:
         notes.append(drafter_profile_note(spec, s, mnbt, seqs, v2, gpu, max_model_len, layout.block_size))
     concurrency = layout.max_concurrency(blocks) if blocks else 0.0
-    if rules.logged_tokens == "concurrency":
-        logged = layout.logged_tokens(blocks) if blocks else 0
-    elif rules.logged_tokens == "per_group":
-        # kv_cache_utils.py (0.8-0.23): num_blocks // len(kv_cache_groups) * min block size
-        logged = blocks // max(len(layout.groups), 1) * min(r.block_size for r in layout.rules) if layout.rules \
-            else blocks * layout.block_size
-    else:
-        logged = blocks * layout.block_size
+    logged = logged_kv_tokens(layout, blocks, rules.logged_tokens)
     shortfall = (0 if low.kv_fits else layout.min_kv_bytes - available) + graph_overflow
     if others and not rules.others_reduce_kv and requested + others > total:
         # v1/worker/gpu_worker.py: "Free memory on device ... is less than desired GPU memory utilization"
@@ -637,6 +678,15 @@ def _estimate(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings) -> VllmEstimate
             shortfall += used - total
             notes.append(f"weights + activations + non-torch + KV = {used / GiB:.2f} GiB exceed the GPU's "
                          f"{total / GiB:.2f} GiB by {(used - total) / GiB:.2f} GiB")
+        # the fixed budget replaces total x util: what capture finds is what weights, activations and KV leave
+        shortfall -= graph_overflow
+        graph_overflow = max(capture - max(total - used, 0), 0)
+        shortfall += graph_overflow
+        if graph_overflow:
+            notes.append(f"weights + activations + non-torch + KV leave {max(total - used, 0) / GiB:.2f} GiB, less "
+                         f"than the ~{capture / GiB:.2f} GiB the CUDA graphs take after the KV cache: capture would "
+                         "run out of memory (lower --kv-cache-memory-bytes, or --enforce-eager)")
+    starts = low.kv_fits and shortfall == graph_overflow  # nothing but the capture is short
     return VllmEstimate(
         total_memory=total, requested_memory=requested, weights_bytes=low.weights_bytes,
         activation_bytes=low.activation_bytes, non_torch_bytes=non_torch, cudagraph_bytes=cudagraph,
@@ -648,6 +698,9 @@ def _estimate(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings) -> VllmEstimate
         deployment_weights_bytes=sum(b.weights_bytes for b in stages) * s.tensor_parallel,
         deployment_kv_bytes_per_token=sum(b.kv_bytes_per_token for b in stages) * s.tensor_parallel,
         cudagraph_overflow_bytes=graph_overflow, notes=layout.notes + notes, layout=layout, stages=tuple(stages),
+        graph_capture=GraphCapture(placement, capture, capture - graph_overflow if graph_overflow else
+                                   max(total - (used if s.kv_cache_memory_bytes else requested + others_outside), 0),
+                                   starts),
     )
 
 
@@ -676,7 +729,8 @@ def stage_budgets(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings, budget: int
                                     hybrid_allocator=s.rules.hybrid_allocator,
                                     compute_capability=gpu.compute_capability or 9.0,
                                     mamba_speculative_blocks=vllm_draft.mamba_speculative_blocks(
-                                        spec, s.speculative_method, s.num_speculative_tokens))
+                                        spec, s.speculative_method, s.num_speculative_tokens),
+                                    null_block_first=s.rules.null_block_first)
         except (NotImplementedError, ValueError) as exc:
             raise UnsupportedModelError(f"vLLM cannot serve {spec.name} this way: {exc}") from None
         act = activation_bytes(spec, s, mnbt, seqs, v2, last_stage=last, gpu=gpu, max_model_len=max_model_len,

@@ -51,7 +51,8 @@ from .weights import weight_bytes
 VOCAB_PADDING = 64  # vocab_parallel_embedding.py DEFAULT_VOCAB_PADDING_SIZE
 EAGLE3_DRAFT_VOCAB = 32000  # the reduced draft vocabulary of the public EAGLE-3 heads (assumed without a config)
 # MTP builders kvcalc knows by their family (the MTP layer is built as a one-layer model of the target's family)
-_DEEPSEEK_MTP = ("deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2", "glm4_moe")
+_DEEPSEEK_MTP = ("deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2", "glm4_moe",
+                 "glm_moe_dsa")
 _QWEN_MTP = ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text")
 
 

@@ -57,7 +57,7 @@ from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 from ..formats import KvFormat
-from ..layers import LayerCache, MambaState, MultiLatentAttention, NoCache, flatten
+from ..layers import CompressedSparseAttention, LayerCache, MambaState, MultiLatentAttention, NoCache, flatten
 from ..units import ceil_div
 from .vllm_specs import (  # noqa: F401  (re-exported: the page arithmetic's old home)
     DEFAULT_BLOCK_SIZE, SMALLEST_KERNEL_BLOCK, SPARSE_MLA_MAJORS, PageSpec, choose_block_size, layer_specs,
@@ -65,7 +65,7 @@ from .vllm_specs import (  # noqa: F401  (re-exported: the page arithmetic's old
 
 DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192  # LLM class on GPUs < 70 GiB (engine/arg_utils.py:get_batch_defaults)
 DEFAULT_MAX_CONCURRENT_BATCHES = 2  # async scheduling on, pp=1 (config/vllm.py:max_concurrent_batches)
-_UNSUPPORTED_MLA_MODELS = ("deepseek_v4", "glm_moe_dsa")  # compressed sparse-MLA layouts kvcalc does not read
+_UNSUPPORTED_MLA_MODELS: tuple[str, ...] = ()  # compressed sparse-MLA layouts kvcalc does not read
 
 
 class KvGroup(NamedTuple):
@@ -91,6 +91,7 @@ class KvLayout:
     cache_block_size: int = 0  # cache_config.block_size after the backend / Mamba adjustments
     mamba_page_padded: int | None = None  # mamba_page_size_padded, when the state page was padded
     notes: list[str] = field(default_factory=list)
+    null_block_first: bool = False  # vLLM 0.28.1+ (PR #47272): the start check plans against memory minus one block
 
     def to_json(self) -> dict:
         """vllm_breakdown.layout in the plan JSON (kvcalc.plan/1): these keys, in this order."""
@@ -134,8 +135,9 @@ class KvLayout:
     @property
     def min_kv_bytes(self) -> int:
         """KV budget below which vLLM refuses to start: one max_model_len request
-        (kv_cache_utils.py:_check_enough_kv_cache_memory, _max_memory_usage_bytes_from_groups)."""
-        return self.bytes_per_block * self.max_blocks_per_request
+        (kv_cache_utils.py:_check_enough_kv_cache_memory, _max_memory_usage_bytes_from_groups), plus the null block
+        from 0.28.1 (PR #47272 reserves it before the check and the auto-fit)."""
+        return self.bytes_per_block * (self.max_blocks_per_request + (1 if self.null_block_first else 0))
 
     def blocks_per_request(self, context: int) -> int:
         """Blocks the scheduler must find free to admit a request of `context` tokens (all groups)."""
@@ -289,6 +291,38 @@ def _check(layers: tuple[LayerCache, ...], kv: KvFormat, block_size: int | None,
     return cached
 
 
+def _dsv4_layout(cached: list[LayerCache], max_model_len: int, hybrid_allocator: bool,
+                 max_num_batched_tokens: int | None, max_concurrent_batches: int,
+                 compute_capability: float) -> KvLayout:
+    """DeepSeek V4 (engines/vllm_dsv4.py): its SWA, compressed, indexer and compressor-state caches in one pool of
+    equal pages, grouped as _get_kv_cache_groups_uniform_page_size groups any hybrid."""
+    from .vllm_dsv4 import CACHE_BLOCK, pooled_specs
+
+    if not all(isinstance(layer, CompressedSparseAttention) for layer in cached):
+        raise NotImplementedError("DeepSeek V4 layers mixed with other cache kinds are not modelled")
+    if int(compute_capability) not in SPARSE_MLA_MAJORS:
+        raise NotImplementedError(
+            "DeepSeek V4's sparse attention runs on the FlashMLA sparse kernels, i.e. on sm90 / sm100 GPUs (this GPU: "
+            f"compute capability {compute_capability}); vLLM has no other CUDA backend for it")
+    if not hybrid_allocator:
+        raise ValueError("DeepSeek V4 needs the hybrid KV cache manager: its sliding and compressed caches cannot be "
+                         "unified into one type (vLLM refuses --disable-hybrid-kv-cache-manager here)")
+    notes = ["DeepSeek V4: fp8_ds_mla cache whatever --kv-cache-dtype says (584 B entries; deepseek_v4_attention.py); "
+             "SWA, compressed, indexer and compressor-state pages padded to one size in one pool (assumed from the "
+             "source's shared-tensor comments; no V4 start-up log checked)"]
+    if max_num_batched_tokens is None:
+        notes.append(f"max_num_batched_tokens not given: assumed {DEFAULT_MAX_NUM_BATCHED_TOKENS} for the "
+                     "sliding-window reservation")
+    in_flight = max_concurrent_batches * (max_num_batched_tokens or DEFAULT_MAX_NUM_BATCHED_TOKENS)
+    grouping = group_uniform_page_size(pooled_specs(cached), notes)
+    notes.append(f"sliding-window and compressor-state groups reserve min(W-1+{in_flight}, max_model_len) tokens + 1 "
+                 "block per request (SlidingWindowMLASpec inherits SlidingWindowSpec.max_admission_blocks_per_request)")
+    return KvLayout(block_size=CACHE_BLOCK, groups=grouping.groups, group_size=grouping.group_size,
+                    bytes_per_block=grouping.bytes_per_block, max_model_len=max_model_len, layout=grouping.layout,
+                    rules=grouping.rules, hybrid_allocator=True, in_flight_tokens=in_flight,
+                    cache_block_size=CACHE_BLOCK, notes=notes)
+
+
 def vllm_kv_layout(
     layers: tuple[LayerCache, ...],
     kv: KvFormat,
@@ -306,6 +340,7 @@ def vllm_kv_layout(
     mamba_ssm_dtype_bytes: int | None = None,
     mamba_cache_mode: str = "none",
     mamba_speculative_blocks: int = 0,
+    null_block_first: bool = False,
 ) -> KvLayout:
     """The KV-cache layout vLLM 0.26 builds for these layers on one rank (TP `tp`), step by step as
     kv_cache_utils.py:get_kv_cache_groups dispatches.
@@ -317,6 +352,9 @@ def vllm_kv_layout(
     state blocks each Mamba layer keeps per request under speculative decoding (num_speculative_tokens).
     """
     cached = _check(layers, kv, block_size, tp, max_model_len, model_type, mamba_cache_mode, compute_capability)
+    if any(isinstance(layer, CompressedSparseAttention) for layer in cached):
+        return _dsv4_layout(cached, max_model_len, hybrid_allocator, max_num_batched_tokens, max_concurrent_batches,
+                            compute_capability)
     if mamba_ssm_dtype_bytes is None:  # the checkpoint's own mamba_ssm_dtype (Qwen3.5: float32), read by model.py
         mamba_ssm_dtype_bytes = next((layer.ssm_dtype_bytes for layer in cached
                                       if isinstance(layer, MambaState) and layer.ssm_dtype_bytes), None)
@@ -325,7 +363,7 @@ def vllm_kv_layout(
     choice = choose_block_size(cached, kv, dtype_bytes, block_size, tp, compute_capability, conv_bytes, ssm_bytes)
     notes = list(choice.notes)
     specs = layer_specs(cached, kv, dtype_bytes, tp, choice, max_model_len, conv_bytes, ssm_bytes,
-                        mamba_speculative_blocks)
+                        mamba_speculative_blocks, model_type=model_type)
     if not hybrid_allocator:
         specs = unify_hybrid_specs(specs, notes)
 
@@ -355,4 +393,5 @@ def vllm_kv_layout(
     return KvLayout(block_size=shown, groups=grouping.groups, group_size=grouping.group_size,
                     bytes_per_block=grouping.bytes_per_block, max_model_len=max_model_len, layout=grouping.layout,
                     rules=rules, hybrid_allocator=hybrid_allocator, in_flight_tokens=in_flight,
-                    cache_block_size=choice.block_size, mamba_page_padded=choice.mamba_page_padded, notes=notes)
+                    cache_block_size=choice.block_size, mamba_page_padded=choice.mamba_page_padded, notes=notes,
+                    null_block_first=null_block_first)

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 from ..formats import KvFormat
 from ..layers import (
-    ChunkedLocal, FullAttention, LayerCache, MambaState, MultiLatentAttention, SlidingWindow, flatten,
+    ChunkedLocal, CompressedSparseAttention, FullAttention, LayerCache, MambaState, MultiLatentAttention,
+    SlidingWindow, flatten,
 )
 from ..units import ceil_div
 
@@ -26,9 +27,39 @@ def vllm_kv_heads_per_rank(num_kv_heads: int, tp: int) -> int:
 
 
 def vllm_element_bytes(kv: KvFormat, dtype_bytes: int) -> int:
+    """Bytes of one stored element for plain caches (auto, fp8); for the packed / scaled ones (per-token-head,
+    nvfp4) the rounded-up byte of one element, which only the grouping keys and the Mamba alignment use: pages
+    always come from vllm_page_bytes."""
     if kv.vllm_name is None:
         raise ValueError(f"vLLM has no {kv.label} cache")
+    if kv.vllm_layout != "plain":
+        return max(1, kv.bits // 8)
     return kv.element_bytes(dtype_bytes)
+
+
+def vllm_kv_refusal(kv: KvFormat, version: str, compute_capability: float | None, vendor: str = "nvidia") -> str | None:
+    """Why vLLM `version` refuses --kv-cache-dtype kv on this GPU, or None: a release before the one that added the
+    name rejects it at argument parsing (config/cache.py CacheDType); a cache no attention backend of this GPU reads
+    fails backend selection ("kv_cache_dtype not supported", v1/attention/selector.py)."""
+    from .vllm_versions import release_of, version_key
+
+    if kv.vllm_name is None:
+        return f"vLLM has no {kv.label} cache"
+    if kv.vllm_since and version_key(version) < version_key(kv.vllm_since):
+        return (f"vLLM {release_of(version)} does not accept --kv-cache-dtype {kv.vllm_name} (first accepted in "
+                f"{kv.vllm_since})")
+    if kv.vllm_cc_majors is not None:
+        major = int(compute_capability or 0)
+        if vendor != "nvidia" or major not in kv.vllm_cc_majors:
+            where = f"sm_{int((compute_capability or 0) * 10)}" if vendor == "nvidia" else vendor.upper()
+            allowed = ", ".join(f"sm_{m}x" for m in kv.vllm_cc_majors)
+            return (f"no vLLM attention backend reads a {kv.vllm_name} cache on this GPU ({where}; {kv.vllm_backends} "
+                    f"runs on {allowed} only)")
+    if kv.vllm_layout == "per_token_head" and kv.native_min_compute_capability and vendor == "nvidia" and \
+            (compute_capability or 0) < kv.native_min_compute_capability:
+        return (f"{kv.vllm_name} needs compute capability {kv.native_min_compute_capability}+ (Triton's fp8 type); "
+                f"this GPU is {compute_capability}")
+    return None
 
 
 def vllm_page_bytes(layer: LayerCache, block_size: int, kv: KvFormat, dtype_bytes: int, tp: int = 1) -> int:
@@ -36,8 +67,11 @@ def vllm_page_bytes(layer: LayerCache, block_size: int, kv: KvFormat, dtype_byte
     only copy of the formula. Mamba pages: mamba_page; layers without a cache: 0."""
     elem = vllm_element_bytes(kv, dtype_bytes)
     if isinstance(layer, MultiLatentAttention):
+        if kv.vllm_layout != "plain":  # v1/attention/backends/mla/*: supported_kv_cache_dtypes auto / fp8 only
+            raise ValueError(f"no vLLM MLA backend accepts kv_cache_dtype={kv.vllm_name} (supported: auto, "
+                             "fp8/fp8_e4m3, fp8_ds_mla for sparse MLA)")
         # MLAAttentionSpec: one latent 'head' of kv_lora_rank + rope dim, replicated on every TP rank.
-        if layer.index_head_dim and elem == 1:
+        if (layer.index_head_dim or layer.sparse) and elem == 1:
             # fp8_ds_mla (FLASHMLA_SPARSE, DeepSeek V3.2): 512 fp8 NoPE values, one fp32 scale per 128 of them,
             # and the 64 RoPE values kept in bf16: 512 + 16 + 128 = 656 B per token (flashmla_sparse.py)
             per_token = layer.kv_lora_rank + layer.kv_lora_rank // 128 * 4 + layer.qk_rope_head_dim * 2
@@ -45,8 +79,28 @@ def vllm_page_bytes(layer: LayerCache, block_size: int, kv: KvFormat, dtype_byte
         return block_size * layer.latent_elements_per_token() * elem + indexer_page_bytes(layer, block_size)
     if isinstance(layer, FullAttention):
         heads = vllm_kv_heads_per_rank(layer.num_kv_heads, tp)
-        return block_size * heads * (layer.head_dim + layer.v_head_dim) * elem
+        # FullAttentionSpec.real_page_size_bytes (+ the per-token-head scales of AttentionSpec.page_size_bytes)
+        sides = kv.vllm_side_bytes(layer.head_dim, dtype_bytes) + kv.vllm_side_bytes(layer.v_head_dim, dtype_bytes)
+        # MiniMax M3's index keys: one bf16 head on every rank, whatever the KV dtype (MiniMaxM3IndexerCache)
+        index = block_size * layer.index_key_dim * 2
+        return block_size * heads * sides + index
+    if isinstance(layer, CompressedSparseAttention):  # DeepSeek V4: the compressed entries of block_size tokens
+        return int(block_size * dsv4_bytes_per_token(layer))
     return 0
+
+
+DSV4_ENTRY_BYTES = 584  # DeepSeek V4 fp8_ds_mla entry: 448 fp8 NoPE + 128 B bf16 RoPE + 8 B scales
+
+
+def dsv4_bytes_per_token(layer: CompressedSparseAttention) -> float:
+    """Long-context bytes per token of one DeepSeek V4 layer under vLLM (the window and compressor states do not
+    grow; engines/vllm_dsv4.py has the pages): a 584 B compressed entry every compress_ratio tokens, plus the CSA
+    indexer key (index_head_dim fp8 + one fp32 scale per 128)."""
+    r = layer.compress_ratio
+    if r <= 1:
+        return 0.0
+    key = layer.index_head_dim + layer.index_head_dim // INDEXER_QUANT_BLOCK * 4 if r == 4 else 0
+    return (DSV4_ENTRY_BYTES + key) / r
 
 
 INDEXER_QUANT_BLOCK = 128  # models/deepseek_v2.py Indexer: quant_block_size = 128
@@ -189,7 +243,7 @@ def choose_block_size(cached: list[LayerCache], kv: KvFormat, dtype_bytes: int, 
         if isinstance(first, MultiLatentAttention):
             attn_1tok = first.latent_elements_per_token() * elem
         else:
-            attn_1tok = vllm_kv_heads_per_rank(first.num_kv_heads, tp) * 2 * first.head_dim * elem
+            attn_1tok = vllm_page_bytes(first, 1, kv, dtype_bytes, tp)  # K and V of one token, scales included
         state_page = mamba_page(mamba_layers[0], tp, conv_bytes, ssm_bytes)
         if state_page > 0:
             align = max(kernel_min, bs)
@@ -206,9 +260,25 @@ def choose_block_size(cached: list[LayerCache], kv: KvFormat, dtype_bytes: int, 
     return BlockChoice(bs, padded, tuple(notes))
 
 
+GEMMA4_PTH_PADDED_HEAD_BYTES = 1040  # gemma4.py: a 512-wide head with per-token-head scales pads 1032 -> 2 x 520
+
+
+def gemma4_padded_page(layer: LayerCache, block_size: int, kv: KvFormat, tp: int, model_type: str) -> int | None:
+    """models/gemma4.py Gemma4Attention (vllm@001cabc1): with int8/fp8_per_token_head, a global layer's 512-wide head
+    takes (512 x 1) x 2 + 8 = 1,032 B per token, which the sliding layers' 520 does not divide, so vLLM pads it to
+    1,040 (kv_cache_page_size_padded = block_size x heads per rank x 1040) and the groups' pages match."""
+    if not (model_type.startswith("gemma4") and kv.vllm_layout == "per_token_head" and kv.bits == 8):
+        return None
+    if not isinstance(layer, FullAttention) or layer.head_dim != 512:
+        return None
+    return block_size * vllm_kv_heads_per_rank(layer.num_kv_heads, tp) * GEMMA4_PTH_PADDED_HEAD_BYTES
+
+
 def layer_specs(cached: list[LayerCache], kv: KvFormat, dtype_bytes: int, tp: int, choice: BlockChoice,
-                max_model_len: int, conv_bytes: int, ssm_bytes: int, mamba_spec_blocks: int = 0) -> list[PageSpec]:
-    """Step 2: one PageSpec per layer that keeps a cache (kv_cache_interface.py), pages from vllm_page_bytes."""
+                max_model_len: int, conv_bytes: int, ssm_bytes: int, mamba_spec_blocks: int = 0,
+                model_type: str = "") -> list[PageSpec]:
+    """Step 2: one PageSpec per layer that keeps a cache (kv_cache_interface.py), pages from vllm_page_bytes (or a
+    model's own padded page: gemma4_padded_page)."""
     elem = vllm_element_bytes(kv, dtype_bytes)
     bs = choice.block_size
     specs: list[PageSpec] = []
@@ -228,8 +298,8 @@ def layer_specs(cached: list[LayerCache], kv: KvFormat, dtype_bytes: int, tp: in
                                   window=layer.window, shape=(heads, layer.head_dim, layer.v_head_dim, elem)))
         elif isinstance(layer, FullAttention):
             heads = vllm_kv_heads_per_rank(layer.num_kv_heads, tp)
-            specs.append(PageSpec("full", bs, vllm_page_bytes(layer, bs, kv, dtype_bytes, tp),
-                                  shape=(heads, layer.head_dim, layer.v_head_dim, elem)))
+            page = gemma4_padded_page(layer, bs, kv, tp, model_type) or vllm_page_bytes(layer, bs, kv, dtype_bytes, tp)
+            specs.append(PageSpec("full", bs, page, shape=(heads, layer.head_dim, layer.v_head_dim, elem)))
         elif isinstance(layer, MambaState):
             page = mamba_page(layer, tp, conv_bytes, ssm_bytes)
             if choice.mamba_page_padded is not None:

@@ -15,7 +15,8 @@ from functools import lru_cache
 
 from ..errors import UsageError, shown
 
-NEWEST_RELEASE_KNOWN = "0.26.0"  # the newest release whose rules kvcalc checked (its H200 runs); later ones warn
+NEWEST_RELEASE_KNOWN = "0.33.0"  # the newest release kvcalc has a rules row for; later ones warn
+MEASURED_RELEASE = "0.26.0"  # the release whose rules were measured on a GPU (the H200 runs, docs/validation/data)
 OLDEST_RELEASE = "0.4.0"
 
 
@@ -37,6 +38,14 @@ class VersionRules:
     # "mechanism": the profile peak is built tensor by tensor (engines/vllm_profile.py, traced on this release);
     # "fitted": the older fitted forward factor and per-logit sampler, calibrated on public logs of those releases
     profile: str = "fitted"
+    # How the row is known (explain prints it): "measured" (run on a GPU by this project: 0.26 on the H200),
+    # "source" (read from vLLM's source at the release and checked on public start-up logs, never run here),
+    # "carried" (the release was not read line by line: no rule change found in the sources read, so the previous
+    # row's rules apply unverified)
+    evidence: str = "source"
+    # vLLM PR #47272 (0.28.1rc0): the start check and --max-model-len auto plan against the memory minus one block
+    # (the null block), kv_cache_utils.py
+    null_block_first: bool = False
 
 
 # Sampler peak per logit, before the V2 runner: fp32 logits (4 B) + the top-k/top-p path's sorted copy (4 B) and
@@ -92,7 +101,48 @@ VERSION_RULES: tuple[VersionRules, ...] = (
     VersionRules("0.26.0", "v1", 0.92, "v1_memory", "always", True, True, True, True, "concurrency", False, None,
                  "config/vllm.py:use_v2_model_runner (dense decoders on v1/worker/gpu/model_runner.py, whose "
                  "profile_cudagraph_memory returns 0); profile peak by mechanism (engines/vllm_profile.py, traced "
-                 "tensor by tensor on the H200: docs/validation/data/v3)", profile="mechanism"),
+                 "tensor by tensor on the H200: docs/validation/data/v3)", profile="mechanism", evidence="measured"),
+    VersionRules("0.27.0", "v1", 0.92, "v1_memory", "always", True, True, True, True, "concurrency", False, None,
+                 "tag v0.27.0 (commit 4bdc8a78, 2026-08-10): batch tiers unchanged (engine/arg_utils.py:2544-2549, "
+                 "top tier >= 70 GiB and not A100); bitsandbytes still in tree (model_loader/bitsandbytes_loader.py); "
+                 "public 0.27.1 start-ups print the same budget terms (weights + non-torch, peak activation, "
+                 "'Estimated CUDA graph memory', 'CUDA graph memory profiling is enabled (default since v0.21.0)': "
+                 "gpustack/runner#251)", profile="mechanism"),
+    VersionRules("0.28.0", "v1", 0.92, "v1_memory_160", "always", True, True, True, True, "concurrency", False,
+                 None,
+                 "tag v0.28.0 (commit 2cf0a691, 2026-08-24): engine/arg_utils.py:2582-2591 adds a tier for GPUs of "
+                 ">= 160 GiB ('for GPUs like B200/B300 ... use the largest defaults'): vllm serve "
+                 "max_num_batched_tokens 16384 (8192 below); bitsandbytes moved out of tree to vllm-bnb-plugin "
+                 "(vllm#43529); KV log merged into one line 'GPU KV cache size: N tokens, Maximum concurrency for "
+                 "L tokens per request: Cx' (v1/core/kv_cache_utils.py); new kv_cache_dtype int4_per_token_head and "
+                 "turboquant_* (config/cache.py). Not read: the >= 160 GiB tier's LLM-class max_num_batched_tokens "
+                 "and max_num_seqs (kvcalc keeps 16384 and 1024)", profile="mechanism"),
+    VersionRules("0.28.1", "v1", 0.92, "v1_memory_160", "always", True, True, True, True, "concurrency", False,
+                 None,
+                 "vLLM PR #47272 (merge commit 76fb6d21, 2026-08-20; first in v0.28.1rc0, not in v0.28.0): the null "
+                 "block is reserved before the start check and the --max-model-len auto fit "
+                 "(v1/core/kv_cache_utils.py), so one max_model_len request needs its blocks plus one",
+                 profile="mechanism", null_block_first=True),
+    VersionRules("0.29.0", "v1", 0.92, "v1_memory_160", "always", True, True, True, True, "concurrency", False,
+                 None,
+                 "v0.29.0 release notes: FlashInfer all-reduce on by default for TP CUDA groups (vllm#52998), "
+                 "deterministic prefix-cache NONE_HASH (vllm#51875), --max-num-queued-reqs / --max-num-queued-tokens "
+                 "admission flags (vllm#49445); no change to the KV budget terms found. Not modelled: the FlashInfer "
+                 "all-reduce workspace at TP > 1", profile="mechanism", null_block_first=True),
+    VersionRules("0.30.0", "v1", 0.92, "v1_memory_160", "always", True, True, True, True, "concurrency", False,
+                 None, "no memory rule change found in the sources read; the 0.29 rules apply", profile="mechanism",
+                 evidence="carried", null_block_first=True),
+    VersionRules("0.31.0", "v1", 0.92, "v1_memory_160", "always", True, True, True, True, "concurrency", False,
+                 None, "no memory rule change found in the sources read; the 0.29 rules apply", profile="mechanism",
+                 evidence="carried", null_block_first=True),
+    VersionRules("0.32.0", "v1", 0.92, "v1_memory_160", "always", True, True, True, True, "concurrency", False,
+                 None, "no memory rule change found in the sources read; the 0.29 rules apply", profile="mechanism",
+                 evidence="carried", null_block_first=True),
+    VersionRules("0.33.0", "v1", 0.92, "v1_memory_160", "always", True, True, True, True, "concurrency", False,
+                 None, "no memory rule change found in the sources read; config/cache.py still defaults "
+                 "gpu_memory_utilization to 0.92 and block_size to 16 at vllm@002f10e0 (a stored commit after "
+                 "0.28: its CacheDType lists turboquant_* and nvfp4_4over6); the 0.29 rules apply",
+                 profile="mechanism", evidence="carried", null_block_first=True),
 )
 
 
@@ -111,7 +161,9 @@ def release_of(text: str | None) -> str:
 def _key(text: str) -> tuple:
     from packaging.version import Version
 
-    return Version(release_of(text)).release
+    release = Version(release_of(text)).release
+    # '0.26' is release 0.26.0: pad so it compares equal to the row, not below it ((0, 26) < (0, 26, 0))
+    return release + (0,) * (3 - len(release))
 
 
 def version_key(text: str) -> tuple:
@@ -169,7 +221,11 @@ def batch_defaults_for(rules: VersionRules, memory_bytes: int, gpu_name: str, en
     """(max_num_batched_tokens, max_num_seqs) vLLM picks for this GPU, entry point and max_model_len."""
     if rules.batch_defaults == "v0":
         return max(max_model_len, 2048), 256  # config.py SchedulerConfig (chunked prefill off)
-    if rules.batch_defaults == "v1_memory":
+    if rules.batch_defaults in ("v1_memory", "v1_memory_160"):
+        if rules.batch_defaults == "v1_memory_160" and memory_bytes >= 160 * 2**30:
+            # 0.28 arg_utils.py:2582-2591: serve 16384 on >= 160 GiB GPUs (the LLM-class value was not read: the
+            # 70 GiB tier's 16384 is kept, and its 1024 sequences)
+            return 16384, 1024
         large = memory_bytes >= 70 * 2**30 and "a100" not in gpu_name.lower()
         if large:
             return (16384 if entrypoint == "llm" else 8192), 1024
@@ -182,15 +238,34 @@ def chunked_prefill_on(rules: VersionRules, max_model_len: int) -> bool:
     return rules.chunked_prefill == "long_context" and max_model_len > 32768
 
 
+EVIDENCE_TEXT = {
+    "measured": "measured on a GPU (the H200 runs, docs/validation/data/v3)",
+    "source": "read from vLLM's source and public start-up logs of the release, not run here",
+    "carried": "not read line by line: no rule change found in the sources read, so the previous release's rules "
+               "apply unverified",
+}
+
+
+def evidence_note(version: str) -> str:
+    """One line for explain: what the rules of `version` rest on (measured on a GPU, read from source, carried)."""
+    rules = rules_for(version)
+    text = f"vLLM {release_of(version)} rules (row {rules.since}): {EVIDENCE_TEXT[rules.evidence]}"
+    if rules.evidence != "measured" and version_key(version) > version_key(MEASURED_RELEASE):
+        text += f"; the profile mechanism and fitted constants are {MEASURED_RELEASE}'s, measured on the H200"
+    return text
+
+
 def table_markdown() -> str:
     """The rules as a markdown table (docs/method.md)."""
     lines = ["| since | engine | default util | batch defaults | chunked prefill | prefix caching | hybrid KV "
-             "manager | CUDA-graph estimate | V2 runner | logged tokens | others' memory | sampler B/logit | source |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "manager | CUDA-graph estimate | V2 runner | logged tokens | others' memory | sampler B/logit | null block "
+             "first | evidence | source |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in VERSION_RULES:
         lines.append(f"| {r.since} | {r.engine} | {r.default_util} | {r.batch_defaults} | {r.chunked_prefill} | "
                      f"{'on' if r.prefix_caching else 'off'} | {'yes' if r.hybrid_allocator else 'no'} | "
                      f"{'yes' if r.cudagraph_estimate else 'no'} | {'yes' if r.v2_runner else 'no'} | "
                      f"{r.logged_tokens} | {'from KV' if r.others_reduce_kv else 'must be free'} | "
-                     f"{r.sampler_bytes_per_logit or '12 (fitted)'} | {r.sources} |")
+                     f"{r.sampler_bytes_per_logit or '12 (fitted)'} | {'yes' if r.null_block_first else 'no'} | "
+                     f"{r.evidence} | {r.sources} |")
     return "\n".join(lines)

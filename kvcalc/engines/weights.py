@@ -53,6 +53,8 @@ def weight_bytes_read_per_token(spec: ModelSpec, fmt: WeightFormat, batch: int =
     if spec.moe is None or spec.params.active_mlp is None:
         return float(total - embed)
     e, k = spec.moe.num_experts, spec.moe.experts_per_token
+    if e <= 0:  # a config with num_experts 0 (the fuzz corpus has one): no routed experts, every weight is read
+        return float(total - embed)
     expected_experts = e * (1 - (1 - k / e) ** batch)
     routed = spec.params.mlp - spec.params.active_mlp  # unread share when one token runs
     per_expert = routed / max(e - k, 1) if e > k else 0.0

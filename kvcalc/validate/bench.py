@@ -22,7 +22,7 @@ from pathlib import Path
 from ..errors import UsageError
 
 MAX_BYTES = 256 * 2**20  # a --save-detailed file of 10k requests is tens of MiB
-TOLERANCE = {"ttft": 0.20, "tpot": 0.15, "e2e": 0.15, "output_tokens_per_s": 0.15, "tokens_per_s": 0.15}
+TOLERANCE = {"ttft": 0.20, "p99_ttft": 0.30, "tpot": 0.15, "e2e": 0.15, "output_tokens_per_s": 0.15, "tokens_per_s": 0.15}
 
 
 def read_bench(path: str) -> dict:
@@ -70,13 +70,16 @@ def same_model(model_id: str, asked: str, hf_id: str | None) -> bool:
     return False
 
 
-def workload_of(data: dict, input_len: int | None, output_len: int | None):
-    """The Workload the bench ran: lengths from its token totals (serve) or the options (throughput)."""
+def workload_of(data: dict, input_len: int | None, output_len: int | None, *, prefix_len: int = 0,
+                random_range_ratio: float = 0.0):
+    """The Workload the bench ran: lengths from its token totals (serve) or the options (throughput); a serve
+    result's num_prompts, max_concurrency, request_rate and burstiness as it saved them (serve.py:2138-2156). The
+    random dataset's --random-prefix-len and --random-range-ratio are not in the file: pass them."""
     from ..workload import Workload
 
     if data["kind"] == "serve":
         done = data["completed"]
-        i = input_len or max(1, round(data["total_input_tokens"] / done))
+        i = input_len or max(1, round(data["total_input_tokens"] / done) - prefix_len)
         o = output_len or max(1, round(data["total_output_tokens"] / done))
         rate = data.get("request_rate")
         rate = None if rate in (None, "inf") or (isinstance(rate, float) and math.isinf(rate)) else float(rate)
@@ -84,10 +87,13 @@ def workload_of(data: dict, input_len: int | None, output_len: int | None):
         limit = data.get("max_concurrency")
         conc = min(prompts, limit) if limit else (prompts if rate is None else None)
         burst = rate is None and (not limit or prompts <= limit)
-        return Workload(i, o, concurrency=conc, request_rate=rate, burst=burst)
+        burstiness = data.get("burstiness")
+        burstiness = float(burstiness) if isinstance(burstiness, (int, float)) and burstiness > 0 else 1.0
+        return Workload(i, o, concurrency=conc, request_rate=rate, burst=burst, num_prompts=prompts,
+                        burstiness=burstiness, prefix_len=prefix_len, random_range_ratio=random_range_ratio)
     if not (input_len and output_len):
         raise UsageError("a `vllm bench throughput` result holds no lengths: give --input-len and --output-len")
-    return Workload(input_len, output_len, concurrency=int(data["num_requests"]))
+    return Workload(input_len, output_len, concurrency=int(data["num_requests"]), num_prompts=int(data["num_requests"]))
 
 
 def compare(data: dict, bench_estimate, wl) -> list[dict]:
@@ -104,6 +110,7 @@ def compare(data: dict, bench_estimate, wl) -> list[dict]:
     b = bench_estimate
     if data["kind"] == "serve":
         add("ttft", data.get("mean_ttft_ms"), b.ttft_s * 1e3, "ms")
+        add("p99_ttft", data.get("p99_ttft_ms"), b.percentiles.get("p99_ttft_ms", 0.0), "ms")
         add("tpot", data.get("mean_tpot_ms"), b.tpot_s * 1e3, "ms")
         add("e2e", data.get("mean_e2el_ms"), b.e2e_s * 1e3, "ms")
         # the run's throughput includes ramp-up and drain: requests over the whole duration

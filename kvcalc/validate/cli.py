@@ -28,42 +28,23 @@ def _from_log(path: str, model: str | None, gpu: str | None, as_json: bool, over
     """Compare a start-up log with kvcalc: a verdict per row against compare.TOLERANCES, the reasons the log may be
     another run than the one asked for (MISMATCH), and what was assumed. --strict: exit 1 on any MISS or MISMATCH."""
     from .compare import render_table
-    from .vllm_log import check_log, log_answer, parse_vllm_log, read_log
+    from .reports import from_log, log_json
+    from .vllm_log import log_answer
 
-    if not gpu:
-        raise UsageError("--from-log needs --gpu (e.g. h100-sxm); the log's own total memory replaces the "
-                         "profile's when the log states it")
-    p = Path(path)
-    if not is_file(path):  # (input_files.is_file: a NUL byte or an over-long name is "no such file", not a traceback)
-        raise UsageError(f"cannot read log {shown(path)}: no such file")
-    parsed = parse_vllm_log(read_log(p), run=run)
+    result = from_log(path, model, gpu, overrides, vllm_version=vllm_version, run=run)
+    parsed, report, model = result["parsed"], result["report"], result["model"]
     for warning in parsed["warnings"]:
         click.echo(f"warning: {warning}", err=True)
-    if not parsed["values"]:
-        raise UsageError(f"{path}: no vLLM memory lines found (is this a vLLM start-up log?)")
-    if not model:
-        from ..catalog import _by_hub_id
-
-        served = parsed["settings"].get("model")
-        model = _by_hub_id(served.strip()) if isinstance(served, str) else None
-        if not model:
-            raise UsageError("--from-log needs --model (the catalog name or config.json the log's engine served)"
-                             + (f": the log's {served!r} is not in kvcalc's catalog" if served else ""))
-        click.echo(f"note: model {model} (the log served {served})", err=True)
-    report = check_log(parsed, model, gpu, vllm_version=vllm_version, run_given=run is not None, **overrides)
+    if result["model_note"]:
+        click.echo(f"note: {result['model_note']}", err=True)
     rows, mismatches = report["rows"], report["mismatches"]
     misses = [r["quantity"] for r in rows if r.get("verdict") == "MISS"]
     passes = sum(1 for r in rows if r.get("verdict") == "PASS")
     if as_json:
-        click.echo(json.dumps({"parsed": {k: parsed[k] for k in ("version", "settings", "values", "errors",
-                                                                  "warnings", "runs", "run")},
-                               "comparison": rows, "mismatches": mismatches, "notes": report["notes"],
-                               "assumed": report["assumed"],
-                               "verdict": {"pass": passes, "miss": len(misses), "mismatch": len(mismatches)}},
-                              indent=1))
+        click.echo(json.dumps(log_json(parsed, report), indent=1))
     else:
         version = parsed.get("version") or "unknown version"
-        click.echo(render_table(rows, title=f"vLLM {version} log {p.name} vs kvcalc ({model} on {gpu})"))
+        click.echo(render_table(rows, title=f"vLLM {version} log {Path(path).name} vs kvcalc ({model} on {gpu})"))
         for err in parsed.get("errors", []):
             click.echo(f"log reports a start-up failure: {err}")
         for line in mismatches:
@@ -83,13 +64,35 @@ def _from_log(path: str, model: str | None, gpu: str | None, as_json: bool, over
         raise SystemExit(1)
 
 
-def _one(names: tuple[str, ...] | None, option: str) -> str | None:
-    """One format name: validate compares one deployment (plan's --weights/--kv lists are for its table)."""
-    if not names:
-        return None
-    if len(names) > 1:
-        raise UsageError(f"{option}: validate compares one deployment; give one format")
-    return names[0]
+def _metrics(source: str, model: str | None, gpu: str | None, as_json: bool, overrides: dict, *, strict: bool,
+             vllm_version: str | None) -> None:
+    """Compare a running server's /metrics (vllm:cache_config_info) with the plan for these options (metrics.py)."""
+    from .compare import render_table
+    from .metrics import check_metrics, read_metrics
+
+    if not model or not gpu:
+        raise UsageError("--metrics needs --model and --gpu (the plan to compare the server with)")
+    report = check_metrics(read_metrics(source), model, gpu, vllm_version=vllm_version, **overrides)
+    rows, mismatches = report["comparison"], report["mismatches"]
+    misses = [r["quantity"] for r in rows if r.get("verdict") == "MISS"]
+    passes = sum(1 for r in rows if r.get("verdict") == "PASS")
+    if as_json:
+        from .reports import metrics_json
+
+        click.echo(json.dumps(metrics_json(source, report), indent=1))
+    else:
+        click.echo(render_table(rows, title=f"vLLM server {source} vs kvcalc's plan ({model} on {gpu})"))
+        for line in mismatches:
+            click.echo(f"MISMATCH {line}")
+        for line in report["notes"]:
+            click.echo(f"note: {line}")
+        click.echo("settings: " + ", ".join(f"{k} {v['value']} ({v['from']})" for k, v in report["assumed"].items()
+                                            if v["value"] is not None))
+        click.echo(f"verdict: {passes} PASS, {len(misses)} MISS" + (f" ({', '.join(misses)})" if misses else "")
+                   + (f", {len(mismatches)} MISMATCH" if mismatches else ""))
+    if strict and (misses or mismatches):
+        click.echo(f"error: --strict: {len(misses)} MISS, {len(mismatches)} MISMATCH", err=True)
+        raise SystemExit(1)
 
 
 def _bench(path: str, model: str | None, gpu: str | None, kv: str | None, weights: str | None, util: float | None,
@@ -125,7 +128,8 @@ def _bench(path: str, model: str | None, gpu: str | None, kv: str | None, weight
     slots = min(est.max_num_seqs, est.concurrency_at(wl.context))
     predicted = vllm_bench(spec, profile, settings.weights, settings.kv, wl,
                            chunk_tokens=est.max_num_batched_tokens, slots=slots,
-                           kv_bytes_per_token=est.deployment_kv_bytes_per_token, tp=tp)
+                           kv_bytes_per_token=est.deployment_kv_bytes_per_token, tp=tp, est=est,
+                           entrypoint=settings.entrypoint)
     rows = compare(data, predicted, wl)
     misses = [r["quantity"] for r in rows if r["verdict"] == "MISS"]
     if as_json:
@@ -203,6 +207,10 @@ def _run(hf: bool, vllm: bool, quick: bool, out: str | None, device: str, model:
                    "with kvcalc's TTFT, TPOT, latency and throughput (needs --model and --gpu)")
 @options.override("input_len", "--bench: prompt tokens (throughput results)").click_option()
 @options.override("output_len", "--bench: output tokens (throughput results)").click_option()
+@click.option("--metrics", metavar="URL|FILE",
+              help="a running vLLM server's /metrics (http URL or saved text): its vllm:cache_config_info (blocks, "
+                   "block size, cache dtype, util) against kvcalc's plan for --model, --gpu and the options below")
+@options.override("block_size", "--metrics: vLLM --block-size of the plan [default: the backend's]").click_option()
 @click.option("--report", metavar="FILE", help="print the tables and summary of a results JSONL file")
 @options.override("model", "model the log's engine served (catalog name or config.json); with --hf: the model"
                   ).click_option()
@@ -239,35 +247,34 @@ def _run(hf: bool, vllm: bool, quick: bool, out: str | None, device: str, model:
 @click.option("--run", "run", type=click.IntRange(min=-1000, max=100000), default=None,
               help="--from-log: which engine start of a log holding several (0-based; default the last)")
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
-def validate(from_log, bench, input_len, output_len, report, model, gpu, kv, util, weights, quantization, tp, pp,
-             max_model_len, max_num_batched_tokens, max_num_seqs, enforce_eager, entrypoint, hf, vllm, quick, out,
-             device, per_process, budget_s, resume, strict, vllm_version, run, as_json):
+def validate(from_log, bench, input_len, output_len, metrics, block_size, report, model, gpu, kv, util, weights,
+             quantization, tp, pp, max_model_len, max_num_batched_tokens, max_num_seqs, enforce_eager, entrypoint, hf,
+             vllm, quick, out, device, per_process, budget_s, resume, strict, vllm_version, run, as_json):
     """Compare kvcalc's predictions with real engines: a vLLM start-up log (--from-log), earlier results
     (--report), or new runs of transformers (--hf) and vLLM (--vllm)."""
-    modes = [bool(from_log), bool(report), bool(hf or vllm), bool(bench)]
+    modes = [bool(from_log), bool(report), bool(hf or vllm), bool(bench), bool(metrics)]
     if sum(modes) == 0:
         raise UsageError("nothing to validate: give --from-log FILE (with --model and --gpu), --bench FILE (with "
-                         "--model and --gpu), --report FILE, or --hf/--vllm with --out DIR")
+                         "--model and --gpu), --metrics URL|FILE (with --model and --gpu), --report FILE, or "
+                         "--hf/--vllm with --out DIR")
     if sum(modes) > 1:
-        raise UsageError("choose one of --from-log, --bench, --report, or --hf/--vllm")
-    weights, kv = _one(weights, "--weights"), _one(kv, "--kv")
-    if quantization:
-        if weights:
-            raise UsageError("give --weights or --quantization, not both")
-        weights = quantization  # the log reader takes vLLM's names too
-    if max_model_len == options.AUTO:
-        raise UsageError("--max-model-len auto: give the length the engine ran with (or leave it to the log)")
+        raise UsageError("choose one of --from-log, --bench, --metrics, --report, or --hf/--vllm")
+    from .reports import normalize_formats, settings_overrides
+
+    weights, kv = normalize_formats(weights, kv, quantization, max_model_len)
     if bench:
         _bench(bench, model, gpu, kv, weights, util, max_num_batched_tokens, max_num_seqs, max_model_len, tp or 1,
                input_len, output_len, vllm_version, as_json, strict)
-    elif from_log:
-        overrides = {"kv": kv, "gpu_memory_utilization": util, "weights": weights, "tensor_parallel_size": tp,
-                     "pipeline_parallel_size": pp, "max_model_len": max_model_len,
-                     "max_num_batched_tokens": max_num_batched_tokens,
-                     "max_num_seqs": max_num_seqs, "enforce_eager": enforce_eager,
-                     "entrypoint": {"offline": "llm"}.get(entrypoint, entrypoint)}
-        _from_log(from_log, model, gpu, as_json, {k: v for k, v in overrides.items() if v is not None},
-                  strict=strict, vllm_version=vllm_version, run=run)
+    elif metrics or from_log:
+        overrides = settings_overrides(kv=kv, util=util, weights=weights, tp=tp, pp=pp, max_model_len=max_model_len,
+                                       max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs,
+                                       enforce_eager=enforce_eager, entrypoint=entrypoint, block_size=block_size)
+        if metrics:
+            _metrics(metrics, model, gpu, as_json, overrides, strict=strict, vllm_version=vllm_version)
+        else:
+            if block_size is not None:
+                raise UsageError("--block-size is --metrics' option (a start-up log states its own)")
+            _from_log(from_log, model, gpu, as_json, overrides, strict=strict, vllm_version=vllm_version, run=run)
     elif report:
         _report(report, as_json)
     else:

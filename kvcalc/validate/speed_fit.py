@@ -1,7 +1,7 @@
 """`kvcalc calibrate --bench FILE`: fit the speed model's per-GPU constants from `vllm bench serve` /
 `vllm bench throughput` results of the user's own server (kvcalc/calibrate.py SpeedCalibration says what and why).
 
-The model is kvcalc's own (kvcalc/workload.py on kvcalc/throughput.py's speed model v2), run with the settings the
+The model is kvcalc's own (kvcalc/workload.py's closed form, on kvcalc/throughput.py's speed model v2), run with the settings the
 paired start-up log states; only the constants that belong to the GPU and the vLLM build move:
 - decode bandwidth B and step overhead t0, from TPOTs (and throughput results): a decode step costs t0 plus the bytes
   it reads over B (plus compute where the batch is large). One TPOT cannot fix both: the benches must read different
@@ -100,7 +100,7 @@ def rows_for(path: str, fig: dict, input_len: int | None, output_len: int | None
     from ..catalog import catalog_entry, catalog_names
     from ..engines import vllm as vllm_engine
     from ..engines.vllm_versions import rules_for
-    from ..workload import vllm_bench
+    from ..workload import closed_form_bench
     from .bench import read_bench, same_model, workload_of
 
     name = Path(path).name
@@ -133,7 +133,7 @@ def rows_for(path: str, fig: dict, input_len: int | None, output_len: int | None
     slots = max(1, min(est.max_num_seqs, est.concurrency_at(wl.context)))
 
     def predict(gpu) -> Any:
-        return vllm_bench(spec, gpu, settings.weights, settings.kv, wl, chunk_tokens=est.max_num_batched_tokens,
+        return closed_form_bench(spec, gpu, settings.weights, settings.kv, wl, chunk_tokens=est.max_num_batched_tokens,
                           slots=slots, kv_bytes_per_token=est.deployment_kv_bytes_per_token,
                           tp=settings.tensor_parallel, pp=settings.pipeline_parallel,
                           enforce_eager=settings.enforce_eager)

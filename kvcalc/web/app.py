@@ -209,6 +209,8 @@ def create_app(allow_hub: bool = False, cache_size: int = 2048, allowed_hosts: l
         if fmt not in ("json", "csv") or (fmt == "csv" and kind != "plan"):
             return _error(400, f"format {str(fmt)[:20]!r}: only plan answers CSV (format=csv); JSON is the default")
         extra = {k: params.get(k) for k in ("row", "row_engine") if kind == "explain"}
+        if kind == "deploy":
+            extra = {"kind": params.get("kind")}
         raw_key = _raw_key(kind, params)
         web = inputs.parse(params, allow_hub=allow_hub)
         key = (kind, fmt, web.key, json.dumps(extra, sort_keys=True, default=str))
@@ -218,7 +220,7 @@ def create_app(allow_hub: bool = False, cache_size: int = 2048, allowed_hosts: l
                 hit = (views.plan_csv(web).encode(), "text/csv; charset=utf-8")
             else:
                 payload = {"plan": views.plan_payload, "explain": views.explain_payload,
-                           "plots": views.plots_payload}[kind](web, **extra)
+                           "plots": views.plots_payload, "deploy": views.deploy_payload}[kind](web, **extra)
                 hit = (_json_bytes(payload), "application/json")
             cache.put(key, hit)
         cache.put(raw_key, hit)
@@ -296,6 +298,7 @@ def create_app(allow_hub: bool = False, cache_size: int = 2048, allowed_hosts: l
         Route("/api/plan", endpoint("plan"), methods=["GET", "POST"]),
         Route("/api/explain", endpoint("explain"), methods=["GET", "POST"]),
         Route("/api/plots", endpoint("plots"), methods=["GET", "POST"]),
+        Route("/api/deploy", endpoint("deploy"), methods=["GET", "POST"]),
         Route("/api/search", search, methods=["GET", "POST"]),
         Route("/api/gpus", gpus),
         Route("/api/models", models),

@@ -27,7 +27,7 @@ MAX_VALUE_CHARS = 200  # one option's text: names, sizes and versions are short
 MAX_GPUS = 8  # GPUs compared side by side on one page
 
 # Options the web adds, handled here and never passed to the CLI parser.
-WEB_OPTIONS = {"config", "config_name", "row", "row_engine", "format"}
+WEB_OPTIONS = {"config", "config_name", "row", "row_engine", "format", "kind"}  # kind: /api/deploy's file
 
 TRUE_WORDS = {"1", "true", "on", "yes"}
 FALSE_WORDS = {"", "0", "false", "off", "no"}

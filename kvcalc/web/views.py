@@ -69,6 +69,27 @@ def explain_payload(web: WebRequest, row: str | None = None, row_engine: str | N
             "text": explain_text(web.req, r), "row": r.to_json(), "warnings": warnings}
 
 
+DEPLOY_SCHEMA = "kvcalc.deploy/1"
+DEPLOY_FILES = {"serve": "serve.sh", "docker": "docker-run.sh", "kubernetes": "kubernetes.yaml",
+                "kserve": "kserve-inferenceservice.yaml", "llm-d": "llm-d-values.yaml"}
+
+
+def deploy_payload(web: WebRequest, kind: str | None = None) -> dict:
+    """One deployment file of the asked configuration's vLLM row, as `kvcalc plan --emit KIND` prints it."""
+    from ..deploy import emit, from_plan
+    from ..plan import custom_key
+
+    if kind not in DEPLOY_FILES:
+        raise UsageError(f"kind must be one of {', '.join(DEPLOY_FILES)}, got {str(kind)[:20]!r}")
+    rows, warnings = plan_rows(web)
+    row = next((r for r in rows if r.engine == "vllm" and r.config == custom_key(web.req)), None)
+    if row is None:
+        raise UsageError("no vLLM row for the asked configuration: nothing to deploy")
+    d = from_plan(web.req, row)
+    return {"schema": DEPLOY_SCHEMA, "kind": kind, "filename": f"{d.name}-{DEPLOY_FILES[kind]}",
+            "text": emit(d, kind), "fits": row.fits, "deployment": d.to_json(), "warnings": warnings}
+
+
 def plots_payload(web: WebRequest) -> dict:
     """The numbers behind the three plots of `kvcalc plot`: vLLM requests at once vs context, decode tokens/s vs
     batch (with the H200 measurements where they exist), and where one GPU's memory goes per row."""

@@ -58,10 +58,19 @@
     ["max conc. @ctx", "max_concurrency", (r) => (r.max_concurrency === null ? "-" : String(r.max_concurrency)), true],
     ["HF mem GiB", "hf_memory_bytes", (r) => gib(r.hf_memory_bytes), true],
     ["decode tok/s all requests", "decode_tokens_per_s", decodeCell, true],
+    ["speed range", "trust", (r) => trustRange(r), false],
     ["fits", "fits", fitsCell, false],
     ["quality risk", "quality_risk", (r) => r.quality_risk, false],
     ["verdict", "verdicts", (r) => r.verdicts.join(", "), false],
   ];
+
+  // -- how far to trust a row's speed (kvcalc/trust.py): the range where ~80% of held-out cases of its class fall
+  function trustRange(r) {
+    const t = r.trust && r.trust.speed;
+    if (!t) return "-";
+    const pct = (x) => `${x >= 0 ? "+" : ""}${Math.round(x * 100)}%`;
+    return `${pct(t.low)}/${pct(t.high)} (${t.label})`;
+  }
 
   // -- tokens as the CLI reads them: 32k = 32768 (binary k and m) -----------------------------------------------------
   function parseTokens(text) {
@@ -91,6 +100,8 @@
     for (const f of [...TEXT_FIELDS, ...SELECT_FIELDS]) s[f] = $(f).value.trim();
     for (const f of CHECK_FIELDS) s[f] = $(f).checked;
     s.plot = $("plot-gpu").value;
+    s.bench = $("bench").checked;
+    s.percentiles = $("percentiles").value.trim();
     return s;
   }
 
@@ -102,6 +113,8 @@
     if (s.source === "config" && s.config_name) q.set("config_name", s.config_name);
     if (s.gpu.length) q.set("gpu", s.gpu.join(","));
     if (s.lengths === "io") { q.set("input", s.input); q.set("output", s.output); } else q.set("context", s.context);
+    if (s.lengths === "io" && s.bench) q.set("bench", "1");
+    if (s.lengths === "io" && s.bench && s.percentiles) q.set("percentiles", s.percentiles);
     for (const f of [...TEXT_FIELDS, ...SELECT_FIELDS]) {
       if (s[f] !== "" && String(s[f]) !== String(info.defaults[f] ?? "")) q.set(f, s[f]);
     }
@@ -136,6 +149,8 @@
       $(f).value = q.get(f) ?? (d === null || d === undefined || d === false ? "" : String(d));
     }
     for (const f of CHECK_FIELDS) $(f).checked = q.get(f) === "1";
+    $("bench").checked = q.get("bench") === "1";
+    $("percentiles").value = q.get("percentiles") || "";
     explainKey = q.get("explain") || "";
     const hash = new URLSearchParams(location.hash.slice(1));
     if (hash.has("config")) {
@@ -179,6 +194,13 @@
       p.context = a && b ? String(a + b) : (a ? s.output : s.input);
     } else p.context = s.context;
     for (const f of [...TEXT_FIELDS, ...SELECT_FIELDS]) if (s[f] !== "") p[f] = s[f];
+    if (s.lengths === "io" && s.bench) {  // the workload as vllm bench serve runs it: context and batch follow
+      delete p.context;
+      p.input_len = s.input;
+      p.output_len = s.output;
+      if (p.batch !== undefined) { p.concurrency = p.batch; delete p.batch; }
+      if (s.percentiles) p.percentiles = s.percentiles;
+    }
     for (const f of CHECK_FIELDS) if (s[f]) p[f] = "1";
     return p;
   }
@@ -285,6 +307,7 @@
       wrap.appendChild(planTable(plan));
       block.appendChild(wrap);
       if (plan.tp_sweep) block.appendChild(sweepTable(plan));
+      if (plan.rows.some((r) => r.bench)) block.appendChild(benchTable(plan));
       host.appendChild(block);
     }
     const ul = $("warnings");
@@ -322,6 +345,7 @@
                        (field === "verdicts" ? " verdict" : "");
         if (field === "config") td.title = r.label;
         if (field === "quality_risk" && r.quality_evidence) td.title = r.quality_evidence;
+        if (field === "trust" && r.trust && r.trust.speed) td.title = `${r.trust.speed.label}: ${r.trust.speed.backing}`;
       }
       const td = tr.insertCell();
       const b = document.createElement("button");
@@ -363,6 +387,46 @@
         const td = tr.insertCell();
         td.textContent = text;
         td.className = "num";
+      }
+    }
+    wrap.append(p, table);
+    return wrap;
+  }
+
+  // the workload as vllm bench serve reports it (kvcalc/render.py render_bench): means, median and percentiles
+  function benchTable(plan) {
+    const wrap = document.createElement("div");
+    wrap.className = "table-wrap bench";
+    const p = document.createElement("p");
+    p.className = "title";
+    const wl = plan.workload;
+    p.textContent = `vllm bench serve: input ${tokens(wl.input_len)} + output ${tokens(wl.output_len)} tokens, ` +
+      (wl.request_rate ? `${wl.request_rate} requests/s` : `${wl.concurrency || 1} clients`) +
+      " (a simulation of vLLM's scheduler, step by step)";
+    const pcts = (wl.percentiles || [50, 99]).filter((x) => x !== 50);
+    const fmt = (v, d) => (v === undefined || v === null ? "-" : commas(v, d));
+    const cols = [["config", (r) => r.config], ["engine", (r) => r.engine],
+      ["TTFT mean ms", (r) => fmt(r.bench.ttft_s * 1e3, 1)],
+      ["TTFT median", (r) => fmt(r.bench.percentiles.median_ttft_ms, 1)],
+      ...pcts.map((x) => [`TTFT p${x}`, (r) => fmt(r.bench.percentiles[`p${x}_ttft_ms`], 1)]),
+      ["TPOT mean ms", (r) => fmt(r.bench.tpot_s * 1e3, 2)],
+      ...pcts.map((x) => [`TPOT p${x}`, (r) => fmt(r.bench.percentiles[`p${x}_tpot_ms`], 2)]),
+      ["ITL mean ms", (r) => fmt(r.bench.itl_s === null ? null : r.bench.itl_s * 1e3, 2)],
+      ["e2e mean s", (r) => fmt(r.bench.e2e_s, 2)], ["output tok/s", (r) => fmt(r.bench.output_tokens_per_s, 1)]];
+    const table = document.createElement("table");
+    const head = table.createTHead().insertRow();
+    for (const [name] of cols) {
+      const th = document.createElement("th");
+      th.textContent = name;
+      head.appendChild(th);
+    }
+    const body = table.createTBody();
+    for (const r of plan.rows) {
+      if (!r.bench) continue;
+      const tr = body.insertRow();
+      for (const [, f] of cols) {
+        const td = tr.insertCell();
+        td.textContent = f(r);
       }
     }
     wrap.append(p, table);
@@ -447,6 +511,15 @@
     } catch (err) { setStatus(err.message, true); }
   }
 
+  async function downloadDeploy() {  // kvcalc plan --emit KIND for the first GPU's plan
+    if (!last.params.length) return;
+    try {
+      const got = await call("/api/deploy", last.params[0], { kind: $("deploy-kind").value });
+      save(got.filename, got.text, "text/plain");
+      if (!got.fits) setStatus("the plan says this configuration does not fit; the file is written all the same", true);
+    } catch (err) { setStatus(err.message, true); }
+  }
+
   // -- set-up -----------------------------------------------------------------------------------------------------
   function addGpuChoice(id, label, checked) {
     const l = document.createElement("label");
@@ -505,6 +578,7 @@
     $("explain-close").addEventListener("click", () => { explainKey = ""; $("explain").hidden = true; writeUrl(readForm()); });
     $("download-json").addEventListener("click", downloadJson);
     $("download-csv").addEventListener("click", downloadCsv);
+    $("download-deploy").addEventListener("click", downloadDeploy);
     $("copy-link").addEventListener("click", async () => {
       try { await navigator.clipboard.writeText(location.href); setStatus("link copied: " + location.href); }
       catch (e) { window.prompt("copy this link", location.href); }
@@ -565,8 +639,11 @@
       ["max_num_seqs", (d) => String(d.max_num_seqs)],
       ["$/hour", (d) => commas(d.cost_per_hour, 2)],
       ["$/M out tokens", (d) => commas(d.usd_per_million_output_tokens, 3)],
-      ["TTFT ms", (d) => commas(d.ttft_ms, 0)], ["TPOT ms", (d) => commas(d.tpot_ms, 1)],
+      ["TTFT ms", (d) => commas(d.ttft_ms, 0)],
+      ["p99 TTFT", (d) => (d.percentiles && d.percentiles.p99_ttft_ms !== undefined ? commas(d.percentiles.p99_ttft_ms, 0) : "-")],
+      ["TPOT ms", (d) => commas(d.tpot_ms, 1)],
       ["out tok/s", (d) => commas(d.output_tokens_per_s, 0)], ["risk", (d) => d.quality_risk],
+      ["speed evidence", (d) => (d.speed_evidence && d.speed_evidence.label) || "-"],
       ["Pareto", (d) => (d.pareto ? "yes" : "")],
     ];
     const head = table.createTHead().insertRow();

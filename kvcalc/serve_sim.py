@@ -1,0 +1,414 @@
+"""A discrete-event simulation of vLLM's V1 engine serving a `vllm bench serve` run, step by step.
+
+Engine rules (vLLM 0.26.0, vllm/v1/core/sched/scheduler.py unless named):
+- `schedule` (:425) fills a token budget of max_num_batched_tokens (:445). RUNNING requests first, in order (:471):
+  each asks num_tokens - num_computed_tokens (:502), one for a decode, the rest of its prompt for a prefill, capped by
+  what is left of the budget (:509). Then, only when nothing was preempted (:666), WAITING requests in arrival order
+  while budget is left and fewer than max_num_seqs run (:669-673); each gets min(rest of its prompt, budget) (:841,
+  :875): chunked prefill after the running decodes.
+- KV blocks (v1/core/kv_cache_manager.py `allocate_slots`): a request holds the blocks of its computed tokens plus the
+  ones scheduled. A waiting request is admitted only if the blocks of its whole prompt are free
+  (`scheduler_reserve_full_isl`, config/scheduler.py:140, default True; kv_cache_manager.py:413-426), else
+  admission stops (:946). A running request that finds no block preempts the last running request (FCFS:
+  `self.running.pop()`, :601), itself last; a preempted request loses its computed tokens (:1225) and goes back to
+  the waiting queue's front, to recompute prompt and output so far.
+- Prefix caching (on by default): a prompt's leading full blocks that another request computed are hits
+  (`get_computed_blocks`, at most num_tokens - 1 tokens); blocks are cached as they are scheduled, so a request
+  scheduled after the first one in the same step already hits. The shared prefix (--random-prefix-len) is computed
+  by the first request that carries it. With --ready-check-timeout-sec > 0 (default 0, skipped:
+  benchmarks/serve.py:1821-1826) vllm bench sends its first prompt once before the run (:824-862), so that prompt and
+  the prefix are cached when the run starts.
+- Async scheduling (default on, config/vllm.py:1059-1107): step k+1 is scheduled while step k runs, so a request that
+  reaches the engine during step k is scheduled into step k+2 at the earliest, and the blocks a request frees at the
+  end of step k are free for step k+2.
+- One token per decode per step, streamed in its own chunk (stream_interval 1, config/scheduler.py:163).
+
+Client rules (vllm/benchmarks/serve.py, lib/endpoint_request_func.py):
+- arrivals (get_request, :393-504): --request-rate inf sends every prompt at once; else gamma gaps of shape
+  --burstiness and scale 1/(rate x burstiness) (Poisson at burstiness 1), their cumulative sum rescaled so the last
+  is at num_prompts / rate (:470-487). --max-concurrency holds at most that many requests in flight (a semaphore,
+  :962-970); a request's clock starts when it gets a slot (endpoint_request_func.py:197).
+- TTFT is the first streamed chunk's time; ITL each later chunk's gap; e2e the last chunk's time; TPOT = (e2e - TTFT)
+  / (output - 1) per request (serve.py:607-611); duration from the first send to the last request's end; request and
+  output throughput over it (:762-770). Percentiles with numpy.percentile (linear).
+
+Lengths as the random dataset draws them (benchmarks/datasets/utils.py get_sampling_params): integers uniform in
+[floor(L (1 - r)), ceil(L (1 + r))] for --random-range-ratio r, the shared prefix prepended to every prompt.
+
+Step time: kvcalc/step_cost.py (the speed model of throughput.py). Front-end: `frontend_s` per request between the
+client's send and the engine (HTTP, tokenization), from serve_frontend below.
+
+Pure decode stretches (nothing to admit, nothing prefilling) are advanced in one vector operation up to the next
+completion, arrival or block shortage, so 1,000 requests take a fraction of a second.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .units import ceil_div
+
+DEFAULT_PERCENTILES = (50.0, 99.0)
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    max_num_batched_tokens: int
+    max_num_seqs: int
+    num_blocks: int  # num_gpu_blocks; the null block is held back
+    block_size: int
+    max_model_len: int
+    blocks_per_request: object = None  # callable(tokens) -> blocks of all KV groups (None: ceil(tokens / block))
+    prefix_caching: bool = True
+    async_scheduling: bool = True
+    long_prefill_token_threshold: int = 0
+
+
+@dataclass(frozen=True)
+class Load:
+    """A `vllm bench serve` run of the random dataset, in its options' terms."""
+
+    input_len: int
+    output_len: int
+    num_prompts: int
+    max_concurrency: int | None = None  # --max-concurrency (None: unlimited)
+    request_rate: float = math.inf  # --request-rate
+    burstiness: float = 1.0  # --burstiness
+    random_range_ratio: float = 0.0  # --random-range-ratio
+    prefix_len: int = 0  # --random-prefix-len
+    seed: int = 0  # --seed
+    ready_check: bool = False  # --ready-check-timeout-sec > 0: the first prompt is sent once before the run
+
+
+@dataclass
+class SimResult:
+    ttft_s: np.ndarray
+    e2e_s: np.ndarray
+    itl_s: np.ndarray
+    output_lens: np.ndarray
+    input_lens: np.ndarray
+    duration_s: float
+    steps: int
+    preemptions: int
+    prefix_hit_tokens: int
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def tpot_s(self) -> np.ndarray:
+        many = self.output_lens > 1
+        return (self.e2e_s[many] - self.ttft_s[many]) / (self.output_lens[many] - 1)
+
+    def metrics(self, percentiles=DEFAULT_PERCENTILES) -> dict:
+        """vllm bench serve's figures: mean/median/std and percentiles (ms) of ttft, tpot, itl, e2el, throughputs."""
+        out = {"completed": int(len(self.e2e_s)), "duration_s": self.duration_s,
+               "request_throughput": len(self.e2e_s) / self.duration_s,
+               "output_throughput": float(self.output_lens.sum()) / self.duration_s,
+               "total_input_tokens": int(self.input_lens.sum()), "total_output_tokens": int(self.output_lens.sum())}
+        for name, xs in (("ttft", self.ttft_s), ("tpot", self.tpot_s), ("itl", self.itl_s), ("e2el", self.e2e_s)):
+            xs = xs if len(xs) else np.zeros(1)
+            out[f"mean_{name}_ms"] = float(np.mean(xs)) * 1e3
+            out[f"median_{name}_ms"] = float(np.median(xs)) * 1e3
+            out[f"std_{name}_ms"] = float(np.std(xs)) * 1e3
+            for p in percentiles:
+                out[f"p{p:g}_{name}_ms"] = float(np.percentile(xs, p)) * 1e3
+        return out
+
+
+def sample_lengths(load: Load) -> tuple[np.ndarray, np.ndarray]:
+    """Prompt (prefix included) and output lengths as the random dataset draws them."""
+    rng = np.random.default_rng(load.seed)
+    r = load.random_range_ratio
+    lo, hi = math.floor(load.input_len * (1 - r)), math.ceil(load.input_len * (1 + r))
+    olo, ohi = max(math.floor(load.output_len * (1 - r)), 1), max(math.ceil(load.output_len * (1 + r)), 1)
+    ins = rng.integers(lo, hi + 1, size=load.num_prompts)
+    outs = rng.integers(olo, ohi + 1, size=load.num_prompts)
+    return np.maximum(ins + load.prefix_len, 1).astype(np.int64), outs.astype(np.int64)
+
+
+def planned_sends(load: Load) -> np.ndarray:
+    """When get_request releases each prompt (before --max-concurrency holds it back)."""
+    n = load.num_prompts
+    if not math.isfinite(load.request_rate):
+        return np.zeros(n)
+    if math.isinf(load.burstiness):
+        gaps = np.full(n, 1.0 / load.request_rate)
+    else:  # numpy's global generator, seeded with --seed (serve.py:1890), one gamma draw per request in order
+        rng = np.random.RandomState(load.seed)
+        gaps = rng.gamma(shape=load.burstiness, scale=1.0 / (load.request_rate * load.burstiness), size=n)
+    t = np.cumsum(gaps)
+    return t * (n / load.request_rate / t[-1]) if t[-1] > 0 else t
+
+
+def simulate(cost, cfg: EngineConfig, load: Load, frontend_s: float = 0.0) -> SimResult:
+    """Run the bench against the engine. `cost`: a step_cost.StepCost (anything with its step_s, weights_s and
+    per-token/row attributes)."""
+    prompt, out = sample_lengths(load)
+    if int(prompt.max() + out.max()) > cfg.max_model_len:
+        raise ValueError("a request is longer than max_model_len")
+    n = load.num_prompts
+    bs = cfg.block_size
+    blocks_of = cfg.blocks_per_request or (lambda tokens: ceil_div(tokens, bs))
+    kmax = ceil_div(cfg.max_model_len, bs) + 1
+    if cfg.blocks_per_request is None:
+        table = np.arange(kmax + 1, dtype=np.int64)
+    else:  # the layout's admission rule per whole block of tokens (sliding groups cap at their window)
+        table = np.array([int(blocks_of(k * bs)) if k else 0 for k in range(kmax + 1)], dtype=np.int64)
+
+    def need(tokens) -> np.ndarray:
+        """Blocks of requests holding `tokens` tokens each."""
+        return table[np.minimum(-(-np.asarray(tokens, dtype=np.int64) // bs), kmax)]
+
+    table_list = table.tolist()
+
+    def need1(tokens) -> int:
+        """need() of one request, without numpy's per-call cost."""
+        return table_list[min(-(-int(tokens) // bs), kmax)]
+
+    usable = cfg.num_blocks - 1
+    prefix_full = (load.prefix_len // bs) * bs if cfg.prefix_caching else 0
+    prefix_blocks = int(need(np.array([prefix_full]))[0]) if prefix_full else 0
+    # per request state
+    send = planned_sends(load)
+    planned = send.copy()
+    arrive = np.full(n, np.inf)
+    computed = np.zeros(n, dtype=np.int64)
+    tokens = prompt.copy()  # prompt + outputs so far
+    generated = np.zeros(n, dtype=np.int64)
+    held = np.zeros(n, dtype=np.int64)  # blocks held beyond the shared prefix
+    first = np.full(n, np.nan)
+    last_tok = np.full(n, np.nan)
+    shares = np.zeros(n, dtype=bool)  # holds the shared prefix blocks (a hit)
+    itls: list[np.ndarray] = []
+    limit = load.max_concurrency or n
+    next_send = 0  # the next prompt to get a client slot
+    in_flight = 0
+
+    def release(now: float) -> None:  # client slots: each finished request lets the next prompt go
+        nonlocal next_send, in_flight
+        while next_send < n and in_flight < limit:
+            i = next_send
+            send[i] = max(planned[i], now)
+            arrive[i] = send[i] + frontend_s
+            next_send += 1
+            in_flight += 1
+
+    release(0.0)
+    ready = cfg.prefix_caching and load.ready_check
+    first_cached = int(((int(prompt[0]) - 1) // bs) * bs) if ready else 0  # the ready check's prompt
+    prefix_ready = prefix_full if ready else 0  # shared-prefix tokens in the cache
+    pending = deque(sorted(range(next_send), key=lambda i: arrive[i]))  # sent, not yet in the engine's queue
+    waiting: deque = deque()
+    running: list[int] = []
+    t = s_prev = 0.0
+    freed_later = 0  # async scheduling: blocks freed at the end of the last step, free from the step after next
+    free = usable
+    shared_users = 0
+    steps = preemptions = hit_tokens = 0
+    done = 0
+
+    while done < n:
+        cutoff = s_prev if (cfg.async_scheduling and running) else t
+        while pending and arrive[pending[0]] <= cutoff:
+            waiting.append(pending.popleft())
+        if not running and not waiting:
+            t = s_prev = max(t, float(arrive[pending[0]]))  # idle until the next request reaches the engine
+            continue
+        budget = cfg.max_num_batched_tokens
+        ids: list[int] = []
+        ks: list[int] = []
+        preempted = False
+        if running:
+            r = np.array(running, dtype=np.int64)
+            want = tokens[r] - computed[r]
+            if cfg.long_prefill_token_threshold:
+                want = np.minimum(want, cfg.long_prefill_token_threshold)
+            before = np.concatenate(([0], np.cumsum(want)[:-1]))
+            k = np.minimum(want, np.maximum(budget - before, 0))
+            extra = np.maximum(need(computed[r] + k) - prefix_blocks * shares[r] - held[r], 0)
+            go = k > 0
+            if int(extra[go].sum()) <= free:  # the common case: every running request gets its blocks
+                free -= int(extra[go].sum())
+                held[r[go]] += extra[go]
+                ids, ks = r[go].tolist(), k[go].tolist()
+                budget -= int(k.sum())
+            else:  # the pool runs dry: vLLM's loop, request by request, preempting from the tail
+                for idx in range(len(running)):
+                    if budget <= 0 or idx >= len(running):
+                        break
+                    i = running[idx]
+                    want_i = min(int(tokens[i] - computed[i]), cfg.long_prefill_token_threshold or 1 << 62)
+                    k_i = min(want_i, budget)
+                    extra_i = max(need1(computed[i] + k_i) - prefix_blocks * int(shares[i]) - int(held[i]), 0)
+                    while extra_i > free:
+                        victim = running.pop()
+                        preempted = True
+                        preemptions += 1
+                        free += int(held[victim])
+                        held[victim] = 0
+                        computed[victim] = 0
+                        if shares[victim]:
+                            shares[victim] = False
+                            shared_users -= 1
+                            if shared_users == 0:
+                                free += prefix_blocks
+                        waiting.appendleft(victim)
+                        if victim == i:
+                            break
+                    if i not in running:
+                        break
+                    free -= extra_i
+                    held[i] += extra_i
+                    ids.append(i)
+                    ks.append(k_i)
+                    budget -= k_i
+        if not preempted:  # waiting requests, in order, while budget and seats are left
+            while waiting and budget > 0 and len(running) < cfg.max_num_seqs:
+                i = waiting[0]
+                hit = 0
+                if cfg.prefix_caching:
+                    if i == 0:
+                        hit = min(first_cached, int(tokens[i]) - 1)
+                    elif prefix_ready:
+                        hit = min(prefix_ready, ((int(tokens[i]) - 1) // bs) * bs)
+                share = prefix_full > 0 and hit >= prefix_full and i != 0
+                cut = prefix_blocks if share else 0
+                extra_prefix = prefix_blocks if (share and shared_users == 0) else 0
+                if need1(tokens[i]) - cut + extra_prefix > free:  # the whole prompt's blocks must be free
+                    break
+                waiting.popleft()
+                computed[i] = hit
+                hit_tokens += hit
+                k_i = min(int(tokens[i]) - hit, budget, cfg.long_prefill_token_threshold or 1 << 62)
+                blocks_now = need1(hit + k_i) - cut
+                free -= blocks_now + extra_prefix
+                held[i] = blocks_now
+                if share:
+                    shares[i] = True
+                    shared_users += 1
+                if prefix_full and prefix_ready < prefix_full:  # its blocks are cached as they are scheduled
+                    prefix_ready = max(prefix_ready, min(prefix_full, ((hit + k_i) // bs) * bs))
+                running.append(i)
+                ids.append(i)
+                ks.append(k_i)
+                budget -= k_i
+        if not ids:
+            if freed_later:  # the blocks the last step freed: an idle engine schedules again once they are free
+                free += freed_later
+                freed_later = 0
+                continue
+            if pending:  # nothing fits until the next arrival (or a finished request) changes the state
+                t = s_prev = max(t, float(arrive[pending[0]]))
+                continue
+            raise ValueError("the KV cache cannot hold one request of this workload")
+        r = np.array(ids, dtype=np.int64)
+        kk = np.array(ks, dtype=np.int64)
+        is_dec = (tokens[r] - computed[r] == 1) & (generated[r] > 0)
+        stretch = 1
+        if is_dec.all() and len(r) == len(running) and (
+                not waiting or len(running) >= cfg.max_num_seqs
+                or need1(tokens[waiting[0]]) - prefix_blocks > free):
+            stretch, dts = _decode_stretch(cost, r, computed, generated, out, held, shares, prefix_blocks, need, free,
+                                           t, float(arrive[pending[0]]) if pending else math.inf,
+                                           cfg.async_scheduling)
+        if stretch > 1:  # a pure decode stretch in one vector step: each request gains `stretch` tokens
+            starts = t + np.concatenate(([0.0], np.cumsum(dts)[:-1]))
+            ends = starts + dts
+            grown = need(computed[r] + stretch) - prefix_blocks * shares[r]
+            free -= int((grown - held[r]).sum())
+            held[r] = grown
+            itls.append(ends[0] - last_tok[r])
+            itls.append(np.tile(dts[1:], len(r)))
+            computed[r] += stretch
+            tokens[r] += stretch
+            generated[r] += stretch
+            last_tok[r] = ends[-1]
+            s_prev, t = float(starts[-1]), float(ends[-1])
+            steps += stretch
+        else:  # one step
+            chunk = ~is_dec
+            ctx = float((computed[r[is_dec]] + 1).sum())
+            chunks = tuple(zip(computed[r[chunk]].tolist(), kk[chunk].tolist()))
+            dt = cost.step_s(int(is_dec.sum()), ctx, chunks)
+            s_prev, t = t, t + dt
+            steps += 1
+            computed[r] += kk
+            caught = r[computed[r] >= tokens[r]]  # caught up with its tokens: one is sampled
+            generated[caught] += 1
+            tokens[caught] += 1
+            new = caught[generated[caught] == 1]
+            old = caught[generated[caught] > 1]
+            first[new] = t
+            if len(old):
+                itls.append(t - last_tok[old])
+            last_tok[caught] = t
+        free += freed_later  # blocks freed at the end of the step before the last one
+        freed_later = 0
+        fin = r[generated[r] >= out[r]]
+        for i in fin.tolist():
+            running.remove(i)
+        done += len(fin)
+        in_flight -= len(fin)
+        freed = int(held[fin].sum())
+        held[fin] = 0
+        users = int(shares[fin].sum())
+        shares[fin] = False
+        if users:
+            shared_users -= users
+            freed += prefix_blocks if shared_users == 0 else 0
+        if cfg.async_scheduling:
+            freed_later = freed
+        else:
+            free += freed
+        sent = next_send
+        release(t)
+        for j in range(sent, next_send):
+            _insert(pending, j, arrive)
+    ttft = first - send
+    e2e = last_tok - send
+    itl = np.concatenate(itls) if itls else np.zeros(0)
+    return SimResult(ttft, e2e, itl, out, prompt, float(np.max(last_tok)), steps, preemptions, hit_tokens)
+
+
+def _decode_stretch(cost, r, computed, generated, out, held, shares, prefix_blocks, need, free, t, arrival,
+                    async_scheduling=True):
+    """How many pure decode steps the batch `r` runs before something changes (a request finishes, the next arrival
+    reaches the schedule, or the pool cannot give every request its next block), and their step times. The step is
+    affine in the summed context, which grows by the batch each step."""
+    kmax = int((out[r] - generated[r]).min())
+    if kmax <= 1:
+        return 1, None
+    b = len(r)
+    c0 = float((computed[r] + 1).sum())
+    base = cost.fixed_s + cost.weights_s(b, False) + cost.sampler_per_row_s * b
+    dts = np.maximum(base + cost.decode_attention_per_token_s * (c0 + b * np.arange(kmax)), cost.eager_floor_s)
+    k = kmax
+    if math.isfinite(arrival):  # stop before the step whose schedule sees the next arrival: step j is scheduled when
+        # step j-1 starts (async scheduling), else when it ends
+        starts = t + np.concatenate(([0.0], np.cumsum(dts)[:-1]))
+        if async_scheduling:
+            k = min(k, 1 + int(np.searchsorted(starts[:-1], arrival, side="left")))
+        else:
+            k = min(k, max(1, int(np.searchsorted(starts, arrival, side="left"))))
+    held_now, shared = int(held[r].sum()), prefix_blocks * shares[r]
+    lo, hi = 1, k
+    while lo < hi:  # the longest stretch whose block growth the free pool covers
+        mid = (lo + hi + 1) // 2
+        if int((need(computed[r] + mid) - shared).sum()) - held_now <= free:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo, dts[:lo]
+
+
+def _insert(pending: deque, j: int, arrive: np.ndarray) -> None:
+    """Keep the engine's arrival queue in arrival order (sends from slots come in time order, so this appends)."""
+    if not pending or arrive[pending[-1]] <= arrive[j]:
+        pending.append(j)
+        return
+    items = sorted([*pending, j], key=lambda i: arrive[i])
+    pending.clear()
+    pending.extend(items)

@@ -1,0 +1,136 @@
+"""The time of one vLLM engine step of any mix of prefill chunks and decodes, from the speed model of throughput.py.
+
+A V1 step runs every scheduled token through the model at once (vllm/v1/core/sched/scheduler.py:425 `schedule`:
+"There's no decoding phase nor prefill phase"): the weight GEMMs see all of the step's tokens as one batch, attention
+reads each decoding request's cache and runs each prefill chunk's causal block, and the sampler runs once per request
+that samples a token. So a step costs
+
+    fixed + weights(tokens) + attention_decode(sum of decode contexts) + sum over chunks of attention_prefill(chunk)
+          + sampler(requests sampled)
+
+with every term a kernel class of throughput.forward_kernels (read off it, never re-derived here):
+- weights(tokens): the step's kernels other than attention and the sampler (dense GEMMs, MoE experts, TP all-reduce)
+  at that many tokens, memoized (a step with a prefill chunk above 64 tokens interpolated between multiples of 64);
+- attention_decode: linear in the summed context (bytes, FLOPs and conversion ops all scale with it, and a kernel's
+  time is homogeneous in its three parts), read off one evaluation;
+- attention_prefill: the chunk's cached-prefix bytes and its causal pairs, each part scaled from one evaluation, then
+  combined by throughput.Kernel.time_s as the speed model combines them;
+- sampler: linear in its rows.
+
+By construction a decode-only step equals throughput.decode_speed(batch, mean context).step_s and a prefill-only
+chunk equals the chunk of throughput.prefill_s (tests/test_serve_sim.py holds both).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from .throughput import Kernel, decode_speed, forward_kernels, gpu_rates
+from .engines.vllm_specs import vllm_bytes_per_token
+
+_PROBE = 1 << 20  # tokens of context a unit kernel is read at (large: exact in float arithmetic)
+_NOT_WEIGHTS = ("attention", "sampler")
+
+
+@dataclass
+class StepCost:
+    """Seconds of one engine step of one deployment (see the module doc)."""
+
+    spec: object
+    gpu: object
+    weights: object
+    kv: object
+    tp: int
+    kv_per_token: float
+    fixed_s: float
+    eager_floor_s: float  # enforce_eager: the CPU's kernel launches per step (0 with CUDA graphs)
+    decode_attention_per_token_s: float
+    sampler_per_row_s: float
+    prefill_attention: Kernel  # parts per cached-prefix token (memory, ALU) and per causal pair (compute)
+    _weights: dict = field(default_factory=dict, repr=False)
+
+    def _weights_at(self, tokens: int, prefill: bool) -> float:
+        key = (tokens, prefill)
+        hit = self._weights.get(key)
+        if hit is None:
+            ks = forward_kernels(self.spec, self.gpu, self.weights, self.kv, tokens, 0.0, 0.0, self.tp,
+                                 prefill=prefill)
+            hit = self._weights[key] = sum(k.time_s for k in ks if k.name not in _NOT_WEIGHTS)
+        return hit
+
+    def weights_s(self, tokens: int, prefill: bool) -> float:
+        """The non-attention kernels of a forward of `tokens` tokens (prefill: a step with a prefill chunk in it).
+        Decode-only steps are read at their exact batch; a step with a prefill chunk of more than 64 tokens between
+        the two multiples of 64 around it, linearly (the GEMMs' time is flat, then affine in the 16-row tiles: exact
+        away from the bend; the MoE experts touched bend gently)."""
+        if tokens <= 0:
+            return 0.0
+        if not prefill or tokens <= 64:
+            return self._weights_at(tokens, prefill)
+        lo = (tokens // 64) * 64
+        if lo == tokens:
+            return self._weights_at(tokens, True)
+        a, b = self._weights_at(lo, True), self._weights_at(lo + 64, True)
+        return a + (b - a) * (tokens - lo) / 64
+
+    def prefill_attention_s(self, start: int, n: int) -> float:
+        """Causal attention of a chunk of n prompt tokens after `start` cached ones."""
+        if n <= 0:
+            return 0.0
+        u = self.prefill_attention
+        pairs = n * start + n * (n + 1) / 2
+        return replace(u, memory_s=u.memory_s * start, alu_s=u.alu_s * start, compute_s=u.compute_s * pairs).time_s
+
+    def step_s(self, decodes: int, decode_context: float, chunks: tuple = (), sampled: int | None = None) -> float:
+        """One step: `decodes` requests decoding with `decode_context` cached tokens between them, prefill chunks as
+        (start, n) pairs; `sampled` requests sample a token (default: the decodes plus the chunks)."""
+        prefill_tokens = sum(n for _, n in chunks)
+        tokens = decodes + prefill_tokens
+        if tokens <= 0:
+            return 0.0
+        rows = decodes + len(chunks) if sampled is None else sampled
+        t = (self.fixed_s + self.weights_s(tokens, prefill_tokens > 0)
+             + self.decode_attention_per_token_s * decode_context + self.sampler_per_row_s * rows)
+        for start, n in chunks:
+            t += self.prefill_attention_s(start, n)
+        return max(t, self.eager_floor_s)
+
+
+_CACHE: dict = {}  # recent step models, by their inputs (the objects are kept with them, so ids stay theirs)
+
+
+def step_cost(spec, gpu, weights, kv, tp: int = 1, kv_bytes_per_token: float | None = None,
+              enforce_eager: bool = False, dtype_bytes: int = 2) -> StepCost:
+    """The step model of one deployment (the same inputs give the same object: its memo of weight times is shared
+    by the search's rows and a plan's configurations)."""
+    key = (id(spec), id(gpu), id(weights), id(kv), tp, kv_bytes_per_token, enforce_eager, dtype_bytes)
+    hit = _CACHE.get(key)
+    if hit is not None and hit[0] is spec and hit[1] is gpu:
+        return hit[2]
+    cost = _build(spec, gpu, weights, kv, tp, kv_bytes_per_token, enforce_eager, dtype_bytes)
+    if len(_CACHE) >= 64:
+        _CACHE.pop(next(iter(_CACHE)))
+    _CACHE[key] = (spec, gpu, cost, weights, kv)
+    return cost
+
+
+def _build(spec, gpu, weights, kv, tp, kv_bytes_per_token, enforce_eager, dtype_bytes) -> StepCost:
+    """The step model from a few evaluations of the speed model."""
+    kv_pt = kv_bytes_per_token if kv_bytes_per_token is not None \
+        else vllm_bytes_per_token(spec.layers, kv, dtype_bytes, tp) * tp
+    rates = gpu_rates(gpu)
+    one = decode_speed(spec, gpu, "vllm", weights, kv, 1, 0, False, tp, dtype_bytes, kv_bytes_per_token=kv_pt)
+    eager = 0.0
+    if enforce_eager:  # decode_speed takes the longer of the GPU's work and the CPU's launches: read the floor off it
+        e = decode_speed(spec, gpu, "vllm", weights, kv, 1, 0, True, tp, dtype_bytes, kv_bytes_per_token=kv_pt)
+        eager = e.step_s if e.step_s > one.step_s else 0.0
+    dec = next(k for k in forward_kernels(spec, gpu, weights, kv, 1, kv_pt * _PROBE, _PROBE, tp, dtype_bytes, rates)
+               if k.name == "attention")
+    sampler = next(k for k in one.kernels if k.name == "sampler")
+    mem = next(k for k in forward_kernels(spec, gpu, weights, kv, 1, kv_pt * _PROBE, 0.0, tp, dtype_bytes, rates,
+                                          prefill=True) if k.name == "attention")
+    cmp = next(k for k in forward_kernels(spec, gpu, weights, kv, 1, 0.0, _PROBE, tp, dtype_bytes, rates,
+                                          prefill=True) if k.name == "attention")
+    unit = replace(mem, memory_s=mem.memory_s / _PROBE, alu_s=mem.alu_s / _PROBE, compute_s=cmp.compute_s / _PROBE)
+    return StepCost(spec, gpu, weights, kv, tp, kv_pt, one.fixed_s, eager, dec.time_s / _PROBE,
+                    sampler.time_s, unit)

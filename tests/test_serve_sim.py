@@ -1,0 +1,165 @@
+"""The scheduler simulation (kvcalc/serve_sim.py) and its step model (kvcalc/step_cost.py): the step model equals the
+speed model on decode-only and prefill-only steps; the scheduler's rules on a toy step cost worked by hand; vllm
+bench's arrivals and lengths; the run is fast."""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+from kvcalc.catalog import load_model
+from kvcalc.formats import kv_format, weight_format
+from kvcalc.hardware import get_gpu
+from kvcalc.serve_sim import EngineConfig, Load, planned_sends, sample_lengths, simulate
+from kvcalc.step_cost import step_cost
+from kvcalc.throughput import decode_speed, prefill_s
+
+SPEC, GPU = load_model("llama-3.2-3b"), get_gpu("h200")
+BF16, AUTO, FP8 = weight_format("bf16"), kv_format("auto"), kv_format("fp8")
+BIG = EngineConfig(8192, 1024, 100_000, 16, 16384, prefix_caching=False)
+
+
+@pytest.mark.parametrize("model,kv,tp", [("llama-3.2-3b", "auto", 1), ("qwen3-30b-a3b", "fp8", 1),
+                                         ("llama-3.1-8b", "auto", 2)])
+def test_step_model_equals_the_speed_model(model, kv, tp):
+    spec, k = load_model(model), kv_format(kv)
+    cost = step_cost(spec, GPU, BF16, k, tp)
+    for b, c in ((1, 10), (7, 3000), (64, 900), (200, 5000)):
+        want = decode_speed(spec, GPU, "vllm", BF16, k, b, c, tp=tp).step_s
+        assert cost.step_s(b, b * c) == pytest.approx(want, rel=1e-12)
+    for n, chunk, rel in ((1024, 2048, 1e-9), (6144, 2048, 1e-9), (3000, 8192, 0.01), (5000, 2048, 0.01)):
+        chunks, start = [], 0
+        while start < n:
+            chunks.append(cost.step_s(0, 0, ((start, min(chunk, n - start)),)))
+            start += chunk
+        # exact at multiples of 64 tokens; between them the weight GEMMs are interpolated
+        assert sum(chunks) == pytest.approx(prefill_s(spec, GPU, BF16, k, n, chunk, tp), rel=rel)
+
+
+def test_a_lone_request_is_its_prefill_then_its_decode_steps():
+    """One prompt, nothing cached, no front-end: TTFT is throughput.prefill_s, TPOT the mean decode step over the
+    contexts the output passes through (prompt+1 .. prompt+output-1), e2e their sum."""
+    cost = step_cost(SPEC, GPU, BF16, AUTO)
+    res = simulate(cost, BIG, Load(3072, 17, 1, 1))
+    assert res.ttft_s[0] == pytest.approx(prefill_s(SPEC, GPU, BF16, AUTO, 3072, 8192), rel=1e-12)
+    steps = [decode_speed(SPEC, GPU, "vllm", BF16, AUTO, 1, c).step_s for c in range(3073, 3089)]
+    assert res.tpot_s[0] == pytest.approx(statistics.fmean(steps), rel=1e-12)
+    assert sorted(res.itl_s) == pytest.approx(sorted(steps), rel=1e-12)
+    m = res.metrics()
+    assert m["output_throughput"] == pytest.approx(17 / res.e2e_s[0])
+    assert res.steps == 1 + 16
+
+
+@dataclass
+class ToyCost:
+    """Hand-checkable steps: 1 ms + 1 us per token scheduled (no attention, no sampler)."""
+
+    fixed_s: float = 1e-3
+    per_token_s: float = 1e-6
+    eager_floor_s: float = 0.0
+    decode_attention_per_token_s: float = 0.0
+    sampler_per_row_s: float = 0.0
+
+    def weights_s(self, tokens, prefill):
+        return self.per_token_s * tokens
+
+    def step_s(self, decodes, decode_context, chunks=(), sampled=None):
+        return self.fixed_s + self.per_token_s * (decodes + sum(n for _, n in chunks))
+
+
+def test_a_burst_shares_one_budget_and_queues_the_rest():
+    """8 prompts of 1,000 tokens at once, budget 2,048: two prompts fit a step (the third starts in the first step
+    with the 48 tokens left, chunked), so first tokens come step by step, in order."""
+    cfg = EngineConfig(2048, 64, 10_000, 16, 4096, prefix_caching=False, async_scheduling=False)
+    res = simulate(ToyCost(), cfg, Load(1000, 10, 8))
+    ttft = np.sort(res.ttft_s)
+    step = 1e-3 + 2048e-6  # a full step
+    assert ttft[0] == pytest.approx(step) and ttft[1] == pytest.approx(step)
+    assert ttft[-1] > 3 * step  # the last prompt waits for the ones before it
+    assert res.metrics()["completed"] == 8
+
+
+def test_max_num_seqs_holds_the_rest_in_the_queue():
+    cfg = EngineConfig(8192, 2, 10_000, 16, 4096, prefix_caching=False, async_scheduling=False)
+    res = simulate(ToyCost(), cfg, Load(100, 5, 4))
+    first_two, last_two = np.sort(res.ttft_s)[:2], np.sort(res.ttft_s)[2:]
+    # the first two run 1 prefill step + 4 decode steps before the next two get seats
+    assert first_two == pytest.approx([1e-3 + 200e-6] * 2)
+    assert last_two.min() > first_two.max() + 4e-3
+
+
+def test_the_pool_running_dry_preempts_the_newest_and_every_request_finishes():
+    """Blocks for ~2.5 requests at full length, 4 admitted on their prompts: decodes grow past the pool, the newest
+    running request is preempted (FCFS) and recomputed later."""
+    per = math.ceil((64 + 200) / 16)
+    cfg = EngineConfig(8192, 64, int(2.5 * per) + 1, 16, 4096, prefix_caching=False, async_scheduling=False)
+    res = simulate(ToyCost(), cfg, Load(64, 200, 4))
+    assert res.preemptions >= 1
+    assert res.metrics()["completed"] == 4 and (res.output_lens == 200).all()
+
+
+def test_a_shared_prefix_is_computed_once():
+    """--random-prefix-len 1,600: the ready check cached it, so every request's prompt starts with 100 cached
+    blocks; only the rest is prefilled."""
+    cfg = EngineConfig(8192, 64, 10_000, 16, 8192, async_scheduling=False)
+    shared = simulate(ToyCost(), cfg, Load(200, 4, 16, 1, prefix_len=1600))
+    alone = simulate(ToyCost(), EngineConfig(8192, 64, 10_000, 16, 8192, prefix_caching=False,
+                                             async_scheduling=False), Load(200, 4, 16, 1, prefix_len=1600))
+    assert shared.prefix_hit_tokens >= 15 * 1600
+    assert shared.ttft_s[1:].mean() == pytest.approx(1e-3 + 200e-6)
+    assert alone.ttft_s.mean() == pytest.approx(1e-3 + 1800e-6)
+
+
+def test_async_scheduling_admits_an_arrival_a_step_later():
+    cfg = EngineConfig(8192, 64, 10_000, 16, 4096, prefix_caching=False)
+    sync = EngineConfig(8192, 64, 10_000, 16, 4096, prefix_caching=False, async_scheduling=False)
+    load = Load(100, 50, 2, request_rate=200.0, burstiness=math.inf)  # second prompt 5 ms after the first
+    a, s = simulate(ToyCost(), cfg, load), simulate(ToyCost(), sync, load)
+    assert a.ttft_s[1] > s.ttft_s[1]
+
+
+def test_closed_loop_keeps_the_concurrency():
+    """--max-concurrency 4 over 40 prompts: the mean in flight (Little's law over the run) is close to 4."""
+    res = simulate(ToyCost(), BIG, Load(500, 50, 40, 4))
+    assert res.e2e_s.sum() / res.duration_s == pytest.approx(4, rel=0.05)
+
+
+def test_arrivals_as_vllm_bench_draws_them():
+    t = planned_sends(Load(10, 10, 500, None, request_rate=5.0))
+    assert t[-1] == pytest.approx(500 / 5.0)  # rescaled so the last send is at num_prompts / rate (serve.py:483)
+    gaps = np.diff(t)
+    assert gaps.std() / gaps.mean() == pytest.approx(1.0, abs=0.15)  # exponential: coefficient of variation 1
+    smooth = np.diff(planned_sends(Load(10, 10, 500, None, request_rate=5.0, burstiness=8.0)))
+    assert smooth.std() / smooth.mean() == pytest.approx(1 / math.sqrt(8), abs=0.06)  # gamma shape k: CV 1/sqrt(k)
+    assert (planned_sends(Load(10, 10, 5)) == 0).all()
+
+
+def test_lengths_as_the_random_dataset_draws_them():
+    ins, outs = sample_lengths(Load(1000, 200, 2000, random_range_ratio=0.5, prefix_len=64))
+    assert ins.min() >= 64 + 500 and ins.max() <= 64 + 1500
+    assert outs.min() >= 100 and outs.max() <= 300
+    assert ins.mean() == pytest.approx(1064, rel=0.03)
+
+
+def test_metrics_are_vllm_benchs():
+    res = simulate(ToyCost(), BIG, Load(300, 20, 30, 8, random_range_ratio=0.3))
+    m = res.metrics((50.0, 90.0, 99.0))
+    assert m["p90_ttft_ms"] == pytest.approx(np.percentile(res.ttft_s, 90) * 1e3)
+    assert m["median_itl_ms"] == pytest.approx(np.median(res.itl_s) * 1e3)
+    tpot = (res.e2e_s - res.ttft_s) / (res.output_lens - 1)
+    assert m["mean_tpot_ms"] == pytest.approx(tpot.mean() * 1e3)
+    assert len(res.itl_s) == int((res.output_lens - 1).sum())  # one gap per streamed token after the first
+    assert m["output_throughput"] == pytest.approx(res.output_lens.sum() / res.duration_s)
+
+
+def test_a_thousand_requests_run_fast():
+    cost = step_cost(SPEC, GPU, BF16, FP8)
+    start = time.perf_counter()
+    simulate(cost, BIG, Load(1024, 256, 1000, 64))
+    simulate(cost, BIG, Load(1024, 256, 1000, None, request_rate=20.0))
+    assert time.perf_counter() - start < 3.0  # ~0.3 s on an idle core; generous for a shared CI runner
