@@ -30,6 +30,7 @@ from typing import Any
 from .errors import UsageError, shown
 from .input_files import exists
 from .formats import WEIGHT_FORMATS, WeightFormat
+from .layouts import Layout
 from .quant_config import QuantScheme, find_quant_config, parse_scheme
 from .safetensors_header import TensorEntry, read_header
 
@@ -360,6 +361,27 @@ def _is_mtp(name: str, num_layers: int) -> bool:
     return bool(m and int(m.group(1)) >= num_layers and "vision" not in name and "visual" not in name)
 
 
+def _check_complete(spec: Any, ck: Checkpoint, total: int) -> None:
+    """A partial download (a shard missing, a file cut short and rewritten) is one clear line, not a plan of a model
+    with no weights: its tensors must cover every decoder layer the config names (when they are named
+    model.layers.N.*), and hold at least the parameters outside the Linear layers (embeddings, norms) at one byte
+    each, which every complete checkpoint keeps in 8 bits or more."""
+    where = ck.origin.split(" ", 1)[-1]
+    layers = {int(m.group(1)) for t in ck.tensors for m in [_LAYER.search(t.name)] if m}
+    if layers:
+        missing = [i for i in range(spec.num_layers) if i not in layers]
+        if missing:
+            raise UsageError(f"checkpoint {shown(where, 80)} is partial: its safetensors hold tensors of "
+                             f"{spec.num_layers - len(missing)} of the {spec.num_layers} layers its config.json "
+                             f"names (layer {missing[0]} is missing); download the rest, or pass the config.json "
+                             "alone for the closed-form estimate")
+    floor = max(spec.params.total - spec.linear_params, 0)
+    if total < floor:
+        raise UsageError(f"checkpoint {shown(where, 80)} is partial: its safetensors hold {total:,} bytes, less than "
+                         f"the {floor:,} parameters outside its Linear layers (embeddings, norms) at one byte each; "
+                         "download the rest, or pass the config.json alone for the closed-form estimate")
+
+
 def weights_total(spec: Any, ck: Checkpoint) -> WeightsTotal:
     """The checkpoint's weight bytes and where they came from (headers > index total > closed form)."""
     if ck.tensors is not None:
@@ -370,6 +392,7 @@ def weights_total(spec: Any, ck: Checkpoint) -> WeightsTotal:
                 skipped += t.nbytes
                 continue
             total += t.nbytes
+        _check_complete(spec, ck, total)
         detail = (f"{len(ck.tensors):,} tensors in {ck.header_files} safetensors file(s): {total:,} bytes")
         if skipped:
             detail += f" ({skipped:,} bytes of MTP layers past layer {spec.num_layers - 1} left out: vLLM skips them)"
@@ -487,9 +510,9 @@ class CheckpointWeights(WeightFormat):
 # Blackwell, a weight-only Marlin kernel on Ampere and Hopper)
 _EXTRA = {
     "mxfp4": WeightFormat("mxfp4", "MXFP4", "OCP MX fp4 (e2m1) with an e8m0 scale per 32", 4, True, True, 10.0,
-                          "low", ("hf", "vllm")),
+                          "low", ("hf", "vllm"), layout=Layout("mxfp4", 4, group_size=32)),
     "nvfp4": WeightFormat("nvfp4", "NVFP4", "NVIDIA fp4 (e2m1) with an fp8 scale per 16", 4, True, True, 10.0,
-                          "low", ("vllm",)),
+                          "low", ("vllm",), layout=Layout("nvfp4", 4, group_size=16, input_scales=2)),
 }
 
 
@@ -504,7 +527,7 @@ def checkpoint_format(spec: Any, ck: Checkpoint) -> CheckpointWeights:
         name=base.name, label=f"checkpoint {label}", description=f"as the checkpoint ships: {label}",
         bits=base.bits, quantizes_linears=ck.scheme is not None, needs_unpack=base.needs_unpack,
         native_min_compute_capability=base.native_min_compute_capability, quality_risk=base.quality_risk,
-        quality_risk_small=base.quality_risk_small,
+        quality_risk_small=base.quality_risk_small, layout=base.layout,
         engines=("vllm",) if ck.scheme and ck.scheme.method == "modelopt" else ("hf", "vllm"),
         total_bytes=total.bytes, encoder_bytes=encoder_bytes_inside(spec, ck, total.source),
         source=total.source, detail=total.detail,

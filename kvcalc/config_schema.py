@@ -96,6 +96,11 @@ class DecoderConfig(BaseModel):
                 value = rope["partial_rotary_factor"]
                 if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
                     raise ValueError(f"{key}.partial_rotary_factor must be a number in (0, 1] (got {shown(value, 30)})")
+        # every family derives the head width as hidden_size // heads when head_dim is absent (model.py _head_dim)
+        if getattr(self, "head_dim", None) is None and self.hidden_size < self.num_attention_heads:
+            raise ValueError(f"hidden_size ({self.hidden_size}) is smaller than num_attention_heads "
+                             f"({self.num_attention_heads}) and no head_dim is given: the head width hidden_size // "
+                             "heads would be 0")
         return self
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .errors import UsageError, shown
+from .layouts import Layout
 
 
 def _ceil_div(a: int, b: int) -> int:
@@ -33,56 +34,17 @@ class WeightFormat:
     engines: tuple[str, ...]
     quality_risk_small: str | None = None  # the same for models under 4B parameters, where it differs
     quality_note: str = ""
+    layout: Layout | None = None  # how one Linear weight is stored (its bytes); None: a format without a formula
 
     def risk_for(self, params: int) -> str:
         return self.quality_risk_small if (self.quality_risk_small and params < 4_000_000_000) else self.quality_risk
 
     def linear_bytes(self, in_features: int, out_features: int, dtype_bytes: int = 2) -> int:
-        """Bytes of one quantized Linear weight (bias excluded; biases stay in the compute dtype)."""
-        n = in_features * out_features
-        name = self.name
-        if name in ("bf16", "fp16"):
-            return n * 2
-        if name == "fp32":
-            return n * 4
-        if name == "fp8":
-            # vLLM Fp8LinearMethod: 1 byte per weight + an fp32 per-tensor weight_scale.
-            return n + 4
-        if name == "int8":
-            # bitsandbytes LLM.int8 (Int8Params): int8 weight + fp32 row scale (SCB) per output row.
-            return n + out_features * 4
-        if name == "nf4":
-            # bitsandbytes Params4bit: two 4-bit codes per uint8 + one fp32 absmax per block of 64.
-            return _ceil_div(n, 2) + _ceil_div(n, 64) * 4
-        if name == "nf4-dq":
-            # double quant: absmax stored as uint8 per 64-block, re-quantized with an fp32 absmax per 256 of
-            # them, plus the fp32 offset and the 256-entry fp32 code table of the nested state.
-            blocks = _ceil_div(n, 64)
-            return _ceil_div(n, 2) + blocks + _ceil_div(blocks, 256) * 4 + 4 + 256 * 4
-        if name == "awq":
-            # AWQ GEMM layout, group 128: qweight int32 [in, out/8]; qzeros int32 [in/128, out/8];
-            # scales fp16 [in/128, out].
-            groups = _ceil_div(in_features, 128)
-            return n // 2 + groups * out_features // 2 + groups * out_features * 2
-        if name == "gptq":
-            # GPTQ (exllama/marlin checkpoint layout), group 128: qweight int32 [in/8, out]; qzeros int32
-            # [in/128, out/8]; scales fp16 [in/128, out]; g_idx int32 [in].
-            groups = _ceil_div(in_features, 128)
-            return n // 2 + groups * out_features // 2 + groups * out_features * 2 + in_features * 4
-        if name == "w4a16":
-            # compressed-tensors W4A16 pack-quantized (vLLM compressed_tensors_wNa16.py create_weights), symmetric,
-            # group 128: weight_packed int32 [out, in/8]; weight_scale [out, in/128] in the compute dtype;
-            # weight_shape int64 [2]
-            groups = _ceil_div(in_features, 128)
-            return out_features * _ceil_div(in_features, 8) * 4 + out_features * groups * dtype_bytes + 16
-        if name == "w8a8":
-            # compressed-tensors W8A8 int8 (vLLM compressed_tensors_w8a8_int8.py create_weights), channel strategy,
-            # dynamic per-token activations: int8 weight [out, in] + fp32 weight_scale [out, 1]
-            return n + out_features * 4
-        if name == "hqq4":
-            # hqq 4-bit, group 64 along the input axis: packed uint8 + scale and zero in the compute dtype.
-            return _ceil_div(n, 2) + _ceil_div(n, 64) * 2 * dtype_bytes
-        raise AssertionError(f"no layout for weight format {name}")  # unreachable for registered formats
+        """Bytes of one Linear weight in this format (bias excluded; biases stay in the compute dtype): its layout's
+        formula (kvcalc/layouts.py, the one byte table of a Linear)."""
+        if self.layout is None:
+            raise AssertionError(f"no layout for weight format {self.name}")  # every registered format has one
+        return self.layout.linear_bytes(in_features, out_features, dtype_bytes)
 
 
 _NF4_NOTE = ("4-bit weights on ~3B models can fall into repetition loops; 7B+ models degrade less "
@@ -93,49 +55,61 @@ WEIGHT_FORMATS: dict[str, WeightFormat] = {
     for f in (
         WeightFormat(name="bf16", label="BF16", description="bfloat16, as released", bits=16, quantizes_linears=False,
                      needs_unpack=False, native_min_compute_capability=8.0, quality_risk="none",
-                     engines=("hf", "vllm")),
+                     engines=("hf", "vllm"),
+                     layout=Layout("dense", 16)),
         WeightFormat(name="fp16", label="FP16", description="float16", bits=16, quantizes_linears=False,
                      needs_unpack=False, native_min_compute_capability=None, quality_risk="none",
-                     engines=("hf", "vllm")),
+                     engines=("hf", "vllm"),
+                     layout=Layout("dense", 16)),
         WeightFormat(name="fp32", label="FP32", description="float32", bits=32, quantizes_linears=False,
-                     needs_unpack=False, native_min_compute_capability=None, quality_risk="none", engines=("hf",)),
+                     needs_unpack=False, native_min_compute_capability=None, quality_risk="none", engines=("hf",),
+                     layout=Layout("dense", 32)),
         WeightFormat(name="fp8", label="FP8 W8",
                      description="fp8 e4m3 weights, per-tensor scale (vLLM quantization=fp8)", bits=8,
                      quantizes_linears=True, needs_unpack=False, native_min_compute_capability=8.9, quality_risk="low",
-                     engines=("vllm",)),
+                     engines=("vllm",),
+                     layout=Layout("fp8", 8, strategy="tensor", scale_bytes=4)),
         WeightFormat(name="int8", label="INT8", description="bitsandbytes LLM.int8 (8-bit weights, fp32 row scales)",
                      bits=8, quantizes_linears=True, needs_unpack=True, native_min_compute_capability=None,
-                     quality_risk="low", engines=("hf",)),
+                     quality_risk="low", engines=("hf",),
+                     layout=Layout("bnb8", 8)),
         WeightFormat(name="nf4", label="NF4", description="bitsandbytes NF4, block 64, fp32 absmax (0.5625 B/param)",
                      bits=4, quantizes_linears=True, needs_unpack=True, native_min_compute_capability=None,
                      quality_risk="moderate", engines=("hf", "vllm"), quality_risk_small="high",
-                     quality_note=_NF4_NOTE),
+                     quality_note=_NF4_NOTE,
+                     layout=Layout("nf4", 4)),
         WeightFormat(name="nf4-dq", label="NF4+DQ",
                      description="bitsandbytes NF4 with double quantization (~0.516 B/param)", bits=4,
                      quantizes_linears=True, needs_unpack=True, native_min_compute_capability=None,
-                     quality_risk="moderate", engines=("hf",), quality_risk_small="high", quality_note=_NF4_NOTE),
+                     quality_risk="moderate", engines=("hf",), quality_risk_small="high", quality_note=_NF4_NOTE,
+                     layout=Layout("nf4-dq", 4)),
         WeightFormat(name="awq", label="AWQ int4", description="AWQ int4, group 128, fp16 scales and packed zeros",
                      bits=4, quantizes_linears=True, needs_unpack=True, native_min_compute_capability=7.5,
                      quality_risk="low", engines=("hf", "vllm"), quality_risk_small="moderate",
-                     quality_note="calibrated on data: usually better than NF4 at the same size"),
+                     quality_note="calibrated on data: usually better than NF4 at the same size",
+                     layout=Layout("awq", 4, group_size=128, zero_points=True)),
         WeightFormat(name="gptq", label="GPTQ int4",
                      description="GPTQ int4, group 128, fp16 scales, packed zeros, g_idx", bits=4,
                      quantizes_linears=True, needs_unpack=True, native_min_compute_capability=7.5, quality_risk="low",
-                     engines=("hf", "vllm"), quality_risk_small="moderate", quality_note="calibrated on data"),
+                     engines=("hf", "vllm"), quality_risk_small="moderate", quality_note="calibrated on data",
+                     layout=Layout("gptq", 4, group_size=128, zero_points=True)),
         WeightFormat(name="w4a16", label="W4A16 int4",
                      description="compressed-tensors W4A16: int4 packed in int32, group 128, 16-bit scales "
                      "(llm-compressor's '.w4a16' checkpoints)", bits=4, quantizes_linears=True, needs_unpack=True,
                      native_min_compute_capability=8.0, quality_risk="low", engines=("vllm",),
-                     quality_risk_small="moderate", quality_note="calibrated on data (GPTQ)"),
+                     quality_risk_small="moderate", quality_note="calibrated on data (GPTQ)",
+                     layout=Layout("wna16", 4, group_size=128, scale_bytes=0)),
         WeightFormat(name="w8a8", label="W8A8 int8",
                      description="compressed-tensors W8A8 int8: per-channel fp32 weight scales, dynamic per-token "
                      "int8 activations (llm-compressor's '.w8a8' checkpoints)", bits=8, quantizes_linears=True,
-                     needs_unpack=False, native_min_compute_capability=7.5, quality_risk="low", engines=("vllm",)),
+                     needs_unpack=False, native_min_compute_capability=7.5, quality_risk="low", engines=("vllm",),
+                     layout=Layout("int8", 8, strategy="channel", scale_bytes=4)),
         WeightFormat(name="hqq4", label="HQQ 4-bit",
                      description="hqq 4-bit weights, group 64, scale+zero in the compute dtype", bits=4,
                      quantizes_linears=True, needs_unpack=True, native_min_compute_capability=None,
                      quality_risk="moderate", engines=("hf",), quality_risk_small="high",
-                     quality_note="calibration-free"),
+                     quality_note="calibration-free",
+                     layout=Layout("hqq", 4, group_size=64, scale_bytes=0, flat_groups=True)),
     )
 }
 

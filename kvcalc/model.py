@@ -27,6 +27,7 @@ expert width).
 from __future__ import annotations
 
 import math
+from functools import cached_property
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -131,9 +132,10 @@ class ModelSpec:
     def linear_params(self) -> int:
         return sum(g.params for g in self.linears)
 
-    @property
-    def layer_kinds(self) -> set[str]:
-        return {layer.kind for layer in flatten(self.layers)}
+    @cached_property
+    def layer_kinds(self) -> frozenset[str]:
+        # cached: the profile and the search ask it ~10^4 times per answer; layers are fixed once the spec is built
+        return frozenset(layer.kind for layer in flatten(self.layers))
 
 
 def _get(cfg: dict[str, Any], *names: str, default: Any = None) -> Any:

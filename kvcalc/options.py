@@ -34,6 +34,7 @@ from typing import Any, Callable
 import click
 
 from . import limits
+from .formats import WEIGHT_FORMATS  # --weights lists the registry: a new format needs no help edit
 from .errors import UsageError, shown
 from .units import parse_bytes, parse_tokens, parse_vllm_int
 
@@ -275,8 +276,8 @@ PLAN_OPTIONS: list[Option] = [
            f"k = 1,024); at most {limits.MAX_CONTEXT:,} [default: 8k, or --vllm-command's max_model_len]."),
     Option("batch", POSITIVE, 1, f"concurrent requests (at most {limits.MAX_BATCH:,}).", show_default=True),
     Option("engine", click.Choice(ENGINES), "both", show_default=True),
-    Option("weights", NAMES, None, "weight format(s): bf16, fp8, int8, nf4, nf4-dq, awq, gptq, hqq4; a list "
-           "(awq,fp8) shows each beside the baseline."),
+    Option("weights", NAMES, None, f"weight format(s): {', '.join(WEIGHT_FORMATS)}; a list (awq,fp8) shows each "
+           "beside the baseline."),
     Option("quantization", NAME, None, "vLLM's --quantization (awq, awq_marlin, gptq, gptq_marlin, fp8, "
            "bitsandbytes): sets --weights.", aliases=("-q",)),
     Option("kv", NAMES, None, "KV format(s): auto, fp8, fp8-e5m2, int8/fp8/int4_per_token_head, nvfp4 (vLLM); hqq-8 (int8), hqq-4, "

@@ -452,15 +452,17 @@ def _vllm_row(req: PlanRequest, choice: FormatChoice) -> Row | None:
     concurrency = est.concurrency_at(req.context)
     fits, shortfall = _fits_batch(req, est, concurrency)
     held = held_batch(req.batch, concurrency, est.max_num_seqs)
+    # --dtype float32 doubles the weights a step reads, as it doubles the weights vLLM loads
+    dtype_bytes = dtype_bytes_for(req.dtype)
     speed = decode_speed(req.spec, req.gpu, "vllm", w, k, held, req.context, req.enforce_eager, req.tp,
-                         pp=req.pp, kv_bytes_per_token=est.deployment_kv_bytes_per_token)
+                         dtype_bytes=dtype_bytes, pp=req.pp, kv_bytes_per_token=est.deployment_kv_bytes_per_token)
     bench = None
     if req.workload is not None:
         bench = vllm_bench(req.spec, req.gpu, w, k, req.workload, chunk_tokens=est.max_num_batched_tokens,
                            slots=min(est.max_num_seqs, concurrency),
                            kv_bytes_per_token=est.deployment_kv_bytes_per_token, tp=req.tp, pp=req.pp,
                            enforce_eager=req.enforce_eager, est=est if est.fits else None,
-                           entrypoint=req.entrypoint)
+                           entrypoint=req.entrypoint, dtype_bytes=dtype_bytes)
     # capacity as vLLM logs it ("GPU KV cache size"): group-aware, so hybrid models count tokens, not pool blocks.
     # Weights and KV bytes per token are the deployment's: each of tp x pp GPUs holds its share.
     return Row(trust=row_trust(req, "vllm", w, k, bench), config=choice.key, label=choice.label, engine="vllm",
@@ -666,7 +668,8 @@ def plan_json(req: PlanRequest, rows: list[Row], warnings: list[str], sweep: lis
         "warnings": warnings,
         "rows": [r.to_json() for r in rows],
         "tp_sweep": [o.to_json() for o in sweep] if sweep else None,
-    } | ({"workload": {**asdict(req.workload), "assumptions": list(WORKLOAD_ASSUMPTIONS)}}
+    } | ({"workload": {**{k: list(v) if isinstance(v, tuple) else v for k, v in asdict(req.workload).items()},
+                       "assumptions": list(WORKLOAD_ASSUMPTIONS)}}  # tuples as JSON lists: the API equals the CLI
          if req.workload is not None else {}) | _revision_json(req.spec)
 
 
@@ -742,7 +745,8 @@ def tp_sweep(req: PlanRequest, sizes: tuple[int, ...] | None = None) -> list[TpO
         est = vllm_engine.estimate(req.spec, req.gpu, req.vllm_settings(choice, tp=tp))
         concurrency = est.concurrency_at(req.context)
         speed = decode_speed(req.spec, req.gpu, "vllm", w, k, held_batch(req.batch, concurrency, est.max_num_seqs),
-                             req.context, req.enforce_eager, tp, kv_bytes_per_token=est.deployment_kv_bytes_per_token)
+                             req.context, req.enforce_eager, tp, dtype_bytes=dtype_bytes_for(req.dtype),
+                             kv_bytes_per_token=est.deployment_kv_bytes_per_token)
         fits, shortfall = _fits_batch(req, est, concurrency)
         out.append(TpOption(tp, fits, shortfall, est.weights_bytes, est.logged_kv_tokens, concurrency,
                             speed.tokens_per_s, held_batch(req.batch, concurrency, est.max_num_seqs), est.fits))

@@ -47,81 +47,10 @@ from functools import lru_cache
 from typing import Any
 
 from .errors import UsageError, shown
+from .layouts import Layout  # the layout of a checkpoint's Linears: read here, defined (with its bytes) there
 
 KNOWN_METHODS = ("awq", "awq_marlin", "gptq", "gptq_marlin", "compressed-tensors", "fp8", "bitsandbytes", "mxfp4",
                  "hqq", "modelopt", "modelopt_fp4", "torchao")
-
-
-def _cdiv(a: int, b: int) -> int:
-    return -(-a // b)
-
-
-@dataclass(frozen=True)
-class Layout:
-    """How one quantized Linear weight is stored. `kind` picks the formula; the rest are its parameters."""
-
-    kind: str  # awq | gptq | fp8 | int8 | wna16 | nvfp4 | mxfp4 | nf4 | nf4-dq | bnb8 | hqq | int4-tinygemm
-    bits: int
-    group_size: int = 0  # elements per scale along the input axis; 0: per channel (one group per row)
-    strategy: str = "tensor"  # fp8/int8 scales: tensor | channel | block | group
-    block: tuple[int, int] | None = None  # (out, in) block of block-wise scales
-    scale_bytes: int = 2  # bytes of one scale (fp16/bf16 2, fp32 4, fp8/e8m0 1)
-    zero_points: bool = False  # asymmetric WNA16: packed zero points stored too
-    input_scales: int = 0  # fp32 scalars stored per Linear besides the weight scales (static input scale, globals)
-
-    def linear_bytes(self, fin: int, fout: int) -> int:
-        n, b = fin * fout, self.bits
-        if self.kind in ("awq", "gptq"):
-            groups = 1 if self.group_size <= 0 else _cdiv(fin, self.group_size)
-            packed = n * b // 8 if n * b % 8 == 0 else _cdiv(n * b, 32) * 4
-            zeros = _cdiv(groups * fout * b, 32) * 4
-            scales = groups * fout * self.scale_bytes
-            return packed + zeros + scales + (fin * 4 if self.kind == "gptq" else 0)
-        if self.kind == "wna16":
-            groups = 1 if self.group_size <= 0 else _cdiv(fin, self.group_size)
-            packed = fout * _cdiv(fin * b, 32) * 4  # weight_packed int32 [out, in * b / 32]
-            zeros = _cdiv(fout * b, 32) * 4 * groups if self.zero_points else 0  # int32 [out * b / 32, G]
-            return packed + groups * fout * self.scale_bytes + 2 * 8 + zeros  # + weight_shape int64 [2]
-        if self.kind in ("fp8", "int8"):
-            if self.strategy == "block" and self.block:
-                scales = _cdiv(fout, self.block[0]) * _cdiv(fin, self.block[1])
-            elif self.strategy == "channel":
-                scales = fout
-            elif self.strategy == "group":
-                scales = fout * _cdiv(fin, self.group_size)
-            else:
-                scales = 1
-            return n + scales * self.scale_bytes + 4 * self.input_scales
-        if self.kind == "nvfp4":  # uint8 [out, in/2] + fp8 e4m3 scale per 16 + fp32 global scale(s)
-            return _cdiv(n, 2) + fout * _cdiv(fin, self.group_size or 16) + 4 * self.input_scales
-        if self.kind == "mxfp4":  # uint8 [out, in/2] (two e2m1 per byte) + one e8m0 byte per 32
-            return _cdiv(n, 2) + fout * _cdiv(fin, self.group_size or 32)
-        if self.kind == "mxfp8":
-            return n + fout * _cdiv(fin, 32)
-        if self.kind == "nf4":  # bitsandbytes Params4bit: uint8 n/2 + fp32 absmax per 64
-            return _cdiv(n, 2) + _cdiv(n, 64) * 4
-        if self.kind == "nf4-dq":  # absmax as uint8 + fp32 absmax per 256 of them + fp32 offset + 256-entry code
-            blocks = _cdiv(n, 64)
-            return _cdiv(n, 2) + blocks + _cdiv(blocks, 256) * 4 + 4 + 256 * 4
-        if self.kind == "bnb8":  # Int8Params: int8 + fp32 SCB per output row
-            return n + fout * 4
-        if self.kind == "hqq":  # W_q packed b-bit + zero and scale [out, in/group] in the compute dtype
-            return _cdiv(n * b, 8) + 2 * fout * _cdiv(fin, self.group_size) * self.scale_bytes
-        if self.kind == "int4-tinygemm":  # torchao Int4WeightOnly: packed int4 + bf16 scale_and_zero [in/g, out, 2]
-            return _cdiv(n, 2) + _cdiv(fin, self.group_size) * fout * 2 * 2
-        raise AssertionError(f"no byte formula for layout {self.kind}")
-
-    def describe(self) -> str:
-        if self.kind in ("awq", "gptq", "wna16"):
-            g = f"group {self.group_size}" if self.group_size > 0 else "per channel"
-            return f"int{self.bits} {g}"
-        if self.kind in ("fp8", "int8"):
-            scale = {"block": f"{self.block[0]}x{self.block[1]} block" if self.block else "block",
-                     "channel": "per-channel", "group": f"group {self.group_size}"}.get(self.strategy, "per-tensor")
-            return f"{self.kind} {scale} scales"
-        return {"nvfp4": "NVFP4 (group 16)", "mxfp4": "MXFP4 (group 32)", "mxfp8": "MXFP8", "nf4": "NF4",
-                "nf4-dq": "NF4 double-quant", "bnb8": "int8 (LLM.int8)", "hqq": f"HQQ {self.bits}-bit",
-                "int4-tinygemm": f"int4 group {self.group_size}"}.get(self.kind, self.kind)
 
 
 @dataclass(frozen=True)
@@ -164,37 +93,50 @@ class QuantScheme:
         return None
 
     def _ignored(self, paths: list[str]) -> bool:
-        matcher = _ignore_regex(self.ignore, self.match)
-        return matcher is not None and any(matcher.match(path) for path in paths)
+        matcher = _ignore_matcher(self.ignore, self.match)
+        return matcher is not None and any(matcher(path) for path in paths)
 
 
 @lru_cache(maxsize=64)
-def _ignore_regex(patterns: tuple[str, ...], style: str) -> re.Pattern | None:
-    """One compiled regex for a whole ignore list (a real list has ~300 per-layer entries; matching them one by
-    one for every Linear of every layer would cost seconds). Each entry matches as its method matches it:
+def _ignore_matcher(patterns: tuple[str, ...], style: str):
+    """One matcher for a whole ignore list, each entry matching as its method matches it:
     - `re:` entries (compressed-tensors): re.match from the start (utils.py _is_equal_or_regex_match);
     - substring (awq.py is_layer_skipped_awq, bitsandbytes.py is_layer_skipped_bnb): anywhere in the path;
-    - component (hqq_marlin.py is_layer_skipped): equal to one dot-separated component;
+    - component (hqq_marlin.py is_layer_skipped): equal to one dot-separated component (or a dotted run of them);
     - exact (fp8, modelopt, compressed-tensors names): the module itself or a parent of it, or an fnmatch glob
-      (modelopt.py) on the module or its parent."""
-    parts = []
-    for pattern in patterns:
+      (modelopt.py) on the module or its parent.
+    Plain names are looked up in sets (a path's parents, components or substrings of the lengths listed), so the
+    cost per path does not grow with the list: a real list has ~300 per-layer entries, a hostile one 100,000, and
+    one regex alternation of them took seconds per model. Only `re:` entries and globs go through a regex."""
+    names = set()
+    regexes = []
+    for pattern in dict.fromkeys(patterns):
         if pattern.startswith("re:"):
             try:
                 re.compile(pattern[3:])
             except re.error:
                 continue
-            parts.append(pattern[3:])
-        elif style == "substring":
-            parts.append(".*" + re.escape(pattern))
-        elif style == "component":
-            parts.append(r"(?:.*\.)?" + re.escape(pattern) + r"(?:\..*)?\Z")
+            regexes.append(pattern[3:])
         else:
-            parts.append(re.escape(pattern) + r"(?:\..*)?\Z")
-            if any(ch in pattern for ch in "*?["):
-                parts.append(fnmatch.translate(pattern))
-                parts.append(fnmatch.translate(pattern + ".*"))
-    return re.compile("|".join(f"(?:{p})" for p in parts), re.S) if parts else None
+            names.add(pattern)
+            if style == "exact" and any(ch in pattern for ch in "*?["):
+                regexes += [fnmatch.translate(pattern), fnmatch.translate(pattern + ".*")]
+    if not names and not regexes:
+        return None
+    regex = re.compile("|".join(f"(?:{r})" for r in regexes), re.S) if regexes else None
+    lengths = sorted({len(n) for n in names})
+
+    def matches(path: str) -> bool:
+        if regex is not None and regex.match(path):
+            return True
+        if style == "substring":
+            return any(path[i:i + n] in names for n in lengths for i in range(len(path) - n + 1))
+        parts = path.split(".")
+        if style == "component":
+            return any(".".join(parts[i:j]) in names for i in range(len(parts)) for j in range(i + 1, len(parts) + 1))
+        return any(".".join(parts[:j]) in names for j in range(1, len(parts) + 1))  # the module or a parent
+
+    return matches
 
 
 def _target_matches(target: str, path: str) -> bool:
@@ -250,6 +192,9 @@ def parse_scheme(qc: dict[str, Any] | None, hf_quant: dict[str, Any] | None = No
         qc = {**qc, "quant_method": "modelopt"}  # ModelOpt's config.json copy without quant_method
     if (qc is None or not qc.get("quant_method")) and hf_quant is not None:
         # vLLM reads hf_quant_config.json when config.json has no quantization_config (ModelOpt exports)
+        if not isinstance(hf_quant, dict):
+            raise UsageError(f"hf_quant_config.json is not a JSON object (it is a {type(hf_quant).__name__}); "
+                             "ModelOpt writes {\"quantization\": {...}}")
         quant = hf_quant.get("quantization")
         if not isinstance(quant, dict):
             raise UsageError("hf_quant_config.json has no 'quantization' object")

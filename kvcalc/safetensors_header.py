@@ -7,8 +7,9 @@ buffer. We parse it ourselves (struct + json): no torch, no safetensors package,
 (the safetensors library's own limit is 100,000,000 bytes, MAX_HEADER_SIZE in safetensors/src/tensor.rs), so a
 corrupt length cannot make kvcalc read gigabytes.
 
-Every tensor's byte count is checked against its dtype x shape and its data_offsets, so a header that lies is refused
-with one line naming the file and the tensor.
+Every tensor's byte count is checked against its dtype x shape and its data_offsets, the ranges must be disjoint and
+inside the file's buffer, and a tensor name may appear once (the safetensors library refuses the same: InvalidOffset,
+duplicate keys), so a header that lies is refused with one line naming the file and the tensor.
 """
 
 from __future__ import annotations
@@ -84,7 +85,9 @@ def read_header(path: str) -> list[TensorEntry]:
     if len(raw) != n:
         raise _fail(path, "the file shrank while it was read")
     try:
-        header = json.loads(raw.decode("utf-8"))
+        header = json.loads(raw.decode("utf-8"), object_pairs_hook=_no_duplicates)
+    except _Duplicate as exc:
+        raise _fail(path, f"header names {shown(str(exc), 60)} twice") from None
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError, ValueError) as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise _fail(path, f"header is not valid JSON ({shown(first, 80, quote=False)})") from None
@@ -94,16 +97,50 @@ def read_header(path: str) -> list[TensorEntry]:
         raise _fail(path, f"header lists {len(header):,} tensors (more than {MAX_TENSORS:,})")
     buffer = size - 8 - n
     out: list[TensorEntry] = []
+    ranges: list[tuple[int, int, str]] = []
     for name, info in header.items():
         if name == "__metadata__":
             if info is not None and not isinstance(info, dict):
                 raise _fail(path, "__metadata__ is not an object")
             continue
-        out.append(_entry(path, name, info, buffer))
+        out.append(_entry(path, name, info, buffer, ranges))
+    _check_disjoint(path, ranges)
     return out
 
 
-def _entry(path: str, name: str, info: object, buffer: int) -> TensorEntry:
+class _Duplicate(ValueError):
+    pass
+
+
+def _no_duplicates(pairs: list[tuple[str, object]]) -> dict:
+    """json's object hook: a key given twice is an error (json.loads would keep the last one silently)."""
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _Duplicate(key)
+            seen.add(key)
+    return out
+
+
+def _check_disjoint(path: str, ranges: list[tuple[int, int, str]]) -> None:
+    """No two tensors share a byte: 10,000 tensors on one 2 MiB range would count 20 GB of weights in a 3 MB
+    file. Empty tensors (begin == end) hold no byte and may sit anywhere."""
+    ranges.sort()
+    last_end, last_name = 0, ""
+    for begin, end, name in ranges:
+        if begin == end:
+            continue
+        if begin < last_end:
+            raise _fail(path, f"tensor {shown(name, 60)} (bytes {begin:,}..{end:,}) overlaps tensor "
+                              f"{shown(last_name, 60)} (ending at byte {last_end:,}): not a safetensors file a "
+                              "library would load")
+        last_end, last_name = end, name
+
+
+def _entry(path: str, name: str, info: object, buffer: int,
+           ranges: list[tuple[int, int, str]] | None = None) -> TensorEntry:
     """One tensor, checked. The common case runs without building any message (a DeepSeek-V3-sized checkpoint
     has ~90,000 tensors); anything unusual goes through _checked_entry, which names what is wrong."""
     try:
@@ -118,10 +155,16 @@ def _entry(path: str, name: str, info: object, buffer: int) -> TensorEntry:
             else:
                 nbytes = -(-bits * elements // 8)
                 if 0 <= begin <= end <= buffer and end - begin == nbytes:
+                    if ranges is not None:
+                        ranges.append((begin, end, name))
                     return TensorEntry(name, dtype, tuple(shape), nbytes)
     except (TypeError, KeyError, ValueError):
         pass
-    return _checked_entry(path, name, info, buffer)
+    entry = _checked_entry(path, name, info, buffer)
+    if ranges is not None:
+        begin, end = info["data_offsets"]  # type: ignore[index]  # checked just now
+        ranges.append((begin, end, name))
+    return entry
 
 
 def _checked_entry(path: str, name: str, info: object, buffer: int) -> TensorEntry:
@@ -150,8 +193,10 @@ def _checked_entry(path: str, name: str, info: object, buffer: int) -> TensorEnt
 def header_from_json(name: str, header: dict) -> list[TensorEntry]:
     """Entries from an already-parsed header (the hub's header metadata); the same checks but the file size."""
     out = []
+    ranges: list[tuple[int, int, str]] = []
     for key, info in header.items():
         if key == "__metadata__":
             continue
-        out.append(_entry(name, key, info, 2**63))
+        out.append(_entry(name, key, info, 2**63, ranges))
+    _check_disjoint(name, ranges)
     return out

@@ -14,7 +14,7 @@ from pathlib import Path
 from .engines import vllm as vllm_engine
 from .errors import UnsupportedModelError
 from .formats import kv_format
-from .plan import FormatChoice, PlanRequest, Row, configs_for, plan
+from .plan import FormatChoice, PlanRequest, Row, configs_for, dtype_bytes_for, plan
 from .throughput import decode_speed
 
 MAX_CONTEXT = 128 * 1024
@@ -121,7 +121,7 @@ def speed_series(req: PlanRequest, context: int | None = None) -> dict[str, list
         points = []
         for batch in BATCHES:
             d = decode_speed(req.spec, req.gpu, "vllm", w, k, batch, context, req.enforce_eager, req.tp, pp=req.pp,
-                             kv_bytes_per_token=per_token)
+                             kv_bytes_per_token=per_token, dtype_bytes=dtype_bytes_for(req.dtype))
             points.append(SpeedPoint(batch, d.tokens_per_s, batch <= capacity, d.bound))
         out[kv] = points
     return out

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from .constants import load
 from .engines.hf import hf_bytes_per_token
 from .engines.vllm_specs import vllm_bytes_per_token
-from .engines.weights import weight_bytes, weight_bytes_read_per_token
+from .engines.weights import vllm_text_weight_bytes, weight_bytes, weight_bytes_read_per_token
 from .formats import KvFormat, WeightFormat
 from .hardware import GpuProfile
 from .layers import CompressedSparseAttention, FullAttention, MultiLatentAttention
@@ -341,13 +341,15 @@ class WeightSplit:
 
 
 def weight_split(spec: ModelSpec, weights: WeightFormat, dtype_bytes: int = 2) -> WeightSplit:
-    total = weight_bytes(spec, weights, dtype_bytes, encoders=False)  # a decode step does not run the encoders
+    total = vllm_text_weight_bytes(spec, weights, dtype_bytes)  # as vLLM loads them; a step runs no encoder
     embed = spec.params.embedding * dtype_bytes if not spec.tie_word_embeddings else 0
     ratio = total / max(spec.params.total, 1)
     active = spec.params.active - (spec.params.embedding if not spec.tie_word_embeddings else 0)
     quantized = spec.linear_params / max(spec.params.total, 1) if weights.quantizes_linears else 0.0
     if spec.moe is None or spec.params.active_mlp is None or spec.moe.num_experts <= spec.moe.experts_per_token:
-        return WeightSplit(total - embed, active, 0.0, 0.0, quantized, 0, 0, 0)
+        # a checkpoint's exact total below its embedding table cannot be read as negative bytes (a fractional
+        # power of them is complex); checkpoint.py refuses partial checkpoints, this keeps the formula total
+        return WeightSplit(max(total - embed, 0), active, 0.0, 0.0, quantized, 0, 0, 0)
     e, k = spec.moe.num_experts, spec.moe.experts_per_token
     per_expert = (spec.params.mlp - spec.params.active_mlp) / (e - k)
     expert_bytes = per_expert * ratio

@@ -165,10 +165,12 @@ def parse_mm_limits(text: str) -> dict[str, int]:
             raise UsageError(f"--limit-mm-per-prompt: {shown(key)} is not a modality name (image, video, audio)")
         if isinstance(value, dict):
             value = value.get("count", 1)
-        try:
-            count = int(value)
-        except (TypeError, ValueError):
-            raise UsageError(f"--limit-mm-per-prompt: {shown(key)} needs a count (got {shown(value)})") from None
+        # a whole number: JSON's Infinity/NaN, 1.5, true or 1e30 are not counts (int(inf) would raise OverflowError)
+        if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
+            value = int(value.strip())
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise UsageError(f"--limit-mm-per-prompt: {shown(key)} needs a whole count (got {shown(value)})")
+        count = value
         if count < 0 or count > 1_000_000:
             raise UsageError(f"--limit-mm-per-prompt: {shown(key)} {count} is not a count from 0 to 1,000,000")
         out[str(key)[:40]] = count

@@ -162,14 +162,15 @@ def bench_load(wl: Workload):
 def vllm_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFormat, wl: Workload, *,
                chunk_tokens: int, slots: int, kv_bytes_per_token: float | None = None, tp: int = 1, pp: int = 1,
                enforce_eager: bool = False, est=None, entrypoint: str = "serve", prefix_caching: bool = True,
-               cost=None) -> BenchEstimate:
+               cost=None, dtype_bytes: int = 2) -> BenchEstimate:
     """The workload on vLLM, simulated (kvcalc/serve_sim.py). `est`: the engine's VllmEstimate (num_gpu_blocks,
     block size, layout, max_num_seqs, max_model_len); without it, a pool that holds `slots` requests of the
     workload's longest context and max_num_seqs = slots. `cost`: a step_cost.StepCost to reuse."""
     from .serve_sim import EngineConfig, simulate
     from .step_cost import step_cost
 
-    cost = cost or step_cost(spec, gpu, weights, kv, tp, kv_bytes_per_token, enforce_eager)
+    # dtype_bytes: vLLM's --dtype (float32 steps read twice a bf16 model's weights)
+    cost = cost or step_cost(spec, gpu, weights, kv, tp, kv_bytes_per_token, enforce_eager, dtype_bytes)
     if est is not None and est.layout is not None:
         cfg = EngineConfig(est.max_num_batched_tokens, est.max_num_seqs, est.num_gpu_blocks, est.layout.block_size,
                            est.max_model_len, est.layout.blocks_per_request, prefix_caching)
@@ -214,7 +215,7 @@ def vllm_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFo
 
 def closed_form_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFormat, wl: Workload, *,
                       chunk_tokens: int, slots: int, kv_bytes_per_token: float | None = None, tp: int = 1,
-                      pp: int = 1, enforce_eager: bool = False) -> BenchEstimate:
+                      pp: int = 1, enforce_eager: bool = False, dtype_bytes: int = 2) -> BenchEstimate:
     """A closed form of the workload, for `kvcalc calibrate --bench`'s fit (which evaluates the model thousands of
     times): exact where the simulation reduces to it (a lone prompt's prefill, decode steps with no prefill in them:
     tests/test_serve_sim.py), coarse under load (TTFT = one prefill, the other requests' prefills spread over TPOT;
@@ -222,12 +223,12 @@ def closed_form_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, k
     vllm_bench, the simulation."""
     notes: list[str] = []
     slots = max(1, slots)
-    prefill = prefill_s(spec, gpu, weights, kv, wl.input_len, chunk_tokens, tp, kv_bytes_per_token=kv_bytes_per_token,
-                        enforce_eager=enforce_eager)
+    prefill = prefill_s(spec, gpu, weights, kv, wl.input_len, chunk_tokens, tp, dtype_bytes=dtype_bytes,
+                        kv_bytes_per_token=kv_bytes_per_token, enforce_eager=enforce_eager)
 
     def at(n: int) -> tuple[float, float]:
         step = decode_speed(spec, gpu, "vllm", weights, kv, n, wl.input_len + wl.output_len / 2, enforce_eager, tp,
-                            pp=pp, kv_bytes_per_token=kv_bytes_per_token).step_s
+                            dtype_bytes, pp=pp, kv_bytes_per_token=kv_bytes_per_token).step_s
         if wl.burst:
             # n prompts at once: the i-th waits for the i-1 before it (mean (n+1)/2 prefills) and then decodes while
             # the n-i after it prefill (mean (n-1)/2 prefills spread over its output)
@@ -252,7 +253,7 @@ def closed_form_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, k
         out = _finish(wl, n, ttft, tpot, notes)
         if wl.burst:  # the run lasts until the last prompt, prefilled last, has decoded its output
             step = decode_speed(spec, gpu, "vllm", weights, kv, n, wl.input_len + wl.output_len / 2, enforce_eager,
-                                tp, pp=pp, kv_bytes_per_token=kv_bytes_per_token).step_s
+                                tp, dtype_bytes, pp=pp, kv_bytes_per_token=kv_bytes_per_token).step_s
             duration = n * prefill + (wl.output_len - 1) * step
             out.output_tokens_per_s, out.request_throughput = n * wl.output_len / duration, n / duration
         return out

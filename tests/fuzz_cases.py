@@ -696,11 +696,76 @@ def fit_invariants(doc: dict, argv: list[str]) -> list[str]:
     return problems
 
 
+# ---------------------------------------------------------------------------------------------------------------------
+# the third audit's generators (tests/fuzz_hostile.py): checkpoint folders, JSON option values, hostile web
+# parameters, lying Content-Length
+
+
+def ckpt_case(rng: random.Random) -> Case:
+    """plan/explain/fit on a hostile (or intact) checkpoint folder; the oracle adds: header weights <= file bytes."""
+    import fuzz_hostile as H
+
+    files, kind = H.hostile_checkpoint(rng)
+    command = rng.choice([["plan"], ["plan"], ["explain"], ["fit", "max-context"]])
+    argv = [*command, "--model", "{dir}/ck", "--gpu", rng.choice(["l4", "h200", "t4", "a100-80gb"]),
+            "--context", rng.choice(["1k", "4k"])]
+    if rng.random() < 0.4:
+        argv += ["--engine", rng.choice(["vllm", "hf"]) if command[0] != "fit" else "vllm"]
+    if command[0] != "explain" and rng.random() < 0.7:
+        argv.append("--json")
+    return Case("ckpt", argv, {f"ck/{k}": v for k, v in files.items()}, f"{kind} disk={H.shard_bytes(files)}")
+
+
+def jsonopt_case(rng: random.Random) -> Case:
+    """--limit-mm-per-prompt / --speculative-config JSON with Infinity, NaN, 1e309, wrong types, deep nesting."""
+    import fuzz_hostile as H
+
+    option = rng.choice(["--limit-mm-per-prompt", "--speculative-config"])
+    value = H.mm_limit_value(rng) if option == "--limit-mm-per-prompt" else H.speculative_value(rng)
+    command = rng.choice([["plan"], ["explain"], ["fit", "max-context"]])
+    model = rng.choice(["gemma-3-4b", "llama-3.1-8b", "qwen2.5-vl-7b", "llama-3.2-1b"])
+    argv = [*command, "--model", model, "--gpu", rng.choice(["l4", "h200"]), "--context", "4k", option, value]
+    if command[0] == "plan" and rng.random() < 0.5:
+        argv.append("--json")
+    return Case("jsonopt", argv, label=option)
+
+
+WEB_HOSTILE_PATHS = ["/api/plan", "/api/plan", "/api/explain", "/api/plots", "/api/deploy", "/api/search"]
+
+
+def web_hostile_case(rng: random.Random) -> Case:
+    """An API request whose parameters name server files or hub ids; the oracle adds: no file outside kvcalc's own
+    data was opened while it ran, and no answer is a 200 built from the probe folder."""
+    import fuzz_hostile as H
+    from kvcalc.options import web_table
+
+    path = rng.choice(WEB_HOSTILE_PATHS)
+    table = web_table("search" if path == "/api/search" else "plan")
+    named = [o.name for o in table if o.name in ("model", "vllm_command", "speculative_config", "gpu", "gpus")]
+    names = named if rng.random() < 0.8 else [o.name for o in table]
+    params = H.hostile_web_params(rng, names)
+    if path == "/api/search":
+        params = {"input_len": "1k", "output_len": "64", "concurrency": "4", "gpus": "l4", "tp": "1",
+                  "util": "0.9", "max_num_seqs": "8", **params}
+    method = rng.choice(["GET", "POST"])
+    return Case("web-hostile", ["serve-hostile", method, path, json.dumps(params)], H.probe_files(), method)
+
+
+def lying_length_case(rng: random.Random) -> Case:
+    """Raw HTTP to a real server (kvcalc serve's protocol): bodies shorter than their Content-Length, malformed
+    lengths, headers that never finish; the oracle: the connection ends in time, replies carry the headers."""
+    import fuzz_hostile as H
+
+    return Case("lying-length", ["lying-length", H.lying_request(rng).decode("latin-1")], label="raw")
+
+
 CASE_KINDS = {"cli": cli_case, "config": config_case, "gpu-yaml": gpu_yaml_case, "log": log_case, "search": search_case,
-              "fit": fit_case, "calibrate": calibrate_case, "calibration": calibrated_plan_case, "serve": serve_case}
+              "fit": fit_case, "calibrate": calibrate_case, "calibration": calibrated_plan_case, "serve": serve_case,
+              "ckpt": ckpt_case, "jsonopt": jsonopt_case, "web-hostile": web_hostile_case,
+              "lying-length": lying_length_case}
 # share of each kind in a run
-MIX = {"cli": 0.3, "config": 0.16, "gpu-yaml": 0.08, "log": 0.17, "search": 0.07, "fit": 0.07, "calibrate": 0.05,
-       "calibration": 0.05, "serve": 0.05}
+MIX = {"cli": 0.27, "config": 0.14, "gpu-yaml": 0.07, "log": 0.15, "search": 0.06, "fit": 0.06, "calibrate": 0.04,
+       "calibration": 0.04, "serve": 0.05, "ckpt": 0.05, "jsonopt": 0.03, "web-hostile": 0.03, "lying-length": 0.01}
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -781,6 +846,7 @@ class Outcome:
     error: str | None = None  # "Type: message @ file:line" for a traceback, "hang" for the alarm
     problems: list[str] = field(default_factory=list)
     cpu_seconds: float = 0.0
+    opened: list[str] = field(default_factory=list)  # web-hostile: files opened outside kvcalc's data while it ran
 
 
 class _Alarm(BaseException):
@@ -809,6 +875,21 @@ def run_case(case: Case, folder: Path) -> Outcome:
                     code, body, line = _run_serve(argv)
                     out.write(body)
                     err.write(line + "\n" if line else "")
+                elif argv[0] == "serve-hostile":
+                    import fuzz_hostile as H
+
+                    params = json.loads(argv[3].replace("{probe}", str(folder / "probe")))
+                    with H.opened_files() as opened:
+                        code, body, line = _run_serve(["serve", argv[1], argv[2], json.dumps(params)])
+                    out.write(body)
+                    err.write(line + "\n" if line else "")
+                elif argv[0] == "lying-length":
+                    import fuzz_hostile as H
+
+                    reply, took = H.send_raw(argv[1].encode("latin-1"))
+                    code = 0
+                    out.write(reply.decode("latin-1"))
+                    err.write("".join(f"lying: {p}\n" for p in H.lying_invariants(reply, took)))
                 else:
                     main(argv)
                     code = 0
@@ -829,7 +910,8 @@ def run_case(case: Case, folder: Path) -> Outcome:
             else:
                 os.environ[key] = value
     seconds, cpu = time.perf_counter() - start, time.process_time() - cpu_start
-    outcome = Outcome(case, argv, code, seconds, out.getvalue(), err.getvalue(), error, cpu_seconds=cpu)
+    outcome = Outcome(case, argv, code, seconds, out.getvalue(), err.getvalue(), error, cpu_seconds=cpu,
+                      opened=list(locals().get("opened") or []))
     outcome.problems = judge(outcome)
     return outcome
 
@@ -847,6 +929,13 @@ def judge(o: Outcome) -> list[str]:
         return [f"hang (> {ALARM_S} s)"]
     if o.error:
         return ["traceback " + o.error]
+    if o.argv[0] == "lying-length":  # raw HTTP: its own oracle (fuzz_hostile.lying_invariants)
+        return [line[len("lying: "):] for line in o.stderr.splitlines() if line.startswith("lying: ")]
+    if o.argv[0] == "serve-hostile":
+        problems += [f"read a server file: {p}" for p in o.opened]
+        if o.code == 0 and '"model":"probe' in o.stdout.replace(" ", ""):
+            problems.append("answered with the plan of the probe folder on the server: " + o.argv[3][:120])
+        o = Outcome(o.case, ["serve", *o.argv[1:]], o.code, o.seconds, o.stdout, o.stderr, cpu_seconds=o.cpu_seconds)
     if o.cpu_seconds > SLOW_S:
         problems.append(f"slow {o.cpu_seconds:.1f} s of CPU ({o.seconds:.1f} s wall)")
     if o.code == 2:
@@ -873,6 +962,10 @@ def judge(o: Outcome) -> list[str]:
         problems += [f"{path} = {value!r}" for path, value in _bad_numbers(doc)]
         if o.argv[0] == "plan":
             problems += plan_invariants(doc, o.argv)
+            if o.case.kind == "ckpt":
+                import fuzz_hostile as H
+
+                problems += H.checkpoint_invariants(doc, int(o.case.label.rsplit("disk=", 1)[1]))
         elif o.argv[0] == "serve" and o.argv[2] == "/api/plan" and isinstance(doc, dict) and "rows" in doc:
             query = json.loads(o.argv[3]) if o.argv[3].startswith("{") else {}
             argv = [a for k, v in (query.items() if isinstance(query, dict) else [])
@@ -889,9 +982,10 @@ def judge(o: Outcome) -> list[str]:
 
 # Numbers that are signed by definition: validate's relative errors, and the memory figures vLLM itself computes as
 # differences and prints negative when the budget is overdrawn (kvcalc.validate.vllm_log.SIGNED_VALUES; the plan's
-# available_kv_bytes is that figure, and plan_invariants checks that a negative one never comes with fits).
+# available_kv_bytes is that figure, and plan_invariants checks that a negative one never comes with fits), and the
+# trust intervals' bounds, which are signed relative errors (kvcalc/trust.py: low -0.2 = 20% below the figure).
 SIGNED_KEYS = {"error", "available_kv_bytes", "non_torch_bytes", "graph_capture_bytes", "cudagraph_estimate_bytes",
-               "cudagraph_pool_actual_bytes"}
+               "cudagraph_pool_actual_bytes", "low", "high", "tpot_low", "tpot_high", "ttft_low", "ttft_high"}
 SIGNED_QUANTITIES = ("available KV memory", "non-torch memory", "CUDA graph")
 
 

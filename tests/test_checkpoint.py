@@ -92,8 +92,9 @@ def test_folder_headers_win_and_mtp_layers_are_left_out(tmp_path):
     folder = _folder(tmp_path)
     a = write_safetensors(folder / "model-00001-of-00002.safetensors",
                           {"model.embed_tokens.weight": ("BF16", (151936, 896))})
+    norms = {f"model.layers.{i}.input_layernorm.weight": ("BF16", (896,)) for i in range(23)}  # every layer: complete
     b = write_safetensors(folder / "model-00002-of-00002.safetensors",
-                          {"model.layers.23.mlp.down_proj.weight": ("BF16", (896, 4864)),
+                          {**norms, "model.layers.23.mlp.down_proj.weight": ("BF16", (896, 4864)),
                            "model.layers.24.mlp.down_proj.weight": ("BF16", (896, 4864)),  # past layer 23: MTP
                            "mtp.fc.weight": ("BF16", (896, 1792))})  # Qwen3-Next / Qwen3.5 MTP naming
     (folder / "model.safetensors.index.json").write_text(json.dumps({
@@ -104,7 +105,7 @@ def test_folder_headers_win_and_mtp_layers_are_left_out(tmp_path):
     spec = spec_from_config(cfg, name)
     total = weights_total(spec, ck)
     assert total.source == "safetensors headers"
-    assert total.bytes == a + b - 896 * 4864 * 2 - 896 * 1792 * 2 == (151936 * 896 + 896 * 4864) * 2
+    assert total.bytes == a + b - 896 * 4864 * 2 - 896 * 1792 * 2 == (151936 * 896 + 896 * 4864 + 23 * 896) * 2
     assert "MTP" in total.detail
 
 

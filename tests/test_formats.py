@@ -63,3 +63,43 @@ def test_aliases_and_unknown():
     from kvcalc.errors import UsageError
     with pytest.raises(UsageError, match="known"):
         kv_format("fp4")
+
+
+def test_every_weight_format_is_a_layout_preset():
+    """One byte formula per Linear (kvcalc/layouts.py): a registered format's bytes are its Layout's, and a
+    checkpoint's quantization_config read into a Layout gives the same bytes as the format it matches."""
+    from kvcalc.formats import WEIGHT_FORMATS
+    from kvcalc.layouts import Layout
+    from kvcalc.quant_config import parse_scheme
+
+    for f in WEIGHT_FORMATS.values():
+        assert isinstance(f.layout, Layout), f.name
+        assert f.linear_bytes(4096, 14336) == f.layout.linear_bytes(4096, 14336)
+    awq = parse_scheme({"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True}).rules[0].layout
+    gptq = parse_scheme({"quant_method": "gptq", "bits": 4, "group_size": 128, "desc_act": False}).rules[0].layout
+    for fin, fout in ((4096, 4096), (4096, 14336), (14336, 4096), (5120, 1024)):
+        assert awq.linear_bytes(fin, fout) == WEIGHT_FORMATS["awq"].linear_bytes(fin, fout)
+        assert gptq.linear_bytes(fin, fout) == WEIGHT_FORMATS["gptq"].linear_bytes(fin, fout)
+    # hand-computed: AWQ group 128 on 4096 x 4096: n/2 + 32 groups x 4096 / 2 (zeros) + 32 x 4096 x 2 (fp16 scales)
+    assert WEIGHT_FORMATS["awq"].linear_bytes(4096, 4096) == 4096 * 4096 // 2 + 32 * 4096 // 2 + 32 * 4096 * 2
+    # scales in the compute dtype follow --dtype: W4A16 at fp32 stores 4-byte scales
+    w = WEIGHT_FORMATS["w4a16"]
+    assert w.linear_bytes(4096, 4096, 4) - w.linear_bytes(4096, 4096, 2) == 4096 * 32 * 2
+
+
+def test_a_new_weight_format_is_one_entry():
+    """A format defined by its layout alone plans end to end: weights bytes follow the Layout's formula."""
+    from dataclasses import replace
+
+    from kvcalc.catalog import load_model
+    from kvcalc.engines.weights import text_weight_bytes
+    from kvcalc.formats import WEIGHT_FORMATS
+    from kvcalc.layouts import Layout
+
+    int3 = replace(WEIGHT_FORMATS["gptq"], name="gptq3", label="GPTQ int3", bits=3,
+                   layout=Layout("gptq", 3, group_size=128, zero_points=True))
+    spec = load_model("llama-3.1-8b")
+    got = text_weight_bytes(spec, int3)
+    linear = sum(int3.layout.linear_bytes(g.in_features, g.out_features) * g.count for g in spec.linears)
+    assert got == linear + (spec.params.total - spec.linear_params) * 2
+    assert text_weight_bytes(spec, int3) < text_weight_bytes(spec, WEIGHT_FORMATS["gptq"])

@@ -34,7 +34,7 @@ from .vllm_support import ServeGate, unserved_gate, unserved_reason
 from .vllm_versions import (NEWEST_RELEASE_KNOWN, VersionRules, batch_defaults_for, chunked_prefill_on, evidence_note,
                             release_of, rules_for, rules_with_engine, version_key)
 from .vllm_encoders import encoder_notes, encoder_profile_bytes, encoder_rank_bytes
-from .weights import weight_bytes
+from .weights import vllm_text_weight_bytes, weight_bytes
 
 DEFAULT_VERSION = NEWEST_RELEASE_KNOWN  # --vllm-version defaults to the newest release kvcalc has rules for
 VOCAB_PADDING = 64  # vocab_parallel_embedding.py DEFAULT_VOCAB_PADDING_SIZE
@@ -250,11 +250,7 @@ def vllm_weight_bytes(spec: ModelSpec, s: VllmSettings, rank_layers: int | None 
     the vocabulary padded to a multiple of 64, the rotary cos/sin cache (max_position x rotary_dim), and the
     multimodal encoders (vllm_encoders.py: every stage, sharded over TP; none with every modality limited to 0)."""
     tp = s.tensor_parallel
-    total = weight_bytes(spec, s.weights, s.dtype_bytes, encoders=False)
-    if not s.weights.quantizes_linears and s.weights.bits != 8 * s.dtype_bytes:
-        # unquantized weights load in the model dtype (model_loader: set_default_torch_dtype): --dtype float32
-        # doubles a bf16 checkpoint
-        total = total * 8 * s.dtype_bytes // s.weights.bits
+    total = vllm_text_weight_bytes(spec, s.weights, s.dtype_bytes)
     embed_bytes = spec.params.embedding * s.dtype_bytes
     head_bytes = spec.params.lm_head * s.dtype_bytes
     body = total - embed_bytes - head_bytes

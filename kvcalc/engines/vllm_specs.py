@@ -9,6 +9,7 @@ pipeline, with worked examples, is described in engines/vllm_groups.py, which gr
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from ..formats import KvFormat
 from ..layers import (
@@ -62,6 +63,7 @@ def vllm_kv_refusal(kv: KvFormat, version: str, compute_capability: float | None
     return None
 
 
+@lru_cache(maxsize=4096)  # search calls it ~10^5 times on a few distinct layers; layers and formats are frozen
 def vllm_page_bytes(layer: LayerCache, block_size: int, kv: KvFormat, dtype_bytes: int, tp: int = 1) -> int:
     """page_size_bytes of one attention layer's block (kv_cache_interface.py: AttentionSpec / MLAAttentionSpec); the
     only copy of the formula. Mamba pages: mamba_page; layers without a cache: 0."""

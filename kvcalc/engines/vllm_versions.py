@@ -171,6 +171,7 @@ def version_key(text: str) -> tuple:
     return _key(text)
 
 
+@lru_cache(maxsize=256)
 def rules_for(version: str) -> VersionRules:
     """The rules of `version`: the newest row whose `since` is at or below it. Versions before 0.4 are refused."""
     key = version_key(version)

@@ -13,6 +13,17 @@ def weight_bytes(spec: ModelSpec, fmt: WeightFormat, dtype_bytes: int = 2, encod
     return text_weight_bytes(spec, fmt, dtype_bytes) + (encoder_weight_bytes(spec, fmt, dtype_bytes) if encoders else 0)
 
 
+def vllm_text_weight_bytes(spec: ModelSpec, fmt: WeightFormat, dtype_bytes: int = 2) -> int:
+    """The text decoder's weights as vLLM loads them: unquantized weights in the model dtype (model_loader:
+    set_default_torch_dtype), so --dtype float32 doubles a bf16 checkpoint and auto halves an fp32 one. The one
+    figure for vLLM's weight memory (engines/vllm.py) and the bytes its decode and prefill steps read
+    (throughput.py)."""
+    total = weight_bytes(spec, fmt, dtype_bytes, encoders=False)
+    if not fmt.quantizes_linears and fmt.bits != 8 * dtype_bytes:
+        total = total * 8 * dtype_bytes // fmt.bits
+    return total
+
+
 def encoder_weight_bytes(spec: ModelSpec, fmt: WeightFormat, dtype_bytes: int = 2) -> int:
     """The encoders' weights (encoders.py: tower + projector). A checkpoint's own exact bytes already hold them
     (safetensors headers: the tensors under the encoders' module names; the index's total_size: the closed form

@@ -19,7 +19,7 @@ import math
 import re
 from pathlib import Path
 
-from ..errors import UsageError
+from ..errors import UsageError, shown
 
 MAX_BYTES = 256 * 2**20  # a --save-detailed file of 10k requests is tens of MiB
 TOLERANCE = {"ttft": 0.20, "p99_ttft": 0.30, "tpot": 0.15, "e2e": 0.15, "output_tokens_per_s": 0.15, "tokens_per_s": 0.15}
@@ -70,6 +70,34 @@ def same_model(model_id: str, asked: str, hf_id: str | None) -> bool:
     return False
 
 
+def _whole(data: dict, key: str) -> int | None:
+    """A count field of a bench result: a whole number >= 1, or its digits as a string (other tools and hand edits
+    write "8"); None when absent. Anything else is one line."""
+    value = data.get(key)
+    if value is None:
+        return None
+    if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
+        value = int(value.strip())
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise UsageError(f"bench result: {key} must be a whole number of at least 1, got {shown(value, 30)}")
+    return value
+
+
+def _rate(data: dict) -> float | None:
+    """request_rate: a positive number, or "inf"/Infinity (every request at once: None)."""
+    value = data.get("request_rate")
+    if value is None or (isinstance(value, str) and value.strip().lower() in ("inf", "infinity")):
+        return None
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            raise UsageError(f"bench result: request_rate must be a number or \"inf\", got {shown(value, 30)}") from None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise UsageError(f"bench result: request_rate must be a positive number or \"inf\", got {shown(value, 30)}")
+    return None if math.isinf(value) else float(value)
+
+
 def workload_of(data: dict, input_len: int | None, output_len: int | None, *, prefix_len: int = 0,
                 random_range_ratio: float = 0.0):
     """The Workload the bench ran: lengths from its token totals (serve) or the options (throughput); a serve
@@ -81,14 +109,13 @@ def workload_of(data: dict, input_len: int | None, output_len: int | None, *, pr
         done = data["completed"]
         i = input_len or max(1, round(data["total_input_tokens"] / done) - prefix_len)
         o = output_len or max(1, round(data["total_output_tokens"] / done))
-        rate = data.get("request_rate")
-        rate = None if rate in (None, "inf") or (isinstance(rate, float) and math.isinf(rate)) else float(rate)
-        prompts = int(data.get("num_prompts") or done)
-        limit = data.get("max_concurrency")
+        rate = _rate(data)
+        prompts = _whole(data, "num_prompts") or int(done)
+        limit = _whole(data, "max_concurrency")
         conc = min(prompts, limit) if limit else (prompts if rate is None else None)
         burst = rate is None and (not limit or prompts <= limit)
         burstiness = data.get("burstiness")
-        burstiness = float(burstiness) if isinstance(burstiness, (int, float)) and burstiness > 0 else 1.0
+        burstiness = float(burstiness) if isinstance(burstiness, (int, float)) and 0 < burstiness < 1e6 else 1.0
         return Workload(i, o, concurrency=conc, request_rate=rate, burst=burst, num_prompts=prompts,
                         burstiness=burstiness, prefix_len=prefix_len, random_range_ratio=random_range_ratio)
     if not (input_len and output_len):
