@@ -169,7 +169,7 @@ def _hub_download(hub_id: str, deadline: float, revision: str | None = None) -> 
         from huggingface_hub import hf_hub_download
     except ImportError:
         raise UsageError(f"{shown(hub_id)} is not in the catalog or the huggingface_hub cache, and huggingface_hub "
-                         "is not installed (pip install 'kvcalc[hub]'); or pass a local checkpoint folder") from None
+                         "is not installed (python3 -m pip install huggingface_hub); or pass a local checkpoint folder") from None
     if _offline():
         raise UsageError(f"{shown(hub_id)} is not in the catalog nor in the local hub cache, and HF_HUB_OFFLINE is "
                          "set; pass a local checkpoint folder or config.json with --model PATH")

@@ -222,7 +222,8 @@ def models(as_json):
 @click.option("--open", "open_browser", is_flag=True, help="open the page in the default browser.")
 @click.option("--allow-hub", is_flag=True, help="let the page read hub ids outside the catalog (network access).")
 def serve(host, port, open_browser, allow_hub):
-    """A local web page: the table, the plots, explain and search, updated as you type (needs kvcalc[web])."""
+    """A local web page: the table, the plots, explain and search, updated as you type (needs starlette and
+    uvicorn: python3 -m pip install starlette uvicorn)."""
     from .web import server  # the web stack loads only here: `kvcalc plan` never pays for it
 
     server.serve(host=host, port=port, open_browser=open_browser, allow_hub=allow_hub)

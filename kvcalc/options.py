@@ -379,7 +379,8 @@ PLAN_COMMAND_OPTIONS: list[Option] = [
            "baseline, fp8-kv).", flags=("--explain",), metavar="CONFIG", web=False),
     Option("tp_sweep", is_flag=True, help="also show vLLM at TP 1, 2, 4, 8 (automatic when TP 1 does not fit)."),
     Option("plot_path", None, None, "also write capacity vs context, speed vs batch and the memory breakdown to one "
-           "PNG (needs matplotlib: pip install 'kvcalc[plot]').", flags=("--plot",), metavar="FILE.png", web=False),
+           "PNG (needs matplotlib: python3 -m pip install matplotlib).", flags=("--plot",), metavar="FILE.png",
+           web=False),
     Option("emit", click.Choice(["serve", "docker", "kubernetes", "kserve", "llm-d"]), None, "print a deployment "
            "file for the asked configuration's vLLM row instead of the table: the vllm serve line, a docker run "
            "line, a Kubernetes Deployment + Service, a KServe InferenceService or llm-d Helm values "

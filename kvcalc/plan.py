@@ -167,8 +167,16 @@ STANDARD_CONFIGS = (
     FormatChoice.of("nf4+fp8-kv", "NF4 weights + FP8 KV", "nf4", "fp8", None),
     FormatChoice.of("nf4+kv4", "NF4 weights + 4-bit KV", "nf4", None, "hqq-4"),
     FormatChoice.of("awq", "AWQ int4 weights", "awq", "auto", "auto"),
+    # what docs/capacity-planning.md recommends on Ada/Hopper (L4, L40S, H100): int4 weights with an FP8 cache, and
+    # FP8 weights, the low-risk halving of the weights (vLLM only: transformers has no FP8 weight path here)
+    FormatChoice.of("awq+fp8-kv", "AWQ int4 weights + FP8 KV", "awq", "fp8", None),
+    FormatChoice.of("fp8", "FP8 weights", "fp8", "auto", None),
 )
 BASELINE = STANDARD_CONFIGS[0]
+# (engine, weights) whose decode speed no kvcalc measurement covers: vLLM's bitsandbytes path was never run in
+# docs/validation, and it dequantizes in ways the speed model does not price, so such a row never gets "fastest
+# decode" (its memory is vLLM's own arithmetic and keeps "most context")
+UNMEASURED_SPEED = frozenset({("vllm", "nf4"), ("vllm", "nf4-dq")})
 
 
 @dataclass
@@ -212,6 +220,7 @@ class PlanRequest:
     language_model_only: bool = False
     skip_mm_profiling: bool = False  # vLLM --skip-mm-profiling: no encoder in the profile run
     workload: Workload | None = None  # --input-len/--output-len/--concurrency/--request-rate (vllm bench terms)
+    from_command: bool = False  # --vllm-command: the vLLM row of the asked configuration is the pasted command
     calibration: Any = None  # kvcalc.calibrate.EnvCalibration for this GPU and vLLM version (kvcalc calibrate)
     # SGLang (engines/sglang.py); --max-model-len, --max-num-seqs, --max-num-batched-tokens and --block-size are its
     # --context-length, --max-running-requests, --chunked-prefill-size and --page-size
@@ -313,6 +322,12 @@ class PlanRequest:
             return False
         return all(limits_.get(m, 1) == 0 for m in encoder_modalities(self.spec))
 
+    @property
+    def hf_prompt_offset(self) -> int:
+        """hf_settings' prompt is context - new_tokens + this: 1 without a workload (the cache ends holding
+        --context tokens), 0 with one (input + output)."""
+        return 0 if self.workload is not None else 1
+
     def hf_settings(self, choice: FormatChoice) -> hf_engine.HfSettings:
         """transformers' settings for `choice`: with a workload, its prompt and output; else a prompt and a generation
         that end at --context. The generation is min(256, context / 2) tokens, as a chat turn generates a few hundred tokens and the prefill peak comes from
@@ -337,10 +352,11 @@ class Row:
     kv_capacity_tokens: int | None  # vLLM: the logged "GPU KV cache size"; HF: longest context that fits at --batch
     max_concurrency: int | None  # vLLM: requests of --context tokens at once; HF: None
     hf_memory_bytes: int | None  # HF: everything the process holds at --context and --batch
-    decode_tokens_per_s: float
+    decode_tokens_per_s: float  # all requests together, at decode_batch
     fits: bool
     shortfall_bytes: int
     quality_risk: str
+    decode_batch: int = 1  # requests decoded together: --batch, or fewer when vLLM holds fewer (held_batch)
     verdicts: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     quality_evidence: str = ""  # measured on small real models (kvcalc/data/quality.json), not a prediction
@@ -423,7 +439,8 @@ def checkpoint_configs(ckpt: WeightFormat) -> list[FormatChoice]:
         base = replace(base, label=f"baseline ({ckpt.label} weights, FP8 KV on vLLM as the checkpoint asks)",
                        kv_vllm=kv_format("fp8"))
     rows = [base]
-    rows += [replace(c, weights=ckpt) if c.weights is BASELINE.weights else c for c in STANDARD_CONFIGS[1:]]
+    rows += [replace(c, weights=ckpt) if c.weights is BASELINE.weights else c for c in STANDARD_CONFIGS[1:]
+             if c.weights.name != ckpt.name]  # an FP8 checkpoint needs no FP8 what-if
     if ckpt.quantizes_linears:
         rows.append(FormatChoice.of("bf16", "BF16 weights (what-if)", "bf16", "auto", "auto"))
     return rows
@@ -459,9 +476,10 @@ def _vllm_row(req: PlanRequest, choice: FormatChoice) -> Row | None:
     est = vllm_engine.estimate(req.spec, req.gpu, req.vllm_settings(choice))
     concurrency = est.concurrency_at(req.context)
     fits, shortfall = _fits_batch(req, est, concurrency)
+    held = held_batch(req.batch, concurrency, est.max_num_seqs)
     # --dtype float32 doubles the weights a step reads, as it doubles the weights vLLM loads
     dtype_bytes = dtype_bytes_for(req.dtype)
-    speed = decode_speed(req.spec, req.gpu, "vllm", w, k, req.batch, req.context, req.enforce_eager, req.tp,
+    speed = decode_speed(req.spec, req.gpu, "vllm", w, k, held, req.context, req.enforce_eager, req.tp,
                          dtype_bytes=dtype_bytes, pp=req.pp, kv_bytes_per_token=est.deployment_kv_bytes_per_token)
     bench = None
     if req.workload is not None:
@@ -476,7 +494,7 @@ def _vllm_row(req: PlanRequest, choice: FormatChoice) -> Row | None:
                weights_format=w.name, kv_format=k.name,
                weights_bytes=est.deployment_weights_bytes, kv_bytes_per_token=est.deployment_kv_bytes_per_token,
                kv_capacity_tokens=est.logged_kv_tokens, max_concurrency=concurrency, hf_memory_bytes=None,
-               decode_tokens_per_s=speed.tokens_per_s, fits=fits, shortfall_bytes=shortfall,
+               decode_tokens_per_s=speed.tokens_per_s, decode_batch=held, fits=fits, shortfall_bytes=shortfall,
                quality_risk=_risk(req.spec, w, k), notes=_weights_notes(w) + est.notes + speed.notes,
                quality_evidence=quality_cell(w.name, k.name), vllm=est, bench=bench, speed=speed)
 
@@ -510,13 +528,20 @@ def _sglang_row(req: PlanRequest, choice: FormatChoice) -> Row | None:
                quality_evidence=quality_cell(w.name, k.name), sglang=est, bench=bench, speed=speed)
 
 
+def held_batch(batch: int, concurrency: int, max_num_seqs: int) -> int:
+    """Requests vLLM decodes together: --batch, unless the KV cache or max_num_seqs holds fewer (the rest wait for
+    a slot); at least 1, so a row that holds none still shows one request's speed beside its "no"."""
+    return max(1, min(batch, concurrency, max_num_seqs))
+
+
 def _hf_row(req: PlanRequest, choice: FormatChoice) -> Row | None:
     w, k = choice.weights, choice.kv_hf
     if k is None or req.tp > 1 or req.pp > 1 or "hf" not in w.engines:
         return None
     settings = req.hf_settings(choice)
     est = hf_engine.estimate(req.spec, settings, req.gpu)
-    longest = hf_engine.max_context(req.spec, settings, req.gpu)
+    # the same context -> prompt mapping as the estimate (hf_settings), so "fits" and the longest context agree
+    longest = hf_engine.max_context(req.spec, settings, req.gpu, prompt_offset=req.hf_prompt_offset)
     speed = decode_speed(req.spec, req.gpu, "hf", w, k, req.batch, req.context)
     # per token of context at --context: sliding-window layers stop growing past their window
     # (whole bytes, as every byte figure in the JSON: rounded as the table rounds it)
@@ -526,7 +551,7 @@ def _hf_row(req: PlanRequest, choice: FormatChoice) -> Row | None:
                weights_format=w.name, kv_format=k.name,
                weights_bytes=est.static_bytes, kv_bytes_per_token=per_token, kv_capacity_tokens=longest,
                max_concurrency=None, hf_memory_bytes=est.total_bytes, decode_tokens_per_s=speed.tokens_per_s,
-               fits=est.fits, shortfall_bytes=est.shortfall_bytes, quality_risk=_risk(req.spec, w, k),
+               decode_batch=req.batch, fits=est.fits, shortfall_bytes=est.shortfall_bytes, quality_risk=_risk(req.spec, w, k),
                notes=_weights_notes(w) + est.notes + speed.notes, quality_evidence=quality_cell(w.name, k.name),
                hf=est, speed=speed, bench=bench)
 
@@ -559,6 +584,12 @@ def row_trust(req: PlanRequest, engine: str, w: WeightFormat, k: KvFormat, bench
     return out
 
 
+def speed_of(row: Row) -> float:
+    """The speed "fastest decode" ranks by: with a workload, the tokens/s one user gets (the workload table's, its
+    prefills and waits included), else the decode tokens/s of the table."""
+    return row.bench.output_tokens_per_s_per_user if row.bench is not None else row.decode_tokens_per_s
+
+
 def verdicts(rows: list[Row]) -> list[list[str]]:
     """The verdicts of each row, per engine among the rows that fit: the most context (KV capacity, then speed),
     the fastest decode, and the most context among low-risk rows when that is another row."""
@@ -569,8 +600,10 @@ def verdicts(rows: list[Row]) -> list[list[str]]:
             continue
         most = max(fitting, key=lambda i: (rows[i].kv_capacity_tokens or 0, rows[i].decode_tokens_per_s))
         out[most].append("most context")
-        fastest = max(fitting, key=lambda i: rows[i].decode_tokens_per_s)
-        out[fastest].append("fastest decode")
+        measured = [i for i in fitting if (engine, rows[i].weights_format) not in UNMEASURED_SPEED]
+        if measured:
+            fastest = max(measured, key=lambda i: speed_of(rows[i]))
+            out[fastest].append("fastest decode")
         safest = [i for i in fitting if rows[i].quality_risk in ("none", "low")]
         if safest:
             best = max(safest, key=lambda i: (rows[i].kv_capacity_tokens or 0))
@@ -663,12 +696,27 @@ def plan(req: PlanRequest, warnings: list[str] | None = None) -> list[Row]:
     if not rows:
         why = [n for n in notes if n.startswith(("vllm:", "hf:", "sglang:"))]
         raise UsageError("nothing to show: " + "; ".join(why or ["no engine runs this request"]))
+    if any(r.engine == "vllm" and r.weights_format in ("awq", "gptq") for r in rows):
+        from .engines.vllm_kernels import no_marlin_on_gpu
+
+        slow = no_marlin_on_gpu(req.vllm_version, req.gpu.compute_capability)
+        if slow:  # the rows' speed is Marlin's: say where vLLM runs another kernel
+            notes.append("vllm: " + slow)
     overflow = next((r.vllm for r in rows if r.vllm is not None and r.vllm.cudagraph_overflow_bytes), None)
     if overflow is not None:
         notes.append(next(n for n in overflow.notes if "the CUDA graphs take after the KV cache" in n))
     if warnings is not None:
         warnings.extend(notes)
-    return [replace(row, verdicts=marks) for row, marks in zip(rows, verdicts(rows))]
+    marks = verdicts(rows)
+    if req.from_command:  # the row the pasted `vllm serve` line runs, said where the user looks for it
+        key = custom_key(req)
+        for i, row in enumerate(rows):
+            if row.engine == "vllm" and row.config == key:
+                marks[i].insert(0, YOUR_COMMAND)
+    return [replace(row, verdicts=m) for row, m in zip(rows, marks)]
+
+
+YOUR_COMMAND = "your command"
 
 
 def plan_json(req: PlanRequest, rows: list[Row], warnings: list[str], sweep: list | None = None) -> dict:
@@ -708,11 +756,14 @@ class TpOption:
     kv_capacity_tokens: int
     max_concurrency: int
     decode_tokens_per_s: float
+    decode_batch: int = 1  # requests decoded together (held_batch)
+    starts: bool = True  # vLLM starts at this TP size (it may still hold fewer requests than --batch)
 
     def to_json(self) -> dict:
         return {"tp": self.tp, "fits": self.fits, "shortfall_bytes": self.shortfall_bytes,
                 "weights_per_gpu_bytes": self.weights_per_gpu_bytes, "kv_capacity_tokens": self.kv_capacity_tokens,
-                "max_concurrency": self.max_concurrency, "decode_tokens_per_s": self.decode_tokens_per_s}
+                "max_concurrency": self.max_concurrency, "decode_tokens_per_s": self.decode_tokens_per_s,
+                "decode_batch": self.decode_batch, "starts": self.starts}
 
 
 def asked_keys(req: PlanRequest) -> list[str]:
@@ -760,12 +811,13 @@ def tp_sweep(req: PlanRequest, sizes: tuple[int, ...] | None = None) -> list[TpO
         if parallel_refusal(req.spec, tp, req.pp):
             continue
         est = vllm_engine.estimate(req.spec, req.gpu, req.vllm_settings(choice, tp=tp))
-        speed = decode_speed(req.spec, req.gpu, "vllm", w, k, req.batch, req.context, req.enforce_eager, tp,
-                             dtype_bytes=dtype_bytes_for(req.dtype), kv_bytes_per_token=est.deployment_kv_bytes_per_token)
         concurrency = est.concurrency_at(req.context)
+        speed = decode_speed(req.spec, req.gpu, "vllm", w, k, held_batch(req.batch, concurrency, est.max_num_seqs),
+                             req.context, req.enforce_eager, tp, dtype_bytes=dtype_bytes_for(req.dtype),
+                             kv_bytes_per_token=est.deployment_kv_bytes_per_token)
         fits, shortfall = _fits_batch(req, est, concurrency)
         out.append(TpOption(tp, fits, shortfall, est.weights_bytes, est.logged_kv_tokens, concurrency,
-                            speed.tokens_per_s))
+                            speed.tokens_per_s, held_batch(req.batch, concurrency, est.max_num_seqs), est.fits))
     return out
 
 

@@ -1,7 +1,7 @@
 """Pictures of a plan: vLLM concurrency vs context, decode speed vs batch, and where the GPU's memory goes.
 
 Drawing only: the numbers come from `sweeps.py` (plain Python, tested on their own), and this file imports no
-engine. matplotlib is optional (`pip install 'kvcalc[plot]'`) and imported only inside the drawing functions, on
+engine. matplotlib is optional (`python3 -m pip install matplotlib`, the [plot] extra) and imported only inside the drawing functions, on
 the Agg canvas (no pyplot, no GUI, no global backend switch).
 """
 
@@ -17,22 +17,22 @@ from .sweeps import (
     VLLM_SEGMENTS,
     capacity_series,
     config_labels,
+    config_speed_series,
     context_grid,
     hf_longest_contexts,
     kv_label,
     measured_speed_points,
     memory_segments,
     plan_rows,
-    speed_label,
-    speed_series,
 )
 from .units import GiB
+from .units import fmt_shortfall as shortfall_text
 
 if TYPE_CHECKING:
     from .plan import PlanRequest, Row
 
 DPI = 150
-MISSING_MATPLOTLIB = "plots need matplotlib: pip install 'kvcalc[plot]'"
+MISSING_MATPLOTLIB = "plots need matplotlib: python3 -m pip install matplotlib"
 OUTPUT_SUFFIXES = (".png", ".svg", ".pdf")
 
 # One colour per configuration key, the same in every panel.
@@ -176,7 +176,7 @@ def draw_capacity(ax, req: PlanRequest, rows: list[Row] | None = None) -> None:
             ax.plot([], [], color=_color(key, i), label=f"vLLM {labels.get(key, key)}: does not start")
             continue
         top = max(top, max(ys))
-        last = "" if xs[-1] == grid[-1] else f" (to {_fmt_tokens(xs[-1])})"
+        last = "" if xs[-1] == grid[-1] else f" (starts up to {_fmt_tokens(xs[-1])})"
         style, marker = CONFIG_STYLES.get(key, ("-", "o"))
         ax.plot(xs, ys, linestyle=style, marker=marker, markersize=4, linewidth=2 if style == "-" else 2.4,
                 color=_color(key, i), label=f"vLLM {labels.get(key, key)}{last}")
@@ -199,7 +199,9 @@ def draw_capacity(ax, req: PlanRequest, rows: list[Row] | None = None) -> None:
         ax.axhline(req.batch, color="#555555", linestyle="--", linewidth=0.8)
     ax.set_xlabel("context per request (tokens, prompt + generation; vLLM max_model_len = context)")
     ax.set_ylabel("max concurrency (requests at once)")
-    ax.set_title(f"Requests that fit at once vs context: {_header(req)}\n"
+    if req.batch > 1:
+        ax.text(grid[0], req.batch, f" {req.batch} asked", ha="left", va="bottom", fontsize=8, color="#555555")
+    ax.set_title(f"Requests that fit at once, by context: {_header(req)}\n"
                  f"vLLM {req.vllm_version}, gpu_memory_utilization {req.vllm_util:g}"
                  + (", eager" if req.enforce_eager else ", CUDA graphs"), fontsize=10)
     ax.grid(True, which="major", alpha=0.3)
@@ -208,58 +210,53 @@ def draw_capacity(ax, req: PlanRequest, rows: list[Row] | None = None) -> None:
 
 
 def draw_speed(ax, req: PlanRequest) -> None:
-    from matplotlib.ticker import FixedLocator, NullLocator
+    """Tokens/s one user gets vs requests decoding together, for every vLLM configuration of the plan: solid while
+    vLLM's KV cache holds that many requests of --context tokens, dashed beyond; a configuration that does not hold
+    --batch says how many it holds in its label. On the H200, the measured points of the baseline weights."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullLocator
 
-    weights = req.weights_or_default.name
-    series = speed_series(req)
-    colors = {"auto": CONFIG_COLORS["baseline"], "fp8": CONFIG_COLORS["fp8-kv"]}
+    labels = config_labels(req)
+    series = config_speed_series(req)
     ymax, ymin = 0.0, math.inf
     dashed = False
-    for kv, points in series.items():
-        label = speed_label(req, kv)
-        compute = next((p.batch for p in points if p.bound == "compute"), None)
-        extra = f", compute-bound from batch {compute}" if compute else ", memory-bound throughout"
-        if kv != "auto" and "auto" in series and all(
-                abs(p.tokens_per_s - q.tokens_per_s) <= 0.01 * q.tokens_per_s for p, q in zip(points, series["auto"])):
-            extra += " (the same as BF16 KV here)"
+    for i, (key, (capacity, points)) in enumerate(series.items()):
+        style, marker = CONFIG_STYLES.get(key, ("-", "o"))
+        held = ("does not start" if capacity == 0 else
+                f"holds {capacity} of {req.batch} at once" if capacity < req.batch else "fits")
         fit = [p for p in points if p.fits]
         over = [p for p in points if not p.fits]
-        width = 3.6 if kv == "auto" else 1.8  # the baseline under, thicker: where they coincide both show
+        color = _color(key, i)
+        label = f"{labels.get(key, key)}: {held}"
         if fit:
-            ax.plot([p.batch for p in fit], [p.tokens_per_s for p in fit], color=colors[kv], linewidth=width,
-                    label=f"predicted, {label} @ {_fmt_tokens(req.context)}{extra}")
+            ax.plot([p.batch for p in fit], [p.tokens_per_s / p.batch for p in fit], color=color, linewidth=2,
+                    linestyle=style if style != "--" else "-.", marker=marker, markersize=3, label=label)
+            label = None
         if over:
             start = fit[-1:] + over  # join the dashed part to the solid one
-            ax.plot([p.batch for p in start], [p.tokens_per_s for p in start], color=colors[kv],
-                    linewidth=width * 0.8, linestyle="--", alpha=0.8)
+            ax.plot([p.batch for p in start], [p.tokens_per_s / p.batch for p in start], color=color,
+                    linewidth=1.2, linestyle="--", alpha=0.7, label=label)
             dashed = True
-        ymax = max(ymax, max(p.tokens_per_s for p in points))
-        ymin = min(ymin, min(p.tokens_per_s for p in points))
+        per_user = [p.tokens_per_s / p.batch for p in points]
+        ymax, ymin = max(ymax, max(per_user)), min(ymin, min(per_user))
+    weights = req.weights_or_default.name
     measured = [] if req.enforce_eager else measured_speed_points(req.spec.name, req.gpu.id, req.tp, weights)
-    if measured:
-        gpu, version = measured[0].gpu, ".".join(measured[0].vllm_version.split(".")[:2])
-        shown = set()
-        for kv in sorted({m.kv for m in measured}, key=lambda k: k != "auto"):
-            ms = sorted((m for m in measured if m.kv == kv), key=lambda m: m.batch)
-            ctx = ms[0].context
-            if ctx != req.context and kv in colors:
-                ref = speed_series(req, ctx)[kv]
-                ax.plot([p.batch for p in ref], [p.tokens_per_s for p in ref], color=colors.get(kv, "k"),
-                        linewidth=1.2, linestyle=":", label=f"predicted, {kv_label(kv)} @ {ctx} "
-                                                             "(the measured runs' context)")
-                ymax = max(ymax, max(p.tokens_per_s for p in ref))
-            first = kv == "auto"
-            ax.plot([m.batch for m in ms], [m.tokens_per_s for m in ms], linestyle="none",
-                    marker="o" if first else "D", markersize=10 if first else 6, zorder=5 if first else 6,
-                    markerfacecolor=colors.get(kv, "k"), markeredgecolor="black",
-                    label=f"measured ({gpu}, vLLM {version}, CUDA graphs), {kv_label(kv)}, "
-                          f"prompt {ms[0].prompt_len} + {ms[0].new_tokens} new" if kv not in shown else None)
-            shown.add(kv)
-            ymax = max(ymax, max(m.tokens_per_s for m in ms))
-            ymin = min(ymin, min(m.tokens_per_s for m in ms))
+    for kv in sorted({m.kv for m in measured}, key=lambda k: k != "auto"):
+        ms = sorted((m for m in measured if m.kv == kv), key=lambda m: m.batch)
+        key = "baseline" if kv == "auto" else f"{kv}-kv"
+        ax.plot([m.batch for m in ms], [m.tokens_per_s / m.batch for m in ms], linestyle="none",
+                marker="o" if kv == "auto" else "D", markersize=8, markerfacecolor=_color(key),
+                markeredgecolor="black", zorder=6,
+                label=f"measured ({ms[0].gpu}, vLLM {'.'.join(ms[0].vllm_version.split('.')[:2])}), {kv_label(kv)}, "
+                      f"prompt {ms[0].prompt_len} + {ms[0].new_tokens} new")
+        ymax = max(ymax, max(m.tokens_per_s / m.batch for m in ms))
+        ymin = min(ymin, min(m.tokens_per_s / m.batch for m in ms))
     if dashed:
         ax.plot([], [], color="#777777", linestyle="--", linewidth=1.2,
                 label=f"dashed: more requests of {_fmt_tokens(req.context)} than vLLM's KV cache holds")
+    if req.batch > 1:
+        ax.axvline(req.batch, color="#555555", linestyle=":", linewidth=1)
+        ax.text(req.batch, 0.98, f" {req.batch} asked", transform=ax.get_xaxis_transform(), ha="left", va="top",
+                fontsize=8, color="#555555")
     ax.set_xscale("log", base=2)
     ax.xaxis.set_major_locator(FixedLocator([1, 2, 4, 8, 16, 32, 64, 128, 256]))
     ax.xaxis.set_minor_locator(NullLocator())
@@ -268,16 +265,14 @@ def draw_speed(ax, req: PlanRequest) -> None:
     ax.set_yscale("log")
     if ymax > 0:
         ax.set_ylim(ymin / 1.5, ymax * 1.5)
-    from matplotlib.ticker import FuncFormatter, LogLocator
-
     narrow = ymax > 0 and ymax / ymin < 20  # less than about a decade shown: label 20, 30, 40 ... too
     ax.yaxis.set_major_locator(LogLocator(base=10, subs=tuple(range(1, 10)) if narrow else (1.0, 2.0, 5.0)))
     ax.yaxis.set_minor_locator(NullLocator())
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
-    ax.set_xlabel("batch (concurrent requests decoding together)")
-    ax.set_ylabel("decode throughput (tokens/s, all requests)")
-    ax.set_title(f"Decode speed vs batch (roofline): {_header(req)}\n"
-                 f"vLLM, context {_fmt_tokens(req.context)} tokens per request, "
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 10 else f"{v:,.1f}"))
+    ax.set_xlabel("requests decoding together (batch)")
+    ax.set_ylabel("decode tokens/s per user (1 / time per output token)")
+    ax.set_title(f"Tokens/s per user, by requests at once: {_header(req)}\n"
+                 f"vLLM decode (no prefill interleaved), context {_fmt_tokens(req.context)} tokens per request, "
                  + ("eager" if req.enforce_eager else "CUDA graphs"), fontsize=10)
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0, frameon=False)
@@ -299,9 +294,20 @@ SEGMENT_LEGEND = {
 }
 
 
+def bar_status(req: PlanRequest, bar) -> str:
+    """A memory bar's answer, the table's (render.fits_text): vLLM that starts but holds fewer requests than asked
+    is not "does not fit"."""
+    if bar.fits:
+        return "(fits)"
+    if bar.engine == "vllm" and bar.starts:
+        return f"(holds {bar.held} of {req.batch} at once)"
+    return "(does not start)" if bar.engine == "vllm" else "(out of memory)"
+
+
 def draw_memory(ax, req: PlanRequest, rows: list[Row]) -> None:
     bars = memory_segments(req, rows)
     total = req.gpu.memory_total_bytes / GiB
+    span = max([total] + [b.total / GiB for b in bars]) * 1.22
     if not bars:
         _note(ax, "no rows to draw")
         return
@@ -320,18 +326,21 @@ def draw_memory(ax, req: PlanRequest, rows: list[Row]) -> None:
                     linewidth=0.6, hatch=hatch, label=legend if legend not in seen else None)
             seen.add(legend)
             text = ""
-            if name == "KV cache" and bar.kv_tokens and width >= total * 0.2:
-                text = f"{width:.1f} GiB = {_fmt_tokens(bar.kv_tokens)} tokens"
-            elif width >= total * 0.06 and name not in ("unused (1 - util)", "free"):
-                text = f"{width:.1f}"
+            if name not in ("unused (1 - util)", "free"):
+                # the longest label that fits inside its segment (about 1.2% of the axis per character at size 7)
+                for candidate in ((f"{width:.1f} GiB = {_fmt_tokens(bar.kv_tokens)} tokens",) if name == "KV cache"
+                                  and bar.kv_tokens else ()) + (f"{width:.1f}",):
+                    if len(candidate) * 0.0135 * span <= width:
+                        text = candidate
+                        break
             if text:
                 ax.text(left + width / 2, y, text, ha="center", va="center", fontsize=7,
                         color="white" if name != "CUDA graphs" else "black")
             left += width
-        if not bar.fits and bar.shortfall_bytes > 0:
-            ax.text(max(left, total), y, f" short by {bar.shortfall_bytes / GiB:.2f} GiB", ha="left", va="center",
-                    fontsize=7, color="#b00000")
-        labels.append(bar.label + ("" if bar.fits else "  (does not fit)"))
+        labels.append(bar.label + "  " + bar_status(req, bar))
+        if not bar.fits and bar.shortfall_bytes > 0 and not (bar.engine == "vllm" and bar.starts):
+            ax.text(max(left, total), y, f" short by {shortfall_text(bar.shortfall_bytes)[1:]}", ha="left",
+                    va="center", fontsize=7, color="#b00000")
     ax.axvline(total, color="black", linewidth=1.5, label=f"GPU total ({total:.1f} GiB usable)")
     ax.set_yticks(range(len(bars)))
     ax.set_yticklabels(labels, fontsize=8)
@@ -340,10 +349,10 @@ def draw_memory(ax, req: PlanRequest, rows: list[Row]) -> None:
             tick.set_color("#b00000")
     ax.invert_yaxis()
     widest = max(b.total for b in bars) / GiB
-    short = any(not b.fits and b.shortfall_bytes > 0 for b in bars)
+    short = any(not b.fits and b.shortfall_bytes > 0 and not (b.engine == "vllm" and b.starts) for b in bars)
     ax.set_xlim(0, max(total, widest) * (1.22 if short else 1.02))
     ax.set_xlabel("GPU memory (GiB = 2^30 bytes; numbers in bars are GiB)")
-    ax.set_title(f"Where the memory goes: {_header(req)}\n"
+    ax.set_title(f"Does it fit? Where the memory goes: {_header(req)}\n"
                  f"context {_fmt_tokens(req.context)} tokens, batch {req.batch}; vLLM fills its KV cache up to "
                  f"util {req.vllm_util:g}, HF holds the cache at the context", fontsize=10)
     ax.grid(True, axis="x", alpha=0.3)

@@ -12,7 +12,7 @@ from rich.table import Table
 
 from .checkpoint import baseline_weights, checkpoint_label
 from .engines.vllm_versions import rules_with_engine
-from .units import GiB, fmt_bytes, fmt_gib, fmt_tokens
+from .units import GiB, fmt_bytes, fmt_gib, fmt_shortfall, fmt_tokens
 from .workload import ASSUMPTIONS
 
 if TYPE_CHECKING:  # annotations only: render sits above plan and never runs it
@@ -33,33 +33,69 @@ def _gib(n: int | None) -> str:
     return "-" if n is None else f"{n / GiB:.2f}"
 
 
+def workload_text(req: PlanRequest) -> str:
+    """How many requests the plan is for: --batch, or the workload's concurrency / request rate (never "batch 1"
+    under --request-rate, where the concurrency follows from the rate)."""
+    wl = req.workload
+    if wl is None:
+        return f"batch {req.batch}"
+    if wl.request_rate:
+        return f"request rate {wl.request_rate:g}/s" + (f" (at most {wl.concurrency} in flight)" if wl.concurrency
+                                                        else "")
+    return f"concurrency {wl.concurrency or 1}"
+
+
+shortfall_text = fmt_shortfall
+
+
+def fits_text(req: PlanRequest, r: Row) -> str:
+    """The fits cell: vLLM that starts but holds fewer requests than asked says how many (the rest queue), which
+    is another story than a process that does not start or runs out of memory."""
+    if r.vllm is not None and r.vllm.serve_gate is not None:  # not served by this release at all
+        return f"no (vLLM {r.vllm.serve_gate.since}+)"
+    if r.fits:
+        return "yes"
+    if r.vllm is not None and r.vllm.fits and r.max_concurrency:
+        return f"no: {r.max_concurrency} of {req.batch}"
+    if r.vllm is not None and not r.vllm.fits:
+        return f"no: does not start ({shortfall_text(r.shortfall_bytes)})"
+    return f"no ({shortfall_text(r.shortfall_bytes)})"
+
+
+def decode_text(req: PlanRequest, r: Row) -> str:
+    """decode tok/s of all requests together; "@N" when vLLM decodes fewer than --batch at once."""
+    text = f"{r.decode_tokens_per_s:,.1f}"
+    return text + (f" @{r.decode_batch}" if r.decode_batch < req.batch else "")
+
+
 def render_table(req: PlanRequest, rows: list[Row]) -> None:
     spec, gpu = req.spec, req.gpu
     title = (f"{spec.name} ({spec.params.total / 1e9:.2f} B params) on {gpu.name} "
              f"({gpu.memory_total_bytes / GiB:.2f} GiB usable), context {fmt_tokens(req.context)} tokens, "
-             f"batch {req.batch}" + (f", TP {req.tp}" if req.tp > 1 else "") + (f", PP {req.pp}" if req.pp > 1 else ""))
+             f"{workload_text(req)}" + (f", TP {req.tp}" if req.tp > 1 else "") + (f", PP {req.pp}" if req.pp > 1 else ""))
     shipped = baseline_weights(spec)
     if shipped is not None:  # the checkpoint's own format is the baseline (checkpoint.py)
         title += f"; baseline = the checkpoint as shipped: {shipped.scheme_label} weights ({shipped.source})"
     table = Table(title=title, title_justify="left")
+    # with a workload the speed is the workload table's (TTFT, TPOT, tok/s in total and per user): printed once
+    speed = req.workload is None
     for name, justify in (("config", "left"), ("engine", "left"), ("weights\nGiB", "right"),
                           ("KV\nB/token", "right"), ("KV capacity\ntokens", "right"),
                           (f"max conc.\n@{fmt_tokens(req.context)}", "right"), ("HF mem\nGiB", "right"),
-                          ("decode\ntok/s", "right"), ("range", "right"), ("fits", "left"),
+                          ("decode tok/s\nall requests", "right"), ("range", "right"), ("fits", "left"),
                           ("quality\nrisk", "left"), ("verdict", "left")):
+        if name.startswith("decode") and not speed or name == "range" and not speed:  # the speed and its range
+            continue
         table.add_column(name, justify=justify, overflow="fold")
     for r in rows:
-        fits = "yes" if r.fits else f"no (-{r.shortfall_bytes / GiB:.2f} GiB)"
-        if r.vllm is not None and r.vllm.serve_gate is not None:  # not served by this release at all
-            fits = f"no (vLLM {r.vllm.serve_gate.since}+)"
         capacity = "-" if r.kv_capacity_tokens is None else fmt_tokens(r.kv_capacity_tokens)
         if r.engine == "hf" and r.kv_capacity_tokens is not None:
             at_limit = 0 < spec.max_position_embeddings <= r.kv_capacity_tokens
             capacity += " (model max)" if at_limit else " (max ctx)"
-        table.add_row(r.config, r.engine, _gib(r.weights_bytes), f"{r.kv_bytes_per_token:,.0f}", capacity,
-                      "-" if r.max_concurrency is None else str(r.max_concurrency), _gib(r.hf_memory_bytes),
-                      f"{r.decode_tokens_per_s:,.1f}", _range(r, "speed"), fits, r.quality_risk,
-                      ", ".join(r.verdicts))
+        cells = [r.config, r.engine, _gib(r.weights_bytes), f"{r.kv_bytes_per_token:,.0f}", capacity,
+                 "-" if r.max_concurrency is None else str(r.max_concurrency), _gib(r.hf_memory_bytes)]
+        cells += [decode_text(req, r), _range(r, "speed")] if speed else []
+        table.add_row(*cells, fits_text(req, r), r.quality_risk, ", ".join(r.verdicts))
     _console().print(table)
     for line in trust_lines(rows):
         _console().print(line)
@@ -74,8 +110,13 @@ def render_table(req: PlanRequest, rows: list[Row]) -> None:
             _console().print(f"  {config}: {text}")
     _console().print(
         "GiB = 2^30 bytes. vLLM: KV capacity = the 'GPU KV cache size' vLLM logs at --util "
-        f"{req.vllm_util}; max conc. = requests of --context tokens that fit at once. HF: memory the process holds at "
-        "--context x --batch; KV capacity = longest context that fits. Memory and speed constants are fitted on "
+        f"{req.vllm_util}; max conc. = requests of --context tokens that fit at once (fits 'no: N of M': vLLM starts, holds "
+        "N of the M requests at once and the others wait for a slot). "
+        + ("decode tok/s = tokens/s of all requests decoding together, at the batch vLLM holds ('@N' when fewer than "
+           "asked); per user: divide by that batch. " if req.workload is None else "") +
+        "HF: memory the process holds at "
+        "--context x --batch (fits 'no': out of memory); KV capacity = longest context that fits. Memory and speed "
+        "constants are fitted on "
         "H200 runs (docs/validation/); other GPUs' speed derives from their datasheet bandwidth, tensor and FP32 "
         "rates (kvcalc explain shows every source).",
         style="dim")
@@ -125,7 +166,7 @@ def render_bench(req: PlanRequest, rows: list[Row]) -> None:
     pcts = [p for p in wl.percentiles if p != 50] or list(wl.percentiles)
     heads = ["config", "engine", "in flight", "TTFT\nmean ms", "TTFT\nmedian"]
     heads += [f"TTFT\np{p:g}" for p in pcts] + ["TPOT\nmean ms"] + [f"TPOT\np{p:g}" for p in pcts]
-    heads += ["ITL\nmean ms", "e2e\nmean s", "output\ntok/s", "tok/s\nper user"]
+    heads += ["ITL\nmean ms", "e2e\nmean s", "output tok/s\nall users", "tok/s\nper user"]
     for name in heads:
         table.add_column(name, justify="left" if name in ("config", "engine") else "right")
     for r in rows:
@@ -174,8 +215,10 @@ def render_sweep(req: PlanRequest, sweep: list[TpOption]) -> None:
         table.add_column(col, justify="right")
     for o in sweep:
         table.add_row(str(o.tp), f"{o.weights_per_gpu_bytes / GiB:.2f}", fmt_tokens(o.kv_capacity_tokens),
-                      str(o.max_concurrency), f"{o.decode_tokens_per_s:,.1f}",
-                      "yes" if o.fits else f"no (-{o.shortfall_bytes / GiB:.2f} GiB/GPU)")
+                      str(o.max_concurrency), f"{o.decode_tokens_per_s:,.1f}"
+                      + (f" @{o.decode_batch}" if o.decode_batch < req.batch else ""),
+                      "yes" if o.fits else f"no: {o.max_concurrency} of {req.batch}" if o.starts
+                      else f"no: does not start ({shortfall_text(o.shortfall_bytes)}/GPU)")
     _console().print(table)
 
 
@@ -251,7 +294,13 @@ def explain_text(req: PlanRequest, row: Row) -> str:
             f"= total                          = {h.total_bytes:,} B ({fmt_gib(h.total_bytes)}) of "
             f"{fmt_gib(gpu.memory_total_bytes)}" + ("" if h.fits else f"; short by {fmt_gib(h.shortfall_bytes)}"),
         ]
-    lines.append(f"decode ~ {row.decode_tokens_per_s:,.1f} tokens/s at batch {req.batch}, context {req.context:,}")
+    if req.batch == 1:
+        lines.append(f"decode ~ {row.decode_tokens_per_s:,.1f} tokens/s at batch 1, context {req.context:,}")
+    else:
+        held = (f"batch {row.decode_batch} (vLLM holds {row.decode_batch} of the {req.batch} asked at once)"
+                if row.decode_batch < req.batch else f"batch {req.batch}")
+        lines.append(f"decode ~ {row.decode_tokens_per_s:,.1f} tokens/s of all requests at {held}, context "
+                     f"{req.context:,} ({row.decode_tokens_per_s / max(row.decode_batch, 1):,.1f} per request)")
     if row.speed is not None and row.speed.kernels:
         d = row.speed
         lines.append(f"  step {d.step_s * 1e3:.3f} ms = overhead {d.fixed_s * 1e3:.3f} ms + kernels (per GPU, "
@@ -309,7 +358,8 @@ def render_gpus(profiles) -> None:
 def render_models(specs) -> None:
     table = Table(title="Model catalog", title_justify="left")
     for col in ("name", "hub id", "params", "type", "layers", "cache layers", "checkpoint format"):
-        table.add_column(col)
+        # the name and the hub id are what you copy: never cut or wrapped (the other columns wrap instead)
+        table.add_column(col, no_wrap=col in ("name", "hub id"))
     for spec, entry in specs:
         kinds = ", ".join(sorted(spec.layer_kinds))
         table.add_row(spec.name, entry.get("hf_id", ""), f"{spec.params.total / 1e9:.2f} B", spec.model_type,

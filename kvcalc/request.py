@@ -70,6 +70,8 @@ def build_request(options: dict, explicit: set[str] = frozenset(), *, load_model
         from .vllm_command import apply_command
 
         given, notes = apply_command(given["vllm_command"], given, set(explicit))
+        if "engine" not in explicit:  # a vLLM command: vLLM rows only, unless --engine asks for more
+            given["engine"] = "vllm"
     if given.get("sglang_command"):
         from .sglang_command import apply_sglang_command
 
@@ -89,6 +91,12 @@ def build_request(options: dict, explicit: set[str] = frozenset(), *, load_model
         workload.check(given["max_model_len"] if given["max_model_len"] != AUTO else None)
         context, batch = workload.context, workload.concurrency or 1
     spec = load_model(given["model"] or DEFAULT_MODEL)
+    pasted = "--vllm-command" if given["vllm_command"] else "--sglang-command" if given.get("sglang_command") else None
+    if pasted and "gpu" not in explicit:
+        # a pasted command never names its GPU: planning on --gpu's default would mislead (checked after the model
+        # loads, so a model the caller may not load is refused for that first)
+        raise UsageError(f"{pasted} needs --gpu: a server's command line does not say which GPU it runs on "
+                         "(kvcalc gpus lists the ids)")
     profile = get_gpu(given["gpu"])
     engine = given["engine"]
     engines = {"both": ("vllm", "hf"), "servers": ("vllm", "sglang"), "all": ("vllm", "sglang", "hf")}.get(engine,
@@ -107,8 +115,14 @@ def build_request(options: dict, explicit: set[str] = frozenset(), *, load_model
     req = PlanRequest(spec=spec, gpu=profile, context=context or 8192, batch=batch, engines=engines,
                       workload=workload, weights=weights[0] if weights else None, kv=kvs[0] if kvs else None,
                       weights_choices=weights if len(weights) > 1 else (), kv_choices=kvs if len(kvs) > 1 else (),
-                      read_files=read_files, **fields)
+                      read_files=read_files, from_command=bool(given["vllm_command"]), **fields)
     warnings = notes + request_warnings(req)
+    if given["quantization"] and "vllm" in engines:
+        from .engines.vllm_kernels import forced_slow_kernel
+
+        slow = forced_slow_kernel(given["quantization"], req.vllm_version)
+        if slow:
+            warnings.append("vllm: " + slow)
     if "vllm" in engines and not given["no_calibration"]:
         from .calibrate import find
 

@@ -127,6 +127,24 @@ def speed_series(req: PlanRequest, context: int | None = None) -> dict[str, list
     return out
 
 
+def config_speed_series(req: PlanRequest, context: int | None = None) -> dict[str, tuple[int, list[SpeedPoint]]]:
+    """Per vLLM configuration of the plan (every one, fitting or not): (requests of `context` tokens it holds at
+    once, [decode tokens/s of all requests vs batch]); the table's decode speed at its held batch is on the curve."""
+    context = context or req.context
+    out: dict[str, tuple[int, list[SpeedPoint]]] = {}
+    for choice in vllm_configs(req):
+        est = vllm_estimate(req, choice, context)
+        capacity = est.concurrency_at(context) if est else 0
+        per_token = est.deployment_kv_bytes_per_token if est else None
+        points = []
+        for batch in BATCHES:
+            d = decode_speed(req.spec, req.gpu, "vllm", choice.weights, choice.kv_vllm, batch, context,
+                             req.enforce_eager, req.tp, pp=req.pp, kv_bytes_per_token=per_token)
+            points.append(SpeedPoint(batch, d.tokens_per_s, batch <= capacity, d.bound))
+        out[choice.key] = (capacity, points)
+    return out
+
+
 @dataclass(frozen=True)
 class MeasuredPoint:
     case: str
@@ -201,6 +219,8 @@ class MemoryBar:
     segments: list[tuple[str, int]]  # (name, bytes), in drawing order; negative KV (does not fit) is clipped to 0
     kv_tokens: int = 0  # vLLM: the KV cache size it logs; HF: context x batch held at the end of generate
     shortfall_bytes: int = 0  # the plan's: how much more memory the row needs (0 when it fits)
+    starts: bool = True  # vLLM: the server starts (a row that starts but holds fewer requests than asked "fits" no)
+    held: int | None = None  # vLLM: requests of --context tokens it holds at once
 
     @property
     def total(self) -> int:
@@ -222,7 +242,7 @@ def memory_segments(req: PlanRequest, rows: list[Row]) -> list[MemoryBar]:
                     ("KV cache", max(e.available_kv_bytes, 0)),
                     ("unused (1 - util)", e.total_memory - e.requested_memory)]
             bars.append(MemoryBar(f"vLLM  {r.config}", r.config, "vllm", r.fits, segs, e.logged_kv_tokens,
-                                  r.shortfall_bytes))
+                                  r.shortfall_bytes, starts=e.fits, held=r.max_concurrency))
         elif r.engine == "hf" and r.hf is not None:
             h = r.hf
             transient = h.peak_increment_bytes - h.cache_bytes

@@ -80,6 +80,11 @@ def fmt_bytes(n_bytes: int | float) -> str:
     return f"{int(size)} B"
 
 
+def fmt_shortfall(n_bytes: int | float) -> str:
+    """What is missing, in GiB, or in MiB/KiB when it rounds to 0.00 GiB (never "-0.00 GiB")."""
+    return f"-{n_bytes / GiB:.2f} GiB" if n_bytes >= 0.005 * GiB else f"-{fmt_bytes(n_bytes)}"
+
+
 def fmt_tokens(n: int | float) -> str:
     return f"{int(n):,}"
 

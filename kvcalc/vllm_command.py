@@ -123,6 +123,10 @@ def parse_command(text: str) -> tuple[dict, list[str]]:
             values[name] = -1
         elif kind in ("int", "len"):
             values[name] = parse_vllm_int(value, what=f"--vllm-command {flag}")
+            if kind == "len" and str(value).strip()[-1:] in ("k", "m"):  # vLLM's decimal k, unlike kvcalc's --context
+                upper = str(value).strip()[:-1] + str(value).strip()[-1].upper()
+                warnings.append(f"--vllm-command: {flag} {value} is {values[name]:,} tokens as vLLM reads it "
+                                f"({upper} = {parse_vllm_int(upper):,})")
         else:
             values[name] = value
     if "model" not in values:

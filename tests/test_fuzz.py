@@ -28,9 +28,9 @@ def _offline(monkeypatch, tmp_path_factory):
 @pytest.mark.parametrize("kind", sorted(PER_KIND))
 def test_generated_cases_answer_cleanly(kind, tmp_path):
     if kind in WEB_KINDS:
-        pytest.importorskip("starlette", reason="the web extra is not installed (pip install 'kvcalc[web]')")
+        pytest.importorskip("starlette", reason="the web extra is not installed (python3 -m pip install '.[web]')")
         pytest.importorskip("httpx", reason="starlette's TestClient needs httpx")
-        pytest.importorskip("uvicorn", reason="the web extra is not installed (pip install 'kvcalc[web]')")
+        pytest.importorskip("uvicorn", reason="the web extra is not installed (python3 -m pip install '.[web]')")
     cases = F.generate(SEED, PER_KIND[kind], {kind: 1.0})
     outcomes = F.run_cases(cases, tmp_path)
     bad = F.failures(outcomes)

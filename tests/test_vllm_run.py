@@ -176,7 +176,8 @@ def test_vllm_command_is_read_as_vllm_reads_it():
         "--gpu-memory-utilization=0.85 --kv-cache-dtype fp8 --port 8000 --enable-prefix-caching --foo bar")
     assert values == {"entrypoint": "serve", "model": "meta-llama/Llama-3.1-8B-Instruct", "max_model_len": 32_000,
                       "tp": 2, "util": 0.85, "kv": "fp8"}
-    assert warnings == ["--vllm-command: --foo is not modelled by kvcalc; ignored"]
+    assert warnings == ["--vllm-command: --max-model-len 32k is 32,000 tokens as vLLM reads it (32K = 32,768)",
+                        "--vllm-command: --foo is not modelled by kvcalc; ignored"]
     values, _ = parse_command("python -m vllm.entrypoints.openai.api_server --model qwen2.5-7b --max-model-len -1 "
                               "--enforce-eager --quantization awq")
     assert values == {"entrypoint": "serve", "model": "qwen2.5-7b", "max_model_len": -1, "enforce_eager": True,
@@ -198,7 +199,10 @@ def test_vllm_command_plans_like_the_same_options():
     opts = invoke(["plan", "--gpu", "l4", "--engine", "vllm", "--json", "--model", "llama-3.1-8b",
                    "--max-model-len", "16K", "--context", "16k", "--max-num-seqs", "64"])
     assert cmd[0] == opts[0] == 0, cmd[2]
-    assert json.loads(cmd[1])["rows"] == json.loads(opts[1])["rows"]
+    pasted = json.loads(cmd[1])["rows"]
+    assert pasted[0]["verdicts"][0] == "your command"  # the row the pasted line runs is marked, the rest the same
+    pasted[0]["verdicts"].remove("your command")
+    assert pasted == json.loads(opts[1])["rows"]
     # an option typed on kvcalc's command line wins, with a warning
     code, out, err = invoke(["plan", "--gpu", "l4", "--engine", "vllm", "--json", "--tp", "1", "--vllm-command",
                              "vllm serve llama-3.1-8b --max-model-len 8K -tp 2"])

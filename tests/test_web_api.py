@@ -1,5 +1,5 @@
 """The web API (`kvcalc serve`): its payloads are the CLI's, its input checks are the CLI's, and nothing but a JSON
-message ever comes back for bad input. Runs in-process through starlette's TestClient (needs kvcalc[web] + httpx)."""
+message ever comes back for bad input. Runs in-process through starlette's TestClient (needs starlette + httpx)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("starlette", reason="the web extra is not installed (pip install 'kvcalc[web]')")
+pytest.importorskip("starlette", reason="the web extra is not installed (python3 -m pip install '.[web]')")
 pytest.importorskip("httpx", reason="starlette's TestClient needs httpx (the [dev] extra)")
 
 from starlette.testclient import TestClient  # noqa: E402
@@ -128,8 +128,15 @@ def test_plots_agree_with_the_plan(client):
         if bar["engine"] == "vllm" and bar["fits"]:
             assert bar["total"] == plan["gpu_memory_total_bytes"]
     speed = {s["kv"]: {p["batch"]: p for p in s["points"]} for s in plots["speed"]["series"]}
-    assert speed["auto"][4]["tokens_per_s"] == pytest.approx(vllm_rows["baseline"]["decode_tokens_per_s"])
-    assert speed["fp8"][4]["tokens_per_s"] == pytest.approx(vllm_rows["fp8-kv"]["decode_tokens_per_s"])
+    for kv, config in (("auto", "baseline"), ("fp8", "fp8-kv")):  # the table's speed is at the batch vLLM holds
+        row = vllm_rows[config]
+        assert speed[kv][row["decode_batch"]]["tokens_per_s"] == pytest.approx(row["decode_tokens_per_s"])
+    by_config = {s["config"]: s for s in plots["speed"]["by_config"]}  # every vLLM row, as the PNG draws them
+    assert set(by_config) == set(vllm_rows)
+    for config, row in vllm_rows.items():
+        assert by_config[config]["capacity"] == row["max_concurrency"]
+        at = {p["batch"]: p for p in by_config[config]["points"]}
+        assert at[row["decode_batch"]]["tokens_per_s"] == pytest.approx(row["decode_tokens_per_s"])
 
 
 def cli_error(args) -> str:
@@ -306,7 +313,7 @@ def test_serve_without_the_extra_says_how_to_install(monkeypatch):
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "uvicorn" else real(name, *a))
-    assert cli_error(["serve"]) == "error: the web page needs its extra: pip install 'kvcalc[web]'"
+    assert cli_error(["serve"]) == "error: the web page needs starlette and uvicorn: python3 -m pip install starlette uvicorn"
 
 
 def test_search_is_the_cli_search(client):

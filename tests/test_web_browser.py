@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("starlette", reason="the web extra is not installed (pip install 'kvcalc[web]')")
-pytest.importorskip("uvicorn", reason="the web extra is not installed (pip install 'kvcalc[web]')")
+pytest.importorskip("starlette", reason="the web extra is not installed (python3 -m pip install '.[web]')")
+pytest.importorskip("uvicorn", reason="the web extra is not installed (python3 -m pip install '.[web]')")
 sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (the [dev] extra)")
 
 from cli_helper import invoke  # noqa: E402
@@ -98,8 +98,14 @@ def cli_json(*args) -> dict:
     return json.loads(out)
 
 
-def cli_cells(row: dict) -> dict:
-    """A plan row as `kvcalc plan` prints it (kvcalc/render.py's formats)."""
+def cli_cells(row: dict, batch: int) -> dict:
+    """A plan row as `kvcalc plan` prints it (kvcalc/render.py's formats: fits_text, decode_text)."""
+    from kvcalc.units import fmt_shortfall
+
+    v = row.get("vllm_breakdown")
+    fits = ("yes" if row["fits"] else f"no: {row['max_concurrency']} of {batch}" if v and v["fits"]
+            and row["max_concurrency"] else f"no: does not start ({fmt_shortfall(row['shortfall_bytes'])})" if v
+            else f"no ({fmt_shortfall(row['shortfall_bytes'])})")
     return {
         "config": row["config"], "engine": row["engine"],
         "weights_bytes": f"{row['weights_bytes'] / GiB:.2f}",
@@ -107,8 +113,9 @@ def cli_cells(row: dict) -> dict:
         "kv_capacity_tokens": "-" if row["kv_capacity_tokens"] is None else f"{int(row['kv_capacity_tokens']):,}",
         "max_concurrency": "-" if row["max_concurrency"] is None else str(row["max_concurrency"]),
         "hf_memory_bytes": "-" if row["hf_memory_bytes"] is None else f"{row['hf_memory_bytes'] / GiB:.2f}",
-        "decode_tokens_per_s": f"{row['decode_tokens_per_s']:,.1f}",
-        "fits": "yes" if row["fits"] else f"no (-{row['shortfall_bytes'] / GiB:.2f} GiB)",
+        "decode_tokens_per_s": f"{row['decode_tokens_per_s']:,.1f}"
+                               + (f" @{row['decode_batch']}" if row["decode_batch"] < batch else ""),
+        "fits": fits,
         "quality_risk": row["quality_risk"], "verdicts": ", ".join(row["verdicts"]),
     }
 
@@ -138,7 +145,7 @@ def assert_page_equals_cli(pg, gpu: str, expected: dict) -> None:
     rows = shown_rows(pg, gpu)
     assert len(rows) == len(expected["rows"]) > 0
     for shown, row in zip(rows, expected["rows"]):
-        assert {k: v["text"] for k, v in shown.items()} == cli_cells(row)
+        assert {k: v["text"] for k, v in shown.items()} == cli_cells(row, expected["batch"])
         assert {k: v["value"] for k, v in shown.items()} == {k: row[k] for k in shown}
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("starlette", reason="the web extra is not installed (pip install 'kvcalc[web]')")
+pytest.importorskip("starlette", reason="the web extra is not installed (python3 -m pip install '.[web]')")
 pytest.importorskip("httpx", reason="starlette's TestClient needs httpx (the [dev] extra)")
 
 from starlette.testclient import TestClient  # noqa: E402
@@ -185,7 +185,8 @@ def test_hub_ids_need_allow_hub_even_inside_vllm_command(monkeypatch):
     r = client.get("/api/search", params={**BASE["search"], "vllm_command": "vllm serve someorg/somemodel"})
     assert r.status_code == 400 and "--allow-hub" in r.json()["error"] and hub == []
     # a catalog model's hub id is the catalog's: no hub needed
-    r = client.get("/api/plan", params={"vllm_command": "vllm serve meta-llama/Llama-3.1-8B-Instruct -tp 1"})
+    r = client.get("/api/plan", params={"gpu": "l4",  # a pasted command needs its GPU named (issue 24)
+                                        "vllm_command": "vllm serve meta-llama/Llama-3.1-8B-Instruct -tp 1"})
     assert r.status_code == 200 and r.json()["model"] == "llama-3.1-8b"
 
 

@@ -257,17 +257,19 @@ def estimate(spec: ModelSpec, s: HfSettings, gpu: GpuProfile | None = None) -> H
     )
 
 
-def max_context(spec: ModelSpec, s: HfSettings, gpu: GpuProfile) -> int:
+def max_context(spec: ModelSpec, s: HfSettings, gpu: GpuProfile, prompt_offset: int = 0) -> int:
     """Longest prompt+generation (at s.batch, generating s.new_tokens) that fits on the GPU, by bisection; at most
     the model's max_position_embeddings (what the model was trained for), or kvcalc's MAX_CONTEXT when config.json
-    states none (the bound was 2 then: "2 (model max)" beside a context that fits, fuzz review 1d)."""
+    states none (the bound was 2 then: "2 (model max)" beside a context that fits, fuzz review 1d).
+    prompt_offset: the prompt of a context C is C - new_tokens + prompt_offset, as the caller maps its context to a
+    prompt (plan: + 1, so the cache ends holding C tokens), so that "fits at C" and "longest that fits >= C" agree."""
     _check(spec, s)
     c = engine_constants("hf")
     static = weight_bytes(spec, s.weights, s.dtype_bytes, encoders=hf_loads_encoders(spec))  # the same at every length: computed once, not per step
     lo, hi = 0, max(spec.max_position_embeddings, 2) if spec.max_position_embeddings else limits.MAX_CONTEXT
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        prompt = max(mid - s.new_tokens, 1)
+        prompt = max(mid - s.new_tokens + prompt_offset, 1)
         trial = HfSettings(s.weights, s.kv, s.batch, prompt, s.new_tokens, s.dtype_bytes)
         if _memory(spec, trial, static, c)[-1] <= gpu.memory_total_bytes:  # estimate(...).fits, without its notes
             lo = mid

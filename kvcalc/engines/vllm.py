@@ -397,6 +397,18 @@ def with_drafter_profile(spec: ModelSpec, s: VllmSettings, act: int, mnbt: int, 
     return max(act, drafter_profile_bytes(spec, s, mnbt, seqs, v2_runner, gpu, max_model_len, block_size))
 
 
+def cudagraph_estimate_bytes(s: VllmSettings) -> int:
+    """The CUDA-graph memory vLLM's profile estimates ("Estimated CUDA graph memory"), whether or not the release
+    subtracts it from the KV budget (subtracts_cudagraph_estimate); 0 under --enforce-eager. Your calibration's
+    figure when one is set."""
+    if s.enforce_eager:
+        return 0
+    graphs = int(engine_constants("vllm")["cudagraph_bytes"])
+    if s.calibration is not None:
+        graphs = s.calibration.cudagraph(s.tensor_parallel, s.pipeline_parallel, graphs)
+    return graphs
+
+
 def subtracts_cudagraph_estimate(spec: ModelSpec, version) -> bool:
     """0.21+ subtracts a profiled CUDA-graph estimate from the KV budget (gpu_worker.py,
     VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1 by default since 0.21.0, vllm#38284), but the V2 runner's

@@ -29,6 +29,7 @@ def _from_log(path: str, model: str | None, gpu: str | None, as_json: bool, over
     another run than the one asked for (MISMATCH), and what was assumed. --strict: exit 1 on any MISS or MISMATCH."""
     from .compare import render_table
     from .reports import from_log, log_json
+    from .vllm_log import log_answer
 
     sglang_text = _sglang_text(path)
     if sglang_text is not None:  # the engine is read off the log's own wording
@@ -59,6 +60,9 @@ def _from_log(path: str, model: str | None, gpu: str | None, as_json: bool, over
         assumed = ", ".join(f"{k} {v['value']} ({v['from']})" for k, v in report["assumed"].items()
                             if v["value"] is not None)
         click.echo(f"settings: {assumed}")
+        answer = log_answer(parsed, (report["assumed"].get("max_model_len") or {}).get("value"))
+        if answer:
+            click.echo(f"answer (the log's own figures): {answer}")
         click.echo(f"verdict: {passes} PASS, {len(misses)} MISS" + (f" ({', '.join(misses)})" if misses else "")
                    + (f", {len(mismatches)} MISMATCH" if mismatches else ""))
     if strict and (misses or mismatches):

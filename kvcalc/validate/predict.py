@@ -258,12 +258,19 @@ def settings_with_sources(parsed: dict[str, Any], overrides: dict[str, Any], che
     entrypoint = pick("entrypoint", default="serve")
     kwargs["entrypoint"] = {"offline": "llm"}.get(str(entrypoint), str(entrypoint))
     max_model_len = pick("max_model_len")
+    stated = parsed.get("values", {}).get("concurrency_max_model_len")
+    if max_model_len is None and stated:
+        # kv_cache_utils.py prints "Maximum concurrency for {max_model_len:,} tokens per request": the length the
+        # server ran with, where no args line or config dump survives in the post
+        max_model_len = stated
+        sources["max_model_len"] = "log (Maximum concurrency for N tokens per request)"
     mnbt = pick("max_num_batched_tokens")
     max_num_seqs = pick("max_num_seqs")
     block_size = pick("block_size")  # None: the backend's choice
     version = pick("version", default=None)
     if version is None and parsed.get("version"):
-        version, sources["version"] = parsed["version"], "log"
+        version, sources["version"] = parsed["version"], ("log (wording)" if parsed.get("version_from_wording")
+                                                          else "log")
     # The engine the log ran (V0 or V1, read from its wording) when that release had both: a post that set
     # VLLM_USE_V1=0 on 0.8 ran V0's accounting, not the version's default V1 (vllm#16199 in the public corpus).
     engine = pick("vllm_engine", "engine", default=None, label="engine")

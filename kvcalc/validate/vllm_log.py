@@ -789,6 +789,26 @@ def log_mismatches(parsed: dict[str, Any], spec: Any, model: Any, vllm_version: 
     return out
 
 
+# Start-up wordings only some releases print, for a log that states no version: (raw line key, needle, release
+# whose rules apply, why). vLLM 0.6.3-0.6.4's V0 worker.py printed the profile as one line of key=value pairs
+# ("Memory profiling results: total_gpu_memory=..."); 0.6.5 split it into a table, 0.7+ no longer prints it.
+WORDING_VERSIONS = (
+    ("total_memory_bytes", "total_gpu_memory=", "0.6.4",
+     "its one-line 'Memory profiling results: total_gpu_memory=...' is vLLM 0.6.3-0.6.4's wording (V0 worker.py)"),
+)
+
+
+def wording_version(parsed: dict[str, Any]) -> tuple[str, str] | None:
+    """(release, why) read from the wording of a log that states no version, or None."""
+    if parsed.get("version"):
+        return None
+    raw = parsed.get("raw", {})
+    for key, needle, release, why in WORDING_VERSIONS:
+        if needle in str(raw.get(key, "")):
+            return release, why
+    return None
+
+
 def _version_notes(parsed: dict[str, Any]) -> list[str]:
     from packaging.version import Version
 
@@ -796,6 +816,10 @@ def _version_notes(parsed: dict[str, Any]) -> list[str]:
 
     logged = parsed.get("version")
     if not logged:
+        hint = wording_version(parsed)
+        if hint is not None:
+            return [f"the log states no vLLM version; {hint[1]}: kvcalc used the {hint[0]} rules (--vllm-version "
+                    "chooses others)"]
         return [f"the log states no vLLM version: kvcalc used the rules of {DEFAULT_VERSION}"]
     try:
         if Version(str(logged)) > Version(DEFAULT_VERSION):
@@ -832,6 +856,7 @@ def check_log(parsed: dict[str, Any], model: Any, gpu: Any, *, vllm_version: str
     what kvcalc assumed or could not compare."""
     from ..catalog import load_model
     from ..engines import vllm as vllm_engine
+    from ..engines.vllm_versions import rules_for
     from ..model import ModelSpec
     from .compare import row, with_verdict
     from .predict import gpu_with_total, settings_with_sources
@@ -852,6 +877,9 @@ def check_log(parsed: dict[str, Any], model: Any, gpu: Any, *, vllm_version: str
                      f"{profile.memory_total_bytes / GiB:.2f} GiB")
     if overrides.get("version") is None:  # a version given by the user is said in `settings: version X (override)`
         notes += _version_notes(parsed)
+        hint = wording_version(parsed)
+        if hint is not None:
+            parsed = dict(parsed, version=hint[0], version_from_wording=True)
     if parsed.get("version") and not _valid_version(parsed["version"]):
         parsed = dict(parsed, version=None)  # said in the note above; the default rules apply
     from ..engines.vllm_encoders import encoder_modalities
@@ -882,7 +910,19 @@ def check_log(parsed: dict[str, Any], model: Any, gpu: Any, *, vllm_version: str
         rows.append(with_verdict(row("non-KV (weights+activation+non-torch)",
                                      est.weights_bytes + est.activation_bytes + est.non_torch_bytes,
                                      values["non_kv_bytes"], note=note_gib)))
-    add("CUDA-graph estimate", est.cudagraph_bytes, "cudagraph_estimate_bytes", note=note_gib)
+    if "cudagraph_estimate_bytes" in values and not est.cudagraph_bytes and not settings.enforce_eager \
+            and not rules_for(settings.version).cudagraph_estimate:
+        # 0.19-0.20 log "Estimated CUDA graph memory" but leave it out of the KV budget unless
+        # VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1 (on by default from 0.21.0, vllm#38284): kvcalc's 0 subtracted is
+        # right, and the logged figure is compared with kvcalc's graph estimate, which it leaves out likewise
+        graphs = vllm_engine.cudagraph_estimate_bytes(settings)
+        rows.append(with_verdict(row("CUDA-graph estimate (logged, not subtracted)", graphs,
+                                     values["cudagraph_estimate_bytes"], note=note_gib)))
+        notes.append(f"vLLM {settings.version} logs a CUDA-graph estimate but does not subtract it from the KV "
+                     "budget (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS is on by default from 0.21.0): the KV rows "
+                     "leave it out, as vLLM did")
+    else:
+        add("CUDA-graph estimate", est.cudagraph_bytes, "cudagraph_estimate_bytes", note=note_gib)
     add("available KV memory", est.available_kv_bytes, "available_kv_bytes", note=note_gib)
     add("GPU blocks", est.num_gpu_blocks, "num_gpu_blocks", unit="blocks")
     add("logged KV cache tokens", est.logged_kv_tokens, "kv_cache_tokens", unit="tokens")
@@ -892,6 +932,28 @@ def check_log(parsed: dict[str, Any], model: Any, gpu: Any, *, vllm_version: str
     assumed = {k: {"value": _setting_value(settings, k), "from": v} for k, v in sources.items()}
     return {"rows": rows, "mismatches": log_mismatches(parsed, spec, model, vllm_version, run_given),
             "notes": notes, "assumed": assumed}
+
+
+def log_answer(parsed: dict[str, Any], max_model_len: Any = None) -> str | None:
+    """The log's own answer in plain words (what the server holds and where its memory went), from its figures
+    alone: what a reader of the PASS/MISS table wanted to know. None when the log states too little."""
+    v = parsed.get("values", {})
+    parts = []
+    n = max_model_len or v.get("concurrency_max_model_len")
+    if v.get("max_concurrency") is not None and n:
+        held = f"this server holds {v['max_concurrency']:g}x requests of {int(n):,} tokens at once"
+        if v.get("kv_cache_tokens"):
+            held += f" ({int(v['kv_cache_tokens']):,} tokens of KV cache)"
+        parts.append(held)
+    if v.get("available_kv_bytes") is not None:
+        used = [(name, v[key]) for name, key in (("weights", "weights_bytes"), ("activations", "activation_bytes"),
+                                                 ("non-torch memory", "non_torch_bytes")) if v.get(key) is not None]
+        mem = f"its KV memory {v['available_kv_bytes'] / GiB:.2f} GiB"
+        if used:
+            of = f" of {v['requested_memory_bytes'] / GiB:.2f} GiB" if v.get("requested_memory_bytes") else ""
+            mem += f" is what remained{of} after " + ", ".join(f"{name} {b / GiB:.2f} GiB" for name, b in used)
+        parts.append(mem)
+    return "; ".join(parts) if parts else None
 
 
 _SETTING_ATTR = {"kv_cache_dtype": ("kv", "name"), "weights": ("weights", "name"),

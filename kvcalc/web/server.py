@@ -7,7 +7,7 @@ import webbrowser
 
 from ..errors import UsageError
 
-MISSING_WEB = "the web page needs its extra: pip install 'kvcalc[web]'"
+MISSING_WEB = "the web page needs starlette and uvicorn: python3 -m pip install starlette uvicorn"
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 

@@ -122,6 +122,11 @@ def plots_payload(web: WebRequest) -> dict:
                 "series": [{"kv": kv, "label": kv_format(kv).label, "points": [dataclasses.asdict(p) for p in pts]}
                            for kv, pts in speeds.items()],
                 "measured": [dataclasses.asdict(m) for m in measured],
+                # every vLLM configuration of the table (the PNG's speed plot): requests it holds at once and its
+                # decode tok/s of all requests vs batch; the page draws tokens/s per user from it
+                "by_config": [{"config": k, "label": labels.get(k, k), "capacity": capacity,
+                               "points": [dataclasses.asdict(p) for p in pts]}
+                              for k, (capacity, pts) in data.config_speed_series(req).items()],
             }
         except UsageError as exc:  # e.g. vLLM cannot account for this model: the plan's warnings say why too
             out["warnings"] = warnings + [f"plots: {exc}"]

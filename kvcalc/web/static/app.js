@@ -28,6 +28,26 @@
     return v ? `no (${v.slice("not served: needs ".length)})` : null;
   };
 
+  // what is missing, as the CLI prints it (units.fmt_shortfall): GiB, or MiB/KiB below 0.005 GiB (never "-0.00 GiB")
+  const shortfall = (n) => {
+    if (n >= 0.005 * GiB) return `-${(n / GiB).toFixed(2)} GiB`;
+    for (const [unit, size] of [["MiB", 1048576], ["KiB", 1024]]) if (n >= size) return `-${(n / size).toFixed(2)} ${unit}`;
+    return `-${n} B`;
+  };
+  // the fits cell as render.fits_text: a vLLM server that starts but holds fewer requests says how many
+  const fitsCell = (r, plan) => {
+    if (r.fits) return "yes";
+    const unserved = unservedCell(r);
+    if (unserved) return unserved;
+    const v = r.vllm_breakdown;
+    if (v && v.fits && r.max_concurrency) return `no: ${r.max_concurrency} of ${plan.batch}`;
+    if (v && !v.fits) return `no: does not start (${shortfall(r.shortfall_bytes)})`;
+    return `no (${shortfall(r.shortfall_bytes)})`;
+  };
+  // decode tok/s of all requests, at the batch vLLM holds ("@N" when fewer than asked), as render.decode_text
+  const decodeCell = (r, plan) => commas(r.decode_tokens_per_s, 1) +
+    (r.decode_batch !== undefined && r.decode_batch < plan.batch ? ` @${r.decode_batch}` : "");
+
   const COLUMNS = [
     // [header, field, format(row, plan), numeric?]
     ["config", "config", (r) => r.config, false],
@@ -37,9 +57,9 @@
     ["KV capacity tokens", "kv_capacity_tokens", (r) => (r.kv_capacity_tokens === null ? "-" : tokens(r.kv_capacity_tokens)), true],
     ["max conc. @ctx", "max_concurrency", (r) => (r.max_concurrency === null ? "-" : String(r.max_concurrency)), true],
     ["HF mem GiB", "hf_memory_bytes", (r) => gib(r.hf_memory_bytes), true],
-    ["decode tok/s", "decode_tokens_per_s", (r) => commas(r.decode_tokens_per_s, 1), true],
+    ["decode tok/s all requests", "decode_tokens_per_s", decodeCell, true],
     ["speed range", "trust", (r) => trustRange(r), false],
-    ["fits", "fits", (r) => (r.fits ? "yes" : unservedCell(r) || `no (-${(r.shortfall_bytes / GiB).toFixed(2)} GiB)`), false],
+    ["fits", "fits", fitsCell, false],
     ["quality risk", "quality_risk", (r) => r.quality_risk, false],
     ["verdict", "verdicts", (r) => r.verdicts.join(", "), false],
   ];
@@ -360,8 +380,10 @@
     for (const o of plan.tp_sweep) {
       const tr = body.insertRow();
       for (const text of [String(o.tp), gib(o.weights_per_gpu_bytes), tokens(o.kv_capacity_tokens),
-                          String(o.max_concurrency), commas(o.decode_tokens_per_s, 1),
-                          o.fits ? "yes" : `no (-${(o.shortfall_bytes / GiB).toFixed(2)} GiB/GPU)`]) {
+                          String(o.max_concurrency),
+                          commas(o.decode_tokens_per_s, 1) + (o.decode_batch < plan.batch ? ` @${o.decode_batch}` : ""),
+                          o.fits ? "yes" : o.starts ? `no: ${o.max_concurrency} of ${plan.batch}`
+                                                             : `no: does not start (${shortfall(o.shortfall_bytes)}/GPU)`]) {
         const td = tr.insertCell();
         td.textContent = text;
         td.className = "num";
@@ -433,8 +455,9 @@
   function renderPlots(data) {
     const sp = data.speed;
     $("speed-caption").textContent = sp
-      ? `vLLM decode tokens/s vs batch at context ${tokens(sp.context)} (${sp.weights} weights; hollow: does not fit)`
-      : "vLLM decode tokens/s vs batch";
+      ? `Tokens/s per user, by requests at once: every vLLM configuration at context ${tokens(sp.context)} ` +
+        "(hollow: more requests than vLLM's KV cache holds; dashed: does not hold the batch asked)"
+      : "vLLM decode tokens/s per user vs batch";
     window.KvPlots.capacity($("plot-capacity"), data);
     window.KvPlots.speed($("plot-speed"), data);
     window.KvPlots.memory($("plot-memory"), data);

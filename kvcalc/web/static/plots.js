@@ -209,9 +209,29 @@
                      vline: data.context, vlineLabel: `context ${fmtTokens(data.context)}` });
   }
 
+  // tokens/s per user vs requests at once, every vLLM configuration of the table (as the PNG's speed plot):
+  // hollow points where vLLM's KV cache holds fewer requests of the context than the batch
+  function speedByConfig(svg, data, sp) {
+    const series = sp.by_config.map((s, i) => ({
+      key: s.config, color: color(s.config, i), dash: s.capacity < data.batch ? "6 3" : "",
+      label: `${s.label}: ${s.capacity === 0 ? "does not start" : s.capacity < data.batch
+        ? `holds ${s.capacity} of ${data.batch} at once` : "fits"}`,
+      points: s.points.map((p) => ({
+        x: p.batch, y: p.tokens_per_s / p.batch, hollow: !p.fits,
+        tip: `${s.label}\nbatch ${p.batch} at context ${fmtInt(sp.context)}\n` +
+             `${fmtNum(p.tokens_per_s / p.batch, 1)} tokens/s per user, ${fmtNum(p.tokens_per_s, 1)} all requests ` +
+             `(${p.bound}-bound)` + (p.fits ? "" : "\nmore requests of this context than vLLM's KV cache holds"),
+      })),
+    }));
+    lineChart(svg, { series, xScale: "log2", yScale: "lin", xFmt: fmtInt, yFmt: fmtInt,
+                     xLabel: "requests decoding together (batch)", yLabel: "decode tokens/s per user",
+                     vline: data.batch, vlineLabel: `${data.batch} asked` });
+  }
+
   function speed(svg, data) {
     const sp = data && data.speed;
     if (!sp || !sp.series.length) { message(svg, "no vLLM speed to draw (engine hf, or vLLM refused it)"); return; }
+    if (sp.by_config && sp.by_config.length) { speedByConfig(svg, data, sp); return; }
     const series = sp.series.map((s, i) => ({
       key: s.kv, label: `${s.label} (predicted)`, color: i ? "#ff7f0e" : "#1f77b4", dash: i ? "6 3" : "",
       points: s.points.map((p) => ({
@@ -245,7 +265,8 @@
     const bars = mem.bars;
     const left = 130, top = M.top + 6, bottom = h - M.bottom;
     const band = (bottom - top) / bars.length;
-    const maxBytes = Math.max(mem.total_bytes, ...bars.map((b) => b.total + (b.shortfall_bytes || 0)));
+    const short = (b) => (b.fits || (b.engine === "vllm" && b.starts !== false) ? 0 : b.shortfall_bytes || 0);
+    const maxBytes = Math.max(mem.total_bytes, ...bars.map((b) => b.total + short(b)));
     const xs = scale("lin", 0, maxBytes / GiB, left, w - M.right - 150, 8);
     const grid = el("g", { class: "grid" }, svg), ax = el("g", { class: "axis" }, svg);
     for (const t of xs.ticks) {
@@ -260,10 +281,14 @@
        `GPU ${(mem.total_bytes / GiB).toFixed(2)} GiB`);
     const g = el("g", { class: "bars" }, svg);
     let segments = 0;
+    // a bar's answer, as plots.bar_status: vLLM that starts but holds fewer requests than asked is not short
+    const holds = (b) => b.engine === "vllm" && b.starts !== false && !b.fits;
+    const status = (b) => b.fits ? "" : holds(b) ? ` (holds ${b.held} of ${data.batch})`
+                                                : b.engine === "vllm" ? " (does not start)" : " (out of memory)";
     bars.forEach((b, i) => {
       const y = top + i * band + band * 0.15, hh = band * 0.7;
       el("text", { x: left - 6, y: y + hh / 2 + 4, "text-anchor": "end", class: b.fits ? "" : "muted" }, g,
-         b.label.replace(/\s+/g, " ") + (b.fits ? "" : " (no)"));
+         b.label.replace(/\s+/g, " ") + status(b));
       let acc = 0;
       for (const [name, bytes] of b.segments) {
         if (bytes <= 0) continue;
@@ -274,13 +299,14 @@
         const text = `${b.label.replace(/\s+/g, " ")}: ${name}\n${fmtInt(bytes)} bytes = ${(bytes / GiB).toFixed(2)} GiB` +
           (name === "KV cache" && b.engine === "vllm" ? `\n${fmtInt(b.kv_tokens)} tokens (vLLM's KV cache size)` : "") +
           (name === "KV cache" && b.engine === "hf" ? `\n${fmtInt(b.kv_tokens)} tokens held (context x batch)` : "") +
-          (b.fits ? "" : `\ndoes not fit: needs ${(b.shortfall_bytes / GiB).toFixed(2)} GiB more`);
+          (b.fits ? "" : holds(b) ? `\nvLLM starts and holds ${b.held} of the ${data.batch} requests at once`
+                              : `\ndoes not fit: needs ${(b.shortfall_bytes / GiB).toFixed(2)} GiB more`);
         rect.addEventListener("mousemove", (evt) => showTip(evt, text));
         rect.addEventListener("mouseleave", hideTip);
         acc += bytes;
         segments += 1;
       }
-      if (!b.fits && b.shortfall_bytes > 0) {
+      if (!b.fits && !holds(b) && b.shortfall_bytes > 0) {
         const x0 = xs.f(acc / GiB), x1 = xs.f((acc + b.shortfall_bytes) / GiB);
         const r = el("rect", { x: x0, y, width: Math.max(x1 - x0, 0.5), height: hh, fill: "none", stroke: "#b42318",
                                "stroke-dasharray": "3 2" }, g);
