@@ -318,7 +318,7 @@ SCHEMAS: dict[str, type[DecoderConfig]] = {
     "qwen3_vl_moe_text": Qwen3MoeConfig,
     **{t: LayeredConfig for t in ("gpt_oss", "qwen3_next", "qwen3_5_text", "qwen3_5_moe_text", "llama4_text",
                                   "glm4_moe", "minimax_m2", "nemotron_h", "granitemoehybrid", "lfm2", "gemma3n_text",
-                                  "gemma4_text", "falcon_h1")},
+                                  "gemma4_text", "falcon_h1", "deepseek_v4", "minimax_m3")},
 }
 VISION_SCHEMAS: dict[str, type[BaseModel]] = {"gemma3": SiglipVisionConfig}
 
