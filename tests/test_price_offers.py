@@ -55,8 +55,10 @@ def test_bad_offers_are_one_line():
 
 
 def test_search_json_records_the_rental_and_the_tier():
+    # targets that one 8-GPU machine meets (TP 8): the all-reduce class constant fitted on public NVLink results puts
+    # the best TP-8 TPOT at 8.75 ms at 64 users, so the test asks 12 ms at 32
     code, out, err = invoke(["search", "--model", "llama-3.1-70b", "--input-len", "2k", "--output-len", "500",
-                             "--concurrency", "64", "--max-tpot-ms", "8", "--gpus", "h100-sxm", "--top", "3",
+                             "--concurrency", "32", "--max-tpot-ms", "12", "--gpus", "h100-sxm", "--top", "3",
                              "--json"])
     assert code == 0, err
     best = json.loads(out)["results"][0]
@@ -64,7 +66,7 @@ def test_search_json_records_the_rental_and_the_tier():
     # 8 H100s: 8 x 3.99 = 31.92 per GPU, the Lambda 8x H100 box at 24.00 (an estimate) is cheaper
     assert best["rented_as"].startswith("Lambda") and best["instances"] == 1 and best["cost_per_hour"] == 24.0
     code, out, err = invoke(["search", "--model", "llama-3.1-70b", "--input-len", "2k", "--output-len", "500",
-                             "--concurrency", "64", "--max-tpot-ms", "8", "--gpus", "h100-sxm", "--top", "3",
+                             "--concurrency", "32", "--max-tpot-ms", "12", "--gpus", "h100-sxm", "--top", "3",
                              "--price-tier", "reserved", "--json"])
     assert code == 0, err
     best = json.loads(out)["results"][0]
