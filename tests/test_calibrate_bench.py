@@ -86,7 +86,8 @@ def test_fits_bandwidth_and_tensor_efficiency_from_a100_tpots(config):
 
 def test_held_out_server_of_the_same_environment_gets_closer():
     """The u025 server (util 0.25: 45 requests of 2,048 tokens fit) ran the same runs: with the u050 calibration,
-    its TPOTs at a concurrency within what it holds are predicted within 5% (kvcalc's own constants: 22-26% low)."""
+    its TPOTs at a concurrency within what it holds are predicted within 5%, closer than kvcalc's own constants
+    (22-26% low before the public-corpus class constants of issue 18, ~18% low with them)."""
     notes: list[str] = []
     fit_rows = [r for n in FIT_N for r in speed_fit.rows_for(str(bench("u050", n)), _figures(U050), None, None, notes)]
     fig = _figures(U025)
@@ -95,8 +96,9 @@ def test_held_out_server_of_the_same_environment_gets_closer():
     for n in (1, 10, 20, 30):
         (row,) = speed_fit.rows_for(str(bench("u025", n)), fig, None, None, [])
         assert row.quantity == "tpot"
-        assert row.predict(fig["profile"]) / row.measured - 1 < -0.2
-        assert abs(row.predict(calibrated) / row.measured - 1) < 0.05, n
+        before = row.predict(fig["profile"]) / row.measured - 1
+        after = row.predict(calibrated) / row.measured - 1
+        assert abs(after) < 0.05 and abs(after) < abs(before), (n, before, after)
 
 
 def test_plan_and_explain_use_the_speed_calibration_and_say_so(config):
@@ -307,7 +309,7 @@ def test_held_out_qwen25_32b_on_the_same_a100s():
     """Another model on the same GPUs, build and pods (dennislee's Qwen2.5-32B runs: TP 1 with 9.70 GiB of KV cache,
     TP 2 with 8.22 GiB per GPU, as the README's headings state; no start-up log was published, so the KV budget is
     given as --kv-cache-memory-bytes and max_model_len 16,384 is assumed: it only bounds the requests at once, which
-    these runs stay within). The 7B calibration moves every TPOT closer, to within 25% (kvcalc's constants: 21-44%
+    these runs stay within). The 7B calibration moves every TPOT closer, to within 25% (kvcalc's constants: 18-44%
     low; the TP-2 single request stays 20% high, as the 7B's does)."""
     from kvcalc.catalog import load_model
     from kvcalc.engines import vllm as vllm_engine
@@ -340,4 +342,8 @@ def test_held_out_qwen25_32b_on_the_same_a100s():
 
         before = tpot(a100) / data["mean_tpot_ms"] - 1
         after = tpot(calibrate.with_speed(a100, cal)) / data["mean_tpot_ms"] - 1
-        assert before < -0.2 and abs(after) < min(abs(before), 0.25), (name, before, after)
+        if (tp, n) == (2, 1):  # the TP-2 single request: the 7B's calibration leaves it ~20% high, as the 7B's own
+            # TP-2 single request; since issue 18's class constants kvcalc alone is as close (-19%), so only the bound
+            assert abs(after) < 0.25, (name, before, after)
+        else:
+            assert abs(after) < min(abs(before), 0.25), (name, before, after)

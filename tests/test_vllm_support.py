@@ -77,7 +77,8 @@ def test_a_plan_on_an_old_release_says_no_and_why():
     assert all(r["fits"] for r in served)
 
 
-def test_the_table_and_explain_say_it():
+def test_the_table_and_explain_say_it(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "220")  # the fits cell on one line beside the range column
     code, out, err = invoke(["plan", "--model", "gpt-oss-20b", "--gpu", "h200", "--vllm-version", "0.9.0",
                              "--engine", "vllm"])
     assert code == 0 and "no (vLLM 0.10.1+)" in out
