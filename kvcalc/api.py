@@ -208,14 +208,11 @@ class SearchResult:
         return d if kind is None else emit(d, kind)
 
 
-@dataclass
-class LogValidation:
-    """`kvcalc validate --from-log`: kvcalc beside a vLLM start-up log. `to_json()` is the command's `--json`."""
+class _Verdict:
+    """The verdict of a validate command's JSON, shared by its log and metrics results."""
 
-    parsed: dict
-    report: dict
-    model: str
-    notes: list[str] = field(default_factory=list)
+    def to_json(self) -> dict:
+        raise NotImplementedError
 
     @property
     def verdict(self) -> dict:
@@ -227,6 +224,16 @@ class LogValidation:
         v = self.verdict
         return not v["miss"] and not v["mismatch"]
 
+
+@dataclass
+class LogValidation(_Verdict):
+    """`kvcalc validate --from-log`: kvcalc beside a vLLM start-up log. `to_json()` is the command's `--json`."""
+
+    parsed: dict
+    report: dict
+    model: str
+    notes: list[str] = field(default_factory=list)
+
     def to_json(self) -> dict:
         from .validate.reports import log_json
 
@@ -234,21 +241,12 @@ class LogValidation:
 
 
 @dataclass
-class MetricsValidation:
+class MetricsValidation(_Verdict):
     """`kvcalc validate --metrics`: a running server's vllm:cache_config_info beside the plan. `to_json()` is the
     command's `--json` (schema kvcalc.validate-metrics/1)."""
 
     source: str
     report: dict
-
-    @property
-    def verdict(self) -> dict:
-        return self.to_json()["verdict"]
-
-    @property
-    def ok(self) -> bool:
-        v = self.verdict
-        return not v["miss"] and not v["mismatch"]
 
     def to_json(self) -> dict:
         from .validate.reports import metrics_json
