@@ -117,7 +117,17 @@ def cli_cells(row: dict, batch: int) -> dict:
                                + (f" @{row['decode_batch']}" if row["decode_batch"] < batch else ""),
         "fits": fits,
         "quality_risk": row["quality_risk"], "verdicts": ", ".join(row["verdicts"]),
+        "trust": trust_text(row),
     }
+
+
+def trust_text(row: dict) -> str:
+    """The speed range as kvcalc/render.py's _range prints it, with the evidence label the CLI prints below the table."""
+    t = (row.get("trust") or {}).get("speed")
+    if not t:
+        return "-"
+    pct = lambda x: f"{'+' if x >= 0 else '-'}{abs(round(x * 100))}%"  # noqa: E731 (JS Math.round, as the page)
+    return f"{pct(t['low'])}/{pct(t['high'])} ({t['label']})"
 
 
 def wait_ready(pg, generation_before: str | None = None) -> None:
@@ -237,13 +247,15 @@ def test_plots_render_and_hover_shows_exact_values(server, page):
     assert page.is_visible("#tooltip")
     assert f"{baseline['max_concurrency']:,} request{'s' if baseline['max_concurrency'] != 1 else ''} at once" in page.inner_text("#tooltip")
     assert "context 16,384 tokens" in page.inner_text("#tooltip")
-    # speed: the point at batch 4 is the plan's decode speed
-    point = page.locator("#plot-speed .point[data-series='auto'][data-x='4']")
-    assert float(point.get_attribute("data-y")) == pytest.approx(baseline["decode_tokens_per_s"])
+    # speed (one series per vLLM configuration, tokens/s per user): the point at batch 4 of a configuration that
+    # holds the 4 requests is the plan's decode speed of all requests divided by the 4 users
+    held = next(r for r in expected["rows"] if r["engine"] == "vllm" and r["decode_batch"] == 4)
+    point = page.locator(f"#plot-speed .point[data-series='{held['config']}'][data-x='4']")
+    assert float(point.get_attribute("data-y")) == pytest.approx(held["decode_tokens_per_s"] / 4)
     point.scroll_into_view_if_needed()
     box = point.bounding_box()
     page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
-    assert f"{baseline['decode_tokens_per_s']:,.1f} tokens/s" in page.inner_text("#tooltip")
+    assert f"{held['decode_tokens_per_s']:,.1f} all requests" in page.inner_text("#tooltip")
     # memory: the KV segment of vLLM's baseline bar is the breakdown's KV bytes, to the byte
     seg = page.locator("#plot-memory rect.seg[data-segment='KV cache']").first
     kv_bytes = baseline["vllm_breakdown"]["available_kv_bytes"]
