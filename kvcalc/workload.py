@@ -139,10 +139,18 @@ def _finish(wl: Workload, n: float, ttft: float, tpot: float, notes: list[str]) 
                          request_throughput=n / e2e, notes=notes)
 
 
-def frontend_s(entrypoint: str = "serve") -> float:
+def frontend_s(entrypoint: str = "serve", gpu: GpuProfile | None = None) -> float:
     """Seconds between the bench client's send and the engine seeing the request (vllm serve: the OpenAI server's
-    HTTP handling and tokenization; the LLM class: none). kvcalc/data/serve.yaml says where the figure comes from."""
-    return float(load("serve")["frontend"]["per_request_s"]) if entrypoint == "serve" else 0.0
+    HTTP handling and tokenization; the LLM class: none). It is the host's CPU work, not the GPU's: a GPU whose speed
+    was measured on the project's own host (speed.yaml `measured`: the H200) takes that host's figure; any other GPU
+    (gpu None: the project's host) the public hosts' figure, fitted on the speed corpus's lone served prompts.
+    kvcalc/data/serve.yaml says where each figure comes from."""
+    if entrypoint != "serve":
+        return 0.0
+    fe = load("serve")["frontend"]
+    if gpu is None or gpu.id in load("speed")["measured"] or fe.get("public_hosts_s") is None:
+        return float(fe["per_request_s"])
+    return float(fe["public_hosts_s"])
 
 
 def bench_load(wl: Workload):
@@ -162,11 +170,13 @@ def bench_load(wl: Workload):
 def vllm_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFormat, wl: Workload, *,
                chunk_tokens: int, slots: int, kv_bytes_per_token: float | None = None, tp: int = 1, pp: int = 1,
                enforce_eager: bool = False, est=None, entrypoint: str = "serve", prefix_caching: bool = True,
-               cost=None, dtype_bytes: int = 2, first_token_s: float | None = None) -> BenchEstimate:
+               cost=None, dtype_bytes: int = 2, first_token_s: float | None = None,
+               async_scheduling: bool = True) -> BenchEstimate:
     """The workload on vLLM, simulated (kvcalc/serve_sim.py). `est`: the engine's VllmEstimate (num_gpu_blocks,
     block size, layout, max_num_seqs, max_model_len); without it, a pool that holds `slots` requests of the
     workload's longest context and max_num_seqs = slots. `cost`: a step_cost.StepCost to reuse. `first_token_s`:
-    the server's per-request front-end cost when the caller has its own figure (default frontend_s(entrypoint))."""
+    the server's per-request front-end cost when the caller has its own figure (default frontend_s(entrypoint, gpu)).
+    `async_scheduling`: the release's default (vllm_versions.async_scheduling_default; on from 0.14)."""
     from .serve_sim import EngineConfig, simulate
     from .step_cost import step_cost
 
@@ -174,13 +184,14 @@ def vllm_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFo
     cost = cost or step_cost(spec, gpu, weights, kv, tp, kv_bytes_per_token, enforce_eager, dtype_bytes)
     if est is not None and est.layout is not None:
         cfg = EngineConfig(est.max_num_batched_tokens, est.max_num_seqs, est.num_gpu_blocks, est.layout.block_size,
-                           est.max_model_len, est.layout.blocks_per_request, prefix_caching)
+                           est.max_model_len, est.layout.blocks_per_request, prefix_caching, async_scheduling)
     else:
         bs = 16
         per = -(-wl.context // bs)
-        cfg = EngineConfig(chunk_tokens, max(1, slots), max(1, slots) * per + 1, bs, wl.context, None, prefix_caching)
+        cfg = EngineConfig(chunk_tokens, max(1, slots), max(1, slots) * per + 1, bs, wl.context, None, prefix_caching,
+                           async_scheduling)
     load = bench_load(wl)
-    res = simulate(cost, cfg, load, frontend_s(entrypoint) if first_token_s is None else first_token_s)
+    res = simulate(cost, cfg, load, frontend_s(entrypoint, gpu) if first_token_s is None else first_token_s)
     m = res.metrics(wl.percentiles)
     notes = []
     if pp > 1:

@@ -168,3 +168,59 @@ def test_report_predicts_and_holds_out():
                                                                                        "iog-llm-inference-benchmarks")]
     classes = report.fit_classes(train, grid_steps=3)
     assert "CDNA3-module" not in classes["tensor"] and "xgmi" not in classes["comm"]
+
+
+def test_async_scheduling_by_release():
+    """vLLM turned async scheduling on by default in v0.14.0, not with pipeline parallel (release notes, #27614)."""
+    from kvcalc.engines.vllm_versions import async_scheduling_default
+
+    assert not async_scheduling_default("0.8.5") and not async_scheduling_default("0.13.0")
+    assert async_scheduling_default("0.14.0") and async_scheduling_default("0.26.0")
+    assert not async_scheduling_default("0.26.0", pp=2)
+
+
+def test_async_scheduling_costs_a_lone_prompt_one_step():
+    """At a request rate the other requests decode when a prompt arrives: without async scheduling it waits for the
+    step in flight; with it, one step more (scheduled into step k+2). TPOT barely moves."""
+    from kvcalc.workload import Workload, vllm_bench
+
+    spec, gpu, bf16, auto = load_model("llama-3.1-8b"), get_gpu("h100-pcie"), weight_format("bf16"), kv_format("auto")
+    wl = Workload(200, 200, request_rate=1.0, num_prompts=60)
+    kw = dict(chunk_tokens=8192, slots=256, entrypoint="offline")
+    sync = vllm_bench(spec, gpu, bf16, auto, wl, async_scheduling=False, **kw)
+    asyn = vllm_bench(spec, gpu, bf16, auto, wl, async_scheduling=True, **kw)
+    step = sync.tpot_s
+    assert 0.3 * step < asyn.ttft_s - sync.ttft_s < 1.5 * step
+    assert asyn.tpot_s == pytest.approx(sync.tpot_s, rel=0.15)
+
+
+def test_frontend_is_the_hosts():
+    """The H200 (measured on the project's host) keeps that host's front end; other GPUs take the public hosts'
+    figure; the LLM class has none."""
+    from kvcalc.constants import load
+    from kvcalc.workload import frontend_s
+
+    fe = load("serve")["frontend"]
+    assert frontend_s("serve", get_gpu("h200")) == fe["per_request_s"] == frontend_s("serve")
+    assert frontend_s("serve", get_gpu("l4")) == fe["public_hosts_s"] < fe["per_request_s"]
+    assert frontend_s("offline", get_gpu("l4")) == 0.0
+
+
+def test_corpus_lengths_follow_the_sources_own_columns():
+    """mushfiqrahman.dev states 128 output tokens, but its Output Tok/s over Req/s is 100 tokens per request."""
+    import re
+
+    rows = [r for r in _rows() if r["source"] == "mushfiqrahman-4090"]
+    assert rows
+    for r in rows:
+        cells = [c.strip() for c in r["quote"].split("|") if c.strip()]
+        req_s, tok_s = float(cells[-5]), float(cells[-4])
+        assert re.search(r"\| \d+ \| [\d.]+ \| \d+ \|", r["quote"])
+        assert r["output_len"] == pytest.approx(tok_s / req_s, rel=0.01)
+
+
+def test_report_runs_pass_the_prompt_count():
+    """A saturated run's queue grows with --num-prompts: the corpus row's count reaches the simulation."""
+    report = load_script("speed_corpus_report")
+    row = next(r for r in report.load_rows() if r["source"] == "iog-llm-inference-benchmarks")
+    assert report._workload(row).num_prompts == row["num_prompts"] == 200

@@ -239,6 +239,19 @@ def chunked_prefill_on(rules: VersionRules, max_model_len: int) -> bool:
     return rules.chunked_prefill == "long_context" and max_model_len > 32768
 
 
+# Async scheduling (the engine core schedules step k+1 while step k runs, so a request that arrives during step k
+# waits for step k+2) is on by default from v0.14.0: "Async scheduling is now enabled by default ... Excludes some
+# not-yet-supported configurations: pipeline parallel" (release notes of v0.14.0, vLLM PR #27614,
+# https://github.com/vllm-project/vllm/releases/tag/v0.14.0). Before it the flag was opt-in (--async-scheduling,
+# v0.10-v0.13) or absent (V0, V1 up to 0.9): a request waits only for the step in flight to end.
+ASYNC_SCHEDULING_SINCE = "0.14.0"
+
+
+def async_scheduling_default(version: str, pp: int = 1) -> bool:
+    """Whether `vllm serve` of this release schedules asynchronously when the user sets nothing."""
+    return version_key(version) >= version_key(ASYNC_SCHEDULING_SINCE) and pp == 1
+
+
 EVIDENCE_TEXT = {
     "measured": "measured on a GPU (the H200 runs, docs/validation/data/v3)",
     "source": "read from vLLM's source and public start-up logs of the release, not run here",
