@@ -27,7 +27,7 @@ START, END = "<!-- AUTO: scripts/sglang_logs_report.py -->", "<!-- /AUTO: script
 def rows() -> list[dict]:
     """One row per figure a log states: the KV pool kvcalc predicts from the model, GPU and settings, and (fitted,
     shown for completeness) the free memory at start that sets the context constant."""
-    from kvcalc.constants import engine_constants
+    from kvcalc.engines.sglang import start_context_bytes
     from kvcalc.hardware import get_gpu
 
     out = []
@@ -48,9 +48,8 @@ def rows() -> list[dict]:
                                or f"default {report['estimate'].mem_fraction_static:.3f}"})
         free = parsed["values"].get("free_before_weights_bytes")
         if free is not None:
-            c = engine_constants("sglang")
-            predicted = get_gpu(e["gpu"]).memory_total_bytes - int(c["context_bytes_tp" if e["tp"] > 1 else
-                                                                     "context_bytes"])
+            gpu = get_gpu(e["gpu"])
+            predicted = gpu.memory_total_bytes - start_context_bytes(gpu, e["tp"])
             out.append(base | {"quantity": "free memory at start (per rank)", "observed": free / GiB,
                                "predicted": predicted / GiB, "error": (predicted - free) / free, "fitted": True})
     return out

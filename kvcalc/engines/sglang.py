@@ -162,6 +162,22 @@ def default_chunk_and_graph_bs(rules: SglangRules, gpu_mib: int, tp: int) -> tup
     return 16384, 512
 
 
+def start_context_bytes(gpu: GpuProfile, world: int) -> int:
+    """Free memory SGLang does not see at start-up per rank (total - "Load weight begin. avail mem"). One GPU: the
+    CUDA context. Tensor parallel over NVLink (SXM/OAM boards): plus NCCL's buffers over NVLink and SGLang's custom
+    all-reduce (the 8 x H200 log of sgl-project/sglang PR 11716: "Init torch distributed ends. mem usage=2.01 GB";
+    SGLang allocates them with cudaMalloc, NCCL_CUMEM_ENABLE=0 and NCCL_NVLS_ENABLE=0 by default: entrypoints/
+    engine.py:356 in 0.4.3.post4, :672-674 in 0.5.4). Over PCIe the custom all-reduce is off beyond two GPUs
+    (distributed/device_communicators/custom_all_reduce.py:148-155 in 0.5.4, custom_all_reduce_utils.py:466-470 in
+    0.5.14) and NCCL's PCIe buffers are small (4 x L4: "Init torch distributed ends. mem usage=0.13 GB"), so the
+    one-GPU context stands."""
+    from ..throughput import class_keys
+
+    c = engine_constants("sglang")
+    fast_link = class_keys(gpu)["comm"] in ("nvlink", "xgmi")  # the link class the speed model uses
+    return int(c["context_bytes_tp"] if world > 1 and fast_link else c["context_bytes"])
+
+
 def piecewise_graph_sizes(max_tokens: int) -> list[int]:
     """server_args.py _generate_piecewise_cuda_graph_tokens (0.5.10; prefill graph sizes in 0.5.14)."""
     sizes = (list(range(4, 33, 4)) + list(range(48, 257, 16)) + list(range(288, 513, 32))
@@ -297,14 +313,73 @@ def attention_linear_bytes(spec: ModelSpec, s: SglangSettings) -> int:
     return sum(s.weights.linear_bytes(g.in_features, g.out_features, s.dtype_bytes) * g.count for g in groups)
 
 
+# SGLang loads these checkpoint Linears as one tensor (models/*.py: qkv_proj, gate_up_proj; the fused MoE's w13 and
+# w2 hold every expert of a layer)
+FUSED_TENSORS = {"q_proj": "qkv_proj", "k_proj": "qkv_proj", "v_proj": "qkv_proj", "gate_proj": "gate_up_proj",
+                 "up_proj": "gate_up_proj", "shared_experts.gate_proj": "shared_experts.gate_up_proj",
+                 "shared_experts.up_proj": "shared_experts.gate_up_proj", "experts.gate_proj": "experts.w13_weight",
+                 "experts.up_proj": "experts.w13_weight", "experts.gate_up_proj": "experts.w13_weight",
+                 "experts.down_proj": "experts.w2_weight"}
+REPLICATED_LINEARS = {"router", "q_a_proj", "kv_a_proj_with_mqa"}  # ReplicatedLinear on every rank
+
+
+def weight_tensor_sizes(spec: ModelSpec, s: SglangSettings) -> list[int]:
+    """Bytes of each weight tensor one rank allocates, in load order (layer by layer, then the vocabulary): the
+    Linears fused as SGLang holds them and sharded over TP (attention over the attention TP group; K/V heads
+    replicated when TP exceeds them), the embedding and an untied lm_head padded to 64 rows. Norms, biases and
+    quantization scales are left out: small tensors (a few hundred KiB at most), packed together in the allocator's
+    small pool or the free rest of a segment."""
+    from .vllm import _padded_vocab
+
+    layout = getattr(s.weights, "layout", None)
+    per_param = None
+    if layout is None and getattr(s.weights, "total_bytes", None):
+        from .weights import text_weight_bytes
+
+        per_param = text_weight_bytes(spec, s.weights, s.dtype_bytes) / max(spec.params.total, 1)
+    bits = layout.bits if layout is not None and layout.kind != "dense" else 8 * s.dtype_bytes
+    experts = spec.moe.num_experts if spec.moe is not None else 0
+    tensors: dict[str, list[int]] = {}  # fused name -> [bytes per tensor, tensors]
+    for g in spec.linears:
+        # the weight tensor alone (its scales are separate small tensors)
+        size = (int(g.in_features * g.out_features * per_param) if per_param is not None
+                else -(-g.in_features * g.out_features * bits // 8))
+        count = g.count
+        if g.name.startswith("experts.") and experts:
+            size, count = size * experts, g.count // experts
+        if g.name in REPLICATED_LINEARS:
+            shards = 1
+        elif g.name in ("k_proj", "v_proj"):
+            shards = min(s.attn_tp, max(g.out_features // max(spec.head_dim, 1), 1))
+        else:
+            shards = s.attn_tp if g.name in ATTENTION_LINEARS else s.tensor_parallel
+        entry = tensors.setdefault(FUSED_TENSORS.get(g.name, g.name), [0, count])
+        entry[0] += size // shards
+    sizes = [size for i in range(max((n for _, n in tensors.values()), default=0))
+             for size, n in tensors.values() if i < n]
+    vocab = _padded_vocab(spec.vocab_size, s.tensor_parallel) * spec.hidden_size * s.dtype_bytes
+    return [vocab] + sizes + ([] if spec.tie_word_embeddings else [vocab])
+
+
+def allocator_rounding_bytes(spec: ModelSpec, s: SglangSettings) -> int:
+    """Device memory the weights take beyond their bytes: SGLang reads the weights' "mem usage" and the KV budget
+    from the device's free memory (model_runner.py load_model: before - after, torch.cuda.mem_get_info), so PyTorch's
+    caching allocator's segment rounding counts (torch_allocator.py). Qwen2.5-32B at TP 4: 0.22 GiB per rank, the
+    public 4 x L4 log's 15.54 GiB of weights against 15.27 GiB of parameters; Llama shapes at powers of two: ~0."""
+    from .torch_allocator import rounding_bytes
+
+    return rounding_bytes(weight_tensor_sizes(spec, s))
+
+
 def sglang_weight_bytes(spec: ModelSpec, s: SglangSettings) -> int:
     """Weights one rank loads. SGLang's layers are vLLM's (vocab padded to 64: layers/vocab_parallel_embedding.py:36
     DEFAULT_VOCAB_PADDING_SIZE; TP shards projections and the vocabulary; rotary cos/sin cache), so the one weight
-    model of engines/vllm.py serves both."""
+    model of engines/vllm.py serves both; on top, the caching allocator's rounding that SGLang's free-memory
+    accounting sees (allocator_rounding_bytes)."""
     from .vllm import VllmSettings, vllm_weight_bytes
 
     v = VllmSettings(weights=s.weights, kv=s.kv, tensor_parallel=s.tensor_parallel, dtype_bytes=s.dtype_bytes)
-    per_rank = vllm_weight_bytes(spec, v)
+    per_rank = vllm_weight_bytes(spec, v) + allocator_rounding_bytes(spec, s)
     if s.attn_tp != s.tensor_parallel:
         # DP attention: each attention group of tp / dp ranks holds a whole copy of the attention projections
         # (layers/dp_attention.py: attention TP = tp_size // dp_size), the MLP stays sharded over all tp ranks
@@ -368,7 +443,7 @@ def estimate(spec: ModelSpec, gpu: GpuProfile, s: SglangSettings) -> SglangEstim
         mfs, source = s.mem_fraction_static, "--mem-fraction-static"
     notes.append(f"mem_fraction_static {mfs:.3f}: {source}")
     world = s.tensor_parallel * s.pipeline_parallel
-    context = int(c["context_bytes_tp"] if world > 1 else c["context_bytes"])
+    context = start_context_bytes(gpu, world)
     total = gpu.memory_total_bytes
     free = total - context - s.other_processes_bytes
     weights = sglang_weight_bytes(spec, s)
@@ -398,12 +473,13 @@ def estimate(spec: ModelSpec, gpu: GpuProfile, s: SglangSettings) -> SglangEstim
         notes.append(f"tp {s.tensor_parallel} > {spec.num_kv_heads} KV heads: each rank keeps one replicated head")
 
     estimated = max(min(int(tokens / max(context_len, 1) * 512), 4096), 2048)
+    extra = 1 if rules.req_pool_extra_slot else 0
     if s.max_running_requests:
         pool = min(s.max_running_requests // (s.dp_size if s.enable_dp_attention else 1), estimated) \
-            if rules.clamped_requests else s.max_running_requests
+            if rules.clamped_requests else s.max_running_requests + extra
         running = min(s.max_running_requests // (s.dp_size if s.enable_dp_attention else 1), pool)
     else:
-        pool = min(estimated, tokens // 2) if rules.clamped_requests else estimated
+        pool = min(estimated, tokens // 2) if rules.clamped_requests else estimated + extra
         running = min(tokens // 2, pool)
     req_bytes = pool * (context_len + REQ_POOL_EXTRA) * 4
     headroom = free - int(free * mfs)

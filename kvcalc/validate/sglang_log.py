@@ -131,6 +131,10 @@ def parse_sglang_log(text: str) -> dict[str, Any]:
         values["kv_pool_bytes"] = values.pop("kv_latent_bytes")
     if "weights_bytes" not in values and {"free_before_weights_bytes", "free_after_weights_bytes"} <= set(values):
         values["weights_bytes"] = values["free_before_weights_bytes"] - values["free_after_weights_bytes"]
+    elif "free_before_weights_bytes" not in values and {"weights_bytes", "free_after_weights_bytes"} <= set(values):
+        # "mem usage" is the free memory the weights took (model_runner.py load_model: before - after), so an
+        # excerpt without the "Load weight begin" line still states the free memory before them
+        values["free_before_weights_bytes"] = values["free_after_weights_bytes"] + values["weights_bytes"]
     settings = _server_args(text)
     errors = [m.group(0).strip() for rx in _ERRORS for m in [rx.search(text)] if m]
     return {"engine": "sglang", "settings": settings, "values": values, "errors": errors, "warnings": [],
