@@ -39,7 +39,8 @@ def rows() -> list[dict]:
             overrides = {k: v for k, v in (("tp_size", e["tp"]), ("mem_fraction_static", e["mem_fraction_static"]),
                                           ("context_length", e["context_length"]),
                                           ("kv_cache_dtype", e["kv_cache_dtype"]),
-                                          ("version", e.get("sglang_version"))) if v is not None}
+                                          ("version", e.get("sglang_version")), ("dp_size", e.get("dp")),
+                                          ("enable_dp_attention", e.get("enable_dp_attention"))) if v is not None}
             report = check_sglang_log(parsed, e["model"], e["gpu"], **overrides)
             kv = next(x for x in report["rows"] if x["quantity"] == "logged KV cache tokens")
             out.append(base | {"quantity": "logged KV cache tokens", "observed": kv["observed"],

@@ -130,7 +130,8 @@ def test_public_corpus_within_two_percent():
         assert e["source_url"].startswith("https://")
         parsed = parse_sglang_log((PUBLIC / e["file"]).read_text())
         report = check_sglang_log(parsed, e["model"], e["gpu"], tp_size=e["tp"],
-                                  mem_fraction_static=e["mem_fraction_static"], version=e["sglang_version"])
+                                  mem_fraction_static=e["mem_fraction_static"], version=e["sglang_version"],
+                                  dp_size=e.get("dp"), enable_dp_attention=e.get("enable_dp_attention"))
         kv = next(r for r in report["rows"] if r["quantity"] == "logged KV cache tokens")
         assert kv["observed"] == e["observed"]["kv_cache_tokens"]
         assert abs(kv["error"]) < 0.05, e["id"]  # every miss over 2% is explained in docs/validation/sglang.md

@@ -97,7 +97,7 @@ class SglangEstimate:
     mem_fraction_source: str
     weights_bytes: int
     kv_budget_bytes: int  # free_at_start x mfs - weights
-    cell_bytes: int  # one token across this rank's KV layers (the full layers when hybrid)
+    cell_bytes: int  # one token across this rank's KV layers (the full layers when hybrid), as the pool is sized
     max_total_num_tokens: int  # logged "max_total_num_tokens=" and "KV Cache is allocated. #tokens"
     swa_tokens: int | None  # hybrid SWA: the sliding layers' pool ("swa_layer_tokens")
     page_size: int
@@ -115,6 +115,7 @@ class SglangEstimate:
     deployment_kv_bytes_per_token: int = 0
     notes: list[str] = field(default_factory=list)
     layout: str = "mha"  # mha, mla, hybrid-swa
+    pool_cell_bytes: int = 0  # one token as the pool's buffers hold it (NSA fp8: 656 bytes a layer); 0: cell_bytes
 
     @property
     def logged_kv_tokens(self) -> int:
@@ -379,13 +380,56 @@ def sglang_weight_bytes(spec: ModelSpec, s: SglangSettings) -> int:
     from .vllm import VllmSettings, vllm_weight_bytes
 
     v = VllmSettings(weights=s.weights, kv=s.kv, tensor_parallel=s.tensor_parallel, dtype_bytes=s.dtype_bytes)
-    per_rank = vllm_weight_bytes(spec, v) + allocator_rounding_bytes(spec, s)
+    per_rank = vllm_weight_bytes(spec, v) + allocator_rounding_bytes(spec, s) + mla_absorbed_bytes(spec, s)
     if s.attn_tp != s.tensor_parallel:
         # DP attention: each attention group of tp / dp ranks holds a whole copy of the attention projections
         # (layers/dp_attention.py: attention TP = tp_size // dp_size), the MLP stays sharded over all tp ranks
         att = attention_linear_bytes(spec, s)
         per_rank += att // s.attn_tp - att // s.tensor_parallel
+        arch = ((spec.config or {}).get("architectures") or [""])[0]
+        if arch in DP_REPLICATED_EMBEDDING:
+            # VocabParallelEmbedding(..., enable_tp=not is_dp_attention_enabled()): every rank holds the whole
+            # input embedding (the lm_head stays sharded unless --enable-dp-lm-head)
+            from .vllm import _padded_vocab
+
+            per_rank += (_padded_vocab(spec.vocab_size, 1) - _padded_vocab(spec.vocab_size, s.tensor_parallel)) \
+                * spec.hidden_size * s.dtype_bytes
     return per_rank
+
+
+# Architectures whose SGLang model file builds the input embedding with enable_tp=not is_dp_attention_enabled()
+# (sglang 0.5.4: models/deepseek_v2.py:2647-2651, qwen2.py, qwen2_moe.py (Qwen3-MoE builds on it), gpt_oss.py,
+# llama4.py, glm4_moe.py)
+DP_REPLICATED_EMBEDDING = frozenset({
+    "DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM", "Qwen2ForCausalLM",
+    "Qwen2MoeForCausalLM", "Qwen3MoeForCausalLM", "GptOssForCausalLM", "Llama4ForCausalLM",
+    "Llama4ForConditionalGeneration", "Glm4MoeForCausalLM"})
+
+
+def mla_absorbed_bytes(spec: ModelSpec, s: SglangSettings) -> int:
+    """MLA's absorbed up-projections: after loading, SGLang splits kv_b_proj into w_kc and w_vc for the decode
+    path, dequantized to bf16 from an fp8 block checkpoint, and keeps kv_b_proj for prefill (models/deepseek_v2.py
+    post_load_weights, 0.5.4:2987-3090): per layer and attention rank heads x (qk_nope + v_head) x kv_lora_rank
+    bf16 elements more. DeepSeek V3.2 at DP attention 8: 61 x 128 x 256 x 512 x 2 B = 1.91 GiB per rank."""
+    mla = [x for x in flatten(spec.layers) if isinstance(x, MultiLatentAttention)]
+    if not mla:
+        return 0
+    m = mla[0]
+    heads = max(1, m.num_heads // s.attn_tp)
+    return len(mla) * heads * (m.qk_nope_head_dim + m.v_head_dim) * m.kv_lora_rank * 2
+
+
+NSA_FP8_KV_DIM = 656  # mem_cache/memory_pool.py:1248-1252 (0.5.4): fp8 latent 512 + 4 fp32 scales + bf16 rope 64
+
+
+def nsa_fp8_pool_cell(spec: ModelSpec, s: SglangSettings, cell: int) -> int:
+    """Bytes per token the NSA pool's buffers hold: with an fp8 cache each layer stores 656 bytes (FlashMLA's fp8
+    layout), while profile_max_num_token sizes the pool with kv_lora_rank + qk_rope_head_dim bytes
+    (model_runner.py:1400-1415): the token count follows `cell`, the allocation (and "KV size") this."""
+    mla = [x for x in flatten(spec.layers) if isinstance(x, MultiLatentAttention)]
+    if not mla or _kv_element_bytes(s) != 1 or s.kv_fp4:
+        return cell
+    return cell + (NSA_FP8_KV_DIM - mla[0].latent_elements_per_token()) * len(mla)
 
 
 def _nsa_settings(spec: ModelSpec, gpu: GpuProfile, s: SglangSettings) -> SglangSettings:
@@ -419,6 +463,8 @@ def estimate(spec: ModelSpec, gpu: GpuProfile, s: SglangSettings) -> SglangEstim
         raise UsageError(f"--dp {s.dp_size} must divide --tp {s.tensor_parallel} with DP attention")
     if s.mem_fraction_static is not None and not 0 < s.mem_fraction_static < 1:
         raise UsageError(f"--mem-fraction-static must be in (0, 1), got {s.mem_fraction_static}")
+    asked = s  # the memory defaults see the flags as given: server_args.py runs _handle_gpu_memory_settings before
+    # _handle_model_specific_adjustments turns DP attention on for NSA (0.5.4:544/551, 0.5.14:2524/2533)
     forced = _nsa_settings(spec, gpu, s)
     nsa = forced is not s
     if nsa:
@@ -429,6 +475,7 @@ def estimate(spec: ModelSpec, gpu: GpuProfile, s: SglangSettings) -> SglangEstim
     chunk = s.chunked_prefill_size if s.chunked_prefill_size is not None else default_chunk
     graph_bs = s.cuda_graph_max_bs or default_bs
     layout, cell, n_full, n_swa, swa_cell = kv_layout(spec, s)
+    pool_cell = nsa_fp8_pool_cell(spec, s, cell) if nsa else cell
     notes: list[str] = []
     if nsa:
         notes.append(f"DeepSeek sparse attention: SGLang runs DP attention (dp = tp = {s.tensor_parallel}), pages of "
@@ -437,7 +484,7 @@ def estimate(spec: ModelSpec, gpu: GpuProfile, s: SglangSettings) -> SglangEstim
         notes.append(f"DP attention: {s.dp_size} attention groups of {s.attn_tp} rank(s); every group holds the whole "
                      "attention weights and KV heads of its TP size")
     if s.mem_fraction_static is None:
-        mfs, why = default_mem_fraction(rules, gpu_mib, s, chunk, graph_bs, layout == "mla", spec)
+        mfs, why = default_mem_fraction(rules, gpu_mib, asked, chunk, graph_bs, layout == "mla", spec)
         source = f"SGLang {s.version}'s default: {why} (server_args.py)"
     else:
         mfs, source = s.mem_fraction_static, "--mem-fraction-static"
@@ -505,4 +552,4 @@ def estimate(spec: ModelSpec, gpu: GpuProfile, s: SglangSettings) -> SglangEstim
         max_running_requests=running, headroom_bytes=headroom, kv_bytes_per_token=kv_per_token, fits=fits,
         shortfall_bytes=shortfall, deployment_weights_bytes=weights * world,
         deployment_kv_bytes_per_token=kv_per_token * s.tensor_parallel,
-        notes=notes, layout=layout)
+        notes=notes, layout=layout, pool_cell_bytes=pool_cell)

@@ -29,8 +29,8 @@ _LINES = {
     "free_after_weights_bytes": re.compile(r"Load weight end\..*?avail mem=" + _NUM + r" GB"),
     "weights_bytes": re.compile(r"Load weight end\..*?mem usage=" + _NUM + r" GB"),
     "kv_k_bytes": re.compile(r"KV Cache is allocated\..*?K size: " + _NUM + r" GB"),
-    "kv_v_bytes": re.compile(r"KV Cache is allocated\..*?V size: " + _NUM + r" GB"),
-    "kv_latent_bytes": re.compile(r"KV Cache is allocated\..*?[^KV ]KV size: " + _NUM + r" GB"),
+    "kv_v_bytes": re.compile(r"KV Cache is allocated\..*?(?<!K)V size: " + _NUM + r" GB"),
+    "kv_latent_bytes": re.compile(r"KV Cache is allocated\..*?\bKV size: " + _NUM + r" GB"),
     "memory_pool_end_free_bytes": re.compile(r"Memory pool end\. avail mem=" + _NUM + r" GB"),
     "cuda_graph_bytes": re.compile(r"Capture cuda graph end\..*?mem usage=" + _NUM + r" GB"),
 }
@@ -225,7 +225,8 @@ def check_sglang_log(parsed: dict[str, Any], model: Any, gpu: Any, **overrides: 
         note="log rounds to 0.01 GiB")
     add("weights", est.weights_bytes, "weights_bytes", note="log rounds to 0.01 GiB")
     if est.layout != "hybrid-swa":  # memory_pool.py: buffers of size + page_size slots
-        add("KV pool bytes", (est.max_total_num_tokens + est.page_size) * est.cell_bytes, "kv_pool_bytes",
+        add("KV pool bytes", (est.max_total_num_tokens + est.page_size) * (est.pool_cell_bytes or est.cell_bytes),
+            "kv_pool_bytes",
             note="log rounds to 0.01 GiB")
     logged = values.get("max_total_num_tokens", values.get("kv_cache_tokens"))
     if logged is not None:
