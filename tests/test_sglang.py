@@ -236,3 +236,28 @@ def test_fit_answers_on_sglang_pool():
     assert 4 * a["value"] <= est.max_total_num_tokens and a["fits_one_step_beyond"] is False
     code, out, err = run_cli(["fit", "min-util", "--engine", "sglang"])
     assert code == 2 and "vLLM's" in err
+
+
+def test_start_context_by_link_and_mla_weights_by_hand():
+    c = S.engine_constants("sglang")
+    assert S.start_context_bytes(get_gpu("h200"), 8) == int(c["context_bytes_tp"])  # NVLink: NCCL + custom AR
+    assert S.start_context_bytes(get_gpu("l4"), 4) == int(c["context_bytes"])  # PCIe: custom all-reduce off
+    assert S.start_context_bytes(get_gpu("h200"), 1) == int(c["context_bytes"])
+    v32 = load_model("deepseek-v3.2")
+    dp = settings(tensor_parallel=8, dp_size=8, enable_dp_attention=True)
+    # w_kc + w_vc in bf16 per layer: 128 heads x (128 + 128) x 512 x 2 B, 61 layers
+    assert S.mla_absorbed_bytes(v32, dp) == 61 * 128 * 256 * 512 * 2
+    assert S.mla_absorbed_bytes(v32, settings(tensor_parallel=8)) == 61 * 16 * 256 * 512 * 2
+    assert S.mla_absorbed_bytes(load_model("llama-3.1-8b"), settings()) == 0
+    # DP attention: the whole embedding on every rank (129,280 rows padded to 64 x 7168 x 2 B), lm_head still / 8
+    tp_only = S.sglang_weight_bytes(v32, settings(tensor_parallel=8, dp_size=8))
+    assert S.sglang_weight_bytes(v32, dp) - tp_only == (S.attention_linear_bytes(v32, dp) * 7 // 8
+                                                        + (129280 - 129280 // 8) * 7168 * 2
+                                                        + S.mla_absorbed_bytes(v32, dp) - 61 * 16 * 256 * 512 * 2
+                                                        + S.allocator_rounding_bytes(v32, dp)
+                                                        - S.allocator_rounding_bytes(v32, settings(tensor_parallel=8)))
+
+
+def test_parser_reads_the_mla_pool_line():
+    p = parse_sglang_log("[x DP0 TP0] KV Cache is allocated. #tokens: 975424, KV size: 43.67 GB")
+    assert p["values"]["kv_cache_tokens"] == 975424 and p["values"]["kv_pool_bytes"] == round(43.67 * GiB)
