@@ -261,3 +261,23 @@ def test_start_context_by_link_and_mla_weights_by_hand():
 def test_parser_reads_the_mla_pool_line():
     p = parse_sglang_log("[x DP0 TP0] KV Cache is allocated. #tokens: 975424, KV size: 43.67 GB")
     assert p["values"]["kv_cache_tokens"] == 975424 and p["values"]["kv_pool_bytes"] == round(43.67 * GiB)
+
+
+def test_sglang_speed_rows_are_held_out_and_predicted():
+    """The SGLang rows of the speed corpus: never in speed_corpus_report's fits (its why_not skips them), each
+    predicted through `kvcalc plan --engine sglang` (scripts/sglang_speed_report.py)."""
+    import importlib.util
+    import math
+
+    root = Path(__file__).resolve().parent.parent
+    mods = {}
+    for name in ("speed_corpus_report", "sglang_speed_report"):
+        spec = importlib.util.spec_from_file_location(name, root / "scripts" / f"{name}.py")
+        mods[name] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mods[name])
+    rows = mods["sglang_speed_report"].sglang_rows()
+    assert len(rows) >= 10 and all(r["source_url"].startswith("https://") for r in rows)
+    assert all("sglang_speed_report" in (mods["speed_corpus_report"].why_not(r) or "") for r in rows)
+    results = mods["sglang_speed_report"].results()
+    assert len(results) == len(rows)
+    assert all(math.isfinite(r["error"]) and abs(r["error"]) < 1.0 for r in results)
