@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import UsageError, shown
+from .release_rows import newest_at_or_below
 
 DEFAULT_VERSION = "0.5.14"  # the newest release that pins torch 2.11.0 (the project's H200 host), cu13 wheels
 OLDEST = "0.4.1"
@@ -109,11 +110,7 @@ def rules_for(version: str) -> SglangRules:
     key = version_key(version)
     if key < version_key(OLDEST):
         raise UsageError(f"SGLang {shown(version, 40, quote=False)}: kvcalc has rules from {OLDEST} on")
-    row = RULES[0]
-    for r in RULES:
-        if key >= version_key(r.since):
-            row = r
-    return row
+    return newest_at_or_below(RULES, key, version_key)
 
 
 def resolve_version(text: str | None) -> str:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from ..errors import UsageError, shown
+from .release_rows import newest_at_or_below
 
 NEWEST_RELEASE_KNOWN = "0.33.0"  # the newest release kvcalc has a rules row for; later ones warn
 MEASURED_RELEASE = "0.26.0"  # the release whose rules were measured on a GPU (the H200 runs, docs/validation/data)
@@ -177,11 +178,7 @@ def rules_for(version: str) -> VersionRules:
     key = version_key(version)
     if key < version_key(OLDEST_RELEASE):
         raise UsageError(f"vLLM {version} predates the accounting kvcalc models (0.4.0 and later)")
-    chosen = VERSION_RULES[0]
-    for row in VERSION_RULES:
-        if version_key(row.since) <= key:
-            chosen = row
-    return chosen
+    return newest_at_or_below(VERSION_RULES, key, version_key)
 
 
 LAST_V0_RELEASE = "0.10.2"  # V0 was removed after 0.10 (VLLM_USE_V1=0 no longer selects it)
