@@ -58,7 +58,8 @@ def results() -> list[dict]:
     out = []
     for r in sglang_rows():
         p = predict(r)
-        out.append({"id": r["id"], "source": r["source_url"], "gpu": f"{r['tp']}x {r['gpu']}", "model": r["kvcalc_model"],
+        out.append({"id": r["id"], "source": r["source_url"], "gpu": f"{r['tp']}x {r['gpu']}",
+                    "model": r["kvcalc_model"],
                     "workload": f"{r['input_len']}/{r['output_len']} at {r['concurrency']}", "metric": r["metric"],
                     "class": CLASS[r["metric"]], "measured": r["value"], "predicted": p, "error": p / r["value"] - 1})
     return out

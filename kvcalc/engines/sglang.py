@@ -488,6 +488,9 @@ def estimate(spec: ModelSpec, gpu: GpuProfile, s: SglangSettings) -> SglangEstim
         source = f"SGLang {s.version}'s default: {why} (server_args.py)"
     else:
         mfs, source = s.mem_fraction_static, "--mem-fraction-static"
+    if rules.multimodal_mfs_factor != 1.0 and spec.encoders:  # ModelRunner, before 0.4.10 (sglang_versions.py)
+        mfs *= rules.multimodal_mfs_factor
+        source += f", x {rules.multimodal_mfs_factor} for a multimodal model (model_runner.py)"
     notes.append(f"mem_fraction_static {mfs:.3f}: {source}")
     world = s.tensor_parallel * s.pipeline_parallel
     context = start_context_bytes(gpu, world)
