@@ -281,3 +281,21 @@ def test_sglang_speed_rows_are_held_out_and_predicted():
     results = mods["sglang_speed_report"].results()
     assert len(results) == len(rows)
     assert all(math.isfinite(r["error"]) and abs(r["error"]) < 1.0 for r in results)
+
+
+def test_sglang_search_rents_at_the_asked_tier():
+    """Both servers' searches price a deployment with prices.rent at --price-tier: at the reserved tier an H100
+    is rented as a whole reserved instance, never at the on-demand per-GPU price."""
+    from kvcalc.prices import load_prices, rent
+
+    code, out, err = run_cli(["search", "--model", "llama-3.1-8b", "--input-len", "2k", "--output-len", "256",
+                              "--concurrency", "16", "--gpus", "h100-sxm", "--weights", "bf16", "--kv", "auto",
+                              "--tp", "1", "--server", "both", "--json", "--top", "3", "--price-tier", "reserved"])
+    assert code == 0, err
+    data = json.JSONDecoder().raw_decode(out)[0]
+    assert data["sglang"] and data["results"]
+    price = load_prices()["h100-sxm"]
+    for d in data["sglang"]:
+        expected = rent(price, d["tp"], d["replicas"], "reserved")
+        assert d["cost_per_hour"] == expected.usd_per_hour and d["price_source"] == expected.source
+    assert data["sglang"][0]["cost_per_hour"] == data["results"][0]["cost_per_hour"]
