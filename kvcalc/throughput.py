@@ -31,6 +31,7 @@ from .engines.weights import vllm_text_weight_bytes, weight_bytes, weight_bytes_
 from .formats import KvFormat, WeightFormat
 from .hardware import GpuProfile
 from .layers import CompressedSparseAttention, FullAttention, MultiLatentAttention
+from .memo import per_object
 from .model import ModelSpec
 from .units import ceil_div
 
@@ -205,6 +206,11 @@ def gpu_rates(gpu: GpuProfile, calibrated: bool = True) -> GpuRates:
     replaces the constants it fitted (decode bandwidth, step overhead, tensor efficiency, TP all-reduce time;
     attention's efficiency moves with the tensor one); calibrated=False ignores it (transformers rows: the
     calibration measured vLLM's kernels)."""
+    # a pure function of the profile (its calibration included): one search asks for it thousands of times
+    return per_object("gpu_rates", (gpu,), (calibrated,), lambda: _gpu_rates(gpu, calibrated))
+
+
+def _gpu_rates(gpu: GpuProfile, calibrated: bool) -> GpuRates:
     data = load("speed")
     fit = data["measured"].get(gpu.id)
     c = fit or data["derived"]
@@ -305,6 +311,10 @@ def kv_conversion_ops(kv: KvFormat, gpu: GpuProfile) -> float:
 
 def attention_flops_per_token(spec: ModelSpec) -> float:
     """Tensor FLOPs one query token spends per cached token it attends to, over all layers (QK^T and PV)."""
+    return per_object("attention_flops", (spec,), (), lambda: _attention_flops_per_token(spec))
+
+
+def _attention_flops_per_token(spec: ModelSpec) -> float:
     flops = 0
     for layer in spec.layers:
         if isinstance(layer, MultiLatentAttention):
@@ -341,6 +351,10 @@ class WeightSplit:
 
 
 def weight_split(spec: ModelSpec, weights: WeightFormat, dtype_bytes: int = 2) -> WeightSplit:
+    return per_object("weight_split", (spec, weights), (dtype_bytes,), lambda: _weight_split(spec, weights, dtype_bytes))
+
+
+def _weight_split(spec: ModelSpec, weights: WeightFormat, dtype_bytes: int = 2) -> WeightSplit:
     total = vllm_text_weight_bytes(spec, weights, dtype_bytes)  # as vLLM loads them; a step runs no encoder
     embed = spec.params.embedding * dtype_bytes if not spec.tie_word_embeddings else 0
     ratio = total / max(spec.params.total, 1)

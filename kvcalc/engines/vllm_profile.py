@@ -39,6 +39,7 @@ from typing import Any
 
 from ..hardware import GpuProfile
 from ..layers import MultiLatentAttention, flatten
+from ..memo import per_object
 from ..layer_kinds import mamba2_dims, mamba2_inner
 from ..model import ModelSpec
 
@@ -99,7 +100,8 @@ def moe_workspace(spec: ModelSpec, tp: int, m: int, dtype_bytes: int, weights: s
 
 
 def _mla_phase(spec: ModelSpec, tp: int, m: int, d: int, max_model_len: int, seqs: int, block: int) -> list:
-    mla = next((x for x in flatten(spec.layers) if isinstance(x, MultiLatentAttention)), None)
+    mla = per_object("first_mla", (spec,), (), lambda: next(
+        (x for x in flatten(spec.layers) if isinstance(x, MultiLatentAttention)), None))
     if mla is None:
         return []
     heads = max(mla.num_heads // tp, 1)
