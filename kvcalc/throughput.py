@@ -206,7 +206,10 @@ def gpu_rates(gpu: GpuProfile, calibrated: bool = True) -> GpuRates:
     replaces the constants it fitted (decode bandwidth, step overhead, tensor efficiency, TP all-reduce time;
     attention's efficiency moves with the tensor one); calibrated=False ignores it (transformers rows: the
     calibration measured vLLM's kernels)."""
-    # a pure function of the profile (its calibration included): one search asks for it thousands of times
+    # a pure function of the profile (its calibration included) and the class constants: one search asks for it
+    # thousands of times; under class_override (the corpus fit's refits) it is computed afresh
+    if _CLASS_OVERRIDE is not None:
+        return _gpu_rates(gpu, calibrated)
     return per_object("gpu_rates", (gpu,), (calibrated,), lambda: _gpu_rates(gpu, calibrated))
 
 
