@@ -21,3 +21,26 @@ def test_minimax_m2_tp2_one_request_need_on_0_29():
         assert round(layout.min_kv_bytes / GiB, 2) == 23.25
     assert layout.bytes_per_block == 16 * 62 * 4 * 2 * 128 * 2
     assert layout.min_kv_bytes == 196_608 // 16 * layout.bytes_per_block + layout.bytes_per_block
+
+
+def test_logged_kv_tokens_switch_to_the_concurrency_formula_at_0_21():
+    """vllm#43308 (Gemma-4-31B on an A100 80GB, util 0.9, the same ~50 GB of KV memory): ~55k logged tokens on 0.20.0,
+    ~525k on 0.21.0. 0.21 logs int(max concurrency x max_model_len) (vllm#40694: kv_cache_utils.py
+    _report_kv_cache_config), 0.20 num_blocks // groups x block: with six KV groups and sliding layers that hold their
+    window only, the two differ by several times. kvcalc's 0.20 and 0.21 rows give both formulas."""
+    from kvcalc.engines import vllm as vllm_engine
+    from kvcalc.formats import weight_format
+    from kvcalc.hardware import get_gpu
+
+    spec, gpu = load_model("gemma-4-31b-nvfp4"), get_gpu("a100-80gb")
+    got = {}
+    for version in ("0.20.0", "0.21.0"):
+        s = vllm_engine.VllmSettings(weights=weight_format("bf16"), kv=kv_format("auto"),
+                                     gpu_memory_utilization=0.9, max_model_len=262_144, version=version)
+        est = vllm_engine.estimate(spec, gpu, s)
+        got[version] = est
+    old, new = got["0.20.0"], got["0.21.0"]
+    per_group = old.num_gpu_blocks // len(old.layout.groups) * min(r.block_size for r in old.layout.rules)
+    assert old.logged_kv_tokens == per_group
+    assert new.logged_kv_tokens == int(new.num_gpu_blocks / new.layout.max_blocks_per_request * 262_144)
+    assert new.logged_kv_tokens > 5 * old.logged_kv_tokens  # the issue's ~9.5x, at its order

@@ -129,7 +129,8 @@ class KvLayout:
         return num_blocks / self.max_blocks_per_request
 
     def logged_tokens(self, num_blocks: int) -> int:
-        """'GPU KV cache size: N tokens' in 0.24+ (get_kv_cache_capacity): int(concurrency * max_model_len)."""
+        """'GPU KV cache size: N tokens' in 0.21+ (_report_kv_cache_config; get_kv_cache_capacity from 0.24):
+        int(concurrency * max_model_len)."""
         return int(self.max_concurrency(num_blocks) * self.max_model_len)
 
     @property
