@@ -10,14 +10,15 @@ from __future__ import annotations
 from typing import Any, Callable
 
 _TABLE: dict[tuple, tuple[tuple, Any]] = {}
-MAX_ENTRIES = 256
+MAX_ENTRIES = 4096  # a search of one model over every GPU, format, TP and max_num_seqs fills ~2,000
 
 
 def per_object(kind: str, objects: tuple, extra: tuple, compute: Callable[[], Any]) -> Any:
-    """compute()'s value for these objects (by identity) and these hashable extras, computed once."""
-    key = (kind,) + tuple(id(o) for o in objects) + extra
+    """compute()'s value for these objects (by identity) and these hashable extras, computed once. The entry holds
+    the objects, so while it lives no other object can carry their ids: a hit is always theirs."""
+    key = (kind, *map(id, objects), *extra)
     hit = _TABLE.get(key)
-    if hit is not None and all(a is b for a, b in zip(hit[0], objects)):
+    if hit is not None:
         return hit[1]
     value = compute()
     if len(_TABLE) >= MAX_ENTRIES:

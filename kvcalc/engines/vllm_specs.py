@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from ..formats import KvFormat
-from ..memo import per_object
 from ..layers import (
     ChunkedLocal, CompressedSparseAttention, FullAttention, LayerCache, MambaState, MultiLatentAttention,
     SlidingWindow, flatten,
 )
+from ..memo import per_object
 from ..units import ceil_div
 
 DEFAULT_BLOCK_SIZE = 16  # config/cache.py CacheConfig.DEFAULT_BLOCK_SIZE
