@@ -37,7 +37,7 @@ NEW_FROM = (0, 27)
 
 # index.json "gpu" -> kvcalc GPU profile
 GPU_PROFILE = {"A100": "a100-80gb", "RTX 4090": "rtx-4090", "RTX 3090": "rtx-3090", "L40S": "l40s", "H100": "h100-sxm",
-               "T4": "t4", "RTX 5090": "rtx-5090", "RTX 5060 Ti": "rtx-5060-ti"}
+               "T4": "t4", "RTX 5090": "rtx-5090", "RTX 5060 Ti": "rtx-5060-ti", "MI300X": "mi300x"}
 # the capacity row of the comparison, most direct first
 CAPACITY_ROWS = ("logged KV cache tokens", "GPU blocks", "KV tokens in the start-up error", "available KV memory")
 BREAKDOWN = ("weights", "activation peak", "non-torch memory", "CUDA-graph estimate")
@@ -54,6 +54,12 @@ CAUSES: dict[str, list[tuple[float, float, str]]] = {
         "and 'Initial profiling/warmup run'), so Inductor's compile-time buffers and the compiled kernels' modules "
         "count against the KV cache. kvcalc does not know whether a compile cache exists; its figures sit between "
         "the two starts")],
+    "xbill9-mi300x-gemma4-31b-bf16-v0.31": [(0.05, 0.12, "not attributed: the logged activation peak is 9.46 GiB against "
+        "kvcalc's 2.95 (its V2-runner compile phase: Inductor's copy of the 2.6 GiB embedding table), 6.5 GiB of a 101.8 "
+        "GiB budget, and non-torch 2.23 GiB against 0.22 (ROCm: the 26B start of the same rig logs 3.58, the E2B one "
+        "2.46). The layout is exact (tokens per KV byte as logged: every group charged max_model_len, since 2 x 16,384 "
+        "in flight + the window exceed 32,768). kvcalc's profile phases were traced on CUDA under 0.26; this is ROCm "
+        "(TRITON_ATTN, native GELU) under 0.31 with the encoder cache profiled on 6 video items")],
     "prp-wp24-a-rtx5060ti-qwen3-4b-v0.30": [(0.02, 0.05, "activation +0.21 GiB: with the compiled graph loaded "
         "from the AOT cache the peak (0.53 GiB) is the sampler's (256 rows x 151,936 logits: bf16 logits + three "
         "fp32 tensors = 0.51 GiB), not kvcalc's compile phase (Inductor's copy of the 0.72 GiB embedding table, "
