@@ -33,14 +33,10 @@ from .workload import ASSUMPTIONS as WORKLOAD_ASSUMPTIONS
 from .workload import Workload  # noqa: F401  (search's workload is plan's: kvcalc.search.Workload)
 
 SCHEMA = "kvcalc.search/1"
-# Profiles `search` leaves out unless --gpus names them: parts not rented by the hour (workstation cards, the DGX Spark
-# desktop), boards that repeat a searched one's memory and speed (H800, A800: H100 SXM and A100 80GB with a slower
-# NVLink), and those whose only price is an estimate. Each GPU searched costs CPU; the default set stays the GPUs a
-# price page offers.
-NOT_SEARCHED_BY_DEFAULT = frozenset({
-    "rtx-pro-6000", "rtx-pro-6000-maxq", "dgx-spark", "h800", "a800", "h20", "l20", "b300", "gb300", "gb200",
-    "rtx-6000-ada", "rtx-5060-ti", "rtx-5070-ti", "rtx-5080", "mi325x", "mi350x", "mi355x",
-})
+# Profiles `search` leaves out unless --gpus names them. None since the search got fast enough to take every profile
+# (issue 19.4: per-model memos and a batch-vectorised weight-time table, kvcalc/memo.py and latency.weight_time_table);
+# a profile whose only price is an estimate is searched at that estimate, which the rows say.
+NOT_SEARCHED_BY_DEFAULT: frozenset[str] = frozenset()
 CONSTRAINTS = ("quality", "memory", "throughput", "concurrency", "ttft", "tpot")
 DEFAULT_WEIGHTS = ("bf16", "fp8", "awq")
 DEFAULT_KV = ("auto", "fp8")
