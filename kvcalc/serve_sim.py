@@ -96,6 +96,7 @@ class SimResult:
     preemptions: int
     prefix_hit_tokens: int
     notes: list[str] = field(default_factory=list)
+    send_s: np.ndarray | None = None  # when each request got its client slot (the client's clock starts)
 
     @property
     def tpot_s(self) -> np.ndarray:
@@ -373,7 +374,8 @@ def simulate(cost, cfg: EngineConfig, load: Load, frontend_s: float = 0.0) -> Si
     ttft = first - send
     e2e = last_tok - send
     itl = np.concatenate(itls) if itls else np.zeros(0)
-    return SimResult(ttft, e2e, itl, out, prompt, float(np.max(last_tok)), steps, preemptions, hit_tokens)
+    return SimResult(ttft, e2e, itl, out, prompt, float(np.max(last_tok)), steps, preemptions, hit_tokens,
+                     send_s=send)
 
 
 def _decode_stretch(cost, r, computed, generated, out, held, shares, prefix_blocks, need, free, t, arrival,
