@@ -35,7 +35,9 @@ Client rules (vllm/benchmarks/serve.py, lib/endpoint_request_func.py):
 Lengths as the random dataset draws them (benchmarks/datasets/utils.py get_sampling_params): integers uniform in
 [floor(L (1 - r)), ceil(L (1 + r))] for --random-range-ratio r, the shared prefix prepended to every prompt.
 
-Step time: kvcalc/step_cost.py (the speed model of throughput.py). Front-end: `frontend_s` per request between the
+Step time: kvcalc/step_cost.py (the speed model of throughput.py); a step of more tokens than `graph_max_tokens`
+runs without CUDA graphs (vllm/v1/cudagraph_dispatcher.py:274-281) and takes at least the CPU's launch of the
+forward (StepCost.launch_s). Front-end: `frontend_s` per request between the
 client's send and the engine (HTTP, tokenization), from serve_frontend below.
 
 Pure decode stretches (nothing to admit, nothing prefilling) are advanced in one vector operation up to the next
@@ -66,6 +68,7 @@ class EngineConfig:
     prefix_caching: bool = True
     async_scheduling: bool = True
     long_prefill_token_threshold: int = 0
+    graph_max_tokens: int | None = None  # the largest step a CUDA graph replays (None: every step, or none: eager)
 
 
 @dataclass(frozen=True)
@@ -317,7 +320,7 @@ def simulate(cost, cfg: EngineConfig, load: Load, frontend_s: float = 0.0) -> Si
                 or need1(tokens[waiting[0]]) - prefix_blocks > free):
             stretch, dts = _decode_stretch(cost, r, computed, generated, out, held, shares, prefix_blocks, need, free,
                                            t, float(arrive[pending[0]]) if pending else math.inf,
-                                           cfg.async_scheduling)
+                                           cfg.async_scheduling, cfg.graph_max_tokens)
         if stretch > 1:  # a pure decode stretch in one vector step: each request gains `stretch` tokens
             starts = t + np.concatenate(([0.0], np.cumsum(dts)[:-1]))
             ends = starts + dts
@@ -337,6 +340,8 @@ def simulate(cost, cfg: EngineConfig, load: Load, frontend_s: float = 0.0) -> Si
             ctx = float((computed[r[is_dec]] + 1).sum())
             chunks = tuple(zip(computed[r[chunk]].tolist(), kk[chunk].tolist()))
             dt = cost.step_s(int(is_dec.sum()), ctx, chunks)
+            if cfg.graph_max_tokens is not None and int(kk.sum()) > cfg.graph_max_tokens:
+                dt = max(dt, cost.launch_s)  # no CUDA graph: the CPU launches the forward, the GPU runs behind it
             s_prev, t = t, t + dt
             steps += 1
             computed[r] += kk
@@ -379,7 +384,7 @@ def simulate(cost, cfg: EngineConfig, load: Load, frontend_s: float = 0.0) -> Si
 
 
 def _decode_stretch(cost, r, computed, generated, out, held, shares, prefix_blocks, need, free, t, arrival,
-                    async_scheduling=True):
+                    async_scheduling=True, graph_max_tokens=None):
     """How many pure decode steps the batch `r` runs before something changes (a request finishes, the next arrival
     reaches the schedule, or the pool cannot give every request its next block), and their step times. The step is
     affine in the summed context, which grows by the batch each step."""
@@ -389,7 +394,10 @@ def _decode_stretch(cost, r, computed, generated, out, held, shares, prefix_bloc
     b = len(r)
     c0 = float((computed[r] + 1).sum())
     base = cost.fixed_s + cost.weights_s(b, False) + cost.sampler_per_row_s * b
-    dts = np.maximum(base + cost.decode_attention_per_token_s * (c0 + b * np.arange(kmax)), cost.eager_floor_s)
+    floor = cost.eager_floor_s
+    if graph_max_tokens is not None and b > graph_max_tokens:  # more decodes than the largest graph: no graph
+        floor = max(floor, cost.launch_s)
+    dts = np.maximum(base + cost.decode_attention_per_token_s * (c0 + b * np.arange(kmax)), floor)
     k = kmax
     if math.isfinite(arrival):  # stop before the step whose schedule sees the next arrival: step j is scheduled when
         # step j-1 starts (async scheduling), else when it ends

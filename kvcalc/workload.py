@@ -167,14 +167,17 @@ def vllm_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFo
     block size, layout, max_num_seqs, max_model_len); without it, a pool that holds `slots` requests of the
     workload's longest context and max_num_seqs = slots. `cost`: a step_cost.StepCost to reuse. `first_token_s`:
     the server's per-request front-end cost when the caller has its own figure (default frontend_s(entrypoint))."""
+    from .engines.vllm_graphs import max_graph_tokens
     from .serve_sim import EngineConfig, simulate
     from .step_cost import step_cost
 
     # dtype_bytes: vLLM's --dtype (float32 steps read twice a bf16 model's weights)
     cost = cost or step_cost(spec, gpu, weights, kv, tp, kv_bytes_per_token, enforce_eager, dtype_bytes)
     if est is not None and est.layout is not None:
+        graphs = None if enforce_eager else max_graph_tokens(est.max_num_seqs, est.max_num_batched_tokens)
         cfg = EngineConfig(est.max_num_batched_tokens, est.max_num_seqs, est.num_gpu_blocks, est.layout.block_size,
-                           est.max_model_len, est.layout.blocks_per_request, prefix_caching)
+                           est.max_model_len, est.layout.blocks_per_request, prefix_caching,
+                           graph_max_tokens=graphs)
     else:
         bs = 16
         per = -(-wl.context // bs)

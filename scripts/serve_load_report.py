@@ -110,10 +110,46 @@ def simulate_case(case: dict, frontend_s: float | None = None):
     return _simulate(case, frontend_s)[0]
 
 
+HF_DECODE = ROOT / "docs" / "validation" / "data" / "v4" / "hf_decode.jsonl"
+
+
+def host_cpu_scale() -> float:
+    """How much slower the serve runs' host runs launch-bound work than the host kvcalc's launch constants were fitted
+    on: the median of measured / kvcalc over the transformers decode runs of v4/hf_decode.jsonl with the default
+    cache (same host, same day, torch 2.11; eager PyTorch decode is bound by the CPU's kernel launches: its profile
+    shows the GPU busy 2-8 ms of a 19-48 ms step). Fitted on those runs only; no load run enters it."""
+    from kvcalc.catalog import load_model
+    from kvcalc.formats import kv_format, weight_format
+    from kvcalc.hardware import get_gpu
+    from kvcalc.throughput import hf_decode_speed
+
+    ratios = []
+    for line in HF_DECODE.read_text().splitlines():
+        r = json.loads(line)
+        st = r.get("settings", {})
+        if not r.get("decode_ms_per_step") or st.get("kv") != "auto" or st.get("weights") != "bf16":
+            continue
+        pred = hf_decode_speed(load_model(st["model"]), get_gpu("h200"), weight_format("bf16"), kv_format("auto"),
+                               st["batch"], st["prompt_len"] + st["new_tokens"] // 2).step_s
+        ratios.append(r["decode_ms_per_step"] / 1e3 / pred)
+    return statistics.median(ratios)
+
+
+_SCALE = None
+
+
+def _cpu_scale() -> float:
+    global _SCALE
+    if _SCALE is None:
+        _SCALE = host_cpu_scale()
+    return _SCALE
+
+
 def _simulate(case: dict, frontend_s: float | None = None):
     from kvcalc.catalog import load_model
     from kvcalc.checkpoint import baseline_weights
     from kvcalc.engines import vllm as vllm_engine
+    from kvcalc.engines.vllm_graphs import max_graph_tokens
     from kvcalc.formats import kv_format, weight_format
     from kvcalc.hardware import get_gpu
     from kvcalc.serve_sim import EngineConfig, simulate
@@ -130,9 +166,10 @@ def _simulate(case: dict, frontend_s: float | None = None):
                     request_rate=wl.get("request_rate"), num_prompts=wl["num_prompts"],
                     random_range_ratio=wl.get("range_ratio", 0.0), prefix_len=wl.get("prefix_len", 0),
                     burstiness=wl.get("burstiness", 1.0), percentiles=(50.0, 90.0, 99.0), seed=case["seed"])
-    cost = step_cost(spec, gpu, weights, kv, 1, est.deployment_kv_bytes_per_token)
+    cost = step_cost(spec, gpu, weights, kv, 1, est.deployment_kv_bytes_per_token, cpu_scale=_cpu_scale())
     cfg = EngineConfig(est.max_num_batched_tokens, est.max_num_seqs, est.num_gpu_blocks, est.layout.block_size,
-                       est.max_model_len, est.layout.blocks_per_request)
+                       est.max_model_len, est.layout.blocks_per_request,
+                       graph_max_tokens=max_graph_tokens(est.max_num_seqs, est.max_num_batched_tokens))
     res = simulate(cost, cfg, bench_load(work), default_frontend("serve") if frontend_s is None else frontend_s)
     return res, est, work
 
@@ -202,7 +239,8 @@ def report(frontend: float | None = None) -> dict:
         before = [abs(r[f"{name}_closed_form_error"]) for r in held if f"{name}_closed_form_error" in r]
         if before:
             summary[name]["closed_form_mean_abs_error"] = statistics.fmean(before)
-    return {"frontend_per_request_s": fe, "fit_set": list(FIT), "rows": rows, "held_out_summary": summary,
+    return {"frontend_per_request_s": fe, "fit_set": list(FIT), "host_cpu_scale": _cpu_scale(), "rows": rows,
+            "held_out_summary": summary,
             "steady_state": steady_report(cases), "lone_request_path": lone_request_path(cases)}
 
 
@@ -342,7 +380,9 @@ def markdown(rep: dict) -> str:
         f"{name.replace('_', ' ')} mean |error| {100 * v['closed_form_mean_abs_error']:.0f}%"
         for name, v in s.items() if "closed_form_mean_abs_error" in v) + ".")
     lines.append(f"Front-end cost fitted on {', '.join(rep['fit_set'])}: {1e3 * rep['frontend_per_request_s']:.1f} ms "
-                 "per request.")
+                 f"per request. The serve host's CPU: {rep['host_cpu_scale']:.2f}x the launch time of kvcalc's "
+                 "constants (from the same host's transformers decode runs, v4/hf_decode.jsonl), in steps without "
+                 "CUDA graphs.")
     st = rep["steady_state"]
     lines.append("Steady state (each run's first request dropped from measured and simulated figures, front-end "
                  f"refitted the same way: {1e3 * st['frontend_per_request_s']:.1f} ms): " + "; ".join(
