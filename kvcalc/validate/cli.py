@@ -44,8 +44,6 @@ def _from_log(path: str, model: str | None, gpu: str | None, as_json: bool, over
     if result["model_note"]:
         click.echo(f"note: {result['model_note']}", err=True)
     rows, mismatches = report["rows"], report["mismatches"]
-    misses = [r["quantity"] for r in rows if r.get("verdict") == "MISS"]
-    passes = sum(1 for r in rows if r.get("verdict") == "PASS")
     if as_json:
         click.echo(json.dumps(log_json(parsed, report), indent=1))
     else:
@@ -53,20 +51,39 @@ def _from_log(path: str, model: str | None, gpu: str | None, as_json: bool, over
         click.echo(render_table(rows, title=f"vLLM {version} log {Path(path).name} vs kvcalc ({model} on {gpu})"))
         for err in parsed.get("errors", []):
             click.echo(f"log reports a start-up failure: {err}")
-        for line in mismatches:
-            click.echo(f"MISMATCH {line}")
-        for line in report["notes"]:
-            click.echo(f"note: {line}")
-        assumed = ", ".join(f"{k} {v['value']} ({v['from']})" for k, v in report["assumed"].items()
-                            if v["value"] is not None)
-        click.echo(f"settings: {assumed}")
         answer = log_answer(parsed, (report["assumed"].get("max_model_len") or {}).get("value"))
-        if answer:
-            click.echo(f"answer (the log's own figures): {answer}")
-        click.echo(f"verdict: {passes} PASS, {len(misses)} MISS" + (f" ({', '.join(misses)})" if misses else "")
-                   + (f", {len(mismatches)} MISMATCH" if mismatches else ""))
+        _echo_findings(rows, mismatches, report["notes"], report["assumed"],
+                       [f"answer (the log's own figures): {answer}"] if answer else [])
+    _exit_if_strict(strict, rows, mismatches)
+
+
+def _misses_and_passes(rows: list[dict]) -> tuple[list[str], int]:
+    return [r["quantity"] for r in rows if r.get("verdict") == "MISS"], sum(r.get("verdict") == "PASS" for r in rows)
+
+
+def _echo_findings(rows: list[dict], mismatches: list[str] | None, notes: list[str], assumed: dict,
+                   extra: list[str]) -> None:
+    """What every comparison prints under its table: MISMATCH lines, notes, the settings compared and where each
+    came from, `extra` lines, the verdict. mismatches None: a comparison that has no such check (SGLang logs)."""
+    misses, passes = _misses_and_passes(rows)
+    for line in mismatches or []:
+        click.echo(f"MISMATCH {line}")
+    for line in notes:
+        click.echo(f"note: {line}")
+    click.echo("settings: " + ", ".join(f"{k} {v['value']} ({v['from']})" for k, v in assumed.items()
+                                        if v["value"] is not None))
+    for line in extra:
+        click.echo(line)
+    click.echo(f"verdict: {passes} PASS, {len(misses)} MISS" + (f" ({', '.join(misses)})" if misses else "")
+               + (f", {len(mismatches)} MISMATCH" if mismatches else ""))
+
+
+def _exit_if_strict(strict: bool, rows: list[dict], mismatches: list[str] | None) -> None:
+    """--strict: exit 1 on any MISS or MISMATCH (after the report is printed)."""
+    misses, _ = _misses_and_passes(rows)
     if strict and (misses or mismatches):
-        click.echo(f"error: --strict: {len(misses)} MISS, {len(mismatches)} MISMATCH", err=True)
+        click.echo(f"error: --strict: {len(misses)} MISS" + ("" if mismatches is None else
+                                                           f", {len(mismatches)} MISMATCH"), err=True)
         raise SystemExit(1)
 
 
@@ -113,22 +130,15 @@ def _from_sglang_log(text: str, p: Path, model: str | None, gpu: str, as_json: b
     if ignored:
         report["notes"].insert(0, f"{', '.join(ignored)}: vLLM options, not used for an SGLang log")
     rows = report["rows"]
-    misses = [r["quantity"] for r in rows if r.get("verdict") == "MISS"]
-    passes = sum(1 for r in rows if r.get("verdict") == "PASS")
     if as_json:
+        misses, passes = _misses_and_passes(rows)
         click.echo(json.dumps({"engine": "sglang", "parsed": {k: parsed[k] for k in ("settings", "values", "errors")},
                                "comparison": rows, "notes": report["notes"], "assumed": report["assumed"],
                                "verdict": {"pass": passes, "miss": len(misses), "mismatch": 0}}, indent=1))
     else:
         click.echo(render_table(rows, title=f"SGLang log {p.name} vs kvcalc ({model} on {gpu})"))
-        for line in report["notes"]:
-            click.echo(f"note: {line}")
-        click.echo("settings: " + ", ".join(f"{k} {v['value']} ({v['from']})" for k, v in report["assumed"].items()
-                                            if v["value"] is not None))
-        click.echo(f"verdict: {passes} PASS, {len(misses)} MISS" + (f" ({', '.join(misses)})" if misses else ""))
-    if strict and misses:
-        click.echo(f"error: --strict: {len(misses)} MISS", err=True)
-        raise SystemExit(1)
+        _echo_findings(rows, None, report["notes"], report["assumed"], [])
+    _exit_if_strict(strict, rows, None)
 
 
 def _metrics(source: str, model: str | None, gpu: str | None, as_json: bool, overrides: dict, *, strict: bool,
@@ -141,25 +151,14 @@ def _metrics(source: str, model: str | None, gpu: str | None, as_json: bool, ove
         raise UsageError("--metrics needs --model and --gpu (the plan to compare the server with)")
     report = check_metrics(read_metrics(source), model, gpu, vllm_version=vllm_version, **overrides)
     rows, mismatches = report["comparison"], report["mismatches"]
-    misses = [r["quantity"] for r in rows if r.get("verdict") == "MISS"]
-    passes = sum(1 for r in rows if r.get("verdict") == "PASS")
     if as_json:
         from .reports import metrics_json
 
         click.echo(json.dumps(metrics_json(source, report), indent=1))
     else:
         click.echo(render_table(rows, title=f"vLLM server {source} vs kvcalc's plan ({model} on {gpu})"))
-        for line in mismatches:
-            click.echo(f"MISMATCH {line}")
-        for line in report["notes"]:
-            click.echo(f"note: {line}")
-        click.echo("settings: " + ", ".join(f"{k} {v['value']} ({v['from']})" for k, v in report["assumed"].items()
-                                            if v["value"] is not None))
-        click.echo(f"verdict: {passes} PASS, {len(misses)} MISS" + (f" ({', '.join(misses)})" if misses else "")
-                   + (f", {len(mismatches)} MISMATCH" if mismatches else ""))
-    if strict and (misses or mismatches):
-        click.echo(f"error: --strict: {len(misses)} MISS, {len(mismatches)} MISMATCH", err=True)
-        raise SystemExit(1)
+        _echo_findings(rows, mismatches, report["notes"], report["assumed"], [])
+    _exit_if_strict(strict, rows, mismatches)
 
 
 def _bench(path: str, model: str | None, gpu: str | None, kv: str | None, weights: str | None, util: float | None,
