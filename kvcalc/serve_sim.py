@@ -27,7 +27,9 @@ Client rules (vllm/benchmarks/serve.py, lib/endpoint_request_func.py):
 - arrivals (get_request, :393-504): --request-rate inf sends every prompt at once; else gamma gaps of shape
   --burstiness and scale 1/(rate x burstiness) (Poisson at burstiness 1), their cumulative sum rescaled so the last
   is at num_prompts / rate (:470-487). --max-concurrency holds at most that many requests in flight (a semaphore,
-  :962-970); a request's clock starts when it gets a slot (endpoint_request_func.py:197).
+  :962-970); a request's clock starts when it gets a slot (endpoint_request_func.py:197). The client is one asyncio
+  loop: each request costs it `client_send_s` before its clock starts, so prompts released at one instant go out one
+  after another and a closed loop's next prompt follows a completion by that much.
 - TTFT is the first streamed chunk's time; ITL each later chunk's gap; e2e the last chunk's time; TPOT = (e2e - TTFT)
   / (output - 1) per request (serve.py:607-611); duration from the first send to the last request's end; request and
   output throughput over it (:762-770). Percentiles with numpy.percentile (linear).
@@ -85,6 +87,7 @@ class Load:
     prefix_len: int = 0  # --random-prefix-len
     seed: int = 0  # --seed
     ready_check: bool = False  # --ready-check-timeout-sec > 0: the first prompt is sent once before the run
+    client_send_s: float = 0.0  # the bench client's own time to get one request out (one asyncio loop)
 
 
 @dataclass
@@ -191,11 +194,13 @@ def simulate(cost, cfg: EngineConfig, load: Load, frontend_s: float = 0.0) -> Si
     next_send = 0  # the next prompt to get a client slot
     in_flight = 0
 
+    client_free = 0.0  # when the client's loop is free to send the next request
+
     def release(now: float) -> None:  # client slots: each finished request lets the next prompt go
-        nonlocal next_send, in_flight
+        nonlocal next_send, in_flight, client_free
         while next_send < n and in_flight < limit:
             i = next_send
-            send[i] = max(planned[i], now)
+            send[i] = client_free = max(planned[i], now, client_free) + load.client_send_s
             arrive[i] = send[i] + frontend_s
             next_send += 1
             in_flight += 1

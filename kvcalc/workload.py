@@ -145,7 +145,13 @@ def frontend_s(entrypoint: str = "serve") -> float:
     return float(load("serve")["frontend"]["per_request_s"]) if entrypoint == "serve" else 0.0
 
 
-def bench_load(wl: Workload):
+def client_send_s(entrypoint: str = "serve") -> float:
+    """The bench client's own time per request before its clock starts (vllm bench serve's single asyncio loop;
+    kvcalc/data/serve.yaml says where the figure comes from); the LLM class has no client."""
+    return float(load("serve")["client"]["per_send_s"]) if entrypoint == "serve" else 0.0
+
+
+def bench_load(wl: Workload, entrypoint: str = "serve"):
     """The serve_sim.Load of a workload."""
     from .serve_sim import Load
 
@@ -156,7 +162,7 @@ def bench_load(wl: Workload):
     return Load(wl.input_len, wl.output_len, n, max_concurrency=conc,
                 request_rate=wl.request_rate if wl.request_rate is not None else math.inf,
                 burstiness=wl.burstiness, random_range_ratio=wl.random_range_ratio, prefix_len=wl.prefix_len,
-                seed=wl.seed)
+                seed=wl.seed, client_send_s=client_send_s(entrypoint))
 
 
 def vllm_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFormat, wl: Workload, *,
@@ -182,7 +188,7 @@ def vllm_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFo
         bs = 16
         per = -(-wl.context // bs)
         cfg = EngineConfig(chunk_tokens, max(1, slots), max(1, slots) * per + 1, bs, wl.context, None, prefix_caching)
-    load = bench_load(wl)
+    load = bench_load(wl, entrypoint)
     res = simulate(cost, cfg, load, frontend_s(entrypoint) if first_token_s is None else first_token_s)
     m = res.metrics(wl.percentiles)
     notes = []

@@ -201,6 +201,26 @@ def closed_form(case: dict) -> dict:
     return {"mean_ttft_ms": b.ttft_s * 1e3, "mean_tpot_ms": b.tpot_s * 1e3, "output_throughput": b.output_tokens_per_s}
 
 
+def client_gaps(case: dict) -> list[float]:
+    """Seconds between each request's last token and the next request's send (the bench client's own cost per
+    request; meaningful where one request follows another: a lone-request closed loop)."""
+    d = detailed(case)
+    order = sorted(range(len(d["start_times"])), key=lambda i: d["start_times"][i])
+    end = [d["start_times"][i] + d["ttfts"][i] + sum(d["itls"][i]) for i in order]
+    return [d["start_times"][order[k + 1]] - end[k] for k in range(len(order) - 1)]
+
+
+def burst_spacing(case: dict) -> float | None:
+    """Mean seconds between consecutive sends of the run's opening burst (every prompt its slot at once): the
+    client's cost per request seen in a held-out run, the transfer check of the fitted one."""
+    d = detailed(case)
+    k = min(case["bench"].get("max_concurrency") or len(d["start_times"]), len(d["start_times"]))
+    if math.isfinite(float(case["bench"]["request_rate"])) or k < 8:
+        return None
+    s = sorted(d["start_times"])[:k]
+    return (s[-1] - s[0]) / (k - 1)
+
+
 def fit_frontend(cases: list[dict]) -> float:
     """The front-end cost: mean over FIT of measured TTFT minus the engine's simulated TTFT."""
     gaps = []
@@ -239,7 +259,11 @@ def report(frontend: float | None = None) -> dict:
         before = [abs(r[f"{name}_closed_form_error"]) for r in held if f"{name}_closed_form_error" in r]
         if before:
             summary[name]["closed_form_mean_abs_error"] = statistics.fmean(before)
-    return {"frontend_per_request_s": fe, "fit_set": list(FIT), "host_cpu_scale": _cpu_scale(), "rows": rows,
+    gaps = [g for c in cases if c["id"] in FIT for g in client_gaps(c)]
+    spacing = [x for x in (burst_spacing(c) for c in cases if c["id"] not in FIT) if x is not None]
+    return {"frontend_per_request_s": fe, "fit_set": list(FIT), "host_cpu_scale": _cpu_scale(),
+            "client_send_s": statistics.fmean(gaps), "held_out_burst_spacing_s": [min(spacing), max(spacing)],
+            "rows": rows,
             "held_out_summary": summary,
             "steady_state": steady_report(cases), "lone_request_path": lone_request_path(cases)}
 
@@ -382,7 +406,9 @@ def markdown(rep: dict) -> str:
     lines.append(f"Front-end cost fitted on {', '.join(rep['fit_set'])}: {1e3 * rep['frontend_per_request_s']:.1f} ms "
                  f"per request. The serve host's CPU: {rep['host_cpu_scale']:.2f}x the launch time of kvcalc's "
                  "constants (from the same host's transformers decode runs, v4/hf_decode.jsonl), in steps without "
-                 "CUDA graphs.")
+                 f"CUDA graphs. The bench client's own cost per request: {1e3 * rep['client_send_s']:.2f} ms (fit set: "
+                 "a request's end to the next send; the held-out bursts send one every "
+                 f"{1e3 * rep['held_out_burst_spacing_s'][0]:.2f}-{1e3 * rep['held_out_burst_spacing_s'][1]:.2f} ms).")
     st = rep["steady_state"]
     lines.append("Steady state (each run's first request dropped from measured and simulated figures, front-end "
                  f"refitted the same way: {1e3 * st['frontend_per_request_s']:.1f} ms): " + "; ".join(

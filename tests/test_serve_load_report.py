@@ -90,3 +90,11 @@ def test_the_host_cpu_scale_comes_from_the_same_hosts_transformers_decode(rep):
     eager launch constants predict (their host's CPU); the report simulates that host with their median."""
     assert 1.4 < rep["host_cpu_scale"] < 2.1
     assert rep["host_cpu_scale"] == pytest.approx(report.host_cpu_scale())
+
+
+def test_the_shipped_client_cost_is_the_fit_sets_gap(rep):
+    """kvcalc/data/serve.yaml client.per_send_s: the fit run's mean gap from a request's end to the next send (5
+    pairs, each 0.26-0.36 ms); the held-out bursts' send spacing brackets it."""
+    assert load("serve")["client"]["per_send_s"] == pytest.approx(rep["client_send_s"], abs=2e-6)
+    lo, hi = rep["held_out_burst_spacing_s"]
+    assert lo < rep["client_send_s"] < hi

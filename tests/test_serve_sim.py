@@ -203,3 +203,16 @@ def test_decode_batches_above_the_graph_limit_pay_the_launch_too():
     cfg = EngineConfig(8192, 1024, 200_000, 16, 16384, prefix_caching=False, graph_max_tokens=16)
     res = simulate(cost, cfg, Load(64, 40, 32))  # 32 decodes per step > 16: no graph
     assert float(np.median(res.itl_s)) == pytest.approx(cost.launch_s, rel=1e-9)
+
+
+def test_the_bench_client_sends_one_request_after_another():
+    """client_send_s: prompts released at one instant leave c, 2c, 3c, ... after it; a closed loop's next prompt
+    leaves c after the completion that frees its slot (vllm bench's one asyncio loop)."""
+    c = 0.5e-3
+    cfg = EngineConfig(8192, 64, 10_000, 16, 4096, prefix_caching=False, async_scheduling=False)
+    burst = simulate(ToyCost(), cfg, Load(100, 5, 4, client_send_s=c))
+    assert burst.send_s == pytest.approx([c, 2 * c, 3 * c, 4 * c])
+    loop = simulate(ToyCost(), cfg, Load(100, 5, 3, max_concurrency=1, client_send_s=c))
+    ends = loop.send_s + loop.e2e_s
+    assert loop.send_s[1:] == pytest.approx(ends[:-1] + c)
+    assert simulate(ToyCost(), cfg, Load(100, 5, 4)).send_s == pytest.approx([0.0] * 4)
