@@ -28,10 +28,12 @@ ASSUMPTIONS = (
     "vLLM: a step-by-step simulation of vLLM's V1 scheduler serving the vllm bench serve run (token budget "
     "max_num_batched_tokens, max_num_seqs, chunked prefill after the running decodes, KV blocks and preemption, "
     "prefix-cache hits, async scheduling), each step timed by the speed model from its prefill tokens, decodes and "
-    "their contexts",
+    "their contexts; a step above vLLM's largest CUDA graph (max_cudagraph_capture_size) takes at least the CPU's "
+    "launch of the forward",
     "the OpenAI server's front-end cost per request (HTTP, tokenization) is in TTFT and e2e (vllm serve only)",
     "arrivals as vllm bench makes them: --max-concurrency clients in a closed loop, or gamma gaps at --request-rate "
-    "with --burstiness (Poisson at 1), random-dataset lengths (--random-range-ratio, --prefix-len) drawn with --seed",
+    "with --burstiness (Poisson at 1), random-dataset lengths (--random-range-ratio, --prefix-len) drawn with --seed, "
+    "one client loop sending one request after another (vllm serve only)",
 )
 DEFAULT_PERCENTILES = (50.0, 99.0)  # vllm bench --metric-percentiles' default is 99; the median is always printed
 MAX_PROMPTS = 100_000
