@@ -14,6 +14,7 @@ fixed and are all held out.
     PYTHONPATH=. python3 scripts/serve_load_report.py            # the table (markdown)
     PYTHONPATH=. python3 scripts/serve_load_report.py --json     # rows and summaries
     PYTHONPATH=. python3 scripts/serve_load_report.py --fit      # print the fitted front-end cost too
+    PYTHONPATH=. python3 scripts/serve_load_report.py --evidence # the per-request figures docs/validation quotes
 
 Two more views of the same runs, both read off raw.tar.gz:
 - steady state: every run's first request is slower than the rest (20-45 ms on the lone-request runs: a cold path in
@@ -429,6 +430,71 @@ def markdown(rep: dict) -> str:
     return "\n".join(lines)
 
 
+def token_times(d: dict) -> list[list[float]]:
+    """Each request's streamed token arrival times (client clock): send + TTFT, then the ITLs."""
+    out = []
+    for st, ttft, itl in zip(d["start_times"], d["ttfts"], d["itls"]):
+        t = [st + ttft]
+        for gap in itl:
+            t.append(t[-1] + gap)
+        out.append(t)
+    return out
+
+
+def stream_spread(case: dict, gap_s: float = 0.002) -> dict | None:
+    """How long the server takes to stream one step's tokens to the clients, per request: in the run's pure-decode
+    stretch (every request decoding, no first token, no send: the middle of the first round), tokens closer than
+    gap_s are one step's; the median spread of a step over its median size."""
+    d = detailed(case)
+    firsts = sorted(st + f for st, f in zip(d["start_times"], d["ttfts"]))
+    sends = sorted(d["start_times"])
+    k = min(case["bench"].get("max_concurrency") or len(sends), len(sends))
+    lo = firsts[k - 1] + 0.05  # the first round's last prompt has its first token
+    later = [x for x in sends if x > lo]
+    hi = min(later) if later else lo
+    times = sorted(t for ts in token_times(d) for t in ts if lo < t < hi)
+    if len(times) < 20 * k or k < 8:
+        return None
+    steps, cur = [], [times[0]]
+    for t in times[1:]:
+        if t - cur[-1] > gap_s:
+            steps.append(cur)
+            cur = [t]
+        else:
+            cur.append(t)
+    steps.append(cur)
+    full = [s_ for s_ in steps if len(s_) >= k // 2]
+    spreads = sorted(s_[-1] - s_[0] for s_ in full)
+    sizes = sorted(len(s_) for s_ in full)
+    gaps = sorted(b[0] - a[0] for a, b in zip(full, full[1:]))
+    return {"run": case["id"], "steps": len(full), "tokens_per_step": sizes[len(sizes) // 2],
+            "spread_ms": 1e3 * spreads[len(spreads) // 2], "step_ms": 1e3 * gaps[len(gaps) // 2],
+            "per_request_us": 1e6 * spreads[len(spreads) // 2] / sizes[len(sizes) // 2]}
+
+
+def first_token_waves(case: dict, limit: int = 12, gap_s: float = 0.002) -> list[tuple[float, int]]:
+    """(time ms, requests) of the run's first-token groups: first tokens closer than gap_s share an engine step."""
+    d = detailed(case)
+    t0 = min(d["start_times"])
+    firsts = sorted(st + f - t0 for st, f in zip(d["start_times"], d["ttfts"]))
+    groups = [[firsts[0]]]
+    for t in firsts[1:]:
+        if t - groups[-1][-1] < gap_s:
+            groups[-1].append(t)
+        else:
+            groups.append([t])
+    return [(round(1e3 * g[0], 1), len(g)) for g in groups[:limit]]
+
+
+def evidence(cases: list[dict]) -> dict:
+    by_id = {c["id"]: c for c in cases}
+    spread = [x for x in (stream_spread(c) for c in cases) if x is not None]
+    waves = {k: first_token_waves(by_id[k]) for k in ("llama-3.1-8b.all_at_once_64_1k_256",
+                                                      "llama-3.1-8b.c16_1k_256", "llama-3.2-3b-fp8kv.c8_1k_256",
+                                                      "qwen3-30b-a3b.c8_1k_256") if k in by_id}
+    return {"stream_spread": spread, "first_token_waves": waves}
+
+
 START, END = "<!-- load-table:start (scripts/serve_load_report.py --write) -->", "<!-- load-table:end -->"
 
 
@@ -445,7 +511,9 @@ if __name__ == "__main__":
     rep = report()
     if "--write" in sys.argv:
         write(rep)
-    if "--json" in sys.argv:
+    if "--evidence" in sys.argv:
+        print(json.dumps(evidence(runs()), indent=1))
+    elif "--json" in sys.argv:
         print(json.dumps(rep, indent=1))
     else:
         print(markdown(rep))
