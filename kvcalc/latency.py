@@ -86,10 +86,19 @@ def weight_time_table(spec, gpu, weights, kv, tp: int, bmax: int):
     top = max(bmax, 1)
     table = np.empty(top + 1)
     exact = min(top, 64) if spec.moe is not None else 0  # MoE: the experts touched change with every token
+    ups = list(range(16 * (exact // 16 + 1), -(-top // 16) * 16 + 1, 16))
+    batches = list(range(1, exact + 1)) + ups
+    if weights.name.startswith("nf4"):  # bitsandbytes picks its kernel by the row count: one batch at a time
+        evaluated = {b: parts(b) for b in batches}
+    else:  # the same forward_kernels, evaluated over every batch at once (elementwise, the same arithmetic)
+        ks = forward_kernels(spec, gpu, weights, kv, np.array(batches, dtype=np.int64), 0.0, 0.0, tp, rates=rates)
+        totals = sum(k.time_s for k in ks)
+        samplers = next(k.time_s for k in ks if k.name == "sampler")
+        evaluated = {b: (float(t), float(s)) for b, t, s in zip(batches, totals, samplers)}
     for b in range(1, exact + 1):
-        table[b] = parts(b)[0]
-    for up in range(16 * (exact // 16 + 1), -(-top // 16) * 16 + 1, 16):
-        total, sampler = parts(up)
+        table[b] = evaluated[b][0]
+    for up in ups:
+        total, sampler = evaluated[up]
         per_row = sampler / up
         for b in range(up - 15, min(up, top) + 1):
             table[b] = total - (up - b) * per_row

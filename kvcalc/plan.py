@@ -502,7 +502,8 @@ def _vllm_row(req: PlanRequest, choice: FormatChoice) -> Row | None:
 def _sglang_row(req: PlanRequest, choice: FormatChoice) -> Row | None:
     """SGLang's row: its pool (max_total_num_tokens) and how many --context requests it holds at once. Decode speed
     and the workload come from the shared speed and scheduler models with SGLang's chunk and running-request cap;
-    SGLang's per-step overhead is taken as vLLM's with CUDA graphs (not measured separately)."""
+    SGLang's per-step overhead is taken as vLLM's with CUDA graphs (not fitted on SGLang: public SGLang benchmarks
+    test it held out, scripts/sglang_speed_report.py)."""
     w, k = choice.weights, choice.kv_vllm
     if k is None or k.name not in sglang_engine.KV_DTYPES or "vllm" not in w.engines:
         return None
@@ -519,7 +520,8 @@ def _sglang_row(req: PlanRequest, choice: FormatChoice) -> Row | None:
                            slots=min(est.max_running_requests, concurrency),
                            kv_bytes_per_token=est.deployment_kv_bytes_per_token, tp=req.tp, pp=req.pp,
                            enforce_eager=req.enforce_eager)
-    notes = est.notes + ["speed: the shared decode model with vLLM's per-step overhead (SGLang's own not measured)"]
+    notes = est.notes + ["speed: the shared decode model with vLLM's per-step overhead; its held-out error on public "
+                         "SGLang benchmarks: docs/validation/sglang.md (scripts/sglang_speed_report.py)"]
     return Row(config=choice.key, label=choice.label, engine="sglang", weights_format=w.name, kv_format=k.name,
                weights_bytes=est.deployment_weights_bytes, kv_bytes_per_token=est.deployment_kv_bytes_per_token,
                kv_capacity_tokens=est.max_total_num_tokens, max_concurrency=concurrency, hf_memory_bytes=None,

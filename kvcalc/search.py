@@ -33,14 +33,10 @@ from .workload import ASSUMPTIONS as WORKLOAD_ASSUMPTIONS
 from .workload import Workload  # noqa: F401  (search's workload is plan's: kvcalc.search.Workload)
 
 SCHEMA = "kvcalc.search/1"
-# Profiles `search` leaves out unless --gpus names them: parts not rented by the hour (workstation cards, the DGX Spark
-# desktop), boards that repeat a searched one's memory and speed (H800, A800: H100 SXM and A100 80GB with a slower
-# NVLink), and those whose only price is an estimate. Each GPU searched costs CPU; the default set stays the GPUs a
-# price page offers.
-NOT_SEARCHED_BY_DEFAULT = frozenset({
-    "rtx-pro-6000", "rtx-pro-6000-maxq", "dgx-spark", "h800", "a800", "h20", "l20", "b300", "gb300", "gb200",
-    "rtx-6000-ada", "rtx-5060-ti", "rtx-5070-ti", "rtx-5080", "mi325x", "mi350x", "mi355x",
-})
+# Profiles `search` leaves out unless --gpus names them. None since the search got fast enough to take every profile
+# (issue 19.4: per-model memos and a batch-vectorised weight-time table, kvcalc/memo.py and latency.weight_time_table);
+# a profile whose only price is an estimate is searched at that estimate, which the rows say.
+NOT_SEARCHED_BY_DEFAULT: frozenset[str] = frozenset()
 CONSTRAINTS = ("quality", "memory", "throughput", "concurrency", "ttft", "tpot")
 DEFAULT_WEIGHTS = ("bf16", "fp8", "awq")
 DEFAULT_KV = ("auto", "fp8")
@@ -213,6 +209,32 @@ class _Candidate:
     ratio: np.ndarray
 
 
+def priced_gpus(req: SearchRequest, warnings: list[str]):
+    """(gpu, price) for the searched GPUs that can be rented at the request's price tier (both servers' searches)."""
+    for gpu in req.space.gpus:
+        price = req.prices.get(gpu.id)
+        if price is None:
+            warnings.append(f"{gpu.id}: no price known; left out (give one with --price {gpu.id}=USD)")
+            continue
+        if req.price_tier != "on-demand" and not any(o.usd_per_hour(req.price_tier) for o in price.offers):
+            warnings.append(f"{gpu.id}: no {req.price_tier} offer known; left out (kvcalc/data/prices.yaml offers)")
+            continue
+        yield gpu, price
+
+
+def searched_formats(space: Space, kv_runs):
+    """(weights, kv) pairs of the space that the server loads: weight formats vLLM's layers run (SGLang's are
+    vLLM's), KV formats kv_runs(kv) accepts."""
+    for wname in space.weights:
+        w = weight_format(wname)
+        if "vllm" not in w.engines:
+            continue
+        for kname in space.kv:
+            k = kv_format(kname)
+            if kv_runs(k):
+                yield w, k
+
+
 def _structures(req: SearchRequest, max_model_len: int, warnings: list[str]) -> tuple[list[_Candidate], list[Rejection]]:
     spec, sp, wl = req.spec, req.space, req.workload
     cands: list[_Candidate] = []
@@ -221,41 +243,27 @@ def _structures(req: SearchRequest, max_model_len: int, warnings: list[str]) -> 
     bmax = max(max(sp.seqs), 1)
     ratios: dict[tuple, np.ndarray] = {}
     lines: dict[tuple, latency.DecodeLine] = {}
-    for gpu in sp.gpus:
-        price = req.prices.get(gpu.id)
-        if price is None:
-            warnings.append(f"{gpu.id}: no price known; left out (give one with --price {gpu.id}=USD)")
-            continue
-        if req.price_tier != "on-demand" and not any(o.usd_per_hour(req.price_tier) for o in price.offers):
-            warnings.append(f"{gpu.id}: no {req.price_tier} offer known; left out (kvcalc/data/prices.yaml offers)")
-            continue
+    for gpu, price in priced_gpus(req, warnings):
         mnbt = req.max_num_batched_tokens or vllm_engine.batch_defaults(gpu, "serve")[0]
-        for wname in sp.weights:
-            w = weight_format(wname)
-            if "vllm" not in w.engines:
-                continue
-            for kname in sp.kv:
-                k = kv_format(kname)
-                if k.vllm_name is None:
-                    continue
-                for tp in tps:
-                    for pp in sp.pp:
-                        if tp * pp > sp.max_gpus_per_replica or pp > spec.num_layers:
-                            continue
-                        try:
-                            s = build_structure(spec, gpu, w, k, tp, pp, max_model_len, mnbt, list(sp.seqs),
-                                                wl.context, req.vllm_version)
-                        except UsageError as exc:
-                            unsupported.append(Rejection(gpu.id, tp, pp, 1, w.name, k.name, "unsupported", None,
-                                                         None, str(exc)))
-                            continue
-                        key = (gpu.id, w.name, k.name, tp)
-                        if key not in lines:
-                            lines[key] = latency.decode_line(spec, gpu, w, k, 1, False, tp)
-                        wkey = (gpu.id, w.name, tp)  # W(b) has no attention in it: the same for every KV format
-                        if wkey not in ratios:
-                            ratios[wkey] = latency.weight_time_table(spec, gpu, w, k, tp, bmax)
-                        cands.append(_Candidate(s, _risk(spec, w, k), price, lines[key], ratios[wkey]))
+        for w, k in searched_formats(sp, lambda kv: kv.vllm_name is not None):
+            for tp in tps:
+                for pp in sp.pp:
+                    if tp * pp > sp.max_gpus_per_replica or pp > spec.num_layers:
+                        continue
+                    try:
+                        s = build_structure(spec, gpu, w, k, tp, pp, max_model_len, mnbt, list(sp.seqs),
+                                            wl.context, req.vllm_version)
+                    except UsageError as exc:
+                        unsupported.append(Rejection(gpu.id, tp, pp, 1, w.name, k.name, "unsupported", None,
+                                                     None, str(exc)))
+                        continue
+                    key = (gpu.id, w.name, k.name, tp)
+                    if key not in lines:
+                        lines[key] = latency.decode_line(spec, gpu, w, k, 1, False, tp)
+                    wkey = (gpu.id, w.name, tp)  # W(b) has no attention in it: the same for every KV format
+                    if wkey not in ratios:
+                        ratios[wkey] = latency.weight_time_table(spec, gpu, w, k, tp, bmax)
+                    cands.append(_Candidate(s, _risk(spec, w, k), price, lines[key], ratios[wkey]))
     return cands, unsupported
 
 

@@ -17,7 +17,6 @@ import numpy as np
 from . import latency
 from .engines import sglang as sglang_engine
 from .errors import UnsupportedModelError, UsageError
-from .formats import kv_format, weight_format
 from .plan import RISK_LEVELS, _risk, parallel_refusal
 
 
@@ -76,43 +75,34 @@ def launch_command(model: str, d: SglangDeployment) -> str:
 def sglang_search(req, sglang_version: str | None = None) -> tuple[list[SglangDeployment], list[str]]:
     """The feasible SGLang deployments of a search.SearchRequest, cheapest first, and why structures were left out."""
     from .catalog import catalog_entry
-    from .search import _Candidate, _latencies, _rate_concurrency
+    from .prices import rent
+    from .search import _Candidate, _latencies, _rate_concurrency, priced_gpus, searched_formats
 
     spec, wl, tg, sp = req.spec, req.workload, req.targets, req.space
     version = sglang_version or sglang_engine.DEFAULT_VERSION
     context = max(wl.context, tg.min_context or 0)
     notes: list[str] = []
     cands, ests, meta = [], [], []
-    for gpu in sp.gpus:
-        price = req.prices.get(gpu.id)
-        if price is None:
-            continue
-        for wname in sp.weights:
-            w = weight_format(wname)
-            if "vllm" not in w.engines:
-                continue
-            for kname in sp.kv:
-                k = kv_format(kname)
-                if k.name not in sglang_engine.KV_DTYPES:
+    # the vLLM search already warned about the GPUs it left out (no price, or none at this tier)
+    for gpu, price in priced_gpus(req, []):
+        for w, k in searched_formats(sp, lambda kv: kv.name in sglang_engine.KV_DTYPES):
+            for tp in sp.tp:
+                if tp > sp.max_gpus_per_replica or parallel_refusal(spec, tp):
                     continue
-                for tp in sp.tp:
-                    if tp > sp.max_gpus_per_replica or parallel_refusal(spec, tp):
-                        continue
-                    s = sglang_engine.SglangSettings(weights=w, kv=k, context_length=context, tensor_parallel=tp,
-                                                     version=version,
-                                                     chunked_prefill_size=req.max_num_batched_tokens)
-                    try:
-                        est = sglang_engine.estimate(spec, gpu, s)
-                    except (UsageError, UnsupportedModelError) as exc:
-                        notes.append(f"sglang: {gpu.id} TP {tp} {w.name}/{k.name}: {exc}")
-                        continue
-                    if not est.fits or est.concurrency_at(wl.context) < 1:
-                        continue
-                    line = latency.decode_line(spec, gpu, w, k, 1, False, tp)
-                    ratio = latency.weight_time_table(spec, gpu, w, k, tp, max(est.max_running_requests, 1))
-                    cands.append(_Candidate(None, _risk(spec, w, k), price, line, ratio))
-                    ests.append(est)
-                    meta.append((gpu, w, k, tp))
+                s = sglang_engine.SglangSettings(weights=w, kv=k, context_length=context, tensor_parallel=tp,
+                                                 version=version, chunked_prefill_size=req.max_num_batched_tokens)
+                try:
+                    est = sglang_engine.estimate(spec, gpu, s)
+                except (UsageError, UnsupportedModelError) as exc:
+                    notes.append(f"sglang: {gpu.id} TP {tp} {w.name}/{k.name}: {exc}")
+                    continue
+                if not est.fits or est.concurrency_at(wl.context) < 1:
+                    continue
+                line = latency.decode_line(spec, gpu, w, k, 1, False, tp)
+                ratio = latency.weight_time_table(spec, gpu, w, k, tp, max(est.max_running_requests, 1))
+                cands.append(_Candidate(None, _risk(spec, w, k), price, line, ratio))
+                ests.append(est)
+                meta.append((gpu, w, k, tp))
     if not cands:
         return [], notes
     cap = np.array([e.concurrency_at(wl.context) for e in ests])
@@ -142,13 +132,16 @@ def sglang_search(req, sglang_version: str | None = None) -> tuple[list[SglangDe
     rows = []
     for si, ri in zip(*np.nonzero(ok)):
         (gpu, w, k, tp), e, c, r = meta[si], ests[si], cands[si], int(replicas[ri])
-        cost = c.price.usd_per_gpu_hour * tp * r
+        rental = rent(c.price, tp, r, req.price_tier)  # the vLLM search's cost model (search.py evaluate)
+        if rental is None:
+            continue
+        cost = rental.usd_per_hour
         tps = float(tokens_per_s[si, ri])
         rows.append(SglangDeployment(
             0, gpu.id, tp, r, tp * r, w.name, k.name, round(e.mem_fraction_static, 4), e.max_running_requests,
             e.chunked_prefill_size, context, cost, cost / (tps * 3600) * 1e6 if tps > 0 else math.inf,
             float(ttft[si]) * 1e3, float(tpot[si, ri]) * 1e3, tps, int(n[si, ri]), int(cap[si]) * r,
-            e.max_total_num_tokens, c.risk, c.price.source, c.price.estimate))
+            e.max_total_num_tokens, c.risk, rental.source, rental.estimate))
     rows.sort(key=lambda d: (round(d.cost_per_hour, 6), d.usd_per_million_output_tokens, d.tpot_ms, d.gpus_total,
                              d.gpu, d.weights_format, d.kv_format, d.tp))
     for i, d in enumerate(rows, 1):

@@ -1,5 +1,5 @@
 """`kvcalc plan --sglang-command "python -m sglang.launch_server --model-path MODEL ..."`: a pasted SGLang command
-line, read into kvcalc's plan options (the SGLang twin of vllm_command.py).
+line, read into kvcalc's plan options (the SGLang twin of vllm_command.py; the flag loop both walk is command_line.py).
 
 Recognised: `python -m sglang.launch_server`, `sglang serve` (newer releases) and the flags in FLAGS, in SGLang's own
 spellings (server_args.py add_cli_args: `--flag value` or `--flag=value`; numbers are plain integers, as argparse
@@ -9,11 +9,8 @@ Options typed on kvcalc's own command line win over the pasted ones.
 
 from __future__ import annotations
 
-import shlex
-
+from .command_line import read_flags, split_command
 from .errors import UsageError, shown
-
-MAX_COMMAND = 16_384
 
 # SGLang flag -> (kvcalc option, kind): "int", "float", "text", "kv" (SGLang's kv_cache_dtype names), "flag"
 FLAGS: dict[str, tuple[str, str]] = {
@@ -57,36 +54,11 @@ def _sglang_part(words: list[str]) -> list[str]:
 
 def parse_sglang_command(text: str) -> tuple[dict, list[str]]:
     """The kvcalc option values an SGLang command line sets, and warnings for the flags kvcalc ignored."""
-    if len(text) > MAX_COMMAND:
-        raise UsageError(f"--sglang-command is longer than {MAX_COMMAND:,} characters")
-    try:
-        words = shlex.split(text.replace("\\\n", " "))
-    except ValueError as exc:
-        raise UsageError(f"--sglang-command cannot be split as a shell would: {exc}") from None
-    args = _sglang_part(words)
+    args = _sglang_part(split_command(text, "--sglang-command"))
     values: dict = {"engine": "sglang"}
     warnings: list[str] = []
-    i = 0
-    while i < len(args):
-        word = args[i]
-        i += 1
-        flag, eq, inline = word.partition("=") if word.startswith("--") else (word, "", "")
-        if not flag.startswith("-"):
-            warnings.append(f"--sglang-command: stray argument {shown(word)} ignored")
-            continue
-        known = FLAGS.get(flag)
-        takes_value = (known is not None and known[1] != "flag") or (known is None and flag not in SWITCHES)
-        value = inline if eq else None
-        if takes_value and value is None:
-            if i < len(args) and not args[i].startswith("--"):
-                value, i = args[i], i + 1
-            elif known is not None:
-                raise UsageError(f"--sglang-command: {flag} needs a value")
-        if known is None:
-            if flag not in IGNORED:
-                warnings.append(f"--sglang-command: {flag} is not modelled by kvcalc; ignored")
-            continue
-        name, kind = known
+
+    def store(name: str, kind: str, flag: str, value: str | None) -> None:
         try:
             if kind == "flag":
                 values[name] = True
@@ -103,6 +75,10 @@ def parse_sglang_command(text: str) -> tuple[dict, list[str]]:
         if kind == "kv" and values[name] is None:  # outside the try: UsageError is a ValueError
             raise UsageError(f"--sglang-command: --kv-cache-dtype {shown(value)}: kvcalc models "
                              f"{', '.join(KV_NAMES)}")
+
+    # argparse reads a next word that is not a --flag as the value (-1 turns chunked prefill off)
+    read_flags(args, 0, "--sglang-command", FLAGS, IGNORED, SWITCHES, ("flag",), lambda w: not w.startswith("--"),
+               store, warnings)
     if "model" not in values:
         raise UsageError("--sglang-command names no model (--model-path MODEL)")
     if values.get("max_num_batched_tokens", 1) <= 0:  # server_args.py: -1 turns chunked prefill off

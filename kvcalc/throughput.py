@@ -31,6 +31,7 @@ from .engines.weights import vllm_text_weight_bytes, weight_bytes, weight_bytes_
 from .formats import KvFormat, WeightFormat
 from .hardware import GpuProfile
 from .layers import CompressedSparseAttention, FullAttention, MultiLatentAttention
+from .memo import per_object
 from .model import ModelSpec
 from .units import ceil_div
 
@@ -53,8 +54,10 @@ class Kernel:
     def time_s(self) -> float:
         """The three resources overlap: the kernel takes the longest of them (overlap = inf) or, where the GPU
         cannot overlap them perfectly, their p-norm with p = overlap (fitted; a kernel near its ridge point is
-        slower than either roof alone)."""
+        slower than either roof alone). Elementwise where the kernel was evaluated over a batch array."""
         parts = (self.memory_s, self.compute_s, self.alu_s)
+        if any(_is_array(x) for x in parts):
+            return _array_time(parts, self.overlap)
         if self.overlap == float("inf"):
             return max(parts)
         top = max(parts)
@@ -67,6 +70,43 @@ class Kernel:
         """The resource with the longest time (memory on a tie)."""
         return max((self.memory_s, "memory"), (self.compute_s, "compute"), (self.alu_s, "alu"),
                    key=lambda pair: pair[0])[1]
+
+
+def _is_array(x) -> bool:
+    return hasattr(x, "shape")
+
+
+def _array_time(parts: tuple, overlap: float):
+    """Kernel.time_s over arrays: the same operations, in the same order, elementwise."""
+    import numpy as np
+
+    top = np.maximum(np.maximum(parts[0], parts[1]), parts[2])
+    if overlap == float("inf"):
+        return top
+    with np.errstate(divide="ignore", invalid="ignore"):
+        total = 0
+        for x in parts:
+            total = total + (x / top) ** overlap
+        return np.where(top <= 0, 0.0, top * total ** (1 / overlap))
+
+
+def _at_least(x, floor):
+    """max(x, floor), elementwise for a batch array."""
+    if _is_array(x):
+        import numpy as np
+
+        return np.maximum(x, floor)
+    return max(x, floor)
+
+
+def _div_or_zero(a, b):
+    """a / b, 0 where a is 0 (a kernel with no FLOPs or conversion ops has no time for them)."""
+    if _is_array(a):
+        import numpy as np
+
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(a != 0, a / b, 0.0)
+    return a / b if a else 0.0
 
 
 @dataclass
@@ -205,6 +245,14 @@ def gpu_rates(gpu: GpuProfile, calibrated: bool = True) -> GpuRates:
     replaces the constants it fitted (decode bandwidth, step overhead, tensor efficiency, TP all-reduce time;
     attention's efficiency moves with the tensor one); calibrated=False ignores it (transformers rows: the
     calibration measured vLLM's kernels)."""
+    # a pure function of the profile (its calibration included) and the class constants: one search asks for it
+    # thousands of times; under class_override (the corpus fit's refits) it is computed afresh
+    if _CLASS_OVERRIDE is not None:
+        return _gpu_rates(gpu, calibrated)
+    return per_object("gpu_rates", (gpu,), (calibrated,), lambda: _gpu_rates(gpu, calibrated))
+
+
+def _gpu_rates(gpu: GpuProfile, calibrated: bool) -> GpuRates:
     data = load("speed")
     fit = data["measured"].get(gpu.id)
     c = fit or data["derived"]
@@ -305,6 +353,10 @@ def kv_conversion_ops(kv: KvFormat, gpu: GpuProfile) -> float:
 
 def attention_flops_per_token(spec: ModelSpec) -> float:
     """Tensor FLOPs one query token spends per cached token it attends to, over all layers (QK^T and PV)."""
+    return per_object("attention_flops", (spec,), (), lambda: _attention_flops_per_token(spec))
+
+
+def _attention_flops_per_token(spec: ModelSpec) -> float:
     flops = 0
     for layer in spec.layers:
         if isinstance(layer, MultiLatentAttention):
@@ -341,6 +393,10 @@ class WeightSplit:
 
 
 def weight_split(spec: ModelSpec, weights: WeightFormat, dtype_bytes: int = 2) -> WeightSplit:
+    return per_object("weight_split", (spec, weights), (dtype_bytes,), lambda: _weight_split(spec, weights, dtype_bytes))
+
+
+def _weight_split(spec: ModelSpec, weights: WeightFormat, dtype_bytes: int = 2) -> WeightSplit:
     total = vllm_text_weight_bytes(spec, weights, dtype_bytes)  # as vLLM loads them; a step runs no encoder
     embed = spec.params.embedding * dtype_bytes if not spec.tie_word_embeddings else 0
     ratio = total / max(spec.params.total, 1)
@@ -364,19 +420,28 @@ MMA_ROWS = 16  # rows of one Hopper/Ampere/Ada tensor-core MMA tile (PTX mma.m16
 
 
 def _padded(rows: float) -> float:
+    if _is_array(rows):
+        import numpy as np
+
+        return np.where(rows > 0, np.ceil(rows / MMA_ROWS) * MMA_ROWS, 0.0)
     return math.ceil(rows / MMA_ROWS) * MMA_ROWS if rows > 0 else 0.0
 
 
 def gemm_rate(peak: float, rows: float, half_rows: float) -> float:
     """A GEMM of `rows` rows fills its tiles and waves only partly: its achieved rate is peak x rows / (rows +
     half_rows), the shape of tile under-fill (an MoE expert's rows are the tokens routed to it)."""
+    if _is_array(rows):
+        import numpy as np
+
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(rows > 0, peak * rows / (rows + half_rows), peak)
     return peak * rows / (rows + half_rows) if rows > 0 else peak
 
 
 def _kernel(name: str, nbytes: float, flops: float, ops: float, bandwidth: float, tensor: float,
             alu: float, overlap: float) -> Kernel:
-    return Kernel(name, nbytes, flops, ops, nbytes / bandwidth, flops / tensor if flops else 0.0,
-                  ops / alu if ops else 0.0, overlap)
+    return Kernel(name, nbytes, flops, ops, nbytes / bandwidth, _div_or_zero(flops, tensor),
+                  _div_or_zero(ops, alu), overlap)
 
 
 def forward_kernels(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFormat, tokens: int,
@@ -394,7 +459,7 @@ def forward_kernels(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv:
     # Decode: Marlin-style kernels dequantize each weight once per 64 rows of the batch (vLLM marlin: up to 4
     # m-blocks of 16 rows per thread block; more rows run as parallel problems that dequantize again). Prefill
     # chunks are tensor-bound and the dequantization overlaps the MMA pipeline, so it is counted once.
-    tiles = 1 if prefill else ceil_div(max(tokens, 1), 64)
+    tiles = 1 if prefill else ceil_div(_at_least(tokens, 1), 64)
     dense_elements = split.dense_params * split.quantized_fraction
     # Tensor cores multiply tiles of MMA_ROWS rows: a GEMM of fewer rows (decode at small batch, an MoE expert
     # that few tokens route to) pays for the whole tile (mma.m16n8k16), and small GEMMs fill the GPU's waves only
@@ -417,7 +482,7 @@ def forward_kernels(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv:
                    r.alu, r.overlap)]
     if split.num_experts:
         touched = expected_experts(split.num_experts, split.top_k, tokens)
-        per_expert = _padded(tokens * split.top_k / max(touched, 1e-9))
+        per_expert = _padded(tokens * split.top_k / _at_least(touched, 1e-9))
         expert_tensor = gemm_rate(tensor, per_expert, r.gemm_half_rows)
         out.append(_kernel("experts", touched * split.expert_bytes / tp,
                            2 * touched * per_expert * split.expert_params / tp,

@@ -11,12 +11,9 @@ are warned about, never fatal. Options typed on kvcalc's own command line win ov
 
 from __future__ import annotations
 
-import shlex
-
+from .command_line import read_flags, split_command
 from .errors import UsageError, shown
 from .units import parse_vllm_int
-
-MAX_COMMAND = 16_384  # characters: a pasted command line, not a file
 
 # vLLM flag -> (kvcalc option, kind). kind: "int" (vLLM's number rule), "len" (int, or auto/-1), "float", "text",
 # "flag" (a switch with no value: True), "off" (a switch that turns it off: False).
@@ -70,48 +67,25 @@ def _vllm_part(words: list[str]) -> tuple[list[str], str | None]:
 
 def parse_command(text: str) -> tuple[dict, list[str]]:
     """The kvcalc option values a vLLM command line sets, and warnings for the flags kvcalc ignored."""
-    if len(text) > MAX_COMMAND:
-        raise UsageError(f"--vllm-command is longer than {MAX_COMMAND:,} characters")
-    try:
-        words = shlex.split(text.replace("\\\n", " "))
-    except ValueError as exc:
-        raise UsageError(f"--vllm-command cannot be split as a shell would: {exc}") from None
-    args, entrypoint = _vllm_part(words)
+    args, entrypoint = _vllm_part(split_command(text, "--vllm-command"))
     values: dict = {"entrypoint": entrypoint}
     warnings: list[str] = []
-    i = 0
+    start = 0
     if args and not args[0].startswith("-"):
         values["model"] = args[0]
-        i = 1
-    while i < len(args):
-        word = args[i]
-        flag, eq, inline = word.partition("=") if word.startswith("--") else (word, "", "")
-        i += 1
-        if not flag.startswith("-"):
-            warnings.append(f"--vllm-command: stray argument {shown(word)} ignored")
-            continue
-        if flag.startswith("--limit-mm-per-prompt."):  # vLLM's dotted form: --limit-mm-per-prompt.image 0
-            known_dotted = flag.split(".", 1)[1]
-            if not eq:
-                if i >= len(args):
-                    raise UsageError(f"--vllm-command: {flag} needs a value")
-                inline, i = args[i], i + 1
-            values.setdefault("mm_limits_dotted", {})[known_dotted] = inline
-            continue
-        known = FLAGS.get(flag)
-        takes_value = (known is not None and known[1] not in ("flag", "off")) or (known is None and flag not in SWITCHES)
-        value = inline if eq else None
-        if takes_value and value is None:
-            if i < len(args) and not (args[i].startswith("-") and args[i] != "-1"):
-                value = args[i]
-                i += 1
-            elif known is not None:
+        start = 1
+
+    def dotted(flag: str, eq: str, inline: str, i: int) -> int | None:
+        if not flag.startswith("--limit-mm-per-prompt."):  # vLLM's dotted form: --limit-mm-per-prompt.image 0
+            return None
+        if not eq:
+            if i >= len(args):
                 raise UsageError(f"--vllm-command: {flag} needs a value")
-        if known is None:
-            if flag not in IGNORED:
-                warnings.append(f"--vllm-command: {flag} is not modelled by kvcalc; ignored")
-            continue
-        name, kind = known
+            inline, i = args[i], i + 1
+        values.setdefault("mm_limits_dotted", {})[flag.split(".", 1)[1]] = inline
+        return i
+
+    def store(name: str, kind: str, flag: str, value: str | None) -> None:
         if kind in ("flag", "off"):
             values[name] = kind == "flag"
         elif kind == "float":
@@ -129,11 +103,15 @@ def parse_command(text: str) -> tuple[dict, list[str]]:
                                 f"({upper} = {parse_vllm_int(upper):,})")
         else:
             values[name] = value
+
+    # a value is any next word but a flag; -1 (auto) is a value, -tp / -pp / -q are flags
+    read_flags(args, start, "--vllm-command", FLAGS, IGNORED, SWITCHES, ("flag", "off"),
+               lambda w: not (w.startswith("-") and w != "-1"), store, warnings, special=dotted)
     if "model" not in values:
         raise UsageError("--vllm-command names no model (vllm serve MODEL, or --model MODEL)")
-    dotted = values.pop("mm_limits_dotted", None)
-    if dotted:
-        values["limit_mm_per_prompt"] = ",".join(f"{k}={v}" for k, v in dotted.items())
+    mm = values.pop("mm_limits_dotted", None)
+    if mm:
+        values["limit_mm_per_prompt"] = ",".join(f"{k}={v}" for k, v in mm.items())
     return values, warnings
 
 

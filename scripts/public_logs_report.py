@@ -31,10 +31,13 @@ PUBLIC = ROOT / "tests" / "fixtures" / "vllm_logs" / "public"
 DOC = ROOT / "docs" / "validation" / "README.md"
 JSON_OUT = ROOT / "docs" / "validation" / "public_logs.json"
 START, END = "<!-- AUTO: scripts/public_logs_report.py -->", "<!-- /AUTO: scripts/public_logs_report.py -->"
+# the releases after the one measured on the project's H200 (0.26) get their own table (issue 19: "the 0.27+ log table")
+NEW_START, NEW_END = "<!-- AUTO: scripts/public_logs_report.py 0.27+ -->", "<!-- /AUTO: scripts/public_logs_report.py 0.27+ -->"
+NEW_FROM = (0, 27)
 
 # index.json "gpu" -> kvcalc GPU profile
 GPU_PROFILE = {"A100": "a100-80gb", "RTX 4090": "rtx-4090", "RTX 3090": "rtx-3090", "L40S": "l40s", "H100": "h100-sxm",
-               "T4": "t4", "RTX 5090": "rtx-5090"}
+               "T4": "t4", "RTX 5090": "rtx-5090", "RTX 5060 Ti": "rtx-5060-ti", "MI300X": "mi300x"}
 # the capacity row of the comparison, most direct first
 CAPACITY_ROWS = ("logged KV cache tokens", "GPU blocks", "KV tokens in the start-up error", "available KV memory")
 BREAKDOWN = ("weights", "activation peak", "non-torch memory", "CUDA-graph estimate")
@@ -43,6 +46,25 @@ BREAKDOWN = ("weights", "activation peak", "non-torch memory", "CUDA-graph estim
 # stands only while the error stays in its range (a rule change that moves the error makes it stale: then the
 # automatic cause below is shown, marked, until someone reviews it again).
 CAUSES: dict[str, list[tuple[float, float, str]]] = {
+    "prp-wp24-b-rtx5060ti-qwen3-4b-v0.29": [(0.5, 1.0, "a cold torch.compile inside the profile run: the same "
+        "operator's start of the same weights, GPU and util four days later (prp-wp24-a, 0.30.0, compiled graph "
+        "loaded from the AOT cache in 0.54 s) logs non-torch 0.25 GiB and an activation peak of 0.53 GiB, this one "
+        "(compiled from scratch, 27.7 s) 0.95 and 1.09: 1.26 GiB more taken before the KV cache, on a 1.45 GiB "
+        "budget. vLLM compiles during its first dummy run (the 'Compiling a graph' lines fall between model loading "
+        "and 'Initial profiling/warmup run'), so Inductor's compile-time buffers and the compiled kernels' modules "
+        "count against the KV cache. kvcalc does not know whether a compile cache exists; its figures sit between "
+        "the two starts")],
+    "xbill9-mi300x-gemma4-31b-bf16-v0.31": [(0.05, 0.12, "not attributed: the logged activation peak is 9.46 GiB against "
+        "kvcalc's 2.95 (its V2-runner compile phase: Inductor's copy of the 2.6 GiB embedding table), 6.5 GiB of a 101.8 "
+        "GiB budget, and non-torch 2.23 GiB against 0.22 (ROCm: the 26B start of the same rig logs 3.58, the E2B one "
+        "2.46). The layout is exact (tokens per KV byte as logged: every group charged max_model_len, since 2 x 16,384 "
+        "in flight + the window exceed 32,768). kvcalc's profile phases were traced on CUDA under 0.26; this is ROCm "
+        "(TRITON_ATTN, native GELU) under 0.31 with the encoder cache profiled on 6 video items")],
+    "prp-wp24-a-rtx5060ti-qwen3-4b-v0.30": [(0.02, 0.05, "activation +0.21 GiB: with the compiled graph loaded "
+        "from the AOT cache the peak (0.53 GiB) is the sampler's (256 rows x 151,936 logits: bf16 logits + three "
+        "fp32 tensors = 0.51 GiB), not kvcalc's compile phase (Inductor's copy of the 0.72 GiB embedding table, "
+        "traced on cold-compile H200 starts); weights -0.09 GiB (7.64 logged, 7.49 GiB checkpoint) not attributed; "
+        "2.7 GiB of KV budget makes 0.1 GiB 3.8%")],
     "dennislee-a100-40gb-x2-qwen2-7b-tp2-u050": [(0.05, 0.15, "not a per-node cost: the log's other budget (util x "
         "total - weights - KV) is 1.55 GiB per rank against 0.67 on the same author's one-node A100 80GB TP 2 run, but "
         "the same author's 4-node TP 4 gpt-oss-120b run (Ray, custom all-reduce off across nodes too) is +0.1% with no "
@@ -128,6 +150,16 @@ def _check(e: dict, parsed: dict) -> tuple[dict, str]:
         return check_log(parsed, model, _gpu(e), **dict(overrides, version="0.9.1")), ": none for this version yet"
 
 
+def _deltas(by_q: dict) -> dict:
+    """kvcalc minus log per breakdown term, GiB; where the log prints weights + non-torch as one figure (0.28+
+    'consumed memory'), the non-torch part is that figure's difference less the weights'."""
+    out = {q: (by_q[q]["predicted"] - by_q[q]["observed"]) / GiB for q in BREAKDOWN if q in by_q}
+    both = by_q.get("consumed memory (weights + non-torch)")
+    if "non-torch memory" not in out and both and "weights" in out:
+        out["non-torch memory"] = (both["predicted"] - both["observed"]) / GiB - out["weights"]
+    return out
+
+
 def _largest_gap(by_q: dict) -> str:
     """The breakdown term furthest from the log's, and its share of the log's KV budget: a first cause when no
     reviewed one is recorded. A CUDA-graph estimate kvcalc's rules do not subtract (predicted 0) is left out."""
@@ -171,7 +203,7 @@ def rows() -> list[dict]:
             continue
         r.update(quantity=cap["quantity"], observed=cap["observed"], predicted=cap["predicted"], error=cap["error"],
                  rules=f"{report['assumed']['version']['value']}{rules_note}",
-                 deltas={q: (by_q[q]["predicted"] - by_q[q]["observed"]) / GiB for q in BREAKDOWN if q in by_q},
+                 deltas=_deltas(by_q),
                  cause=_cause(e["id"], cap["error"], by_q))
         out.append(r)
     return out
@@ -183,11 +215,19 @@ def _num(value, quantity: str) -> str:
     return f"{value / GiB:.2f} GiB" if quantity == "available KV memory" else f"{int(value):,}"
 
 
-def markdown(data: list[dict]) -> str:
+def is_new_release(r: dict) -> bool:
+    """A log of a release after 0.26 (the version the rules were measured at): the 0.27+ table."""
+    parts = [int(x) for x in str(r.get("version") or "").lstrip("~").split(".")[:2] if x.isdigit()]
+    return len(parts) == 2 and tuple(parts) >= NEW_FROM
+
+
+def markdown(data: list[dict], title: str = "## Public start-up logs (vLLM 0.6-0.24, `vllm serve`)") -> str:
     errs = [abs(r["error"]) for r in data if r.get("error") is not None]
     over = sum(1 for r in data if (r.get("error") or 0) > 0)
+    if not errs:
+        return f"{title}\n\nNo settings-complete log kvcalc can predict yet.\n"
     lines = [
-        "## Public start-up logs (vLLM 0.6-0.24, `vllm serve`)",
+        title,
         "",
         "kvcalc against the KV capacity printed by start-up logs that people posted (corpus and sources: "
         "[tests/fixtures/vllm_logs/public/](../../tests/fixtures/vllm_logs/public/)), through the path of "
@@ -221,18 +261,25 @@ def markdown(data: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _replace_block(doc: str, start: str, end: str, text: str) -> str:
+    block = f"{start}\n{text}{end}"
+    if start in doc:
+        head, rest = doc.split(start, 1)
+        return head + block + rest.split(end, 1)[1]
+    return doc.rstrip("\n") + "\n\n" + block + "\n"
+
+
 def main(argv: list[str]) -> None:
     data = rows()
-    text = markdown(data)
+    old = [r for r in data if not is_new_release(r)]
+    new = [r for r in data if is_new_release(r)]
+    text = markdown(old)
+    new_text = markdown(new, "### Public start-up logs of vLLM 0.27+ (the 0.27+ log table)")
     print(text)
+    print(new_text)
     if "--write" in argv:
-        doc = DOC.read_text()
-        block = f"{START}\n{text}{END}"
-        if START in doc:
-            head, rest = doc.split(START, 1)
-            doc = head + block + rest.split(END, 1)[1]
-        else:
-            doc = doc.rstrip("\n") + "\n\n" + block + "\n"
+        doc = _replace_block(DOC.read_text(), START, END, text)
+        doc = _replace_block(doc, NEW_START, NEW_END, new_text)
         DOC.write_text(doc)
         JSON_OUT.write_text(json.dumps(data, indent=1) + "\n")
 

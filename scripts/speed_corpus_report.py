@@ -53,6 +53,8 @@ def load_rows(path: Path = CORPUS) -> list[dict]:
 
 def why_not(row: dict) -> str | None:
     """Why a row cannot be predicted (None: it can)."""
+    if row.get("engine", "vllm") != "vllm":  # never in a fit here: held out against kvcalc's SGLang rows
+        return f"engine {row['engine']}: scripts/sglang_speed_report.py"
     if row.get("kvcalc_model") is None:
         return "no catalog model with the checkpoint's layout"
     if row["metric"] not in CLASS:

@@ -21,3 +21,60 @@ def test_minimax_m2_tp2_one_request_need_on_0_29():
         assert round(layout.min_kv_bytes / GiB, 2) == 23.25
     assert layout.bytes_per_block == 16 * 62 * 4 * 2 * 128 * 2
     assert layout.min_kv_bytes == 196_608 // 16 * layout.bytes_per_block + layout.bytes_per_block
+
+
+def test_logged_kv_tokens_switch_to_the_concurrency_formula_at_0_21():
+    """vllm#43308 (Gemma-4-31B on an A100 80GB, util 0.9, the same ~50 GB of KV memory): ~55k logged tokens on 0.20.0,
+    ~525k on 0.21.0. 0.21 logs int(max concurrency x max_model_len) (vllm#40694: kv_cache_utils.py
+    _report_kv_cache_config), 0.20 num_blocks // groups x block: with six KV groups and sliding layers that hold their
+    window only, the two differ by several times. kvcalc's 0.20 and 0.21 rows give both formulas."""
+    from kvcalc.engines import vllm as vllm_engine
+    from kvcalc.formats import weight_format
+    from kvcalc.hardware import get_gpu
+
+    spec, gpu = load_model("gemma-4-31b-nvfp4"), get_gpu("a100-80gb")
+    got = {}
+    for version in ("0.20.0", "0.21.0"):
+        s = vllm_engine.VllmSettings(weights=weight_format("bf16"), kv=kv_format("auto"),
+                                     gpu_memory_utilization=0.9, max_model_len=262_144, version=version)
+        est = vllm_engine.estimate(spec, gpu, s)
+        got[version] = est
+    old, new = got["0.20.0"], got["0.21.0"]
+    per_group = old.num_gpu_blocks // len(old.layout.groups) * min(r.block_size for r in old.layout.rules)
+    assert old.logged_kv_tokens == per_group
+    assert new.logged_kv_tokens == int(new.num_gpu_blocks / new.layout.max_blocks_per_request * 262_144)
+    assert new.logged_kv_tokens > 5 * old.logged_kv_tokens  # the issue's ~9.5x, at its order
+
+
+def test_gemma4_e2b_mi300x_0_29_logged_tokens_from_its_kv_memory():
+    """xbill9/gemma4-dev gpu-vllm-mi300x-2b/advocu-devto-gemma4-mi300x-dollar-hour.md @ b2e5258 (vLLM 0.29.1 on one
+    MI300X, Gemma 4 E2B bf16, util 0.9, max_model_len 32768): 'Available KV cache memory: 155.04 GiB', 'GPU KV cache
+    size: 9,026,017 tokens, Maximum concurrency for 32,768 tokens per request: 275.45x'. The E2B layout from its
+    config (35 layers, sliding 4 : full 1, 1 KV head of 256 / 512, the last 20 layers share KV: 12 sliding + 3 full
+    layers keep a cache, 18,432 B per token), the >= 160 GiB batch tier of 0.28+ (max_num_batched_tokens 16384) and
+    two batches in flight: every group is charged the whole 32,768 tokens (W - 1 + 32,768 > max_model_len), so the
+    logged tokens are the pool over 18,432 B; with the 8,192 tier the sliding groups would hold half and log 13.3M."""
+    from kvcalc.layers import FullAttention, NoCache, SlidingWindow
+
+    kinds = (["sliding"] * 4 + ["full"]) * 7
+    layers = tuple(NoCache() if i >= 15 else FullAttention(1, 512, 512) if k == "full" else
+                   SlidingWindow(1, 256, 256, window=512) for i, k in enumerate(kinds))
+    logged = {}
+    for kv_gib in (155.035, 155.045):  # the log prints 155.04 GiB
+        layout = vllm_kv_layout(layers, kv_format("auto"), 2, None, 1, 32_768, "gemma4_text",
+                                max_num_batched_tokens=16_384, null_block_first=True)
+        blocks = int(kv_gib * GiB) // layout.bytes_per_block
+        logged[kv_gib] = (layout.logged_tokens(blocks), round(layout.max_concurrency(blocks), 2))
+    assert logged[155.035][0] <= 9_026_017 <= logged[155.045][0]
+    assert 275.44 <= logged[155.035][1] <= 275.45 <= logged[155.045][1] <= 275.46
+    per_token = sum(layer.elements_per_token() * 2 for layer in layers if not isinstance(layer, NoCache))
+    assert per_token == 12 * 256 * 2 * 2 + 3 * 512 * 2 * 2 == 18_432
+
+
+def test_gemma4_tower_takes_video_so_image_and_audio_at_zero_keep_it():
+    """The MI300X Gemma 4 26B-A4B start (tests/fixtures/vllm_logs/public/xbill9-mi300x-gemma4-26b-a4b-bf16-v0.31.log)
+    limits image and audio to 0 and still profiles the encoder cache 'with 6 video items' and loads 48.54 GiB: the
+    tower stays. kvcalc keeps it unless video is limited too."""
+    from kvcalc.engines.vllm_encoders import encoder_modalities
+
+    assert "video" in encoder_modalities(load_model("gemma-4-26b-a4b"))

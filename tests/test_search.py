@@ -309,3 +309,47 @@ def test_winner_command_names_a_compressed_tensors_checkpoint():
     assert code == 0, err
     command = json.loads(out)["winner_command"]
     assert command.startswith("vllm serve <compressed-tensors W8A8 checkpoint of ") and "--quantization" not in command
+
+
+def test_weight_time_table_over_a_batch_array_is_the_scalar_evaluation():
+    """latency.weight_time_table evaluates forward_kernels over every batch at once (issue 19.4: search speed); the
+    table must be, bit for bit, the one the scalar evaluation batch by batch gives (dense and MoE, TP 1 and 8,
+    quantized and not)."""
+    import numpy as np
+
+    from kvcalc import latency
+    from kvcalc.throughput import forward_kernels, gpu_rates
+
+    def by_batch(spec, gpu, w, kv, tp, bmax):
+        rates = gpu_rates(gpu)
+
+        def parts(b):
+            ks = forward_kernels(spec, gpu, w, kv, b, 0.0, 0.0, tp, rates=rates)
+            return sum(k.time_s for k in ks), next(k.time_s for k in ks if k.name == "sampler")
+
+        table = np.empty(bmax + 1)
+        exact = min(bmax, 64) if spec.moe is not None else 0
+        for b in range(1, exact + 1):
+            table[b] = parts(b)[0]
+        for up in range(16 * (exact // 16 + 1), -(-bmax // 16) * 16 + 1, 16):
+            total, sampler = parts(up)
+            for b in range(up - 15, min(up, bmax) + 1):
+                table[b] = total - (up - b) * (sampler / up)
+        table[0] = table[1]
+        return table / table[1]
+
+    for name in ("llama-3.1-8b", "qwen3-235b-a22b"):
+        spec = load_model(name)
+        for gpu_id in ("h200", "l4", "mi300x"):
+            for w in ("bf16", "awq", "fp8"):
+                for tp in (1, 8):
+                    args = (spec, get_gpu(gpu_id), weight_format(w), kv_format("auto"), tp, 200)
+                    assert np.array_equal(latency.weight_time_table(*args), by_batch(*args)), (name, gpu_id, w, tp)
+
+
+def test_search_takes_every_gpu_profile_by_default():
+    """issue 19.4: the default search covers every profile (`kvcalc gpus`), the estimated-price ones included."""
+    from kvcalc import search as S
+
+    assert not S.NOT_SEARCHED_BY_DEFAULT
+    assert len(list_gpus()) >= 38

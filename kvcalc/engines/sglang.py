@@ -97,7 +97,7 @@ class SglangEstimate:
     mem_fraction_source: str
     weights_bytes: int
     kv_budget_bytes: int  # free_at_start x mfs - weights
-    cell_bytes: int  # one token across this rank's KV layers (the full layers when hybrid)
+    cell_bytes: int  # one token across this rank's KV layers (the full layers when hybrid), as the pool is sized
     max_total_num_tokens: int  # logged "max_total_num_tokens=" and "KV Cache is allocated. #tokens"
     swa_tokens: int | None  # hybrid SWA: the sliding layers' pool ("swa_layer_tokens")
     page_size: int
@@ -115,6 +115,7 @@ class SglangEstimate:
     deployment_kv_bytes_per_token: int = 0
     notes: list[str] = field(default_factory=list)
     layout: str = "mha"  # mha, mla, hybrid-swa
+    pool_cell_bytes: int = 0  # one token as the pool's buffers hold it (NSA fp8: 656 bytes a layer); 0: cell_bytes
 
     @property
     def logged_kv_tokens(self) -> int:
@@ -160,6 +161,22 @@ def default_chunk_and_graph_bs(rules: SglangRules, gpu_mib: int, tp: int) -> tup
     if gpu_mib < 160 * 1024:
         return 8192, 256 if tp < 4 else 512
     return 16384, 512
+
+
+def start_context_bytes(gpu: GpuProfile, world: int) -> int:
+    """Free memory SGLang does not see at start-up per rank (total - "Load weight begin. avail mem"). One GPU: the
+    CUDA context. Tensor parallel over NVLink (SXM/OAM boards): plus NCCL's buffers over NVLink and SGLang's custom
+    all-reduce (the 8 x H200 log of sgl-project/sglang PR 11716: "Init torch distributed ends. mem usage=2.01 GB";
+    SGLang allocates them with cudaMalloc, NCCL_CUMEM_ENABLE=0 and NCCL_NVLS_ENABLE=0 by default: entrypoints/
+    engine.py:356 in 0.4.3.post4, :672-674 in 0.5.4). Over PCIe the custom all-reduce is off beyond two GPUs
+    (distributed/device_communicators/custom_all_reduce.py:148-155 in 0.5.4, custom_all_reduce_utils.py:466-470 in
+    0.5.14) and NCCL's PCIe buffers are small (4 x L4: "Init torch distributed ends. mem usage=0.13 GB"), so the
+    one-GPU context stands."""
+    from ..throughput import class_keys
+
+    c = engine_constants("sglang")
+    fast_link = class_keys(gpu)["comm"] in ("nvlink", "xgmi")  # the link class the speed model uses
+    return int(c["context_bytes_tp"] if world > 1 and fast_link else c["context_bytes"])
 
 
 def piecewise_graph_sizes(max_tokens: int) -> list[int]:
@@ -297,20 +314,122 @@ def attention_linear_bytes(spec: ModelSpec, s: SglangSettings) -> int:
     return sum(s.weights.linear_bytes(g.in_features, g.out_features, s.dtype_bytes) * g.count for g in groups)
 
 
+# SGLang loads these checkpoint Linears as one tensor (models/*.py: qkv_proj, gate_up_proj; the fused MoE's w13 and
+# w2 hold every expert of a layer)
+FUSED_TENSORS = {"q_proj": "qkv_proj", "k_proj": "qkv_proj", "v_proj": "qkv_proj", "gate_proj": "gate_up_proj",
+                 "up_proj": "gate_up_proj", "shared_experts.gate_proj": "shared_experts.gate_up_proj",
+                 "shared_experts.up_proj": "shared_experts.gate_up_proj", "experts.gate_proj": "experts.w13_weight",
+                 "experts.up_proj": "experts.w13_weight", "experts.gate_up_proj": "experts.w13_weight",
+                 "experts.down_proj": "experts.w2_weight"}
+REPLICATED_LINEARS = {"router", "q_a_proj", "kv_a_proj_with_mqa"}  # ReplicatedLinear on every rank
+
+
+def weight_tensor_sizes(spec: ModelSpec, s: SglangSettings) -> list[int]:
+    """Bytes of each weight tensor one rank allocates, in load order (layer by layer, then the vocabulary): the
+    Linears fused as SGLang holds them and sharded over TP (attention over the attention TP group; K/V heads
+    replicated when TP exceeds them), the embedding and an untied lm_head padded to 64 rows. Norms, biases and
+    quantization scales are left out: small tensors (a few hundred KiB at most), packed together in the allocator's
+    small pool or the free rest of a segment."""
+    from .vllm import _padded_vocab
+
+    layout = getattr(s.weights, "layout", None)
+    per_param = None
+    if layout is None and getattr(s.weights, "total_bytes", None):
+        from .weights import text_weight_bytes
+
+        per_param = text_weight_bytes(spec, s.weights, s.dtype_bytes) / max(spec.params.total, 1)
+    bits = layout.bits if layout is not None and layout.kind != "dense" else 8 * s.dtype_bytes
+    experts = spec.moe.num_experts if spec.moe is not None else 0
+    tensors: dict[str, list[int]] = {}  # fused name -> [bytes per tensor, tensors]
+    for g in spec.linears:
+        # the weight tensor alone (its scales are separate small tensors)
+        size = (int(g.in_features * g.out_features * per_param) if per_param is not None
+                else -(-g.in_features * g.out_features * bits // 8))
+        count = g.count
+        if g.name.startswith("experts.") and experts:
+            size, count = size * experts, g.count // experts
+        if g.name in REPLICATED_LINEARS:
+            shards = 1
+        elif g.name in ("k_proj", "v_proj"):
+            shards = min(s.attn_tp, max(g.out_features // max(spec.head_dim, 1), 1))
+        else:
+            shards = s.attn_tp if g.name in ATTENTION_LINEARS else s.tensor_parallel
+        entry = tensors.setdefault(FUSED_TENSORS.get(g.name, g.name), [0, count])
+        entry[0] += size // shards
+    sizes = [size for i in range(max((n for _, n in tensors.values()), default=0))
+             for size, n in tensors.values() if i < n]
+    vocab = _padded_vocab(spec.vocab_size, s.tensor_parallel) * spec.hidden_size * s.dtype_bytes
+    return [vocab] + sizes + ([] if spec.tie_word_embeddings else [vocab])
+
+
+def allocator_rounding_bytes(spec: ModelSpec, s: SglangSettings) -> int:
+    """Device memory the weights take beyond their bytes: SGLang reads the weights' "mem usage" and the KV budget
+    from the device's free memory (model_runner.py load_model: before - after, torch.cuda.mem_get_info), so PyTorch's
+    caching allocator's segment rounding counts (torch_allocator.py). Qwen2.5-32B at TP 4: 0.22 GiB per rank, the
+    public 4 x L4 log's 15.54 GiB of weights against 15.27 GiB of parameters; Llama shapes at powers of two: ~0."""
+    from .torch_allocator import rounding_bytes
+
+    return rounding_bytes(weight_tensor_sizes(spec, s))
+
+
 def sglang_weight_bytes(spec: ModelSpec, s: SglangSettings) -> int:
     """Weights one rank loads. SGLang's layers are vLLM's (vocab padded to 64: layers/vocab_parallel_embedding.py:36
     DEFAULT_VOCAB_PADDING_SIZE; TP shards projections and the vocabulary; rotary cos/sin cache), so the one weight
-    model of engines/vllm.py serves both."""
+    model of engines/vllm.py serves both; on top, the caching allocator's rounding that SGLang's free-memory
+    accounting sees (allocator_rounding_bytes)."""
     from .vllm import VllmSettings, vllm_weight_bytes
 
     v = VllmSettings(weights=s.weights, kv=s.kv, tensor_parallel=s.tensor_parallel, dtype_bytes=s.dtype_bytes)
-    per_rank = vllm_weight_bytes(spec, v)
+    per_rank = vllm_weight_bytes(spec, v) + allocator_rounding_bytes(spec, s) + mla_absorbed_bytes(spec, s)
     if s.attn_tp != s.tensor_parallel:
         # DP attention: each attention group of tp / dp ranks holds a whole copy of the attention projections
         # (layers/dp_attention.py: attention TP = tp_size // dp_size), the MLP stays sharded over all tp ranks
         att = attention_linear_bytes(spec, s)
         per_rank += att // s.attn_tp - att // s.tensor_parallel
+        arch = ((spec.config or {}).get("architectures") or [""])[0]
+        if arch in DP_REPLICATED_EMBEDDING:
+            # VocabParallelEmbedding(..., enable_tp=not is_dp_attention_enabled()): every rank holds the whole
+            # input embedding (the lm_head stays sharded unless --enable-dp-lm-head)
+            from .vllm import _padded_vocab
+
+            per_rank += (_padded_vocab(spec.vocab_size, 1) - _padded_vocab(spec.vocab_size, s.tensor_parallel)) \
+                * spec.hidden_size * s.dtype_bytes
     return per_rank
+
+
+# Architectures whose SGLang model file builds the input embedding with enable_tp=not is_dp_attention_enabled()
+# (sglang 0.5.4: models/deepseek_v2.py:2647-2651, qwen2.py, qwen2_moe.py (Qwen3-MoE builds on it), gpt_oss.py,
+# llama4.py, glm4_moe.py)
+DP_REPLICATED_EMBEDDING = frozenset({
+    "DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM", "Qwen2ForCausalLM",
+    "Qwen2MoeForCausalLM", "Qwen3MoeForCausalLM", "GptOssForCausalLM", "Llama4ForCausalLM",
+    "Llama4ForConditionalGeneration", "Glm4MoeForCausalLM"})
+
+
+def mla_absorbed_bytes(spec: ModelSpec, s: SglangSettings) -> int:
+    """MLA's absorbed up-projections: after loading, SGLang splits kv_b_proj into w_kc and w_vc for the decode
+    path, dequantized to bf16 from an fp8 block checkpoint, and keeps kv_b_proj for prefill (models/deepseek_v2.py
+    post_load_weights, 0.5.4:2987-3090): per layer and attention rank heads x (qk_nope + v_head) x kv_lora_rank
+    bf16 elements more. DeepSeek V3.2 at DP attention 8: 61 x 128 x 256 x 512 x 2 B = 1.91 GiB per rank."""
+    mla = [x for x in flatten(spec.layers) if isinstance(x, MultiLatentAttention)]
+    if not mla:
+        return 0
+    m = mla[0]
+    heads = max(1, m.num_heads // s.attn_tp)
+    return len(mla) * heads * (m.qk_nope_head_dim + m.v_head_dim) * m.kv_lora_rank * 2
+
+
+NSA_FP8_KV_DIM = 656  # mem_cache/memory_pool.py:1248-1252 (0.5.4): fp8 latent 512 + 4 fp32 scales + bf16 rope 64
+
+
+def nsa_fp8_pool_cell(spec: ModelSpec, s: SglangSettings, cell: int) -> int:
+    """Bytes per token the NSA pool's buffers hold: with an fp8 cache each layer stores 656 bytes (FlashMLA's fp8
+    layout), while profile_max_num_token sizes the pool with kv_lora_rank + qk_rope_head_dim bytes
+    (model_runner.py:1400-1415): the token count follows `cell`, the allocation (and "KV size") this."""
+    mla = [x for x in flatten(spec.layers) if isinstance(x, MultiLatentAttention)]
+    if not mla or _kv_element_bytes(s) != 1 or s.kv_fp4:
+        return cell
+    return cell + (NSA_FP8_KV_DIM - mla[0].latent_elements_per_token()) * len(mla)
 
 
 def _nsa_settings(spec: ModelSpec, gpu: GpuProfile, s: SglangSettings) -> SglangSettings:
@@ -344,6 +463,8 @@ def estimate(spec: ModelSpec, gpu: GpuProfile, s: SglangSettings) -> SglangEstim
         raise UsageError(f"--dp {s.dp_size} must divide --tp {s.tensor_parallel} with DP attention")
     if s.mem_fraction_static is not None and not 0 < s.mem_fraction_static < 1:
         raise UsageError(f"--mem-fraction-static must be in (0, 1), got {s.mem_fraction_static}")
+    asked = s  # the memory defaults see the flags as given: server_args.py runs _handle_gpu_memory_settings before
+    # _handle_model_specific_adjustments turns DP attention on for NSA (0.5.4:544/551, 0.5.14:2524/2533)
     forced = _nsa_settings(spec, gpu, s)
     nsa = forced is not s
     if nsa:
@@ -354,6 +475,7 @@ def estimate(spec: ModelSpec, gpu: GpuProfile, s: SglangSettings) -> SglangEstim
     chunk = s.chunked_prefill_size if s.chunked_prefill_size is not None else default_chunk
     graph_bs = s.cuda_graph_max_bs or default_bs
     layout, cell, n_full, n_swa, swa_cell = kv_layout(spec, s)
+    pool_cell = nsa_fp8_pool_cell(spec, s, cell) if nsa else cell
     notes: list[str] = []
     if nsa:
         notes.append(f"DeepSeek sparse attention: SGLang runs DP attention (dp = tp = {s.tensor_parallel}), pages of "
@@ -362,13 +484,16 @@ def estimate(spec: ModelSpec, gpu: GpuProfile, s: SglangSettings) -> SglangEstim
         notes.append(f"DP attention: {s.dp_size} attention groups of {s.attn_tp} rank(s); every group holds the whole "
                      "attention weights and KV heads of its TP size")
     if s.mem_fraction_static is None:
-        mfs, why = default_mem_fraction(rules, gpu_mib, s, chunk, graph_bs, layout == "mla", spec)
+        mfs, why = default_mem_fraction(rules, gpu_mib, asked, chunk, graph_bs, layout == "mla", spec)
         source = f"SGLang {s.version}'s default: {why} (server_args.py)"
     else:
         mfs, source = s.mem_fraction_static, "--mem-fraction-static"
+    if rules.multimodal_mfs_factor != 1.0 and spec.encoders:  # ModelRunner, before 0.4.10 (sglang_versions.py)
+        mfs *= rules.multimodal_mfs_factor
+        source += f", x {rules.multimodal_mfs_factor} for a multimodal model (model_runner.py)"
     notes.append(f"mem_fraction_static {mfs:.3f}: {source}")
     world = s.tensor_parallel * s.pipeline_parallel
-    context = int(c["context_bytes_tp"] if world > 1 else c["context_bytes"])
+    context = start_context_bytes(gpu, world)
     total = gpu.memory_total_bytes
     free = total - context - s.other_processes_bytes
     weights = sglang_weight_bytes(spec, s)
@@ -398,12 +523,13 @@ def estimate(spec: ModelSpec, gpu: GpuProfile, s: SglangSettings) -> SglangEstim
         notes.append(f"tp {s.tensor_parallel} > {spec.num_kv_heads} KV heads: each rank keeps one replicated head")
 
     estimated = max(min(int(tokens / max(context_len, 1) * 512), 4096), 2048)
+    extra = 1 if rules.req_pool_extra_slot else 0
     if s.max_running_requests:
         pool = min(s.max_running_requests // (s.dp_size if s.enable_dp_attention else 1), estimated) \
-            if rules.clamped_requests else s.max_running_requests
+            if rules.clamped_requests else s.max_running_requests + extra
         running = min(s.max_running_requests // (s.dp_size if s.enable_dp_attention else 1), pool)
     else:
-        pool = min(estimated, tokens // 2) if rules.clamped_requests else estimated
+        pool = min(estimated, tokens // 2) if rules.clamped_requests else estimated + extra
         running = min(tokens // 2, pool)
     req_bytes = pool * (context_len + REQ_POOL_EXTRA) * 4
     headroom = free - int(free * mfs)
@@ -429,4 +555,4 @@ def estimate(spec: ModelSpec, gpu: GpuProfile, s: SglangSettings) -> SglangEstim
         max_running_requests=running, headroom_bytes=headroom, kv_bytes_per_token=kv_per_token, fits=fits,
         shortfall_bytes=shortfall, deployment_weights_bytes=weights * world,
         deployment_kv_bytes_per_token=kv_per_token * s.tensor_parallel,
-        notes=notes, layout=layout)
+        notes=notes, layout=layout, pool_cell_bytes=pool_cell)

@@ -12,9 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import UsageError, shown
+from .release_rows import newest_at_or_below
 
 DEFAULT_VERSION = "0.5.14"  # the newest release that pins torch 2.11.0 (the project's H200 host), cu13 wheels
-OLDEST = "0.4.4"
+OLDEST = "0.4.1"
 
 
 @dataclass(frozen=True)
@@ -36,25 +37,42 @@ class SglangRules:
     vlm_adjust: bool  # adjust_mem_fraction_for_vlm: mfs scaled down for a vision tower
     clamped_requests: bool  # the req-to-token pool clamps a user max_running_requests to the 2048-4096 estimate
     source: str
+    # ReqToTokenPool(size=max_num_reqs + 1) before 0.4.8 (model_runner.py:618 in 0.4.1.post7, :711 in 0.4.3.post4,
+    # :904 in 0.4.6.post5; 0.4.8:942 drops the + 1): the logged max_running_requests reads 2049, not 2048
+    req_pool_extra_slot: bool = False
+    # before 0.4.10 ModelRunner scaled mem_fraction_static for a multimodal architecture, given or default
+    # (model_runner.py:129-130 in 0.4.1.post7, :242-243 in 0.4.4.post1: x 0.95; :393-394 in 0.4.6.post5, :414 in
+    # 0.4.8: x 0.90); 0.4.10 moved it into server_args.py adjust_mem_fraction_for_vlm (vlm_adjust)
+    multimodal_mfs_factor: float = 1.0
 
 
 _GEMMA = frozenset({"Gemma2ForCausalLM", "Gemma3ForCausalLM", "Gemma3ForConditionalGeneration",
                     "Gemma3nForCausalLM", "Gemma3nForConditionalGeneration"})
 
 RULES: tuple[SglangRules, ...] = (
+    SglangRules("0.4.1", "tp_only", "25k", 8, False, frozenset(), False, 0, False, False,
+                "sglang 0.4.1.post7: server_args.py:189-215 (mem_fraction_static 0.88/0.87/0.85/0.81/0.79 by TP "
+                "alone; chunked_prefill_size 2048 under 25,000 MiB, else 8192; cuda_graph_max_bs 8 / 80 / 160), "
+                "model_runner.py:532-556 (profile_max_num_token: rest = free - total x (1 - mfs)), :582-590 (req pool "
+                "clamp(tokens / context_len x 512, 2048, 4096)); 0.4.3.post4 the same at server_args.py:204-232, "
+                "model_runner.py:608-633, :658-666",
+                req_pool_extra_slot=True, multimodal_mfs_factor=0.95),
     SglangRules("0.4.4", "tp_only", "25k", 8, False, frozenset(), False, 0, False, False,
                 "sglang 0.4.4.post1: server_args.py:204-214 (mem_fraction_static 0.88/0.87/0.85/0.81/0.79 by TP "
                 "alone, whatever the GPU), :217-221 (chunked_prefill_size 2048 under 25,000 MiB, else 8192); "
-                "model_runner.py:612-637 (profile_max_num_token)"),
+                "model_runner.py:612-637 (profile_max_num_token)",
+                req_pool_extra_slot=True, multimodal_mfs_factor=0.95),
     SglangRules("0.4.6", "tp_table", "25k", 8, False, frozenset(), False, 0, False, False,
                 "sglang 0.4.6.post5: server_args.py:247-266 (mem_fraction_static by TP x PP; "
                 "gpu_mem > 96 GiB: min(mfs + 48 GiB x (1 - mfs) / gpu_mem, (gpu_mem - 18 GiB) / gpu_mem)), "
                 ":269-275 (chunked_prefill_size 2048 under 25,000 MiB, else 8192); model_runner.py:785-820 "
-                "(profile_max_num_token), :846-853 (req pool), :893 (page rounding)"),
+                "(profile_max_num_token), :846-853 (req pool), :893 (page rounding)",
+                req_pool_extra_slot=True, multimodal_mfs_factor=0.90),
     SglangRules("0.4.8", "bucket", "35k", 8, False, frozenset(), False, 2048, False, False,
                 "sglang 0.4.8: server_args.py:274-313 (reserve (2.8 + TP x PP / 10) GiB under 35 GiB, "
                 "(9.5 + TP x PP / 2) GiB under 90 GiB, (12 + TP x PP / 2) GiB under 160 GiB, else 32 GiB; "
-                "+2 GiB speculative, +4 GiB DP attention), :320-327 (chunked_prefill_size)"),
+                "+2 GiB speculative, +4 GiB DP attention), :320-327 (chunked_prefill_size)",
+                multimodal_mfs_factor=0.90),
     SglangRules("0.4.10", "bucket", "35k", 8, True, frozenset({"Gemma2ForCausalLM"}), False, 2048, True, False,
                 "sglang 0.4.10.post2: server_args.py:310-349 (as 0.4.8), :2040 (adjust_mem_fraction_for_vlm); "
                 "model_runner.py:1063-1075 (hybrid SWA pools: full = total / (r x n_swa + n_full), "
@@ -100,11 +118,7 @@ def rules_for(version: str) -> SglangRules:
     key = version_key(version)
     if key < version_key(OLDEST):
         raise UsageError(f"SGLang {shown(version, 40, quote=False)}: kvcalc has rules from {OLDEST} on")
-    row = RULES[0]
-    for r in RULES:
-        if key >= version_key(r.since):
-            row = r
-    return row
+    return newest_at_or_below(RULES, key, version_key)
 
 
 def resolve_version(text: str | None) -> str:

@@ -178,9 +178,9 @@ class VllmEstimate:
 
 def logged_kv_tokens(layout, blocks: int, mode: str) -> int:
     """'GPU KV cache size: N tokens' as the release logs it (plan's and search's kv_capacity_tokens, one rule):
-    0.24+ ("concurrency", get_kv_cache_capacity): int(concurrency x max_model_len) over the groups; 0.8-0.23
-    ("per_group", kv_cache_utils.py): num_blocks // len(kv_cache_groups) x the smallest block; before ("blocks"):
-    num_blocks x block_size."""
+    0.21+ ("concurrency", kv_cache_utils.py _report_kv_cache_config, vllm#40694; get_kv_cache_capacity from 0.24):
+    int(concurrency x max_model_len) over the groups; 0.8-0.20 ("per_group", kv_cache_utils.py): num_blocks //
+    len(kv_cache_groups) x the smallest block; before ("blocks"): num_blocks x block_size."""
     if mode == "concurrency":
         return layout.logged_tokens(blocks) if blocks else 0
     if mode == "per_group":

@@ -54,7 +54,9 @@ SKIP_MM_PROFILING_SINCE = "0.10.2"  # vllm#22950 (merged 2025-08-15)
 def encoder_modalities(spec: ModelSpec) -> tuple[str, ...]:
     """The modalities vLLM's processor registers for the model's encoders (Qwen's vision tower takes video too)."""
     out = ["image"] if spec.encoders else []
-    if any(e.family.startswith("qwen") for e in spec.encoders):
+    # Gemma 4's tower takes video too: a 0.31 start with limit_mm_per_prompt {'image': 0, 'audio': 0} still loads it
+    # and profiles the encoder cache "with 6 video items" (docs/validation: xbill9-mi300x-gemma4-26b-a4b-bf16-v0.31)
+    if any(e.family.startswith("qwen") or e.family == "gemma4" for e in spec.encoders):
         out.append("video")
     return tuple(out)
 

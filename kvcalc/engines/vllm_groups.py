@@ -58,6 +58,7 @@ from typing import NamedTuple
 
 from ..formats import KvFormat
 from ..layers import CompressedSparseAttention, LayerCache, MambaState, MultiLatentAttention, NoCache, flatten
+from ..memo import per_object
 from ..units import ceil_div
 from .vllm_specs import (  # noqa: F401  (re-exported: the page arithmetic's old home)
     DEFAULT_BLOCK_SIZE, SMALLEST_KERNEL_BLOCK, SPARSE_MLA_MAJORS, PageSpec, choose_block_size, layer_specs,
@@ -129,7 +130,8 @@ class KvLayout:
         return num_blocks / self.max_blocks_per_request
 
     def logged_tokens(self, num_blocks: int) -> int:
-        """'GPU KV cache size: N tokens' in 0.24+ (get_kv_cache_capacity): int(concurrency * max_model_len)."""
+        """'GPU KV cache size: N tokens' in 0.21+ (_report_kv_cache_config; get_kv_cache_capacity from 0.24):
+        int(concurrency * max_model_len)."""
         return int(self.max_concurrency(num_blocks) * self.max_model_len)
 
     @property
@@ -323,7 +325,17 @@ def _dsv4_layout(cached: list[LayerCache], max_model_len: int, hybrid_allocator:
                     cache_block_size=CACHE_BLOCK, notes=notes)
 
 
-def vllm_kv_layout(
+def vllm_kv_layout(layers: tuple[LayerCache, ...], kv: KvFormat, dtype_bytes: int, block_size: int | None, tp: int,
+                   max_model_len: int, model_type: str = "", **options) -> KvLayout:
+    """_vllm_kv_layout, computed once per (layers, KV format, settings): a pure function of them that a search asks
+    for with the same arguments on every GPU (the layout does not depend on the GPU beyond compute_capability).
+    Callers treat the layout as read-only."""
+    extra = (dtype_bytes, block_size, tp, max_model_len, model_type, *sorted(options.items()))
+    return per_object("vllm_kv_layout", (layers, kv), extra, lambda: _vllm_kv_layout(
+        layers, kv, dtype_bytes, block_size, tp, max_model_len, model_type, **options))
+
+
+def _vllm_kv_layout(
     layers: tuple[LayerCache, ...],
     kv: KvFormat,
     dtype_bytes: int,

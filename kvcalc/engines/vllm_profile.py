@@ -40,6 +40,7 @@ from typing import Any
 from ..hardware import GpuProfile
 from ..layers import MultiLatentAttention, flatten
 from ..layer_kinds import mamba2_dims, mamba2_inner
+from ..memo import per_object
 from ..model import ModelSpec
 
 OWN_GEMM_FORMATS = {"awq", "gptq", "fp8", "mxfp4", "w4a16", "w8a8"}
@@ -99,7 +100,8 @@ def moe_workspace(spec: ModelSpec, tp: int, m: int, dtype_bytes: int, weights: s
 
 
 def _mla_phase(spec: ModelSpec, tp: int, m: int, d: int, max_model_len: int, seqs: int, block: int) -> list:
-    mla = next((x for x in flatten(spec.layers) if isinstance(x, MultiLatentAttention)), None)
+    mla = per_object("first_mla", (spec,), (), lambda: next(
+        (x for x in flatten(spec.layers) if isinstance(x, MultiLatentAttention)), None))
     if mla is None:
         return []
     heads = max(mla.num_heads // tp, 1)
@@ -151,10 +153,19 @@ def _mlp_phase(spec: ModelSpec, tp: int, m: int, d: int) -> list:
     return parts
 
 
-def profile_peak(spec: ModelSpec, gpu: GpuProfile | None, *, tp: int, m: int, seqs: int, dtype_bytes: int,
-                 weights: str, max_model_len: int, block_size: int, v2_runner: bool, compiled: bool,
-                 last_stage: bool, padded_vocab: int, v2_sampler_bytes_per_logit: float,
-                 flashinfer_sampler: bool | None = None) -> ProfilePeak:
+def profile_peak(spec: ModelSpec, gpu: GpuProfile | None, **settings) -> ProfilePeak:
+    """_profile_peak, once per model and settings: a search asks for it per GPU x format x TP x max_num_seqs, and
+    the GPU enters only through its compute capability, vendor and SM count (cuBLAS workspace, FlashInfer sampler,
+    Triton top-k rows), which key the memo with the settings. The result is read-only."""
+    seen = None if gpu is None else (gpu.compute_capability, gpu.vendor, gpu.sm_count)
+    return per_object("profile_peak", (spec,), (seen, *sorted(settings.items())),
+                      lambda: _profile_peak(spec, gpu, **settings))
+
+
+def _profile_peak(spec: ModelSpec, gpu: GpuProfile | None, *, tp: int, m: int, seqs: int, dtype_bytes: int,
+                  weights: str, max_model_len: int, block_size: int, v2_runner: bool, compiled: bool,
+                  last_stage: bool, padded_vocab: int, v2_sampler_bytes_per_logit: float,
+                  flashinfer_sampler: bool | None = None) -> ProfilePeak:
     """The largest phase of vLLM 0.26's profile run on one rank (see the module docstring)."""
     d = dtype_bytes
     h = spec.hidden_size

@@ -16,6 +16,7 @@ from ..layers import (
     ChunkedLocal, CompressedSparseAttention, FullAttention, LayerCache, MambaState, MultiLatentAttention,
     SlidingWindow, flatten,
 )
+from ..memo import per_object
 from ..units import ceil_div
 
 DEFAULT_BLOCK_SIZE = 16  # config/cache.py CacheConfig.DEFAULT_BLOCK_SIZE
@@ -120,7 +121,8 @@ def indexer_page_bytes(layer: MultiLatentAttention, block_size: int) -> int:
 def vllm_bytes_per_token(layers: tuple[LayerCache, ...], kv: KvFormat, dtype_bytes: int, tp: int = 1) -> int:
     """KV bytes per token per rank of all attention layers, each counted in full (sliding windows and Mamba state
     ignored): the per-token read of a long context."""
-    return sum(vllm_page_bytes(layer, 1, kv, dtype_bytes, tp) for layer in flatten(layers))
+    return per_object("vllm_bytes_per_token", (layers, kv), (dtype_bytes, tp), lambda: sum(
+        vllm_page_bytes(layer, 1, kv, dtype_bytes, tp) for layer in flatten(layers)))
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from ..errors import UsageError, shown
+from .release_rows import newest_at_or_below
 
 NEWEST_RELEASE_KNOWN = "0.33.0"  # the newest release kvcalc has a rules row for; later ones warn
 MEASURED_RELEASE = "0.26.0"  # the release whose rules were measured on a GPU (the H200 runs, docs/validation/data)
@@ -89,15 +90,18 @@ VERSION_RULES: tuple[VersionRules, ...] = (
                  "vllm#18974 / #19312 (v1/worker/gpu_worker.py on utils memory_profiling): other processes' memory "
                  "no longer counts; the worker refuses to start when free memory < total x util (approximate "
                  "release: the PRs merged in June 2025)"),
-    VersionRules("0.21.0", "v1", 0.92, "v1_memory", "always", True, True, True, False, "per_group", False,
+    VersionRules("0.21.0", "v1", 0.92, "v1_memory", "always", True, True, True, False, "concurrency", False,
                  _SORT_SAMPLER,
                  "vllm#38284: CUDA-graph memory profiling on by default (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1, "
                  "v1/worker/gpu_worker.py: 'default since v0.21.0') and gpu_memory_utilization 0.9 -> 0.92 "
-                 "(config/cache.py)"),
+                 "(config/cache.py); logged tokens = int(max concurrency x max_model_len) "
+                 "(v1/core/kv_cache_utils.py:_report_kv_cache_config, vllm#40694 / #38364 of April 2026, replacing "
+                 "num_blocks // groups x min block size): vllm#43308 logs ~55k tokens on 0.20.0 and ~525k on 0.21.0 "
+                 "for Gemma-4-31B at the same ~50 GB of KV memory (was: from 0.24)"),
     VersionRules("0.24.0", "v1", 0.92, "v1_memory", "always", True, True, True, False, "concurrency", False,
                  _SORT_SAMPLER,
-                 "v1/core/kv_cache_utils.py:get_kv_cache_capacity: logged tokens = int(max concurrency x "
-                 "max_model_len)"),
+                 "v1/core/kv_cache_utils.py:get_kv_cache_capacity: the 0.21 logged-token formula, moved into its "
+                 "own function; no memory rule changed"),
     VersionRules("0.26.0", "v1", 0.92, "v1_memory", "always", True, True, True, True, "concurrency", False, None,
                  "config/vllm.py:use_v2_model_runner (dense decoders on v1/worker/gpu/model_runner.py, whose "
                  "profile_cudagraph_memory returns 0); profile peak by mechanism (engines/vllm_profile.py, traced "
@@ -177,11 +181,7 @@ def rules_for(version: str) -> VersionRules:
     key = version_key(version)
     if key < version_key(OLDEST_RELEASE):
         raise UsageError(f"vLLM {version} predates the accounting kvcalc models (0.4.0 and later)")
-    chosen = VERSION_RULES[0]
-    for row in VERSION_RULES:
-        if version_key(row.since) <= key:
-            chosen = row
-    return chosen
+    return newest_at_or_below(VERSION_RULES, key, version_key)
 
 
 LAST_V0_RELEASE = "0.10.2"  # V0 was removed after 0.10 (VLLM_USE_V1=0 no longer selects it)

@@ -29,8 +29,8 @@ _LINES = {
     "free_after_weights_bytes": re.compile(r"Load weight end\..*?avail mem=" + _NUM + r" GB"),
     "weights_bytes": re.compile(r"Load weight end\..*?mem usage=" + _NUM + r" GB"),
     "kv_k_bytes": re.compile(r"KV Cache is allocated\..*?K size: " + _NUM + r" GB"),
-    "kv_v_bytes": re.compile(r"KV Cache is allocated\..*?V size: " + _NUM + r" GB"),
-    "kv_latent_bytes": re.compile(r"KV Cache is allocated\..*?[^KV ]KV size: " + _NUM + r" GB"),
+    "kv_v_bytes": re.compile(r"KV Cache is allocated\..*?(?<!K)V size: " + _NUM + r" GB"),
+    "kv_latent_bytes": re.compile(r"KV Cache is allocated\..*?\bKV size: " + _NUM + r" GB"),
     "memory_pool_end_free_bytes": re.compile(r"Memory pool end\. avail mem=" + _NUM + r" GB"),
     "cuda_graph_bytes": re.compile(r"Capture cuda graph end\..*?mem usage=" + _NUM + r" GB"),
 }
@@ -131,6 +131,10 @@ def parse_sglang_log(text: str) -> dict[str, Any]:
         values["kv_pool_bytes"] = values.pop("kv_latent_bytes")
     if "weights_bytes" not in values and {"free_before_weights_bytes", "free_after_weights_bytes"} <= set(values):
         values["weights_bytes"] = values["free_before_weights_bytes"] - values["free_after_weights_bytes"]
+    elif "free_before_weights_bytes" not in values and {"weights_bytes", "free_after_weights_bytes"} <= set(values):
+        # "mem usage" is the free memory the weights took (model_runner.py load_model: before - after), so an
+        # excerpt without the "Load weight begin" line still states the free memory before them
+        values["free_before_weights_bytes"] = values["free_after_weights_bytes"] + values["weights_bytes"]
     settings = _server_args(text)
     errors = [m.group(0).strip() for rx in _ERRORS for m in [rx.search(text)] if m]
     return {"engine": "sglang", "settings": settings, "values": values, "errors": errors, "warnings": [],
@@ -221,7 +225,8 @@ def check_sglang_log(parsed: dict[str, Any], model: Any, gpu: Any, **overrides: 
         note="log rounds to 0.01 GiB")
     add("weights", est.weights_bytes, "weights_bytes", note="log rounds to 0.01 GiB")
     if est.layout != "hybrid-swa":  # memory_pool.py: buffers of size + page_size slots
-        add("KV pool bytes", (est.max_total_num_tokens + est.page_size) * est.cell_bytes, "kv_pool_bytes",
+        add("KV pool bytes", (est.max_total_num_tokens + est.page_size) * (est.pool_cell_bytes or est.cell_bytes),
+            "kv_pool_bytes",
             note="log rounds to 0.01 GiB")
     logged = values.get("max_total_num_tokens", values.get("kv_cache_tokens"))
     if logged is not None:

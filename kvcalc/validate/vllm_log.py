@@ -906,6 +906,9 @@ def check_log(parsed: dict[str, Any], model: Any, gpu: Any, *, vllm_version: str
     add("weights", est.weights_bytes, "weights_bytes", note=note_gib)
     add("activation peak", est.activation_bytes, "activation_bytes", note=note_gib)
     add("non-torch memory", est.non_torch_bytes, "non_torch_bytes", note=note_gib)
+    # 0.28+ summary: "Actual usage is X GiB for consumed memory (weights + non-torch)": the two together
+    add("consumed memory (weights + non-torch)", est.weights_bytes + est.non_torch_bytes, "consumed_bytes",
+        note=note_gib)
     if "non_kv_bytes" in values:
         rows.append(with_verdict(row("non-KV (weights+activation+non-torch)",
                                      est.weights_bytes + est.activation_bytes + est.non_torch_bytes,
