@@ -27,7 +27,9 @@ Client rules (vllm/benchmarks/serve.py, lib/endpoint_request_func.py):
 - arrivals (get_request, :393-504): --request-rate inf sends every prompt at once; else gamma gaps of shape
   --burstiness and scale 1/(rate x burstiness) (Poisson at burstiness 1), their cumulative sum rescaled so the last
   is at num_prompts / rate (:470-487). --max-concurrency holds at most that many requests in flight (a semaphore,
-  :962-970); a request's clock starts when it gets a slot (endpoint_request_func.py:197).
+  :962-970); a request's clock starts when it gets a slot (endpoint_request_func.py:197). The client is one asyncio
+  loop: each request costs it `client_send_s` before its clock starts, so prompts released at one instant go out one
+  after another and a closed loop's next prompt follows a completion by that much.
 - TTFT is the first streamed chunk's time; ITL each later chunk's gap; e2e the last chunk's time; TPOT = (e2e - TTFT)
   / (output - 1) per request (serve.py:607-611); duration from the first send to the last request's end; request and
   output throughput over it (:762-770). Percentiles with numpy.percentile (linear).
@@ -35,7 +37,9 @@ Client rules (vllm/benchmarks/serve.py, lib/endpoint_request_func.py):
 Lengths as the random dataset draws them (benchmarks/datasets/utils.py get_sampling_params): integers uniform in
 [floor(L (1 - r)), ceil(L (1 + r))] for --random-range-ratio r, the shared prefix prepended to every prompt.
 
-Step time: kvcalc/step_cost.py (the speed model of throughput.py). Front-end: `frontend_s` per request between the
+Step time: kvcalc/step_cost.py (the speed model of throughput.py); a step of more tokens than `graph_max_tokens`
+runs without CUDA graphs (vllm/v1/cudagraph_dispatcher.py:274-281) and takes at least the CPU's launch of the
+forward (StepCost.launch_s). Front-end: `frontend_s` per request between the
 client's send and the engine (HTTP, tokenization), from serve_frontend below.
 
 Pure decode stretches (nothing to admit, nothing prefilling) are advanced in one vector operation up to the next
@@ -66,6 +70,7 @@ class EngineConfig:
     prefix_caching: bool = True
     async_scheduling: bool = True
     long_prefill_token_threshold: int = 0
+    graph_max_tokens: int | None = None  # the largest step a CUDA graph replays (None: every step, or none: eager)
 
 
 @dataclass(frozen=True)
@@ -82,6 +87,7 @@ class Load:
     prefix_len: int = 0  # --random-prefix-len
     seed: int = 0  # --seed
     ready_check: bool = False  # --ready-check-timeout-sec > 0: the first prompt is sent once before the run
+    client_send_s: float = 0.0  # the bench client's own time to get one request out (one asyncio loop)
 
 
 @dataclass
@@ -96,6 +102,7 @@ class SimResult:
     preemptions: int
     prefix_hit_tokens: int
     notes: list[str] = field(default_factory=list)
+    send_s: np.ndarray | None = None  # when each request got its client slot (the client's clock starts)
 
     @property
     def tpot_s(self) -> np.ndarray:
@@ -187,11 +194,13 @@ def simulate(cost, cfg: EngineConfig, load: Load, frontend_s: float = 0.0) -> Si
     next_send = 0  # the next prompt to get a client slot
     in_flight = 0
 
+    client_free = 0.0  # when the client's loop is free to send the next request
+
     def release(now: float) -> None:  # client slots: each finished request lets the next prompt go
-        nonlocal next_send, in_flight
+        nonlocal next_send, in_flight, client_free
         while next_send < n and in_flight < limit:
             i = next_send
-            send[i] = max(planned[i], now)
+            send[i] = client_free = max(planned[i], now, client_free) + load.client_send_s
             arrive[i] = send[i] + frontend_s
             next_send += 1
             in_flight += 1
@@ -316,7 +325,7 @@ def simulate(cost, cfg: EngineConfig, load: Load, frontend_s: float = 0.0) -> Si
                 or need1(tokens[waiting[0]]) - prefix_blocks > free):
             stretch, dts = _decode_stretch(cost, r, computed, generated, out, held, shares, prefix_blocks, need, free,
                                            t, float(arrive[pending[0]]) if pending else math.inf,
-                                           cfg.async_scheduling)
+                                           cfg.async_scheduling, cfg.graph_max_tokens)
         if stretch > 1:  # a pure decode stretch in one vector step: each request gains `stretch` tokens
             starts = t + np.concatenate(([0.0], np.cumsum(dts)[:-1]))
             ends = starts + dts
@@ -336,6 +345,8 @@ def simulate(cost, cfg: EngineConfig, load: Load, frontend_s: float = 0.0) -> Si
             ctx = float((computed[r[is_dec]] + 1).sum())
             chunks = tuple(zip(computed[r[chunk]].tolist(), kk[chunk].tolist()))
             dt = cost.step_s(int(is_dec.sum()), ctx, chunks)
+            if cfg.graph_max_tokens is not None and int(kk.sum()) > cfg.graph_max_tokens:
+                dt = max(dt, cost.launch_s)  # no CUDA graph: the CPU launches the forward, the GPU runs behind it
             s_prev, t = t, t + dt
             steps += 1
             computed[r] += kk
@@ -373,11 +384,12 @@ def simulate(cost, cfg: EngineConfig, load: Load, frontend_s: float = 0.0) -> Si
     ttft = first - send
     e2e = last_tok - send
     itl = np.concatenate(itls) if itls else np.zeros(0)
-    return SimResult(ttft, e2e, itl, out, prompt, float(np.max(last_tok)), steps, preemptions, hit_tokens)
+    return SimResult(ttft, e2e, itl, out, prompt, float(np.max(last_tok)), steps, preemptions, hit_tokens,
+                     send_s=send)
 
 
 def _decode_stretch(cost, r, computed, generated, out, held, shares, prefix_blocks, need, free, t, arrival,
-                    async_scheduling=True):
+                    async_scheduling=True, graph_max_tokens=None):
     """How many pure decode steps the batch `r` runs before something changes (a request finishes, the next arrival
     reaches the schedule, or the pool cannot give every request its next block), and their step times. The step is
     affine in the summed context, which grows by the batch each step."""
@@ -387,7 +399,10 @@ def _decode_stretch(cost, r, computed, generated, out, held, shares, prefix_bloc
     b = len(r)
     c0 = float((computed[r] + 1).sum())
     base = cost.fixed_s + cost.weights_s(b, False) + cost.sampler_per_row_s * b
-    dts = np.maximum(base + cost.decode_attention_per_token_s * (c0 + b * np.arange(kmax)), cost.eager_floor_s)
+    floor = cost.eager_floor_s
+    if graph_max_tokens is not None and b > graph_max_tokens:  # more decodes than the largest graph: no graph
+        floor = max(floor, cost.launch_s)
+    dts = np.maximum(base + cost.decode_attention_per_token_s * (c0 + b * np.arange(kmax)), floor)
     k = kmax
     if math.isfinite(arrival):  # stop before the step whose schedule sees the next arrival: step j is scheduled when
         # step j-1 starts (async scheduling), else when it ends

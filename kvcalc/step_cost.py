@@ -15,7 +15,14 @@ with every term a kernel class of throughput.forward_kernels (read off it, never
   time is homogeneous in its three parts), read off one evaluation;
 - attention_prefill: the chunk's cached-prefix bytes and its causal pairs, each part scaled from one evaluation, then
   combined by throughput.Kernel.time_s as the speed model combines them;
-- sampler: linear in its rows.
+- sampler: linear in its rows;
+- the CPU's launch of a step without CUDA graphs (`launch_s`): vLLM replays a graph only for steps of at most
+  max_cudagraph_capture_size tokens (vllm/v1/cudagraph_dispatcher.py:274-281, v0.26.0: more tokens dispatch
+  CUDAGraphMode.NONE), so a bigger step launches its whole forward from Python while the GPU runs behind it, and
+  takes the longer of the two (serve_sim applies it to those steps). The launch time is throughput's eager-mode launch
+  model (engines.vllm eager_fixed_step_s + eager_per_layer_s x layers, fitted on eager runs), times `cpu_scale`: how
+  much slower the host's CPU runs launch-bound work than the host those constants were fitted on (1 for kvcalc's own
+  figures; scripts/serve_load_report.py measures the serve runs' host).
 
 By construction a decode-only step equals throughput.decode_speed(batch, mean context).step_s and a prefill-only
 chunk equals the chunk of throughput.prefill_s (tests/test_serve_sim.py holds both).
@@ -25,7 +32,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace  # replace: the unit kernel in _build
 
-from .throughput import Kernel, decode_speed, forward_kernels, gpu_rates
+from .constants import load
+from .throughput import Kernel, _eager_cpu_s, decode_speed, forward_kernels, gpu_rates
 from .engines.vllm_specs import vllm_bytes_per_token
 
 _PROBE = 1 << 20  # tokens of context a unit kernel is read at (large: exact in float arithmetic)
@@ -47,6 +55,7 @@ class StepCost:
     decode_attention_per_token_s: float
     sampler_per_row_s: float
     prefill_attention: Kernel  # parts per cached-prefix token (memory, ALU) and per causal pair (compute)
+    launch_s: float = 0.0  # the CPU's launch of one forward without CUDA graphs (see the module doc)
     _weights: dict = field(default_factory=dict, repr=False)
 
     def _weights_at(self, tokens: int, prefill: bool) -> float:
@@ -101,24 +110,25 @@ _CACHE: dict = {}  # recent step models, by their inputs (the objects are kept w
 
 
 def step_cost(spec, gpu, weights, kv, tp: int = 1, kv_bytes_per_token: float | None = None,
-              enforce_eager: bool = False, dtype_bytes: int = 2) -> StepCost:
+              enforce_eager: bool = False, dtype_bytes: int = 2, cpu_scale: float = 1.0) -> StepCost:
     """The step model of one deployment (the same inputs give the same object: its memo of weight times is shared
     by the search's rows and a plan's configurations)."""
     from . import throughput
 
     override = getattr(throughput, "_CLASS_OVERRIDE", None)  # class constants under evaluation change every rate
-    key = (id(spec), id(gpu), id(weights), id(kv), tp, kv_bytes_per_token, enforce_eager, dtype_bytes, id(override))
+    key = (id(spec), id(gpu), id(weights), id(kv), tp, kv_bytes_per_token, enforce_eager, dtype_bytes, id(override),
+           cpu_scale)
     hit = _CACHE.get(key)
     if hit is not None and hit[0] is spec and hit[1] is gpu and hit[5] is override:
         return hit[2]
-    cost = _build(spec, gpu, weights, kv, tp, kv_bytes_per_token, enforce_eager, dtype_bytes)
+    cost = _build(spec, gpu, weights, kv, tp, kv_bytes_per_token, enforce_eager, dtype_bytes, cpu_scale)
     if len(_CACHE) >= 64:
         _CACHE.pop(next(iter(_CACHE)))
     _CACHE[key] = (spec, gpu, cost, weights, kv, override)
     return cost
 
 
-def _build(spec, gpu, weights, kv, tp, kv_bytes_per_token, enforce_eager, dtype_bytes) -> StepCost:
+def _build(spec, gpu, weights, kv, tp, kv_bytes_per_token, enforce_eager, dtype_bytes, cpu_scale=1.0) -> StepCost:
     """The step model from a few evaluations of the speed model."""
     kv_pt = kv_bytes_per_token if kv_bytes_per_token is not None \
         else vllm_bytes_per_token(spec.layers, kv, dtype_bytes, tp) * tp
@@ -136,5 +146,6 @@ def _build(spec, gpu, weights, kv, tp, kv_bytes_per_token, enforce_eager, dtype_
     cmp = next(k for k in forward_kernels(spec, gpu, weights, kv, 1, 0.0, _PROBE, tp, dtype_bytes, rates,
                                           prefill=True) if k.name == "attention")
     unit = replace(mem, memory_s=mem.memory_s / _PROBE, alu_s=mem.alu_s / _PROBE, compute_s=cmp.compute_s / _PROBE)
+    launch = _eager_cpu_s(load("throughput")["engines"]["vllm"], spec.num_layers) * cpu_scale
     return StepCost(spec, gpu, weights, kv, tp, kv_pt, one.fixed_s, eager, dec.time_s / _PROBE,
-                    sampler.time_s, unit)
+                    sampler.time_s, unit, launch)

@@ -28,10 +28,12 @@ ASSUMPTIONS = (
     "vLLM: a step-by-step simulation of vLLM's V1 scheduler serving the vllm bench serve run (token budget "
     "max_num_batched_tokens, max_num_seqs, chunked prefill after the running decodes, KV blocks and preemption, "
     "prefix-cache hits, async scheduling), each step timed by the speed model from its prefill tokens, decodes and "
-    "their contexts",
+    "their contexts; a step above vLLM's largest CUDA graph (max_cudagraph_capture_size) takes at least the CPU's "
+    "launch of the forward",
     "the OpenAI server's front-end cost per request (HTTP, tokenization) is in TTFT and e2e (vllm serve only)",
     "arrivals as vllm bench makes them: --max-concurrency clients in a closed loop, or gamma gaps at --request-rate "
-    "with --burstiness (Poisson at 1), random-dataset lengths (--random-range-ratio, --prefix-len) drawn with --seed",
+    "with --burstiness (Poisson at 1), random-dataset lengths (--random-range-ratio, --prefix-len) drawn with --seed, "
+    "one client loop sending one request after another (vllm serve only)",
 )
 DEFAULT_PERCENTILES = (50.0, 99.0)  # vllm bench --metric-percentiles' default is 99; the median is always printed
 MAX_PROMPTS = 100_000
@@ -153,7 +155,13 @@ def frontend_s(entrypoint: str = "serve", gpu: GpuProfile | None = None) -> floa
     return float(fe["public_hosts_s"])
 
 
-def bench_load(wl: Workload):
+def client_send_s(entrypoint: str = "serve") -> float:
+    """The bench client's own time per request before its clock starts (vllm bench serve's single asyncio loop;
+    kvcalc/data/serve.yaml says where the figure comes from); the LLM class has no client."""
+    return float(load("serve")["client"]["per_send_s"]) if entrypoint == "serve" else 0.0
+
+
+def bench_load(wl: Workload, entrypoint: str = "serve"):
     """The serve_sim.Load of a workload."""
     from .serve_sim import Load
 
@@ -164,7 +172,7 @@ def bench_load(wl: Workload):
     return Load(wl.input_len, wl.output_len, n, max_concurrency=conc,
                 request_rate=wl.request_rate if wl.request_rate is not None else math.inf,
                 burstiness=wl.burstiness, random_range_ratio=wl.random_range_ratio, prefix_len=wl.prefix_len,
-                seed=wl.seed)
+                seed=wl.seed, client_send_s=client_send_s(entrypoint))
 
 
 def vllm_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFormat, wl: Workload, *,
@@ -177,20 +185,23 @@ def vllm_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFo
     workload's longest context and max_num_seqs = slots. `cost`: a step_cost.StepCost to reuse. `first_token_s`:
     the server's per-request front-end cost when the caller has its own figure (default frontend_s(entrypoint, gpu)).
     `async_scheduling`: the release's default (vllm_versions.async_scheduling_default; on from 0.14)."""
+    from .engines.vllm_graphs import max_graph_tokens
     from .serve_sim import EngineConfig, simulate
     from .step_cost import step_cost
 
     # dtype_bytes: vLLM's --dtype (float32 steps read twice a bf16 model's weights)
     cost = cost or step_cost(spec, gpu, weights, kv, tp, kv_bytes_per_token, enforce_eager, dtype_bytes)
     if est is not None and est.layout is not None:
+        graphs = None if enforce_eager else max_graph_tokens(est.max_num_seqs, est.max_num_batched_tokens)
         cfg = EngineConfig(est.max_num_batched_tokens, est.max_num_seqs, est.num_gpu_blocks, est.layout.block_size,
-                           est.max_model_len, est.layout.blocks_per_request, prefix_caching, async_scheduling)
+                           est.max_model_len, est.layout.blocks_per_request, prefix_caching,
+                           async_scheduling=async_scheduling, graph_max_tokens=graphs)
     else:
         bs = 16
         per = -(-wl.context // bs)
         cfg = EngineConfig(chunk_tokens, max(1, slots), max(1, slots) * per + 1, bs, wl.context, None, prefix_caching,
-                           async_scheduling)
-    load = bench_load(wl)
+                           async_scheduling=async_scheduling)
+    load = bench_load(wl, entrypoint)
     res = simulate(cost, cfg, load, frontend_s(entrypoint, gpu) if first_token_s is None else first_token_s)
     m = res.metrics(wl.percentiles)
     notes = []

@@ -664,7 +664,11 @@ def write_public_frontend(seconds: float) -> None:
     """kvcalc/data/serve.yaml `frontend.public_hosts_s` (and its source line), the rest of the file kept."""
     lines = [ln for ln in SERVE_YAML.read_text().splitlines()
              if not ln.startswith(("  public_hosts_s:", "  public_hosts_source:"))]
-    lines += [f"  public_hosts_s: {seconds:g}",
+    # the frontend block ends where the next top-level key starts
+    start = lines.index("frontend:")
+    end = next((i for i in range(start + 1, len(lines)) if lines[i] and not lines[i].startswith((" ", "#"))),
+               len(lines))
+    lines[end:end] = [f"  public_hosts_s: {seconds:g}",
               "  public_hosts_source: \"fitted by scripts/speed_corpus_report.py --write-classes: the median of measured "
               "minus engine TTFT over the speed corpus's lone served prompts (concurrency 1 or at most 1 request/s) "
               "on GPUs other than the project's host; held out per GPU and per source in "

@@ -163,3 +163,56 @@ def test_a_thousand_requests_run_fast():
     simulate(cost, BIG, Load(1024, 256, 1000, 64))
     simulate(cost, BIG, Load(1024, 256, 1000, None, request_rate=20.0))
     assert time.process_time() - start < 3.0  # ~0.5 s on an idle core
+
+
+def test_vllm_replays_graphs_up_to_its_capture_size():
+    """max_cudagraph_capture_size's default, min(2 x max_num_seqs, 512) capped by the token budget (vLLM 0.26.0
+    config/vllm.py:1792-1798)."""
+    from kvcalc.engines.vllm_graphs import max_graph_tokens
+
+    assert max_graph_tokens(1024, 8192) == 512  # vllm serve's defaults on an H200 (the serve logs: largest=512)
+    assert max_graph_tokens(8, 8192) == 16
+    assert max_graph_tokens(256, 128) == 128
+    assert max_graph_tokens(100, 8192, speculative_tokens=1) == 400
+
+
+def test_the_launch_floor_is_the_eager_launch_model_times_the_host():
+    """launch_s: throughput's eager launch time (2 ms + 0.4333 ms per layer, kvcalc/data/throughput.yaml) x cpu_scale;
+    28 layers for Llama-3.2-3B."""
+    assert step_cost(SPEC, GPU, BF16, AUTO).launch_s == pytest.approx(0.002 + 0.0004333 * 28)
+    assert step_cost(SPEC, GPU, BF16, AUTO, cpu_scale=1.5).launch_s == pytest.approx(1.5 * (0.002 + 0.0004333 * 28))
+
+
+def test_a_step_without_a_graph_takes_at_least_the_cpu_s_launch():
+    """A lone 1,024-token prompt of a 3B model: the GPU's prefill is ~13 ms; above the 512-token graph limit the step
+    runs without graphs, so at a CPU twice as slow as kvcalc's fitting host (launch ~28 ms) the launch sets the TTFT.
+    A 500-token prompt (graphed) keeps the GPU's time, and so does every step when no graph limit is given."""
+    cost = step_cost(SPEC, GPU, BF16, AUTO, cpu_scale=2.0)
+    graphed = EngineConfig(8192, 1024, 100_000, 16, 16384, prefix_caching=False, graph_max_tokens=512)
+    gpu = prefill_s(SPEC, GPU, BF16, AUTO, 1024, 8192)
+    assert gpu < cost.launch_s
+    assert simulate(cost, graphed, Load(1024, 2, 1, 1)).ttft_s[0] == pytest.approx(cost.launch_s, rel=1e-12)
+    assert simulate(cost, BIG, Load(1024, 2, 1, 1)).ttft_s[0] == pytest.approx(gpu, rel=1e-12)
+    small = simulate(cost, graphed, Load(500, 2, 1, 1)).ttft_s[0]
+    # (between multiples of 64 tokens the step interpolates its GEMMs: within 2% of prefill_s)
+    assert small == pytest.approx(prefill_s(SPEC, GPU, BF16, AUTO, 500, 8192), rel=0.02) and small < cost.launch_s
+
+
+def test_decode_batches_above_the_graph_limit_pay_the_launch_too():
+    cost = step_cost(SPEC, GPU, BF16, AUTO, cpu_scale=3.0)
+    cfg = EngineConfig(8192, 1024, 200_000, 16, 16384, prefix_caching=False, graph_max_tokens=16)
+    res = simulate(cost, cfg, Load(64, 40, 32))  # 32 decodes per step > 16: no graph
+    assert float(np.median(res.itl_s)) == pytest.approx(cost.launch_s, rel=1e-9)
+
+
+def test_the_bench_client_sends_one_request_after_another():
+    """client_send_s: prompts released at one instant leave c, 2c, 3c, ... after it; a closed loop's next prompt
+    leaves c after the completion that frees its slot (vllm bench's one asyncio loop)."""
+    c = 0.5e-3
+    cfg = EngineConfig(8192, 64, 10_000, 16, 4096, prefix_caching=False, async_scheduling=False)
+    burst = simulate(ToyCost(), cfg, Load(100, 5, 4, client_send_s=c))
+    assert burst.send_s == pytest.approx([c, 2 * c, 3 * c, 4 * c])
+    loop = simulate(ToyCost(), cfg, Load(100, 5, 3, max_concurrency=1, client_send_s=c))
+    ends = loop.send_s + loop.e2e_s
+    assert loop.send_s[1:] == pytest.approx(ends[:-1] + c)
+    assert simulate(ToyCost(), cfg, Load(100, 5, 4)).send_s == pytest.approx([0.0] * 4)

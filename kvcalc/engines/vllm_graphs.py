@@ -75,3 +75,10 @@ class GraphCapture:
         return (f"CUDA graphs: ~{self.capture_bytes / GiB:.2f} GiB captured after the KV cache, beyond "
                 f"gpu_memory_utilization; {self.headroom_bytes / GiB:.2f} GiB left outside vLLM's share: margin "
                 f"{self.margin_bytes / GiB:+.2f} GiB")
+
+
+def max_graph_tokens(max_num_seqs: int, max_num_batched_tokens: int, speculative_tokens: int = 0) -> int:
+    """The largest step (in tokens) vLLM replays as a CUDA graph: max_cudagraph_capture_size's default,
+    min(max_num_seqs x (1 + speculative tokens) x 2, 512), capped by max_num_batched_tokens (vllm/config/vllm.py:
+    1792-1798, v0.26.0). A bigger step runs without graphs (v1/cudagraph_dispatcher.py:274-281)."""
+    return max(1, min(max_num_seqs * (1 + speculative_tokens) * 2, 512, max_num_batched_tokens))
