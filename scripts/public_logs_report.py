@@ -26,6 +26,7 @@ sys.path.insert(0, str(ROOT))
 from kvcalc.errors import UsageError  # noqa: E402
 from kvcalc.units import GiB  # noqa: E402
 from kvcalc.validate.vllm_log import check_log, gib_to_bytes, parse_vllm_log, read_log  # noqa: E402
+from doc_blocks import replace_block  # noqa: E402 (scripts/, beside this file)
 
 PUBLIC = ROOT / "tests" / "fixtures" / "vllm_logs" / "public"
 DOC = ROOT / "docs" / "validation" / "README.md"
@@ -261,14 +262,6 @@ def markdown(data: list[dict], title: str = "## Public start-up logs (vLLM 0.6-0
     return "\n".join(lines) + "\n"
 
 
-def _replace_block(doc: str, start: str, end: str, text: str) -> str:
-    block = f"{start}\n{text}{end}"
-    if start in doc:
-        head, rest = doc.split(start, 1)
-        return head + block + rest.split(end, 1)[1]
-    return doc.rstrip("\n") + "\n\n" + block + "\n"
-
-
 def main(argv: list[str]) -> None:
     data = rows()
     old = [r for r in data if not is_new_release(r)]
@@ -278,8 +271,8 @@ def main(argv: list[str]) -> None:
     print(text)
     print(new_text)
     if "--write" in argv:
-        doc = _replace_block(DOC.read_text(), START, END, text)
-        doc = _replace_block(doc, NEW_START, NEW_END, new_text)
+        doc = replace_block(DOC.read_text(), START, END, text)
+        doc = replace_block(doc, NEW_START, NEW_END, new_text)
         DOC.write_text(doc)
         JSON_OUT.write_text(json.dumps(data, indent=1) + "\n")
 

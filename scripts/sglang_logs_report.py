@@ -18,6 +18,7 @@ sys.path.insert(0, str(ROOT))
 
 from kvcalc.units import GiB  # noqa: E402
 from kvcalc.validate.sglang_log import check_sglang_log, parse_sglang_log  # noqa: E402
+from doc_blocks import replace_block  # noqa: E402 (scripts/, beside this file)
 
 PUBLIC = ROOT / "tests" / "fixtures" / "sglang_logs" / "public"
 DOC = ROOT / "docs" / "validation" / "sglang.md"
@@ -80,10 +81,7 @@ def main(argv: list[str]) -> None:
     text = table(rows())
     print(text)
     if "--write" in argv:
-        doc = DOC.read_text()
-        head, rest = doc.split(START, 1)
-        _, tail = rest.split(END, 1)
-        DOC.write_text(f"{head}{START}\n{text}\n{END}{tail}")
+        DOC.write_text(replace_block(DOC.read_text(), START, END, text + "\n"))
 
 
 if __name__ == "__main__":

@@ -18,6 +18,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from doc_blocks import replace_block  # noqa: E402 (scripts/, beside this file)
+
 CORPUS = ROOT / "docs" / "validation" / "data" / "speed-corpus" / "corpus.jsonl"
 DOC = ROOT / "docs" / "validation" / "sglang.md"
 START, END = "<!-- AUTO: scripts/sglang_speed_report.py -->", "<!-- /AUTO: scripts/sglang_speed_report.py -->"
@@ -84,10 +86,7 @@ def main(argv: list[str]) -> None:
     text = table(results())
     print(text)
     if "--write" in argv:
-        doc = DOC.read_text()
-        head, rest = doc.split(START, 1)
-        _, tail = rest.split(END, 1)
-        DOC.write_text(f"{head}{START}\n{text}\n{END}{tail}")
+        DOC.write_text(replace_block(DOC.read_text(), START, END, text + "\n"))
 
 
 if __name__ == "__main__":

@@ -12,6 +12,8 @@ SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
 
 def load_script(name: str) -> ModuleType:
     """scripts/<name>.py as module `name`, registered in sys.modules (dataclasses look their module up there)."""
+    if str(SCRIPTS) not in sys.path:  # a script imports its siblings (doc_blocks) as it does when run from scripts/
+        sys.path.insert(0, str(SCRIPTS))
     spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module

@@ -266,15 +266,11 @@ def test_parser_reads_the_mla_pool_line():
 def test_sglang_speed_rows_are_held_out_and_predicted():
     """The SGLang rows of the speed corpus: never in speed_corpus_report's fits (its why_not skips them), each
     predicted through `kvcalc plan --engine sglang` (scripts/sglang_speed_report.py)."""
-    import importlib.util
     import math
 
-    root = Path(__file__).resolve().parent.parent
-    mods = {}
-    for name in ("speed_corpus_report", "sglang_speed_report"):
-        spec = importlib.util.spec_from_file_location(name, root / "scripts" / f"{name}.py")
-        mods[name] = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mods[name])
+    from script_loader import load_script
+
+    mods = {name: load_script(name) for name in ("speed_corpus_report", "sglang_speed_report")}
     rows = mods["sglang_speed_report"].sglang_rows()
     assert len(rows) >= 10 and all(r["source_url"].startswith("https://") for r in rows)
     assert all("sglang_speed_report" in (mods["speed_corpus_report"].why_not(r) or "") for r in rows)

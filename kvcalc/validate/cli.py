@@ -112,13 +112,10 @@ def _from_sglang_log(text: str, p: Path, model: str | None, gpu: str, as_json: b
         raise UsageError(f"{p}: no SGLang memory lines found (KV Cache is allocated, max_total_num_tokens=, "
                          "Load weight end)")
     if not model:
-        from ..catalog import _by_hub_id
+        from .reports import model_the_log_served
 
         served = parsed["settings"].get("model_path")
-        model = _by_hub_id(served.strip()) if isinstance(served, str) else None
-        if not model:
-            raise UsageError("--from-log needs --model (the catalog name or config.json the log's server ran)"
-                             + (f": the log's {served!r} is not in kvcalc's catalog" if served else ""))
+        model = model_the_log_served(served, "server ran")
         click.echo(f"note: model {model} (the log served {served})", err=True)
     # validate's vLLM-named options in SGLang's terms (--util is vLLM's gpu_memory_utilization: not carried over)
     known = {"kv": "kv_cache_dtype", "tensor_parallel_size": "tp_size", "max_model_len": "context_length",

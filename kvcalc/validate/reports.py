@@ -48,6 +48,18 @@ def settings_overrides(*, kv=None, util=None, weights=None, tp=None, pp=None, ma
     return {k: v for k, v in out.items() if v is not None}
 
 
+def model_the_log_served(served, who: str) -> str:
+    """The catalog name of the model a start-up log names (`served`: its model or model_path setting), for
+    --from-log without --model; `who` words the error ("engine served", "server ran")."""
+    from ..catalog import _by_hub_id
+
+    model = _by_hub_id(served.strip()) if isinstance(served, str) else None
+    if not model:
+        raise UsageError(f"--from-log needs --model (the catalog name or config.json the log's {who})"
+                         + (f": the log's {served!r} is not in kvcalc's catalog" if served else ""))
+    return model
+
+
 def from_log(path: str, model: str | None, gpu: str | None, overrides: dict, *, vllm_version: str | None = None,
              run: int | None = None, text: str | None = None) -> dict[str, Any]:
     """{"parsed", "report", "model", "model_note"} for a start-up log (a file, or its `text`)."""
@@ -65,13 +77,8 @@ def from_log(path: str, model: str | None, gpu: str | None, overrides: dict, *, 
         raise UsageError(f"{path}: no vLLM memory lines found (is this a vLLM start-up log?)")
     note = None
     if not model:
-        from ..catalog import _by_hub_id
-
         served = parsed["settings"].get("model")
-        model = _by_hub_id(served.strip()) if isinstance(served, str) else None
-        if not model:
-            raise UsageError("--from-log needs --model (the catalog name or config.json the log's engine served)"
-                             + (f": the log's {served!r} is not in kvcalc's catalog" if served else ""))
+        model = model_the_log_served(served, "engine served")
         note = f"model {model} (the log served {served})"
     report = check_log(parsed, model, gpu, vllm_version=vllm_version, run_given=run is not None, **overrides)
     return {"parsed": parsed, "report": report, "model": model, "model_note": note}
