@@ -11,7 +11,7 @@ from .engines.vllm_encoders import encoder_modalities
 from .engines import hf as hf_engine
 from .engines import sglang as sglang_engine
 from .engines import vllm as vllm_engine
-from .engines.vllm_versions import async_scheduling_default, is_newer_than_known, rules_for, rules_with_engine
+from .engines.vllm_versions import is_newer_than_known, rules_for, rules_with_engine
 from .engines.vllm_support import unserved_gate, unserved_reason
 from .errors import UnsupportedModelError, UsageError, shown
 from .engines.vllm_specs import vllm_kv_refusal
@@ -488,7 +488,7 @@ def _vllm_row(req: PlanRequest, choice: FormatChoice) -> Row | None:
                            kv_bytes_per_token=est.deployment_kv_bytes_per_token, tp=req.tp, pp=req.pp,
                            enforce_eager=req.enforce_eager, est=est if est.fits else None,
                            entrypoint=req.entrypoint, dtype_bytes=dtype_bytes,
-                           async_scheduling=async_scheduling_default(req.vllm_version, req.pp))
+                           vllm_version=req.vllm_version)
     # capacity as vLLM logs it ("GPU KV cache size"): group-aware, so hybrid models count tokens, not pool blocks.
     # Weights and KV bytes per token are the deployment's: each of tp x pp GPUs holds its share.
     return Row(trust=row_trust(req, "vllm", w, k, bench), config=choice.key, label=choice.label, engine="vllm",

@@ -179,15 +179,21 @@ def vllm_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFo
                chunk_tokens: int, slots: int, kv_bytes_per_token: float | None = None, tp: int = 1, pp: int = 1,
                enforce_eager: bool = False, est=None, entrypoint: str = "serve", prefix_caching: bool = True,
                cost=None, dtype_bytes: int = 2, first_token_s: float | None = None,
-               async_scheduling: bool = True) -> BenchEstimate:
+               vllm_version: str | None = None, async_scheduling: bool | None = None) -> BenchEstimate:
     """The workload on vLLM, simulated (kvcalc/serve_sim.py). `est`: the engine's VllmEstimate (num_gpu_blocks,
     block size, layout, max_num_seqs, max_model_len); without it, a pool that holds `slots` requests of the
     workload's longest context and max_num_seqs = slots. `cost`: a step_cost.StepCost to reuse. `first_token_s`:
     the server's per-request front-end cost when the caller has its own figure (default frontend_s(entrypoint, gpu)).
-    `async_scheduling`: the release's default (vllm_versions.async_scheduling_default; on from 0.14)."""
+    `vllm_version`: the release served, whose default decides async scheduling (vllm_versions.async_scheduling_default:
+    on from 0.14, not with pipeline parallel); `async_scheduling` overrides it (None: the release's; on when no release
+    is named)."""
     from .engines.vllm_graphs import max_graph_tokens
+    from .engines.vllm_versions import async_scheduling_default
     from .serve_sim import EngineConfig, simulate
     from .step_cost import step_cost
+
+    if async_scheduling is None:
+        async_scheduling = async_scheduling_default(vllm_version, pp) if vllm_version else True
 
     # dtype_bytes: vLLM's --dtype (float32 steps read twice a bf16 model's weights)
     cost = cost or step_cost(spec, gpu, weights, kv, tp, kv_bytes_per_token, enforce_eager, dtype_bytes)

@@ -121,10 +121,8 @@ def setup(row: dict):
                 kv_bytes_per_token=est.deployment_kv_bytes_per_token, tp=req.tp, pp=req.pp,
                 enforce_eager=req.enforce_eager)
     weights = next(w for w in (req.asked_weights,) if w is not None)
-    from kvcalc.engines.vllm_versions import async_scheduling_default
-
     _SETUP[row["id"]] = (spec, req.gpu, weights, req.asked_kv, wl, args, est if est.fits else None, req.entrypoint,
-                         async_scheduling_default(req.vllm_version, req.pp))
+                         req.vllm_version)
     return _SETUP[row["id"]]
 
 
@@ -159,14 +157,14 @@ def predict(row: dict, simulate: bool = True, frontend: float | None = None, max
     `frontend`: seconds of serve front end (None: workload.frontend_s for the row's GPU)."""
     from kvcalc.workload import closed_form_bench, frontend_s, vllm_bench
 
-    spec, gpu, weights, kv, wl, args, est, entry, async_on = setup(row)
+    spec, gpu, weights, kv, wl, args, est, entry, version = setup(row)
     if max_prompts and wl.request_rate is not None and wl.prompts() > max_prompts:
         import dataclasses
 
         wl = dataclasses.replace(wl, num_prompts=max_prompts)
     fe = frontend_s(entry, gpu) if frontend is None else frontend
     if simulate:
-        b = vllm_bench(spec, gpu, weights, kv, wl, **args, est=est, entrypoint=entry, async_scheduling=async_on,
+        b = vllm_bench(spec, gpu, weights, kv, wl, **args, est=est, entrypoint=entry, vllm_version=version,
                        first_token_s=fe)
     else:
         b = closed_form_bench(spec, gpu, weights, kv, wl, **args)
@@ -559,7 +557,8 @@ NOTES = (
     "- **Async scheduling by release**: vLLM schedules step k+1 while step k runs only from v0.14.0 (release notes: "
     "'Async scheduling is now enabled by default', PR #27614); before it a new request waits for the step in flight "
     "only, not one more. The io.net rows are vLLM 0.8.5: with the 0.26 rule their lone TTFTs came out one decode "
-    "step (5-15 ms) too long (kvcalc/engines/vllm_versions.py async_scheduling_default, plan passes it).\n"
+    "step (5-15 ms) too long (kvcalc/engines/vllm_versions.py async_scheduling_default, applied by "
+    "workload.vllm_bench to the release).\n"
     "- **Why TPOT misses**: most TPOT rows are tensor-parallel runs over PCIe (1-8 RTX 4090s without peer-to-peer, 2 "
     "H100 PCIe), one GPU type per all-reduce class (comm pcie-consumer, comm pcie): held out, the all-reduce falls "
     "back to the H200's NVLink time and TPOT comes out too fast (leave-one-GPU-out mean {tpot_logo_mean}). No "

@@ -192,6 +192,10 @@ def test_async_scheduling_costs_a_lone_prompt_one_step():
     step = sync.tpot_s
     assert 0.3 * step < asyn.ttft_s - sync.ttft_s < 1.5 * step
     assert asyn.tpot_s == pytest.approx(sync.tpot_s, rel=0.15)
+    # the release decides it inside vllm_bench, so plan, search (plan's rows) and validate --bench share the rule
+    assert vllm_bench(spec, gpu, bf16, auto, wl, vllm_version="0.8.5", **kw).ttft_s == sync.ttft_s
+    assert vllm_bench(spec, gpu, bf16, auto, wl, vllm_version="0.26.0", **kw).ttft_s == asyn.ttft_s
+    assert vllm_bench(spec, gpu, bf16, auto, wl, vllm_version="0.26.0", pp=2, **kw).ttft_s == sync.ttft_s
 
 
 def test_frontend_is_the_hosts():

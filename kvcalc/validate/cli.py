@@ -192,7 +192,7 @@ def _bench(path: str, model: str | None, gpu: str | None, kv: str | None, weight
     predicted = vllm_bench(spec, profile, settings.weights, settings.kv, wl,
                            chunk_tokens=est.max_num_batched_tokens, slots=slots,
                            kv_bytes_per_token=est.deployment_kv_bytes_per_token, tp=tp, est=est,
-                           entrypoint=settings.entrypoint)
+                           entrypoint=settings.entrypoint, vllm_version=settings.version)
     rows = compare(data, predicted, wl)
     misses = [r["quantity"] for r in rows if r["verdict"] == "MISS"]
     if as_json:
