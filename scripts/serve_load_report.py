@@ -500,11 +500,11 @@ START, END = "<!-- load-table:start (scripts/serve_load_report.py --write) -->",
 
 def write(rep: dict) -> None:
     """docs/validation/serve-load-errors.json and the README's load table."""
+    from doc_blocks import replace_block  # scripts/, beside this file
+
     (ROOT / "docs" / "validation" / "serve-load-errors.json").write_text(json.dumps(rep, indent=1) + "\n")
     readme = ROOT / "docs" / "validation" / "README.md"
-    text = readme.read_text()
-    a, b = text.index(START) + len(START), text.index(END)
-    readme.write_text(text[:a] + "\n" + markdown(rep) + "\n" + text[b:])
+    readme.write_text(replace_block(readme.read_text(), START, END, markdown(rep) + "\n"))
 
 
 if __name__ == "__main__":
