@@ -40,11 +40,16 @@ def predict(row: dict) -> float:
     from kvcalc.workload import Workload
 
     n = row.get("num_prompts")
-    wl = Workload(int(row["input_len"]), int(row["output_len"]), concurrency=int(row["concurrency"]),
-                  burst=bool(n) and n <= row["concurrency"])
+    burst = bool(n) and n <= row["concurrency"]
+    wl = Workload(int(row["input_len"]), int(row["output_len"]), concurrency=int(row["concurrency"]), burst=burst,
+                  num_prompts=None if burst else n)
+    args = row.get("sglang_args") or {}  # the server flags the benchmark launched SGLang with (settings_source)
     req = PlanRequest(spec=load_model(row["kvcalc_model"]), gpu=get_gpu(row["gpu"]), engines=("sglang",),
                       context=wl.input_len + wl.output_len, tp=int(row.get("tp") or 1), workload=wl,
-                      sglang_version=row.get("sglang_version"))
+                      sglang_version=row.get("sglang_version"), mem_fraction_static=args.get("mem_fraction_static"),
+                      max_num_seqs=args.get("max_running_requests"),
+                      max_num_batched_tokens=args.get("chunked_prefill_size"),
+                      max_prefill_tokens=args.get("max_prefill_tokens"), cuda_graph_max_bs=args.get("cuda_graph_max_bs"))
     bench = plan(req)[0].bench
     metric = row["metric"]
     if metric == "tpot_ms":
