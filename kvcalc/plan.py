@@ -228,6 +228,7 @@ class PlanRequest:
     mem_fraction_static: float | None = None  # None: SGLang's default for the GPU, TP and chunk size
     max_prefill_tokens: int | None = None  # SGLang --max-prefill-tokens (None: its 16384)
     cuda_graph_max_bs: int | None = None  # SGLang --cuda-graph-max-bs (None: its default for the GPU and TP)
+    stream_interval: int = 1  # SGLang --stream-interval: tokens per streamed chunk (the workload's ITL)
     dp_size: int = 1
     enable_dp_attention: bool = False
     read_files: bool = True  # False (the web API): no file named in the request is read (an EAGLE head's folder)
@@ -523,7 +524,8 @@ def _sglang_row(req: PlanRequest, choice: FormatChoice) -> Row | None:
     if req.workload is not None:
         bench = vllm_bench(req.spec, req.gpu, w, k, req.workload, chunk_tokens=max(est.chunked_prefill_size, 1),
                            slots=est.max_running_requests, kv_bytes_per_token=est.deployment_kv_bytes_per_token,
-                           tp=req.tp, pp=req.pp, enforce_eager=req.enforce_eager, sglang=est)
+                           tp=req.tp, pp=req.pp, enforce_eager=req.enforce_eager, sglang=est,
+                           stream_interval=req.stream_interval)
     notes = est.notes + ["speed: the shared decode model with vLLM's per-step overhead, SGLang's scheduler (prefill "
                          "batches first, decodes wait for them); its held-out error on public SGLang benchmarks: "
                          "docs/validation/sglang.md (scripts/sglang_speed_report.py)"]

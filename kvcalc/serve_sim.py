@@ -21,7 +21,8 @@ Engine rules (vLLM 0.26.0, vllm/v1/core/sched/scheduler.py unless named):
 - Async scheduling (default on, config/vllm.py:1059-1107): step k+1 is scheduled while step k runs, so a request that
   reaches the engine during step k is scheduled into step k+2 at the earliest, and the blocks a request frees at the
   end of step k are free for step k+2.
-- One token per decode per step, streamed in its own chunk (stream_interval 1, config/scheduler.py:163).
+- One token per decode per step, streamed in its own chunk (stream_interval 1, config/scheduler.py:163;
+  EngineConfig.stream_interval groups them as SGLang's --stream-interval does).
 
 Client rules (vllm/benchmarks/serve.py, lib/endpoint_request_func.py):
 - arrivals (get_request, :393-504): --request-rate inf sends every prompt at once; else gamma gaps of shape
@@ -85,6 +86,10 @@ class EngineConfig:
     # SGLang's scheduler (see SGLANG below): a step is a prefill batch whenever one can form, decodes wait for it
     prefill_first: bool = False
     max_prefill_tokens: int | None = None  # SGLang --max-prefill-tokens: a prefill batch's input budget (None: none)
+    # --stream-interval: tokens per streamed chunk after the first (SGLang scheduler_output_processor_mixin.py:894-903
+    # in 0.5.7: with an interval s > 1 a request's output goes out at its 1st, (1+s)-th, (1+2s)-th ... token and at its
+    # last); it spaces the chunks (ITL), not the tokens (TTFT, TPOT, e2e)
+    stream_interval: int = 1
 
 
 @dataclass(frozen=True)
@@ -202,6 +207,8 @@ def simulate(cost, cfg: EngineConfig, load: Load, frontend_s: float = 0.0) -> Si
     held = np.zeros(n, dtype=np.int64)  # blocks held beyond the shared prefix
     first = np.full(n, np.nan)
     last_tok = np.full(n, np.nan)
+    si = max(int(cfg.stream_interval), 1)
+    last_emit = np.full(n, np.nan)  # stream_interval > 1: when the request's last chunk went out
     shares = np.zeros(n, dtype=bool)  # holds the shared prefix blocks (a hit)
     itls: list[np.ndarray] = []
     limit = load.max_concurrency or n
@@ -374,8 +381,23 @@ def simulate(cost, cfg: EngineConfig, load: Load, frontend_s: float = 0.0) -> Si
             grown = need(computed[r] + stretch) - prefix_blocks * shares[r]
             free -= int((grown - held[r]).sum())
             held[r] = grown
-            itls.append(ends[0] - last_tok[r])
-            itls.append(np.tile(dts[1:], len(r)))
+            if si == 1:
+                itls.append(ends[0] - last_tok[r])
+                itls.append(np.tile(dts[1:], len(r)))
+            else:  # chunks at the tokens (g % si == 1) and at each request's last
+                g = generated[r][:, None] + 1 + np.arange(stretch)[None, :]
+                rows, cols = np.nonzero((g % si == 1) | (g >= out[r][:, None]))
+                if len(rows):
+                    times = ends[cols]
+                    prev = np.empty_like(times)
+                    prev[1:] = times[:-1]
+                    starts_row = np.ones(len(rows), dtype=bool)
+                    starts_row[1:] = rows[1:] != rows[:-1]
+                    prev[starts_row] = last_emit[r[rows[starts_row]]]
+                    itls.append(times - prev)
+                    ends_row = np.ones(len(rows), dtype=bool)
+                    ends_row[:-1] = rows[:-1] != rows[1:]
+                    last_emit[r[rows[ends_row]]] = times[ends_row]
             computed[r] += stretch
             tokens[r] += stretch
             generated[r] += stretch
@@ -398,8 +420,15 @@ def simulate(cost, cfg: EngineConfig, load: Load, frontend_s: float = 0.0) -> Si
             new = caught[generated[caught] == 1]
             old = caught[generated[caught] > 1]
             first[new] = t
-            if len(old):
-                itls.append(t - last_tok[old])
+            if si == 1:
+                if len(old):
+                    itls.append(t - last_tok[old])
+            else:
+                last_emit[new] = t
+                emit = old[(generated[old] % si == 1) | (generated[old] >= out[old])]
+                if len(emit):
+                    itls.append(t - last_emit[emit])
+                    last_emit[emit] = t
             last_tok[caught] = t
         free += freed_later  # blocks freed at the end of the step before the last one
         freed_later = 0

@@ -181,7 +181,7 @@ def vllm_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFo
                enforce_eager: bool = False, est=None, entrypoint: str = "serve", prefix_caching: bool = True,
                cost=None, dtype_bytes: int = 2, first_token_s: float | None = None,
                vllm_version: str | None = None, async_scheduling: bool | None = None,
-               sglang: Any = None) -> BenchEstimate:
+               sglang: Any = None, stream_interval: int = 1) -> BenchEstimate:
     """The workload on vLLM, simulated (kvcalc/serve_sim.py). `est`: the engine's VllmEstimate (num_gpu_blocks,
     block size, layout, max_num_seqs, max_model_len); without it, a pool that holds `slots` requests of the
     workload's longest context and max_num_seqs = slots. `cost`: a step_cost.StepCost to reuse. `first_token_s`:
@@ -190,7 +190,8 @@ def vllm_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFo
     on from 0.14, not with pipeline parallel); `async_scheduling` overrides it (None: the release's; on when no release
     is named). `sglang`: an engines.sglang.SglangEstimate to simulate SGLang's scheduler instead (serve_sim.py
     SGLANG: prefill batches first, decodes wait for them; its pool, chunk, max_prefill_tokens, max_running_requests
-    and cuda_graph_max_bs; the overlap scheduler's timing)."""
+    and cuda_graph_max_bs; the overlap scheduler's timing). `stream_interval`: SGLang's --stream-interval (tokens
+    per streamed chunk: the ITL, serve_sim.EngineConfig.stream_interval)."""
     from .engines.vllm_graphs import max_graph_tokens
     from .engines.vllm_versions import async_scheduling_default
     from .serve_sim import EngineConfig, simulate
@@ -211,7 +212,7 @@ def vllm_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFo
                            max(sglang.max_total_num_tokens // bs, -(-wl.context // bs)) + 1, bs,
                            max(wl.context, sglang.context_len), None, prefix_caching, async_scheduling=True,
                            graph_max_tokens=graphs, prefill_first=True,
-                           max_prefill_tokens=sglang.max_prefill_tokens)
+                           max_prefill_tokens=sglang.max_prefill_tokens, stream_interval=stream_interval)
     elif est is not None and est.layout is not None:
         graphs = None if enforce_eager else max_graph_tokens(est.max_num_seqs, est.max_num_batched_tokens)
         cfg = EngineConfig(est.max_num_batched_tokens, est.max_num_seqs, est.num_gpu_blocks, est.layout.block_size,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -249,3 +250,20 @@ def test_sglang_prefill_batches_fill_the_chunk_and_cut_the_last_prompt():
                          prefill_first=True, max_prefill_tokens=1500)
     one = simulate(ToyCost(), tight, Load(1000, 3, 2))
     assert np.sort(one.ttft_s) == pytest.approx([1e-3 + 1000e-6, 2 * (1e-3 + 1000e-6)])
+
+
+def test_stream_interval_groups_the_streamed_tokens():
+    """--stream-interval 4 (SGLang): a lone request's 10 tokens go out at its 1st, 5th, 9th and last token, so its
+    ITLs are 4, 4 and 1 decode steps (1 ms + 1 us each); TTFT, TPOT and e2e are those of interval 1."""
+    base = EngineConfig(8192, 64, 10_000, 16, 4096, prefix_caching=False, async_scheduling=False)
+    one = simulate(ToyCost(), base, Load(100, 10, 1))
+    four = simulate(ToyCost(), dataclasses.replace(base, stream_interval=4), Load(100, 10, 1))
+    step = 1e-3 + 1e-6
+    assert sorted(four.itl_s) == pytest.approx([step, 4 * step, 4 * step])
+    assert len(one.itl_s) == 9
+    assert four.ttft_s == pytest.approx(one.ttft_s) and four.tpot_s == pytest.approx(one.tpot_s)
+    assert four.e2e_s == pytest.approx(one.e2e_s)
+    # a burst under load: each request's chunk gaps add up to its e2e - TTFT, 4 of them (tokens 11, 21, 31, 37)
+    res = simulate(ToyCost(), dataclasses.replace(BIG, stream_interval=10), Load(700, 37, 8))
+    assert len(res.itl_s) == 8 * 4
+    assert res.itl_s.sum() == pytest.approx((res.e2e_s - res.ttft_s).sum(), rel=1e-9)
