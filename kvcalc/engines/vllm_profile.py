@@ -26,8 +26,15 @@ The peak is the largest of these phases (each a set of tensors alive at once):
   FlashInfer's masked logits and probabilities: the same count) and, without FlashInfer, the Triton top-k/top-p
   buffer of min(SMs, next power of two of R) x vocab fp32 (v1/sample/ops/topk_topp_triton.py), while the forward's
   output and the MoE workspace are still held.
-- compile (V2 runner with torch.compile): Inductor holds a vocab x hidden copy of the embedding table
-  (compilation/compiler_interface.py) and two M x H buffers.
+- compile (V2 runner with torch.compile, compiled inside this run): Inductor holds a vocab x hidden copy of the
+  embedding table (compilation/compiler_interface.py) and two M x H buffers. vLLM compiles at the first call of the
+  model (compilation/decorators.py __call__: aot_compile, then the compiled function runs the dummy batch), which is
+  the profile run's dummy forward, inside gpu_worker.py's memory_profiling window. With the AOT artifact stored
+  (a restart with the same cache directory: "Directly load AOT compilation from path", decorators.py:313 at 0.30.0)
+  that call loads the compiled function instead (torch.compiler.load_compiled_function: no Dynamo, no Inductor), and
+  this phase does not happen (`compiled` False: VllmSettings.compile_cache "warm"). The public RTX 5060 Ti pair
+  (tests/fixtures/vllm_logs/public/prp-wp24-*) shows the difference as this module predicts it: cold minus warm
+  peak 1.09 - 0.53 = 0.56 GiB logged, 0.744 - 0.172 = 0.57 GiB here.
 Plus torch's cuBLAS workspace, allocated at the first matmul of the run (CublasHandlePool.cpp: 32 MiB from sm90,
 4096 KiB x 2 + 16 KiB x 8 before).
 """
@@ -205,7 +212,7 @@ def _profile_peak(spec: ModelSpec, gpu: GpuProfile | None, *, tp: int, m: int, s
                 programs = min(1 << max(rows - 1, 0).bit_length(), sms)
                 sampler.append(("top-k/top-p Triton buffer", programs * spec.vocab_size * 4))
             phases["sampler"] = held + sampler + [("forward output", m * h * d + 2 * rows * h * d), cublas]
-    if v2_runner and compiled:
+    if v2_runner and compiled:  # compiled: torch.compile compiles inside this run (not loaded from its cache)
         phases["compile"] = [("Inductor embedding copy", padded_vocab // tp * h * d), ("hidden states", 2 * m * h * d)]
     totals = {name: sum(b for _, b in parts) for name, parts in phases.items()}
     top = max(totals, key=lambda k: totals[k])

@@ -393,6 +393,19 @@ _TEXT_SETTINGS = (
     ("Resolved architecture: ", re.compile(r"Resolved architecture: (\w{1,100})"), "architecture", str),
     # Which engine ran: V0's worker/model_runner.py and executor vs V1's v1/worker/gpu_*.py (0.8-0.10 ran either,
     # by VLLM_USE_V1). "Initializing a V0/V1 LLM engine" (0.8+) says it outright.
+    # torch.compile's cache state at this start (engines/vllm.py VllmSettings.compile_cache): the first of these
+    # lines wins. Warm: compilation/decorators.py "Directly load AOT compilation from path %s" (the stored AOT
+    # artifact; decorators.py:313 at 0.30.0) or backends.py "Directly load the compiled graph(s) for compile range
+    # %s from the cache" (vLLM's Inductor cache: no Inductor compile). Cold: backends.py "Compiling a graph for
+    # compile range %s takes %.2f s" and decorators.py "saved AOT compiled function to %s".
+    ("Directly load AOT compilation from path", re.compile(r"(Directly load) AOT compilation"), "compile_cache",
+     lambda _: "warm"),
+    ("from the cache, took", re.compile(r"Directly load the compiled graph\(s\) for compile range .{1,40}? (from the "
+                                        r"cache)"), "compile_cache", lambda _: "warm"),
+    ("Compiling a graph for compile range", re.compile(r"(Compiling a graph) for compile range"), "compile_cache",
+     lambda _: "cold"),
+    ("saved AOT compiled function to", re.compile(r"(saved AOT compiled function) to"), "compile_cache",
+     lambda _: "cold"),
     ("LLM engine (v", re.compile(r"Initializing an? (V[01]) LLM engine"), "engine", str.lower),
     (" blocks: ", re.compile(r"(?:^|# )(?:GPU|cuda|CUDA|gpu) blocks: \d{1,12}(, # CPU) blocks"), "engine",
      lambda _: "v0"),
