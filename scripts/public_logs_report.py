@@ -75,6 +75,12 @@ CAUSES: dict[str, list[tuple[float, float, str]]] = {
         "checkpoint): the V2 sampler's [max_num_seqs x vocab] int32 output_bin_counts (0.145 GiB here, "
         "v1/worker/gpu/sample/penalties.py PenaltiesState @ 0120ce5) would account for it if it is allocated with the "
         "model; the release that does so is not established")],
+    "enginrect-rtx4090-wsl2-qwen25-7b-bf16-v0.27": [(0.10, 0.20, "not attributed: the post keeps only the KV-size "
+        "line (102,544 tokens = 5.48 GiB at 57,344 B per token; kvcalc 6.30 GiB), so the 0.8 GiB cannot be split. "
+        "The same script's GPTQ-Int4 and FP8-dynamic starts of the same model on the same card are -0.8% and +0.6%; "
+        "what only the bf16 start has is bf16 GEMMs through torch (the other two run Marlin / CUTLASS kernels). Of the "
+        "size of the non-torch growth the same WSL2 host's cold-compile 0.5B start logs (0.33 GiB above its warm "
+        "start) and the RTX 5060 Ti's (0.70), on a 5.5 GiB budget")],
     "dennislee-a100-40gb-x2-qwen2-7b-tp2-u050": [(0.05, 0.15, "not a per-node cost: the log's other budget (util x "
         "total - weights - KV) is 1.55 GiB per rank against 0.67 on the same author's one-node A100 80GB TP 2 run, but "
         "the same author's 4-node TP 4 gpt-oss-120b run (Ray, custom all-reduce off across nodes too) is +0.1% with no "
