@@ -38,7 +38,8 @@ NEW_FROM = (0, 27)
 
 # index.json "gpu" -> kvcalc GPU profile
 GPU_PROFILE = {"A100": "a100-80gb", "RTX 4090": "rtx-4090", "RTX 3090": "rtx-3090", "L40S": "l40s", "H100": "h100-sxm",
-               "T4": "t4", "RTX 5090": "rtx-5090", "RTX 5060 Ti": "rtx-5060-ti", "MI300X": "mi300x"}
+               "T4": "t4", "RTX 5090": "rtx-5090", "RTX 5060 Ti": "rtx-5060-ti", "MI300X": "mi300x",
+               "RTX PRO 6000": "rtx-pro-6000-server"}
 # the capacity row of the comparison, most direct first
 CAPACITY_ROWS = ("logged KV cache tokens", "GPU blocks", "KV tokens in the start-up error", "available KV memory")
 BREAKDOWN = ("weights", "activation peak", "non-torch memory", "CUDA-graph estimate")
