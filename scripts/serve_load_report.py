@@ -15,6 +15,7 @@ fixed and are all held out.
     PYTHONPATH=. python3 scripts/serve_load_report.py --json     # rows and summaries
     PYTHONPATH=. python3 scripts/serve_load_report.py --fit      # print the fitted front-end cost too
     PYTHONPATH=. python3 scripts/serve_load_report.py --evidence # the per-request figures docs/validation quotes
+    PYTHONPATH=. python3 scripts/serve_load_report.py --predict e f g  # figures for case files before they run
 
 Two more views of the same runs, both read off raw.tar.gz:
 - steady state: every run's first request is slower than the rest (20-45 ms on the lone-request runs: a cold path in
@@ -42,7 +43,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "docs" / "validation" / "data" / "v4" / "serve"
-CASES = {run: ROOT / "scripts" / "gpu_v4" / f"serve_cases_{run}.json" for run in "abcd"}
+CASES = {run: ROOT / "scripts" / "gpu_v4" / f"serve_cases_{run}.json" for run in "abcdefg"}
 FIT = ("llama-3.1-8b.c1_1k_256",)  # the front-end cost's fit set; everything else is held out
 # run b's rows that run a's leftover 3B server answered: the case file names them llama-3.1-8b-awq (data README)
 RELABEL = {("b", "llama-3.1-8b-awq", "c4_8k_256"): "llama-3.2-3b-fp8kv",
@@ -94,7 +95,8 @@ def _serve_settings(shape: dict) -> dict:
     args = shape["serve_args"]
     get = {args[i]: args[i + 1] for i in range(0, len(args) - 1) if args[i].startswith("--")}
     return {"util": float(get.get("--gpu-memory-utilization", 0.92)), "max_model_len": int(get["--max-model-len"]),
-            "kv": get.get("--kv-cache-dtype", "auto"), "dtype": get.get("--dtype")}
+            "kv": get.get("--kv-cache-dtype", "auto"), "dtype": get.get("--dtype"),
+            "quantization": get.get("--quantization"), "prefix_caching": "--no-enable-prefix-caching" not in args}
 
 
 def predict(case: dict, frontend_s: float | None = None) -> dict:
@@ -160,6 +162,8 @@ def _simulate(case: dict, frontend_s: float | None = None):
     shape, wl, s = case["shape"], case["wl"], _serve_settings(case["shape"])
     spec, gpu = load_model(shape["catalog"]), get_gpu("h200")
     weights, kv = baseline_weights(spec) or weight_format("bf16"), kv_format(s["kv"])  # the checkpoint's format
+    if s["quantization"]:  # --quantization fp8: bf16 weights quantized as they load
+        weights = weight_format(s["quantization"])
     settings = vllm_engine.VllmSettings(weights=weights, kv=kv, gpu_memory_utilization=s["util"],
                                         max_model_len=s["max_model_len"], version="0.26.0", entrypoint="serve")
     est = vllm_engine.estimate(spec, gpu, settings)
@@ -170,7 +174,8 @@ def _simulate(case: dict, frontend_s: float | None = None):
     cost = step_cost(spec, gpu, weights, kv, 1, est.deployment_kv_bytes_per_token, cpu_scale=_cpu_scale())
     cfg = EngineConfig(est.max_num_batched_tokens, est.max_num_seqs, est.num_gpu_blocks, est.layout.block_size,
                        est.max_model_len, est.layout.blocks_per_request,
-                       graph_max_tokens=max_graph_tokens(est.max_num_seqs, est.max_num_batched_tokens))
+                       graph_max_tokens=max_graph_tokens(est.max_num_seqs, est.max_num_batched_tokens),
+                       prefix_caching=s["prefix_caching"])
     res = simulate(cost, cfg, bench_load(work), default_frontend("serve") if frontend_s is None else frontend_s)
     return res, est, work
 
@@ -507,7 +512,29 @@ def write(rep: dict) -> None:
     readme.write_text(replace_block(readme.read_text(), START, END, markdown(rep) + "\n"))
 
 
+def predictions(run_names: list[str]) -> dict:
+    """kvcalc's figures for every workload of the named case files, made before they run (a held-out record: the
+    front-end cost as fitted on FIT, nothing fitted on these runs)."""
+    fe = fit_frontend(runs())
+    out = {"frontend_per_request_s": fe, "host_cpu_scale": _cpu_scale(), "runs": {}}
+    for run in run_names:
+        rows = []
+        for si, shape in enumerate(json.loads(CASES[run].read_text())["shapes"]):
+            for wi, wl in enumerate(shape["workloads"]):
+                case = {"id": f"{shape['name']}.{wl['id']}", "shape": shape, "wl": wl,
+                        "seed": _seed(run, si, shape["name"], wi, wl["id"])}
+                p = predict(case, frontend_s=fe)
+                rows.append({"id": case["id"], **{key: p[key] for _, key, _ in QUANTITIES},
+                             "kv_capacity_tokens": p["kv_capacity_tokens"], "preemptions": p["preemptions"]})
+        out["runs"][run] = rows
+    return out
+
+
 if __name__ == "__main__":
+    if "--predict" in sys.argv:  # --predict e f g: predictions for case files not yet measured
+        names = sys.argv[sys.argv.index("--predict") + 1:]
+        print(json.dumps(predictions(names), indent=1))
+        sys.exit(0)
     rep = report()
     if "--write" in sys.argv:
         write(rep)

@@ -91,10 +91,13 @@ def main():
         # A server left over from a command cut off by its time limit would hold the GPU and answer on its port.
         subprocess.run(["pkill", "-f", "vllm[.]entrypoints[.]cli[.]main serve"], check=False)  # [.]: never matches this pattern itself
         time.sleep(3)
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, preexec_fn=os.setsid)
+        # a shape's "env" (e.g. VLLM_LOGGING_CONFIG_PATH for millisecond timestamps) goes to its server only
+        env = dict(os.environ, **{k: v.replace("$REPO", REPO) for k, v in shape.get("env", {}).items()})
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, preexec_fn=os.setsid, env=env)
         atexit.register(lambda pid=proc.pid: _kill_group(pid))
         ok = wait_health(port + si, proc)
-        row = {"shape": name, "serve_command": "vllm serve " + shlex.join(cmd[4:]), "start_s": round(time.time() - t0, 1),
+        row = {"shape": name, "serve_command": "vllm serve " + shlex.join(cmd[4:]), "server_env": shape.get("env", {}),
+               "start_s": round(time.time() - t0, 1),
                "started": ok, "workloads": []}
         status.append(row)
         if ok:
