@@ -181,6 +181,7 @@ def main() -> int:
     p.add_argument("--device", default="cuda", help="cuda; cpu only for a smoke test of the script")
     p.add_argument("--batches", default="1,8")
     p.add_argument("--no-extra", action="store_true", help="skip the hqq-2 and nf4 cases")
+    p.add_argument("--done", default=None, help="a jsonl of earlier results: skip the cases measured there (status ok)")
     args = p.parse_args()
     deadline = args.deadline or time.time() + 10**6
 
@@ -193,6 +194,9 @@ def main() -> int:
                  () if args.no_extra else EXTRA_KVS)
     if args.no_extra:
         todo = [c for c in todo if c["weights"] == "bf16"]
+    if args.done:
+        measured = {json.loads(l).get("case_id") for l in open(args.done) if '"status": "ok"' in l}
+        todo = [c for c in todo if c["id"] not in measured]
     for c in todo:
         c["device"] = args.device
     loaded, key = None, None

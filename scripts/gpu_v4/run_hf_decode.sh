@@ -7,5 +7,5 @@ set -uo pipefail
 # shellcheck source=scripts/gpu_env.sh
 source "$(dirname "$0")/../gpu_env.sh"
 DEADLINE=$(( $(date +%s) + ${KVCALC_BUDGET_S:-530} ))
-python3 scripts/gpu_v4/hf_decode.py --out "$OUT/hf_decode.jsonl" --deadline "$DEADLINE" > "$OUT/hf_decode.console" 2>&1
+python3 scripts/gpu_v4/hf_decode.py --out "$OUT/hf_decode.jsonl" --deadline "$DEADLINE" "$@" > "$OUT/hf_decode.console" 2>&1
 tail -n 30 "$OUT/hf_decode.console"
