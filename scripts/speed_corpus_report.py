@@ -527,8 +527,10 @@ def markdown(report: dict) -> str:
         sys.path.insert(0, str(ROOT / "scripts"))
         import hf_decode_report
 
+        hf = hf_decode_report.rows()
+        held = hf_decode_report.host_refit(hf)["held_out"]
         out += ["", "## transformers decode on the H200 (v4 runs, docs/validation/data/v4/hf_decode.jsonl)", "",
-                hf_decode_report.markdown(hf_decode_report.rows()), "", HF_NOTES]
+                hf_decode_report.markdown(hf), "", HF_NOTES.format(within=held["shipped_within_15"], n=held["n"])]
     except FileNotFoundError:
         pass
     return "\n".join(out) + "\n"
@@ -686,13 +688,18 @@ NOTES = (
     "miss on the earlier runs (19 ms and 75 ms per step for the same 3B at batch 8). The v4 runs are below.")
 
 HF_NOTES = (
-    "The step is the host's kernel launches, not the GPU: the profiler counts 46-48 kernels per Llama layer with the "
-    "default cache and 62 with a quantized cache (HQQ, quanto: +16 for quantizing the new token and dequantizing the "
-    "window), and the GPU is busy 2-8 ms of a 19-48 ms step. kvcalc's per-layer constant (0.768 ms for a Llama layer, "
-    "~16 us per kernel) was fitted on the v1 runs; on the v4 host each kernel cost 19-35 us, so every v4 case is "
-    "15-51% slower than kvcalc says: the **transformers target (within 15% at batch 1 and 8) is missed on these "
-    "runs**. Host speed, not a mechanism kvcalc has, sets the figure; the transformers range (measured class) says so. "
-    "The 8B with quantized caches, the 14B and NF4 did not run (the command's deadline).")
+    "The step is the host's kernel launches, not the GPU: the profiler counts 45-48 kernels per decoder layer with the "
+    "default cache and 61-64 with a quantized cache (HQQ and quanto alike: +16 for quantizing the new token and "
+    "dequantizing the window), and the GPU is busy 2-20 ms of a 19-85 ms step. The cases ran in two sessions of the "
+    "same H200 VM: at 20:38 each kernel cost the host 19-35 us, at 02:14 12-27 us (and two timings of one case differ "
+    "by up to 25%: 8B HQQ batch 8, 6.1 and 7.8 s). kvcalc's launch constants (0.768 ms a Llama layer, ~16 us a "
+    "kernel, fitted on the v1 runs) sit inside that spread. The split was named before the second session's cases "
+    "were seen (scripts/hf_decode_report.py FIT_CASES: the 1B cases and the 8B default at batch 1, all from the first "
+    "session): one host factor fitted on them (the line under the table) brings the fit cases to ~9% but moves the "
+    "held-out ones the wrong way, since the host was faster when they ran, so kvcalc keeps its constants; on the "
+    "held-out cases as shipped the **target (within 15% at batch 1 and 8) is met by {within} of {n}**. The host's speed, not a "
+    "mechanism kvcalc has, sets the rest; the transformers range (measured class) says so. NF4 and the 2-bit caches "
+    "did not run (skipped by the lead's deadline).")
 
 
 def main(argv: list[str] | None = None) -> int:
