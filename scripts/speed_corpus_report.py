@@ -470,7 +470,7 @@ def markdown(report: dict) -> str:
         out.append(f"| {c} | {t:.0%} | " + " | ".join(f"{x['median_abs']:.0%}" if x else "-" for x in cells)
                    + f" | {cells[1]['n']} |")
     out += ["", "Median |error|. The H200-defaults column is kvcalc before issue 18's classes (every GPU = its datasheet "
-            "x the H200's fractions, the H200 host's 20.8 ms front end). Every column is the serve simulation `kvcalc "
+            "x the H200's fractions, the H200 host's 20.8 ms front end; the TP all-reduce per link, kvcalc/allreduce.py, is in every column). Every column is the serve simulation `kvcalc "
             "plan` shows (workload.vllm_bench) with the constants of its column; the fit itself runs on the closed "
             "form (see below).", "",
             "## Per GPU", "",

@@ -167,7 +167,8 @@ def test_report_predicts_and_holds_out():
     train = [r for r in report.load_rows() if r["gpu"] != "mi300x" and r["source"] in ("bereketlemma-l4",
                                                                                        "iog-llm-inference-benchmarks")]
     classes = report.fit_classes(train, grid_steps=3)
-    assert "CDNA3-module" not in classes["tensor"] and "xgmi" not in classes["comm"]
+    assert "CDNA3-module" not in classes["tensor"]
+    assert not classes["comm"]  # the TP all-reduce is kvcalc/allreduce.py's published model, never fitted here
 
 
 def test_async_scheduling_by_release():
