@@ -577,14 +577,17 @@ def row_trust(req: PlanRequest, engine: str, w: WeightFormat, k: KvFormat, bench
     the decode tok/s column, `capacity` for KV capacity / max concurrency / fits, and per workload figure."""
     from .trust import capacity_trust, speed_trust
 
-    out = {"speed": speed_trust(req.gpu, engine, w, k, "TPOT", inverse=True, batch=req.batch).to_json(),
+    out = {"speed": speed_trust(req.gpu, engine, w, k, "TPOT", inverse=True, batch=req.batch,
+                                  tp=req.tp).to_json(),
            "capacity": capacity_trust(req.gpu, engine).to_json(), "quality": quality_source(req.spec, w, k)}
     if bench is not None:
         n = req.workload.concurrency or req.batch
         lone = n <= 1 and (req.workload.request_rate is None or req.workload.request_rate <= 1)
-        out["ttft"] = speed_trust(req.gpu, engine, w, k, "TTFT" if lone else "TTFT-load", batch=n).to_json()
-        out["tpot"] = speed_trust(req.gpu, engine, w, k, "TPOT", batch=n).to_json()
-        out["output_tokens_per_s"] = speed_trust(req.gpu, engine, w, k, "throughput", batch=n).to_json()
+        out["ttft"] = speed_trust(req.gpu, engine, w, k, "TTFT" if lone else "TTFT-load", batch=n,
+                                   tp=req.tp).to_json()
+        out["tpot"] = speed_trust(req.gpu, engine, w, k, "TPOT", batch=n, tp=req.tp).to_json()
+        out["output_tokens_per_s"] = speed_trust(req.gpu, engine, w, k, "throughput", batch=n,
+                                                   tp=req.tp).to_json()
     return out
 
 
