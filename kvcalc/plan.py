@@ -219,6 +219,7 @@ class PlanRequest:
     limit_mm_per_prompt: dict[str, int] | None = None
     language_model_only: bool = False
     skip_mm_profiling: bool = False  # vLLM --skip-mm-profiling: no encoder in the profile run
+    compile_cache: str = "cold"  # torch.compile's cache at start: cold (compiles in the profile run) or warm (AOT load)
     workload: Workload | None = None  # --input-len/--output-len/--concurrency/--request-rate (vllm bench terms)
     from_command: bool = False  # --vllm-command: the vLLM row of the asked configuration is the pasted command
     calibration: Any = None  # kvcalc.calibrate.EnvCalibration for this GPU and vLLM version (kvcalc calibrate)
@@ -300,7 +301,7 @@ class PlanRequest:
             num_speculative_tokens=int((self.speculative_config or {}).get("num_speculative_tokens") or 0),
             draft_config=(self.speculative_config or {}).get("draft_config"),
             calibration=self.calibration, language_model_only=self.text_only,
-            skip_mm_profiling=self.skip_mm_profiling)
+            skip_mm_profiling=self.skip_mm_profiling, compile_cache=self.compile_cache)
 
     def sglang_settings(self, choice: FormatChoice, *, tp: int | None = None) -> sglang_engine.SglangSettings:
         """SGLang's settings for `choice`: context_length is --max-model-len, else --context (as for vLLM)."""
