@@ -219,6 +219,7 @@ class PlanRequest:
     limit_mm_per_prompt: dict[str, int] | None = None
     language_model_only: bool = False
     skip_mm_profiling: bool = False  # vLLM --skip-mm-profiling: no encoder in the profile run
+    compile_cache: str = "cold"  # torch.compile's cache at start: cold (compiles in the profile run) or warm (AOT load)
     workload: Workload | None = None  # --input-len/--output-len/--concurrency/--request-rate (vllm bench terms)
     from_command: bool = False  # --vllm-command: the vLLM row of the asked configuration is the pasted command
     calibration: Any = None  # kvcalc.calibrate.EnvCalibration for this GPU and vLLM version (kvcalc calibrate)
@@ -303,7 +304,7 @@ class PlanRequest:
             num_speculative_tokens=int((self.speculative_config or {}).get("num_speculative_tokens") or 0),
             draft_config=(self.speculative_config or {}).get("draft_config"),
             calibration=self.calibration, language_model_only=self.text_only,
-            skip_mm_profiling=self.skip_mm_profiling)
+            skip_mm_profiling=self.skip_mm_profiling, compile_cache=self.compile_cache)
 
     def sglang_settings(self, choice: FormatChoice, *, tp: int | None = None) -> sglang_engine.SglangSettings:
         """SGLang's settings for `choice`: context_length is --max-model-len, else --context (as for vLLM)."""
@@ -582,14 +583,17 @@ def row_trust(req: PlanRequest, engine: str, w: WeightFormat, k: KvFormat, bench
     the decode tok/s column, `capacity` for KV capacity / max concurrency / fits, and per workload figure."""
     from .trust import capacity_trust, speed_trust
 
-    out = {"speed": speed_trust(req.gpu, engine, w, k, "TPOT", inverse=True, batch=req.batch).to_json(),
+    out = {"speed": speed_trust(req.gpu, engine, w, k, "TPOT", inverse=True, batch=req.batch,
+                                  tp=req.tp).to_json(),
            "capacity": capacity_trust(req.gpu, engine).to_json(), "quality": quality_source(req.spec, w, k)}
     if bench is not None:
         n = req.workload.concurrency or req.batch
         lone = n <= 1 and (req.workload.request_rate is None or req.workload.request_rate <= 1)
-        out["ttft"] = speed_trust(req.gpu, engine, w, k, "TTFT" if lone else "TTFT-load", batch=n).to_json()
-        out["tpot"] = speed_trust(req.gpu, engine, w, k, "TPOT", batch=n).to_json()
-        out["output_tokens_per_s"] = speed_trust(req.gpu, engine, w, k, "throughput", batch=n).to_json()
+        out["ttft"] = speed_trust(req.gpu, engine, w, k, "TTFT" if lone else "TTFT-load", batch=n,
+                                   tp=req.tp).to_json()
+        out["tpot"] = speed_trust(req.gpu, engine, w, k, "TPOT", batch=n, tp=req.tp).to_json()
+        out["output_tokens_per_s"] = speed_trust(req.gpu, engine, w, k, "throughput", batch=n,
+                                                   tp=req.tp).to_json()
     return out
 
 
