@@ -348,6 +348,13 @@ PLAN_OPTIONS: list[Option] = [
     Option("dp_size", POSITIVE, 1, "SGLang --dp-size (with --enable-dp-attention: attention TP is tp / dp).",
            aliases=("--dp",), show_default=True, into="request"),
     Option("enable_dp_attention", is_flag=True, help="SGLang --enable-dp-attention.", into="request", convert=bool),
+    Option("cuda_graph_max_bs", POSITIVE, None, "SGLang --cuda-graph-max-bs: the largest decode batch a CUDA graph "
+           "replays; it sizes the graph reserve in the default --mem-fraction-static [default: SGLang's for the GPU "
+           "and TP].", into="request"),
+    Option("max_prefill_tokens", POSITIVE, None, "SGLang --max-prefill-tokens: the input tokens of one prefill "
+           "batch (the scheduler's budget) [default: 16384].", into="request"),
+    Option("stream_interval", POSITIVE, 1, "SGLang --stream-interval: tokens per streamed chunk (spaces ITL; TTFT, "
+           "TPOT and e2e unchanged).", show_default=True, into="request"),
     Option("sglang_command", NAME, None, "an SGLang command line: its model and flags set the options above "
            "(options given here win); it selects --engine sglang unless --engine is given.",
            metavar="'python -m sglang.launch_server ...'"),

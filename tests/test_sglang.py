@@ -157,6 +157,33 @@ def test_sglang_command_line():
         parse_sglang_command("vllm serve m")
 
 
+def test_sglang_command_scheduler_flags_reach_the_plan():
+    values, warnings = parse_sglang_command("python -m sglang.launch_server --model-path m --cuda-graph-max-bs 16 "
+                                            "--max-prefill-tokens 8192 --stream-interval 10")
+    assert (values["cuda_graph_max_bs"], values["max_prefill_tokens"], values["stream_interval"]) == (16, 8192, 10)
+    assert warnings == []
+
+    def bench(extra):
+        code, out, err = run_cli(["plan", "--gpu", "h100-sxm", "--input-len", "1k", "--output-len", "256",
+                                  "--concurrency", "16", "--json", "--sglang-command",
+                                  "python -m sglang.launch_server --model-path llama-3.1-8b " + extra])
+        assert code == 0, err
+        row = json.loads(out)["rows"][0]
+        return row["bench"], row["sglang_breakdown"]
+
+    base, base_ledger = bench("")
+    streamed, _ = bench("--stream-interval 10")
+    # a chunk of 10 tokens per stream message: ITL spaced ~10x, TTFT / TPOT / e2e the same run
+    assert streamed["itl_s"] > 5 * base["itl_s"]
+    assert streamed["tpot_s"] == pytest.approx(base["tpot_s"]) and streamed["ttft_s"] == pytest.approx(base["ttft_s"])
+    _, small_graphs = bench("--cuda-graph-max-bs 16")
+    # fewer graphs: a smaller reserve in SGLang's default mem_fraction_static (server_args.py), a larger pool
+    assert small_graphs["cuda_graph_max_bs"] == 16 != base_ledger["cuda_graph_max_bs"]
+    assert small_graphs["mem_fraction_static"] > base_ledger["mem_fraction_static"]
+    code, out, err = run_cli(["plan", "--engine", "sglang", "--stream-interval", "0"])
+    assert code == 2 and "Traceback" not in out + err
+
+
 def test_plan_servers_side_by_side_and_errors():
     code, out, err = run_cli(["plan", "--model", "llama-3.1-8b", "--gpu", "h200", "--engine", "servers", "--json"])
     assert code == 0, err
