@@ -150,9 +150,11 @@ def planned_sends(load: Load) -> np.ndarray:
     return t * (n / load.request_rate / t[-1]) if t[-1] > 0 else t
 
 
-def simulate(cost, cfg: EngineConfig, load: Load, frontend_s: float = 0.0) -> SimResult:
+def simulate(cost, cfg: EngineConfig, load: Load, frontend_s: float = 0.0, trace: list | None = None) -> SimResult:
     """Run the bench against the engine. `cost`: a step_cost.StepCost (anything with its step_s, weights_s and
-    per-token/row attributes)."""
+    per-token/row attributes). `trace`: a list to append every step to, as vLLM's iteration log counts it
+    (start s, seconds, context requests, context tokens, generation requests; a context request is one without an
+    output token yet, vllm/v1/utils.py:797)."""
     prompt, out = sample_lengths(load)
     if int(prompt.max() + out.max()) > cfg.max_model_len:
         raise ValueError("a request is longer than max_model_len")
@@ -340,6 +342,8 @@ def simulate(cost, cfg: EngineConfig, load: Load, frontend_s: float = 0.0) -> Si
             last_tok[r] = ends[-1]
             s_prev, t = float(starts[-1]), float(ends[-1])
             steps += stretch
+            if trace is not None:
+                trace.extend((float(a), float(d), 0, 0, len(r)) for a, d in zip(starts, dts))
         else:  # one step
             chunk = ~is_dec
             ctx = float((computed[r[is_dec]] + 1).sum())
@@ -349,6 +353,9 @@ def simulate(cost, cfg: EngineConfig, load: Load, frontend_s: float = 0.0) -> Si
                 dt = max(dt, cost.launch_s)  # no CUDA graph: the CPU launches the forward, the GPU runs behind it
             s_prev, t = t, t + dt
             steps += 1
+            if trace is not None:
+                new_req = generated[r] == 0
+                trace.append((s_prev, dt, int(new_req.sum()), int(kk[new_req].sum()), int((~new_req).sum())))
             computed[r] += kk
             caught = r[computed[r] >= tokens[r]]  # caught up with its tokens: one is sampled
             generated[caught] += 1

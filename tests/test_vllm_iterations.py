@@ -25,7 +25,7 @@ def test_wall_times_are_the_gaps_between_lines():
     steps = parse_steps(EXCERPT.read_text())
     gaps = wall_times(steps)
     assert len(gaps) == len(steps) - 1
-    assert round(gaps[0] * 1e3) == 1 and round(gaps[1] * 1e3) == 2  # 38.186 -> 38.187 -> 38.189
+    assert round(gaps[0] * 1e3) == 1 and round(gaps[1] * 1e3) == 2  # steps 1 and 2: 38.186 -> 38.187 -> 38.189
 
 
 def test_workloads_split_at_idle_gaps():

@@ -14,8 +14,10 @@ step's outputs reach it):
   async scheduling (`step_with_batch_queue`, core.py:686-696) the next step is already queued when it waits, so this
   is only the blocked part of a step, not its duration;
 - the timestamp is the API server's (milliseconds only with a logging config that prints them, e.g.
-  scripts/gpu_v4/vllm_logging_ms.json: vLLM's format plus `.%(msecs)03d`). Steps arrive one after another, so the
-  gap between two consecutive lines is one step's wall time as the API server sees it (to the millisecond).
+  scripts/gpu_v4/vllm_logging_ms.json: vLLM's format plus `.%(msecs)03d`). A step's line is logged when its outputs
+  reach the API server, at the step's end, so the gap from one line to the next is the later step's wall time as the
+  API server sees it (to the millisecond; a busy API server logs a stretch's lines in a bunch, so only means over
+  several steps are sound).
 
 `workloads()` splits a server's log into the bench runs it served: an idle gap (no step for longer than `idle_s`)
 separates two runs, as the runner leaves one between workloads.
@@ -85,6 +87,5 @@ def workloads(steps: list[Step], idle_s: float = 1.0) -> list[list[Step]]:
 
 
 def wall_times(steps: list[Step]) -> list[float]:
-    """Seconds from each step's line to the next one's (the last step has none): a step's wall time as the API
-    server receives them."""
+    """The wall time of every step but the first (steps[1:]): seconds from the previous step's line to its own."""
     return [b.t - a.t for a, b in zip(steps, steps[1:])]
