@@ -21,7 +21,8 @@ def rep():
 def test_the_fit_set_is_one_lone_request_and_everything_else_is_held_out(rep):
     splits = {r["id"]: r["split"] for r in rep["rows"]}
     assert [k for k, v in splits.items() if v == "fit"] == list(report.FIT)
-    assert rep["held_out_summary"]["mean_ttft"]["of"] == sum(v == "held-out" for v in splits.values()) == 27
+    assert [k for k, v in splits.items() if v == "fit (MoE launch)"] == [report.MOE_LAUNCH_FIT]
+    assert rep["held_out_summary"]["mean_ttft"]["of"] == sum(v == "held-out" for v in splits.values()) == 26
     # runs e-g were predicted before they ran: a split of their own, scored apart
     assert rep["pre_registered_summary"]["mean_ttft"]["of"] == sum(v == "pre-registered" for v in splits.values()) \
         == 26
@@ -34,6 +35,14 @@ def test_the_pre_registered_result_is_the_figures_committed_before_the_runs(rep)
     got = [(round(100 * b[k]["mean_abs_error"], 1), b[k]["within_target"], b[k]["of"])
            for k in ("mean_ttft", "p99_ttft", "mean_tpot", "output_throughput")]
     assert got == [(29.5, 9, 26), (31.5, 16, 26), (9.6, 16, 26), (6.1, 23, 26)]
+
+
+def test_the_shipped_moe_launch_cost_is_its_fit(rep):
+    """throughput.yaml eager_per_moe_layer_s is fit_moe_launch's figure on its one run: (97.0 ms / 1.674 - (2 ms +
+    48 x 0.4333 ms)) / 48 MoE layers = 0.732 ms."""
+    assert load("throughput")["engines"]["vllm"]["eager_per_moe_layer_s"] == pytest.approx(
+        rep["eager_per_moe_layer_s"], abs=1e-6)
+    assert rep["eager_per_moe_layer_s"] == pytest.approx((0.0970 / 1.674 - (0.002 + 48 * 0.0004333)) / 48, rel=0.01)
 
 
 def test_the_shipped_front_end_cost_is_its_fit(rep):
