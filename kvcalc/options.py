@@ -500,6 +500,8 @@ SEARCH_OPTIONS: list[Option] = [
     Option("price_tier", click.Choice(["on-demand", "spot", "reserved"]), "on-demand", "which published price to "
            "rent at: on demand (per GPU or whole instances), or the spot / reserved instance offers of "
            "kvcalc/data/prices.yaml.", show_default=True),
+    Option("published_prices_only", is_flag=True, help="rank only GPUs whose price is a published offer (leave out "
+           "the estimated prices marked *)."),
     Option("top", click.IntRange(1, 10000), 10, "rows shown.", show_default=True),
     Option("as_json", is_flag=True, flags=("--json",), help="print the result as JSON (schema kvcalc.search/1).",
            web=False),

@@ -66,10 +66,12 @@ class Rental:
     estimate: bool
 
 
-def rent(price: Price, gpus_per_replica: int, replicas: int, tier: str = "on-demand") -> Rental | None:
+def rent(price: Price, gpus_per_replica: int, replicas: int, tier: str = "on-demand",
+         published_only: bool = False) -> Rental | None:
     """The cheapest way to rent the deployment: per GPU at the GPU's own price (on demand only), or whole instances of
     an offer, each holding floor(gpus_per_instance / gpus_per_replica) replicas (a replica never spans two machines:
-    kvcalc has no inter-node cost model). None when the tier has no price for this GPU."""
+    kvcalc has no inter-node cost model). None when the tier has no price for this GPU; with published_only, prices
+    marked estimates count as none."""
     options: list[Rental] = []
     if tier == "on-demand":
         n = gpus_per_replica * replicas
@@ -82,7 +84,14 @@ def rent(price: Price, gpus_per_replica: int, replicas: int, tier: str = "on-dem
         instances = -(-replicas // per_instance)
         options.append(Rental(usd * instances, offer.provider, offer.gpus_per_instance, instances,
                               f"{offer.source} ({offer.date})", offer.estimate))
+    if published_only:
+        options = [o for o in options if not o.estimate]
     return min(options, key=lambda r: (r.usd_per_hour, r.gpus_per_instance)) if options else None
+
+
+def has_published_price(price: Price, tier: str = "on-demand") -> bool:
+    """Whether some rental of this GPU at the tier is a published price, not an estimate."""
+    return rent(price, 1, 1, tier, published_only=True) is not None
 
 
 def user_prices_path() -> Path:

@@ -215,7 +215,8 @@ def build_search(options: dict, load_model=None, explicit: set[str] = frozenset(
     wl.check()
     targets = S.Targets(kw["max_ttft_ms"], kw["max_tpot_ms"], kw["min_context"], kw["max_quality_risk"])
     req = S.SearchRequest(spec, wl, targets, space, prices, version, kw["max_num_batched_tokens"], kw["top"],
-                          price_tier=kw.get("price_tier") or "on-demand")
+                          price_tier=kw.get("price_tier") or "on-demand",
+                          published_prices_only=bool(kw.get("published_prices_only")))
     return req, warnings
 
 

@@ -26,7 +26,7 @@ from .hardware import GpuProfile
 from .model import ModelSpec
 from .plan import RISK_LEVELS
 from .plan import _risk  # the quality-risk rule of plan's rows, one source
-from .prices import Price, rent
+from .prices import Price, has_published_price, rent
 from .search_core import Structure, build_structure, evaluate_grid, valid_tp_sizes
 from .trust import speed_trust
 from .workload import ASSUMPTIONS as WORKLOAD_ASSUMPTIONS
@@ -84,6 +84,7 @@ class SearchRequest:
     max_num_batched_tokens: int | None = None  # None: `vllm serve`'s default for each GPU
     top: int = 10
     price_tier: str = "on-demand"  # on-demand | spot | reserved: which published price a rental is charged at
+    published_prices_only: bool = False  # leave out GPUs whose price is an estimate
 
 
 @dataclass
@@ -211,10 +212,20 @@ class _Candidate:
 
 def priced_gpus(req: SearchRequest, warnings: list[str]):
     """(gpu, price) for the searched GPUs that can be rented at the request's price tier (both servers' searches)."""
+    estimated: list[str] = []
+    yield from _priced(req, warnings, estimated)
+    if estimated:
+        warnings.append(f"left out, their prices being estimates (--published-prices-only): {', '.join(estimated)}")
+
+
+def _priced(req: SearchRequest, warnings: list[str], estimated: list[str]):
     for gpu in req.space.gpus:
         price = req.prices.get(gpu.id)
         if price is None:
             warnings.append(f"{gpu.id}: no price known; left out (give one with --price {gpu.id}=USD)")
+            continue
+        if req.published_prices_only and not has_published_price(price, req.price_tier):
+            estimated.append(gpu.id)
             continue
         if req.price_tier != "on-demand" and not any(o.usd_per_hour(req.price_tier) for o in price.offers):
             warnings.append(f"{gpu.id}: no {req.price_tier} offer known; left out (kvcalc/data/prices.yaml offers)")
@@ -411,7 +422,7 @@ def evaluate(req: SearchRequest, cands: list[_Candidate], unsupported: list[Reje
     assert np.array_equal(dep_ok, stage == len(CONSTRAINTS))
 
     # the cheapest rental of each deployment (prices.rent): per GPU, or whole instances of an offer
-    rentals = [[rent(c.price, s.tp * s.pp, int(r), req.price_tier) for r in replicas]
+    rentals = [[rent(c.price, s.tp * s.pp, int(r), req.price_tier, req.published_prices_only) for r in replicas]
                for c, s in zip(cands, structures)]
     cost = np.array([[x.usd_per_hour if x is not None else np.inf for x in row] for row in rentals],
                     dtype=float).reshape(len(cands), len(replicas))  # (S, R)

@@ -132,7 +132,7 @@ def sglang_search(req, sglang_version: str | None = None) -> tuple[list[SglangDe
     rows = []
     for si, ri in zip(*np.nonzero(ok)):
         (gpu, w, k, tp), e, c, r = meta[si], ests[si], cands[si], int(replicas[ri])
-        rental = rent(c.price, tp, r, req.price_tier)  # the vLLM search's cost model (search.py evaluate)
+        rental = rent(c.price, tp, r, req.price_tier, req.published_prices_only)  # search.py evaluate's cost model
         if rental is None:
             continue
         cost = rental.usd_per_hour

@@ -3,6 +3,20 @@
 from __future__ import annotations
 
 
+def block_text(doc: str, start: str, end: str) -> str | None:
+    """The text a generated block holds now (None when the doc lacks its markers)."""
+    if start not in doc:
+        return None
+    return doc.split(start, 1)[1].split(end, 1)[0].removeprefix("\n")
+
+
+def stale_blocks(blocks) -> list[str]:
+    """The generated blocks whose doc text differs from what their script renders now: `blocks` is a script's
+    generated_blocks() list of (doc path, start marker, end marker, text)."""
+    return [f"{path.name}: {start}" for path, start, end, text in blocks
+            if block_text(path.read_text(), start, end) != text]
+
+
 def replace_block(doc: str, start: str, end: str, text: str) -> str:
     """`doc` with the text between `start` and `end` replaced by `text` (which ends with a newline); a doc without the
     markers gets the block appended."""

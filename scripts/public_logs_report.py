@@ -262,17 +262,24 @@ def markdown(data: list[dict], title: str = "## Public start-up logs (vLLM 0.6-0
     return "\n".join(lines) + "\n"
 
 
-def main(argv: list[str]) -> None:
-    data = rows()
+def generated_blocks(data: list[dict] | None = None) -> list[tuple]:
+    """(doc, start, end, text) of each block this script writes (tests/test_doc_blocks_current.py holds them)."""
+    data = rows() if data is None else data
     old = [r for r in data if not is_new_release(r)]
     new = [r for r in data if is_new_release(r)]
-    text = markdown(old)
-    new_text = markdown(new, "### Public start-up logs of vLLM 0.27+ (the 0.27+ log table)")
-    print(text)
-    print(new_text)
+    return [(DOC, START, END, markdown(old)),
+            (DOC, NEW_START, NEW_END, markdown(new, "### Public start-up logs of vLLM 0.27+ (the 0.27+ log table)"))]
+
+
+def main(argv: list[str]) -> None:
+    data = rows()
+    blocks = generated_blocks(data)
+    for _, _, _, text in blocks:
+        print(text)
     if "--write" in argv:
-        doc = replace_block(DOC.read_text(), START, END, text)
-        doc = replace_block(doc, NEW_START, NEW_END, new_text)
+        doc = DOC.read_text()
+        for _, start, end, text in blocks:
+            doc = replace_block(doc, start, end, text)
         DOC.write_text(doc)
         JSON_OUT.write_text(json.dumps(data, indent=1) + "\n")
 

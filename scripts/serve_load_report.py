@@ -340,19 +340,20 @@ def blind_summary(cases: list[dict]) -> dict:
 
 
 def raw_members(suffixes=(".json", ".metrics.txt")) -> dict:
-    """The raw archives' files by name (raw/<name>: raw.tar.gz of runs a-d, raw-efg.tar.xz of runs e-g), read once."""
+    """The raw tarballs' files by name (raw/<name>), read once: raw.tar.gz (runs a-d), raw-efg.tar.xz (runs e-g)."""
     import tarfile
 
     global _RAW
     if _RAW is None:
         _RAW = {}
-        for archive in ("raw.tar.gz", "raw-efg.tar.xz"):
-            if not (DATA / archive).is_file():
-                continue
-            with tarfile.open(DATA / archive) as tar:
+        for name in RAW_TARBALLS:
+            with tarfile.open(DATA / name) as tar:
                 _RAW.update({Path(m.name).name: tar.extractfile(m).read() for m in tar.getmembers()
-                             if m.isfile() and m.name.startswith("raw/") and m.name.endswith(suffixes)})
+                             if m.isfile() and m.name.endswith(suffixes)})
     return _RAW
+
+
+RAW_TARBALLS = ("raw.tar.gz", "raw-efg.tar.xz")
 
 
 _RAW = None
@@ -590,13 +591,21 @@ def evidence(cases: list[dict]) -> dict:
 START, END = "<!-- load-table:start (scripts/serve_load_report.py --write) -->", "<!-- load-table:end -->"
 
 
+README = ROOT / "docs" / "validation" / "README.md"
+
+
+def generated_blocks(rep: dict | None = None) -> list[tuple]:
+    """(doc, start, end, text) of the block this script writes (tests/test_doc_blocks_current.py holds it)."""
+    return [(README, START, END, markdown(report() if rep is None else rep) + "\n")]
+
+
 def write(rep: dict) -> None:
     """docs/validation/serve-load-errors.json and the README's load table."""
     from doc_blocks import replace_block  # scripts/, beside this file
 
     (ROOT / "docs" / "validation" / "serve-load-errors.json").write_text(json.dumps(rep, indent=1) + "\n")
-    readme = ROOT / "docs" / "validation" / "README.md"
-    readme.write_text(replace_block(readme.read_text(), START, END, markdown(rep) + "\n"))
+    (_, start, end, text), = generated_blocks(rep)
+    README.write_text(replace_block(README.read_text(), start, end, text))
 
 
 def predictions(run_names: list[str]) -> dict:

@@ -71,3 +71,28 @@ def test_search_json_records_the_rental_and_the_tier():
     assert code == 0, err
     best = json.loads(out)["results"][0]
     assert best["price_tier"] == "reserved" and best["cost_per_hour"] == 14.0  # CoreWeave's contract, low end
+
+
+def test_published_only_drops_estimated_rentals_and_keeps_published_offers():
+    estimated_box = InstanceOffer("h100-sxm", "estimated box", 8, on_demand=16.0, spot=None, reserved=None,
+                                  reserved_term="", date="d", source="s", estimate=True)
+    p = Price("h100-sxm", 4.0, "test", estimate=True, offers=(EIGHT, estimated_box))
+    assert rent(p, 8, 1).provider == "estimated box"  # 16.0, the cheapest of all
+    published = rent(p, 8, 1, published_only=True)
+    assert (published.provider, published.usd_per_hour) == ("box of 8", 24.0)  # per GPU (estimate) and 16.0 dropped
+    assert rent(p, 1, 1, published_only=True).provider == "box of 8"  # one GPU still rents the whole published box
+    assert rent(Price("h100-sxm", 4.0, "test", estimate=True), 1, 1, published_only=True) is None
+
+
+def test_search_published_prices_only_leaves_estimated_gpus_out_with_one_warning():
+    args = ["search", "--model", "llama-3.1-8b", "--input-len", "2k", "--output-len", "256", "--concurrency", "8",
+            "--gpus", "h100-sxm,l4", "--price", "h100-sxm=3.0", "--top", "3", "--json"]
+    code, out, err = invoke(args)
+    assert code == 0, err
+    assert "l4" in {r["gpu"] for r in json.loads(out)["results"]}  # the shipped L4 price is an estimate: ranked
+    code, out, err = invoke(args + ["--published-prices-only"])
+    assert code == 0, err
+    result = json.loads(out)
+    rows = result["results"]
+    assert rows and {r["gpu"] for r in rows} == {"h100-sxm"} and not any(r["price_is_estimate"] for r in rows)
+    assert result["warnings"] == ["left out, their prices being estimates (--published-prices-only): l4"]
