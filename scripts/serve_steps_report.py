@@ -36,6 +36,8 @@ from kvcalc.validate.vllm_iterations import Step, parse_steps  # noqa: E402
 
 ROOT = load_report.ROOT
 RAW = load_report.DATA / "raw-efg.tar.xz"
+STALL_S = 0.5  # a step this long is no step cost of these models: a Triton kernel compiled at first use (the MoE logs'
+# jit_monitor warning) or the engine idle between requests
 GRAPH_MAX = 512  # max_cudagraph_capture_size of every server of runs e-g (their logs' compilation_config)
 DECODE_CLASSES = ((1, 1), (2, 8), (9, 32), (33, 64), (65, 128), (129, 256), (257, 1024))
 PREFILL_CLASSES = ((1, GRAPH_MAX), (GRAPH_MAX + 1, 4096), (4097, 8191), (8192, 1 << 30))
@@ -142,8 +144,9 @@ def report() -> dict:
         _, trace = simulated(case, fe)
         meas = [(s.context_tokens, s.generation_requests, w) for s, w in zip(steps[1:], walls)]
         sim_rows = [(tok, dec, dt) for _, dt, _, tok, dec in trace]
+        stalls = [w for w in walls if w > STALL_S]
         out.append({"id": cid, "run": case["run"],
-                    "measured": {"classes": class_means(meas),
+                    "measured": {"classes": class_means(meas), "stalls": len(stalls), "stall_s": sum(stalls),
                                  "composition": composition([(s.context_requests, s.context_tokens,
                                                               s.generation_requests) for s in steps]),
                                  "duration_s": steps[-1].t - steps[0].t if steps else 0.0,
@@ -155,8 +158,25 @@ def report() -> dict:
     return {"frontend_per_request_s": fe, "runs": out}
 
 
+def summary_lines(rep: dict) -> list[str]:
+    """One line per run: the figures that decide its errors."""
+    lines = ["| run | steps | first to last step s | prompt tokens scheduled | decode 65-128 ms (mean) | full-budget "
+             "prompt step ms (median) | steps over 0.5 s (s) |", "|---|---|---|---|---|---|---|"]
+    for r in rep["runs"]:
+        m, s = r["measured"], r["simulated"]
+
+        def cell(key, i):
+            a, b = m["classes"].get(key), s["classes"].get(key)
+            return f"{a[i]:.1f} / {b[i]:.1f}" if a and b else "-"
+        lines.append(f"| {r['id']} | {m['composition']['steps']} / {s['composition']['steps']} | "
+                     f"{m['duration_s']:.2f} / {s['duration_s']:.2f} | {m['prompt_tokens']:,} / {s['prompt_tokens']:,} | "
+                     f"{cell('decode 65-128', 1)} | {cell('prompt 8192-budget (eager)', 2)} | "
+                     f"{m['stalls']} ({m['stall_s']:.1f}) |")
+    return lines
+
+
 def markdown(rep: dict) -> str:
-    lines = []
+    lines = summary_lines(rep) + [""]
     for r in rep["runs"]:
         m, s = r["measured"], r["simulated"]
         lines += [f"### {r['id']} (run {r['run']})", "",

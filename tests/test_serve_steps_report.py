@@ -38,3 +38,16 @@ def test_classes_and_waves_by_hand():
     assert (c["steps"], c["prompt_steps"], c["mixed_steps"], c["bursts"], c["waves"]) == (7, 4, 3, 2, 1)
     assert c["wave_prompts"] == [20] and c["wave_steps"] == [3]
     assert c["prompts_per_prompt_step"] == pytest.approx(21 / 4)
+
+
+def test_the_step_report_finds_the_moe_compile_stalls_and_the_dense_costs():
+    """The MoE servers stall on first-use Triton compiles (jit_monitor's warning); the dense servers never stall, and
+    their decode steps of 65-128 requests and full-budget prompt steps land within 15% of the simulation's."""
+    rep = steps_report.report()
+    by = {r["id"]: r for r in rep["runs"]}
+    assert by["qwen3-30b-a3b-iter.c128_1k_256"]["measured"]["stall_s"] > 2
+    for cid in ("llama-3.2-3b-fp8kv-iter.c128_1k_256", "llama-3.1-8b-nopc.c128_1k_256", "llama-3.1-8b-fp8w.c128_1k_256"):
+        m, s = by[cid]["measured"], by[cid]["simulated"]
+        assert m["stalls"] == 0
+        for key, i in (("decode 65-128", 1), ("prompt 8192-budget (eager)", 2)):
+            assert abs(s["classes"][key][i] / m["classes"][key][i] - 1) < 0.15, (cid, key)
