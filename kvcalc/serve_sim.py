@@ -40,7 +40,10 @@ Lengths as the random dataset draws them (benchmarks/datasets/utils.py get_sampl
 Step time: kvcalc/step_cost.py (the speed model of throughput.py); a step of more tokens than `graph_max_tokens`
 runs without CUDA graphs (vllm/v1/cudagraph_dispatcher.py:274-281) and takes at least the CPU's launch of the
 forward (StepCost.launch_s). Front-end: `frontend_s` per request between the
-client's send and the engine (HTTP, tokenization), from serve_frontend below.
+client's send and the engine (HTTP, tokenization), from workload.frontend_s; `Load.api_cpu_s` of it is the API
+server's own asyncio loop, which round-robins the requests it holds (each await hands the loop to the next), so the
+requests that come while it is busy leave together at the end of its busy period: a burst of N reaches the engine
+N x api_cpu_s after it was sent, a lone request after frontend_s.
 
 Pure decode stretches (nothing to admit, nothing prefilling) are advanced in one vector operation up to the next
 completion, arrival or block shortage, so 1,000 requests take a fraction of a second.
@@ -88,6 +91,7 @@ class Load:
     seed: int = 0  # --seed
     ready_check: bool = False  # --ready-check-timeout-sec > 0: the first prompt is sent once before the run
     client_send_s: float = 0.0  # the bench client's own time to get one request out (one asyncio loop)
+    api_cpu_s: float = 0.0  # the API server's loop time per request, shared among the requests it holds at once
 
 
 @dataclass
@@ -197,13 +201,24 @@ def simulate(cost, cfg: EngineConfig, load: Load, frontend_s: float = 0.0, trace
     in_flight = 0
 
     client_free = 0.0  # when the client's loop is free to send the next request
+    api_end = -math.inf  # the end of the API server loop's busy period
+    period: list[int] = []  # the requests the API server holds in it
 
     def release(now: float) -> None:  # client slots: each finished request lets the next prompt go
-        nonlocal next_send, in_flight, client_free
+        nonlocal next_send, in_flight, client_free, api_end, period
         while next_send < n and in_flight < limit:
             i = next_send
             send[i] = client_free = max(planned[i], now, client_free) + load.client_send_s
-            arrive[i] = send[i] + frontend_s
+            # the API server's loop round-robins the requests it holds (each await hands it to the next): a request
+            # that comes while it is busy lengthens the busy period by api_cpu_s, and all it holds leave at its end
+            if send[i] > api_end:
+                period, api_end = [], send[i] + load.api_cpu_s
+            else:
+                period = [j for j in period if arrive[j] > now]
+                api_end += load.api_cpu_s
+            period.append(i)
+            for j in period:
+                arrive[j] = api_end + frontend_s - load.api_cpu_s
             next_send += 1
             in_flight += 1
 

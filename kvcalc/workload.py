@@ -161,7 +161,13 @@ def client_send_s(entrypoint: str = "serve") -> float:
     return float(load("serve")["client"]["per_send_s"]) if entrypoint == "serve" else 0.0
 
 
-def bench_load(wl: Workload, entrypoint: str = "serve"):
+def api_cpu_s(entrypoint: str = "serve") -> float:
+    """The OpenAI server's own loop time per request, shared among the requests it holds at once (part of the
+    front-end cost; kvcalc/data/serve.yaml api_cpu_s); the LLM class has no server."""
+    return float(load("serve")["frontend"].get("api_cpu_s", 0.0)) if entrypoint == "serve" else 0.0
+
+
+def bench_load(wl: Workload, entrypoint: str = "serve", api_cpu: float | None = None):
     """The serve_sim.Load of a workload."""
     from .serve_sim import Load
 
@@ -172,7 +178,8 @@ def bench_load(wl: Workload, entrypoint: str = "serve"):
     return Load(wl.input_len, wl.output_len, n, max_concurrency=conc,
                 request_rate=wl.request_rate if wl.request_rate is not None else math.inf,
                 burstiness=wl.burstiness, random_range_ratio=wl.random_range_ratio, prefix_len=wl.prefix_len,
-                seed=wl.seed, client_send_s=client_send_s(entrypoint))
+                seed=wl.seed, client_send_s=client_send_s(entrypoint),
+                api_cpu_s=api_cpu_s(entrypoint) if api_cpu is None else api_cpu)
 
 
 def vllm_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFormat, wl: Workload, *,
