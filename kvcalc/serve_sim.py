@@ -43,7 +43,8 @@ forward (StepCost.launch_s). Front-end: `frontend_s` per request between the
 client's send and the engine (HTTP, tokenization), from workload.frontend_s; `Load.api_cpu_s` of it is the API
 server's own asyncio loop, which round-robins the requests it holds (each await hands the loop to the next), so the
 requests that come while it is busy leave together at the end of its busy period: a burst of N reaches the engine
-N x api_cpu_s after it was sent, a lone request after frontend_s.
+N x api_cpu_s after it was sent, a request that finds the loop idle after frontend_s. (The real server lets a
+burst's first request through alone, ~0.2 s ahead of the rest at 128; this busy-period model holds it with the others.)
 
 Pure decode stretches (nothing to admit, nothing prefilling) are advanced in one vector operation up to the next
 completion, arrival or block shortage, so 1,000 requests take a fraction of a second.
