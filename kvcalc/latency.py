@@ -61,7 +61,9 @@ def decode_line(spec, gpu, weights, kv, batch: int, enforce_eager: bool = False,
     b = decode_speed(spec, gpu, "vllm", weights, kv, batch, probe, enforce_eager, tp)
     n = PREFILL_ROWS
     kernels = forward_kernels(spec, gpu, weights, kv, n, 0.0, n * n, tp, prefill=True)
-    gemm = sum(k.compute_s for k in kernels if k.name in ("linear", "experts")) / n
+    # a prefill token's GEMMs, and its share of the TP all-reduce (bytes linear in the tokens, kvcalc/allreduce.py)
+    gemm = sum(k.compute_s for k in kernels if k.name in ("linear", "experts")) / n \
+        + sum(k.time_s for k in kernels if k.name == "allreduce") / n
     attention = next(k.compute_s for k in kernels if k.name == "attention") / (n * n)
     wread = sum(k.memory_s for k in kernels if k.name in ("linear", "experts"))
     return DecodeLine(a.fixed_s, a.step_s - a.fixed_s, (b.step_s - a.step_s) / probe, 0.0, 0.0, gemm, attention,
@@ -71,7 +73,8 @@ def decode_line(spec, gpu, weights, kv, batch: int, enforce_eager: bool = False,
 def weight_time_table(spec, gpu, weights, kv, tp: int, bmax: int):
     """W(b) / W(1) for b = 0..bmax (index 0 = 1.0): the decode step's batch-dependent part (weight GEMMs, experts,
     sampler) at batch b over batch 1. Exact for dense models: the GEMMs cost what the batch rounded up to 16 rows
-    costs (16-row MMA tiles pad to it) and the sampler, linear in the rows, is taken back to b. MoE: every batch up
+    costs (16-row MMA tiles pad to it) and the sampler and the TP all-reduce's bytes, linear in the rows, are taken
+    back to b. MoE: every batch up
     to 64 is evaluated; above it the experts touched are those of the rounded-up batch (at most 15 tokens more).
     Attention is not in it, so the table does not depend on the KV format."""
     np = _np()
@@ -79,9 +82,12 @@ def weight_time_table(spec, gpu, weights, kv, tp: int, bmax: int):
 
     rates = gpu_rates(gpu)
 
+    def linear(ks):  # the parts linear in the rows: the sampler and the TP all-reduce's bytes (kvcalc/allreduce.py)
+        return sum(k.time_s for k in ks if k.name in ("sampler", "allreduce"))
+
     def parts(b):
         ks = forward_kernels(spec, gpu, weights, kv, b, 0.0, 0.0, tp, rates=rates)
-        return sum(k.time_s for k in ks), next(k.time_s for k in ks if k.name == "sampler")
+        return sum(k.time_s for k in ks), linear(ks)
 
     top = max(bmax, 1)
     table = np.empty(top + 1)
@@ -93,7 +99,7 @@ def weight_time_table(spec, gpu, weights, kv, tp: int, bmax: int):
     else:  # the same forward_kernels, evaluated over every batch at once (elementwise, the same arithmetic)
         ks = forward_kernels(spec, gpu, weights, kv, np.array(batches, dtype=np.int64), 0.0, 0.0, tp, rates=rates)
         totals = sum(k.time_s for k in ks)
-        samplers = next(k.time_s for k in ks if k.name == "sampler")
+        samplers = linear(ks)
         evaluated = {b: (float(t), float(s)) for b, t, s in zip(batches, totals, samplers)}
     for b in range(1, exact + 1):
         table[b] = evaluated[b][0]

@@ -334,6 +334,10 @@ PLAN_OPTIONS: list[Option] = [
            "modality limited to 0).", into="request", convert=bool),
     Option("skip_mm_profiling", is_flag=True, help="vLLM --skip-mm-profiling: the profile run encodes no dummy "
            "image (V1 model runner).", into="request", convert=bool),
+    Option("compile_cache", click.Choice(["cold", "warm"]), "cold", "torch.compile's cache when vLLM starts: cold "
+           "compiles inside the profile run (a first start), warm loads the stored AOT artifact (a restart with the "
+           "same cache directory), whose profile holds no Inductor compile buffers (V2 model runner).",
+           show_default=True, into="request"),
     Option("vllm_command", NAME, None, "a vLLM command line as you would run it: its model and flags set the "
            "options above (options given here as well win); unknown flags are warned about.",
            metavar="'vllm serve MODEL ...'"),

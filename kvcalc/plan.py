@@ -219,6 +219,7 @@ class PlanRequest:
     limit_mm_per_prompt: dict[str, int] | None = None
     language_model_only: bool = False
     skip_mm_profiling: bool = False  # vLLM --skip-mm-profiling: no encoder in the profile run
+    compile_cache: str = "cold"  # torch.compile's cache at start: cold (compiles in the profile run) or warm (AOT load)
     workload: Workload | None = None  # --input-len/--output-len/--concurrency/--request-rate (vllm bench terms)
     from_command: bool = False  # --vllm-command: the vLLM row of the asked configuration is the pasted command
     calibration: Any = None  # kvcalc.calibrate.EnvCalibration for this GPU and vLLM version (kvcalc calibrate)
@@ -226,6 +227,9 @@ class PlanRequest:
     # --context-length, --max-running-requests, --chunked-prefill-size and --page-size
     sglang_version: str | None = None
     mem_fraction_static: float | None = None  # None: SGLang's default for the GPU, TP and chunk size
+    max_prefill_tokens: int | None = None  # SGLang --max-prefill-tokens (None: its 16384)
+    cuda_graph_max_bs: int | None = None  # SGLang --cuda-graph-max-bs (None: its default for the GPU and TP)
+    stream_interval: int = 1  # SGLang --stream-interval: tokens per streamed chunk (the workload's ITL)
     dp_size: int = 1
     enable_dp_attention: bool = False
     read_files: bool = True  # False (the web API): no file named in the request is read (an EAGLE head's folder)
@@ -300,7 +304,7 @@ class PlanRequest:
             num_speculative_tokens=int((self.speculative_config or {}).get("num_speculative_tokens") or 0),
             draft_config=(self.speculative_config or {}).get("draft_config"),
             calibration=self.calibration, language_model_only=self.text_only,
-            skip_mm_profiling=self.skip_mm_profiling)
+            skip_mm_profiling=self.skip_mm_profiling, compile_cache=self.compile_cache)
 
     def sglang_settings(self, choice: FormatChoice, *, tp: int | None = None) -> sglang_engine.SglangSettings:
         """SGLang's settings for `choice`: context_length is --max-model-len, else --context (as for vLLM)."""
@@ -310,7 +314,9 @@ class PlanRequest:
             chunked_prefill_size=self.max_num_batched_tokens, page_size=self.block_size,
             disable_cuda_graph=self.enforce_eager, tensor_parallel=tp or self.tp, pipeline_parallel=self.pp,
             dp_size=self.dp_size, enable_dp_attention=self.enable_dp_attention, dtype_bytes=dtype_bytes_for(self.dtype),
-            version=self.sglang_version, other_processes_bytes=self.other_processes_bytes)
+            version=self.sglang_version, other_processes_bytes=self.other_processes_bytes,
+            max_prefill_tokens=self.max_prefill_tokens or sglang_engine.SglangSettings.max_prefill_tokens,
+            cuda_graph_max_bs=self.cuda_graph_max_bs)
 
     @property
     def text_only(self) -> bool:
@@ -518,11 +524,12 @@ def _sglang_row(req: PlanRequest, choice: FormatChoice) -> Row | None:
     bench = None
     if req.workload is not None:
         bench = vllm_bench(req.spec, req.gpu, w, k, req.workload, chunk_tokens=max(est.chunked_prefill_size, 1),
-                           slots=min(est.max_running_requests, concurrency),
-                           kv_bytes_per_token=est.deployment_kv_bytes_per_token, tp=req.tp, pp=req.pp,
-                           enforce_eager=req.enforce_eager)
-    notes = est.notes + ["speed: the shared decode model with vLLM's per-step overhead; its held-out error on public "
-                         "SGLang benchmarks: docs/validation/sglang.md (scripts/sglang_speed_report.py)"]
+                           slots=est.max_running_requests, kv_bytes_per_token=est.deployment_kv_bytes_per_token,
+                           tp=req.tp, pp=req.pp, enforce_eager=req.enforce_eager, sglang=est,
+                           stream_interval=req.stream_interval)
+    notes = est.notes + ["speed: the shared decode model with vLLM's per-step overhead, SGLang's scheduler (prefill "
+                         "batches first, decodes wait for them); its held-out error on public SGLang benchmarks: "
+                         "docs/validation/sglang.md (scripts/sglang_speed_report.py)"]
     return Row(config=choice.key, label=choice.label, engine="sglang", weights_format=w.name, kv_format=k.name,
                weights_bytes=est.deployment_weights_bytes, kv_bytes_per_token=est.deployment_kv_bytes_per_token,
                kv_capacity_tokens=est.max_total_num_tokens, max_concurrency=concurrency, hf_memory_bytes=None,
@@ -576,14 +583,17 @@ def row_trust(req: PlanRequest, engine: str, w: WeightFormat, k: KvFormat, bench
     the decode tok/s column, `capacity` for KV capacity / max concurrency / fits, and per workload figure."""
     from .trust import capacity_trust, speed_trust
 
-    out = {"speed": speed_trust(req.gpu, engine, w, k, "TPOT", inverse=True, batch=req.batch).to_json(),
+    out = {"speed": speed_trust(req.gpu, engine, w, k, "TPOT", inverse=True, batch=req.batch,
+                                  tp=req.tp).to_json(),
            "capacity": capacity_trust(req.gpu, engine).to_json(), "quality": quality_source(req.spec, w, k)}
     if bench is not None:
         n = req.workload.concurrency or req.batch
         lone = n <= 1 and (req.workload.request_rate is None or req.workload.request_rate <= 1)
-        out["ttft"] = speed_trust(req.gpu, engine, w, k, "TTFT" if lone else "TTFT-load", batch=n).to_json()
-        out["tpot"] = speed_trust(req.gpu, engine, w, k, "TPOT", batch=n).to_json()
-        out["output_tokens_per_s"] = speed_trust(req.gpu, engine, w, k, "throughput", batch=n).to_json()
+        out["ttft"] = speed_trust(req.gpu, engine, w, k, "TTFT" if lone else "TTFT-load", batch=n,
+                                   tp=req.tp).to_json()
+        out["tpot"] = speed_trust(req.gpu, engine, w, k, "TPOT", batch=n, tp=req.tp).to_json()
+        out["output_tokens_per_s"] = speed_trust(req.gpu, engine, w, k, "throughput", batch=n,
+                                                   tp=req.tp).to_json()
     return out
 
 

@@ -468,10 +468,10 @@ def evaluate(req: SearchRequest, cands: list[_Candidate], unsupported: list[Reje
     evidence: dict = {}
     for d, si in zip(rows, idx_s.tolist()):
         s = structures[si]
-        key = (s.gpu.id, s.weights.name, s.kv.name)
+        key = (s.gpu.id, s.weights.name, s.kv.name, s.tp)
         if key not in evidence:
-            tpot_t = speed_trust(s.gpu, "vllm", s.weights, s.kv, "TPOT")
-            ttft_t = speed_trust(s.gpu, "vllm", s.weights, s.kv, "TTFT")
+            tpot_t = speed_trust(s.gpu, "vllm", s.weights, s.kv, "TPOT", tp=s.tp)
+            ttft_t = speed_trust(s.gpu, "vllm", s.weights, s.kv, "TTFT", tp=s.tp)
             evidence[key] = {"label": tpot_t.label, "backing": tpot_t.backing, "tpot_low": tpot_t.low,
                              "tpot_high": tpot_t.high, "ttft_low": ttft_t.low, "ttft_high": ttft_t.high,
                              "assumptions": list(tpot_t.assumptions)}

@@ -21,7 +21,8 @@ Engine rules (vLLM 0.26.0, vllm/v1/core/sched/scheduler.py unless named):
 - Async scheduling (default on, config/vllm.py:1059-1107): step k+1 is scheduled while step k runs, so a request that
   reaches the engine during step k is scheduled into step k+2 at the earliest, and the blocks a request frees at the
   end of step k are free for step k+2.
-- One token per decode per step, streamed in its own chunk (stream_interval 1, config/scheduler.py:163).
+- One token per decode per step, streamed in its own chunk (stream_interval 1, config/scheduler.py:163;
+  EngineConfig.stream_interval groups them as SGLang's --stream-interval does).
 
 Client rules (vllm/benchmarks/serve.py, lib/endpoint_request_func.py):
 - arrivals (get_request, :393-504): --request-rate inf sends every prompt at once; else gamma gaps of shape
@@ -45,6 +46,17 @@ server's own asyncio loop, which round-robins the requests it holds (each await 
 requests that come while it is busy leave together at the end of its busy period: a burst of N reaches the engine
 N x api_cpu_s after it was sent, a request that finds the loop idle after frontend_s. (The real server lets a
 burst's first request through alone, ~0.2 s ahead of the rest at 128; this busy-period model holds it with the others.)
+
+SGLANG (EngineConfig.prefill_first; sglang 0.5.7, python/sglang/srt/managers/): `get_next_batch_to_run`
+(scheduler.py:1778-1859) builds a prefill batch first (`get_new_batch_prefill`, :1861) and runs it when it forms ("Run
+prefill first if possible", :1833-1835); the running requests decode only in a step where no prefill batch forms
+(:1836-1841). Prefill and decode share a step only with --enable-mixed-chunk (:2049-2065, off by default). A prefill
+batch (schedule_policy.py PrefillAdder, :316-668) continues the chunked request first (`add_chunked_req`, :450), then
+takes waiting requests first come, first served while fewer than max_running_requests run (scheduler.py:1953-1956):
+a prompt that fits what is left of chunked_prefill_size goes whole, the first one that does not is cut to it and
+becomes the chunked request (:620-660), and a request stops the batch once the batch's input reaches
+max_prefill_tokens (:598, :617). The overlap scheduler (`event_loop_overlap`, scheduler.py:1099-1150, on by default)
+schedules step k+1 while step k runs and processes step k's result after launching k+1: async_scheduling's timing.
 
 Pure decode stretches (nothing to admit, nothing prefilling) are advanced in one vector operation up to the next
 completion, arrival or block shortage, so 1,000 requests take a fraction of a second.
@@ -75,6 +87,13 @@ class EngineConfig:
     async_scheduling: bool = True
     long_prefill_token_threshold: int = 0
     graph_max_tokens: int | None = None  # the largest step a CUDA graph replays (None: every step, or none: eager)
+    # SGLang's scheduler (see SGLANG below): a step is a prefill batch whenever one can form, decodes wait for it
+    prefill_first: bool = False
+    max_prefill_tokens: int | None = None  # SGLang --max-prefill-tokens: a prefill batch's input budget (None: none)
+    # --stream-interval: tokens per streamed chunk after the first (SGLang scheduler_output_processor_mixin.py:894-903
+    # in 0.5.7: with an interval s > 1 a request's output goes out at its 1st, (1+s)-th, (1+2s)-th ... token and at its
+    # last); it spaces the chunks (ITL), not the tokens (TTFT, TPOT, e2e)
+    stream_interval: int = 1
 
 
 @dataclass(frozen=True)
@@ -195,6 +214,8 @@ def simulate(cost, cfg: EngineConfig, load: Load, frontend_s: float = 0.0, trace
     held = np.zeros(n, dtype=np.int64)  # blocks held beyond the shared prefix
     first = np.full(n, np.nan)
     last_tok = np.full(n, np.nan)
+    si = max(int(cfg.stream_interval), 1)
+    last_emit = np.full(n, np.nan)  # stream_interval > 1: when the request's last chunk went out
     shares = np.zeros(n, dtype=bool)  # holds the shared prefix blocks (a hit)
     itls: list[np.ndarray] = []
     limit = load.max_concurrency or n
@@ -237,6 +258,20 @@ def simulate(cost, cfg: EngineConfig, load: Load, frontend_s: float = 0.0, trace
     steps = preemptions = hit_tokens = 0
     done = 0
 
+    def _admission(i: int) -> tuple[int, bool, int, int]:
+        """A waiting request's prefix hit, whether it shares the prefix blocks, the blocks that sharing saves, and
+        the blocks its admission needs free (its whole prompt's)."""
+        hit = 0
+        if cfg.prefix_caching:
+            if i == 0:
+                hit = min(first_cached, int(tokens[i]) - 1)
+            elif prefix_ready:
+                hit = min(prefix_ready, ((int(tokens[i]) - 1) // bs) * bs)
+        share = prefix_full > 0 and hit >= prefix_full and i != 0
+        cut = prefix_blocks if share else 0
+        extra_prefix = prefix_blocks if (share and shared_users == 0) else 0
+        return hit, share, cut, need1(tokens[i]) - cut + extra_prefix
+
     while done < n:
         cutoff = s_prev if (cfg.async_scheduling and running) else t
         while pending and arrive[pending[0]] <= cutoff:
@@ -248,12 +283,23 @@ def simulate(cost, cfg: EngineConfig, load: Load, frontend_s: float = 0.0, trace
         ids: list[int] = []
         ks: list[int] = []
         preempted = False
+        prefill_step = False  # SGLang: this step is a prefill batch (the running decodes wait)
+        if cfg.prefill_first:
+            r0 = np.array(running, dtype=np.int64)
+            prefilling = bool(len(r0)) and bool((~((generated[r0] > 0)
+                                                   & (tokens[r0] - computed[r0] == 1))).any())
+            prefill_step = prefilling or bool(
+                waiting and len(running) < cfg.max_num_seqs and _admission(waiting[0])[3] <= free)
+            if not prefill_step:
+                budget = max(budget, len(running))  # a decode batch: every running request
         if running:
             r = np.array(running, dtype=np.int64)
             want = tokens[r] - computed[r]
+            if prefill_step:  # only the chunked request continues; the decodes wait for the prefill batch
+                want = np.where((generated[r] > 0) & (want == 1), 0, want)
             if cfg.long_prefill_token_threshold:
                 want = np.minimum(want, cfg.long_prefill_token_threshold)
-            if len(running) <= budget and int(want.max()) == 1:  # decodes only: each gets its token
+            if len(running) <= budget and int(want.max()) <= 1:  # decodes only: each gets its token
                 k = want
             else:
                 before = np.concatenate(([0], np.cumsum(want)[:-1]))
@@ -270,6 +316,8 @@ def simulate(cost, cfg: EngineConfig, load: Load, frontend_s: float = 0.0, trace
                     if budget <= 0 or idx >= len(running):
                         break
                     i = running[idx]
+                    if prefill_step and generated[i] > 0 and tokens[i] - computed[i] == 1:
+                        continue  # SGLang: a decode waits for the prefill batch
                     want_i = min(int(tokens[i] - computed[i]), cfg.long_prefill_token_threshold or 1 << 62)
                     k_i = min(want_i, budget)
                     extra_i = max(need1(computed[i] + k_i) - prefix_blocks * int(shares[i]) - int(held[i]), 0)
@@ -295,19 +343,17 @@ def simulate(cost, cfg: EngineConfig, load: Load, frontend_s: float = 0.0, trace
                     ids.append(i)
                     ks.append(k_i)
                     budget -= k_i
-        if not preempted:  # waiting requests, in order, while budget and seats are left
+        # SGLang: waiting requests join a prefill batch only; its input budget is max_prefill_tokens too
+        rem_input = cfg.max_prefill_tokens if prefill_step and cfg.max_prefill_tokens else 1 << 62
+        rem_input -= sum(ks)
+        if not preempted and (prefill_step or not cfg.prefill_first):  # waiting requests, in order
             while waiting and budget > 0 and len(running) < cfg.max_num_seqs:
                 i = waiting[0]
-                hit = 0
-                if cfg.prefix_caching:
-                    if i == 0:
-                        hit = min(first_cached, int(tokens[i]) - 1)
-                    elif prefix_ready:
-                        hit = min(prefix_ready, ((int(tokens[i]) - 1) // bs) * bs)
-                share = prefix_full > 0 and hit >= prefix_full and i != 0
-                cut = prefix_blocks if share else 0
+                hit, share, cut, blocks_needed = _admission(i)
                 extra_prefix = prefix_blocks if (share and shared_users == 0) else 0
-                if need1(tokens[i]) - cut + extra_prefix > free:  # the whole prompt's blocks must be free
+                if blocks_needed > free:  # the whole prompt's blocks must be free
+                    break
+                if ids and int(tokens[i]) - hit >= rem_input:  # schedule_policy.py:598/617: the batch is full
                     break
                 waiting.popleft()
                 computed[i] = hit
@@ -325,6 +371,9 @@ def simulate(cost, cfg: EngineConfig, load: Load, frontend_s: float = 0.0, trace
                 ids.append(i)
                 ks.append(k_i)
                 budget -= k_i
+                rem_input -= k_i
+                if cfg.prefill_first and k_i < int(tokens[i]) - hit:  # cut to the chunk: the chunked request
+                    break
         if not ids:
             if freed_later:  # the blocks the last step freed: an idle engine schedules again once they are free
                 free += freed_later
@@ -350,8 +399,23 @@ def simulate(cost, cfg: EngineConfig, load: Load, frontend_s: float = 0.0, trace
             grown = need(computed[r] + stretch) - prefix_blocks * shares[r]
             free -= int((grown - held[r]).sum())
             held[r] = grown
-            itls.append(ends[0] - last_tok[r])
-            itls.append(np.tile(dts[1:], len(r)))
+            if si == 1:
+                itls.append(ends[0] - last_tok[r])
+                itls.append(np.tile(dts[1:], len(r)))
+            else:  # chunks at the tokens (g % si == 1) and at each request's last
+                g = generated[r][:, None] + 1 + np.arange(stretch)[None, :]
+                rows, cols = np.nonzero((g % si == 1) | (g >= out[r][:, None]))
+                if len(rows):
+                    times = ends[cols]
+                    prev = np.empty_like(times)
+                    prev[1:] = times[:-1]
+                    starts_row = np.ones(len(rows), dtype=bool)
+                    starts_row[1:] = rows[1:] != rows[:-1]
+                    prev[starts_row] = last_emit[r[rows[starts_row]]]
+                    itls.append(times - prev)
+                    ends_row = np.ones(len(rows), dtype=bool)
+                    ends_row[:-1] = rows[:-1] != rows[1:]
+                    last_emit[r[rows[ends_row]]] = times[ends_row]
             computed[r] += stretch
             tokens[r] += stretch
             generated[r] += stretch
@@ -379,8 +443,15 @@ def simulate(cost, cfg: EngineConfig, load: Load, frontend_s: float = 0.0, trace
             new = caught[generated[caught] == 1]
             old = caught[generated[caught] > 1]
             first[new] = t
-            if len(old):
-                itls.append(t - last_tok[old])
+            if si == 1:
+                if len(old):
+                    itls.append(t - last_tok[old])
+            else:
+                last_emit[new] = t
+                emit = old[(generated[old] % si == 1) | (generated[old] >= out[old])]
+                if len(emit):
+                    itls.append(t - last_emit[emit])
+                    last_emit[emit] = t
             last_tok[caught] = t
         free += freed_later  # blocks freed at the end of the step before the last one
         freed_later = 0

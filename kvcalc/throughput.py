@@ -24,6 +24,7 @@ import math
 from pathlib import Path
 from dataclasses import dataclass, field
 
+from .allreduce import link_for
 from .constants import load
 from .engines.hf import hf_bytes_per_token
 from .engines.vllm_specs import vllm_bytes_per_token
@@ -142,6 +143,9 @@ class GpuRates:
     # bytes/s of the all-reduce's data path at TP > 1, from the user's calibration; None: not a term of its own (on
     # NVLink the per-layer constant holds it; across PCIe or pods the bytes of a large batch dominate)
     link_bandwidth: float | None = None
+    # the GPU whose interconnect model prices its TP all-reduces (kvcalc/allreduce.py): every GPU without its own fit
+    # or calibration of the all-reduce; None: the per-layer constant above (or throughput.yaml's, the H200's fit)
+    link_gpu: GpuProfile | None = None
 
 
 # --- class constants: what transfers from the GPUs the public corpus measured to a GPU of the same kind ----------------
@@ -152,7 +156,8 @@ class GpuRates:
 #   tensor[architecture]    multiplier on the H200-derived tensor-core efficiency (Ampere/Ada/Hopper/Blackwell/CDNA3:
 #                           the kernels vLLM runs on each generation differ: FA2 vs FA3, Marlin vs Machete, hipBLASLt)
 #   step[stack]             multiplier on the fixed step overhead (CUDA graphs on CUDA, HIP graphs on ROCm)
-#   comm[link]              multiplier on the per-layer TP all-reduce time (NVLink/xGMI vs PCIe)
+#   comm[link]              no longer fitted: the TP all-reduce is the interconnect's model (kvcalc/allreduce.py,
+#                           constants from published NCCL/RCCL numbers in kvcalc/data/interconnect.yaml)
 # (the serve front end's share of TTFT is workload.frontend_s, measured on the H200 host: CPU work, not a GPU class)
 CLASS_BOUNDS = {"bandwidth": (0.4, 0.95), "tensor": (0.2, 2.0), "step": (0.25, 6.0), "comm": (0.5, 40.0)}
 _CLASS_OVERRIDE: dict | None = None
@@ -261,11 +266,10 @@ def _gpu_rates(gpu: GpuProfile, calibrated: bool) -> GpuRates:
     bandwidth = fit["bandwidth_bytes_per_s"] if fit else gpu.memory_bandwidth_bytes_per_s * bandwidth_fraction
     step, tensor_fraction, source = c["step_overhead_s"], c["tensor_fraction"], c["source"]
     comm = None
+    factors.pop("comm", None)  # the all-reduce is the interconnect model's (link_gpu), not a fitted factor
     if not fit and any(v is not None for v in factors.values()):
         step *= factors.get("step") or 1.0
         tensor_fraction *= factors.get("tensor") or 1.0
-        if factors.get("comm"):
-            comm = load("throughput")["engines"]["vllm"]["tp_comm_per_layer_s"] * factors["comm"]
         keys = class_keys(gpu)
         used = ", ".join(f"{kind} {keys[kind]} {v:g}" for kind, v in factors.items() if v is not None)
         source = f"public-corpus class constants ({used}; speed.yaml classes) on the datasheet; the rest: {source}"
@@ -289,7 +293,9 @@ def _gpu_rates(gpu: GpuProfile, calibrated: bool) -> GpuRates:
         alu=alu, step_overhead_s=step, moe_layer_overhead_s=c["moe_layer_overhead_s"],
         overlap=float(c["overlap"]), measured=fit is not None or cal is not None, source=source,
         tp_comm_per_layer_s=cal.tp_comm_per_layer_s if cal is not None and cal.tp_comm_per_layer_s else comm,
-        link_bandwidth=getattr(cal, "link_bandwidth_bytes_per_s", None) if cal is not None else None)
+        link_bandwidth=getattr(cal, "link_bandwidth_bytes_per_s", None) if cal is not None else None,
+        link_gpu=None if fit or (cal is not None and (cal.tp_comm_per_layer_s or
+                                                      getattr(cal, "link_bandwidth_bytes_per_s", None))) else gpu)
 
 
 def _emulated(min_cc: float | None, gpu: GpuProfile) -> bool:
@@ -493,11 +499,13 @@ def forward_kernels(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv:
     out.append(_kernel("attention", kv_read_bytes / tp, attn_flops / tp,
                        kv_read_bytes / kv_elem_bytes * kv_conversion_ops(kv, gpu) / tp, r.bandwidth,
                        r.attention_tensor if prefill else r.tensor, r.alu, r.overlap))
-    if tp > 1 and r.link_bandwidth:
+    link_bw = r.link_bandwidth or (link_for(r.link_gpu, tp).bus_bytes_per_s if r.link_gpu is not None and tp > 1
+                                   else None)
+    if tp > 1 and link_bw:
         # two all-reduces per layer (after attention, after the MLP) of the tokens' hidden states; a ring moves
-        # 2 (tp - 1) / tp of the buffer through each GPU's link
+        # 2 (tp - 1) / tp of the buffer through each GPU's link (the per-call latency is in _overhead)
         moved = 2 * spec.num_layers * tokens * spec.hidden_size * dtype_bytes * 2 * (tp - 1) / tp
-        out.append(Kernel("allreduce", moved, 0.0, 0.0, moved / r.link_bandwidth, 0.0, 0.0, r.overlap))
+        out.append(Kernel("allreduce", moved, 0.0, 0.0, moved / link_bw, 0.0, 0.0, r.overlap))
     rows = 1 if prefill else tokens
     out.append(_kernel("sampler", rows * spec.vocab_size * 4 * 3, 0.0, rows * spec.vocab_size * 8, r.bandwidth,
                        r.tensor, r.alu, r.overlap))  # fp32 logits: written, read for the softmax, read for the sample
@@ -508,8 +516,12 @@ def _overhead(spec: ModelSpec, engine_consts: dict, rates: GpuRates, layers: flo
               moe: bool) -> float:
     fixed = rates.step_overhead_s
     if tp > 1:
-        comm = rates.tp_comm_per_layer_s if rates.tp_comm_per_layer_s is not None \
-            else engine_consts["tp_comm_per_layer_s"]
+        if rates.tp_comm_per_layer_s is not None:
+            comm = rates.tp_comm_per_layer_s
+        elif rates.link_gpu is not None:
+            comm = 2 * link_for(rates.link_gpu, tp).latency_s(tp)  # the interconnect's per-call latency, twice
+        else:
+            comm = engine_consts["tp_comm_per_layer_s"]
         fixed += comm * layers  # an all-reduce after attention and after the MLP
     if moe:
         fixed += rates.moe_layer_overhead_s * layers  # routing: top-k, token sort/align, the scatter of outputs
@@ -578,6 +590,8 @@ def decode_speed(spec: ModelSpec, gpu: GpuProfile, engine: str, weights: WeightF
         notes.append(f"{gpu.name}: not measured by kvcalc; rates derived from its datasheet (bandwidth x {frac:.3g}, "
                      "tensor and FP32 rates x the H200's fitted fractions"
                      + (" x its classes' factors fitted on public results of other GPUs)" if classed else ")"))
+    if tp > 1 and rates.link_gpu is not None:
+        notes.append(f"TP all-reduce: {link_for(gpu, tp).describe(tp)}, twice per layer (kvcalc/data/interconnect.yaml)")
     if pp > 1:
         notes.append(f"pipeline parallel: {micro_batches} micro-batch(es) in flight over {pp} stages; a round of "
                      f"one token per request takes {pp} stage steps (weights re-read per micro-batch)")

@@ -58,7 +58,12 @@ def _band(kind: str, metric: str, inverse: bool = False) -> tuple[float, float]:
     """low/high of `metric` ('TPOT', 'TTFT', 'TTFT-load', 'throughput', 'single-stream') in the evidence class `kind` ('measured',
     'held_out', 'datasheet'). inverse: the figure is the reciprocal of the metric (tok/s from a TPOT band)."""
     table = _intervals().get(kind) or {}
-    band = table.get(metric) or table.get(metric.split("-")[0]) or table.get("TPOT") or {"low": -0.5, "high": 1.0}
+    # a tensor-parallel figure ('TPOT-tp') has its own residual class where the corpus holds enough of them (the
+    # all-reduce over the host's link is the least transferable part); else the metric's own, then its base metric
+    # (one TTFT-tp class, lone or loaded: a TP prefill's all-reduce bytes dominate both)
+    plain = metric.removesuffix("-tp")
+    band = table.get(metric) or table.get(metric.replace("-load-tp", "-tp")) or table.get(plain) \
+        or table.get(plain.split("-")[0]) or table.get("TPOT") or {"low": -0.5, "high": 1.0}
     low, high = float(band["low"]), float(band["high"])
     if inverse:
         low, high = 1 / (1 + high) - 1, 1 / (1 + low) - 1
@@ -95,9 +100,9 @@ def speed_basis(gpu: GpuProfile) -> tuple[str, str]:
 
 
 def speed_trust(gpu: GpuProfile, engine: str, weights: WeightFormat, kv: KvFormat, metric: str = "TPOT",
-                inverse: bool = False, batch: int = 1) -> Trust:
+                inverse: bool = False, batch: int = 1, tp: int = 1) -> Trust:
     """The trust of one speed figure: `metric` is the class of the quantity ('TPOT' for a decode step or its tok/s
-    with inverse=True, 'TTFT', 'throughput', 'single-stream')."""
+    with inverse=True, 'TTFT', 'throughput', 'single-stream'); tp > 1: the tensor-parallel residual class."""
     from .throughput import fp8_kv_path
 
     label, backing = speed_basis(gpu)
@@ -125,7 +130,7 @@ def speed_trust(gpu: GpuProfile, engine: str, weights: WeightFormat, kv: KvForma
         assumptions.append("fp8_emulated_extra 75 operations/element (speed.yaml; no GPU below sm_80 measured)")
     if engine == "vllm" and weights.name.startswith("nf4") and gpu.id not in load("speed")["measured"]:
         assumptions.append("bitsandbytes nf4_gemv / nf4_dequant operations fitted on two H200 points (speed.yaml)")
-    low, high = _band(kind, metric, inverse)
+    low, high = _band(kind, f"{metric}-tp" if tp > 1 and engine == "vllm" else metric, inverse)
     if label == LABELS[4]:  # off by more than any class spread: say so with the spread measured
         low, high = min(low, -0.7), max(high, 0.3)
     if label == LABELS[3]:  # an unmeasured constant: the datasheet-only spread at least

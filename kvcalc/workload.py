@@ -14,6 +14,7 @@ front-end cost (kvcalc/data/serve.yaml). transformers rows keep the lock-step ba
 from __future__ import annotations
 
 import math
+from typing import Any
 from dataclasses import asdict, dataclass, field
 
 from .constants import load
@@ -186,14 +187,18 @@ def vllm_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFo
                chunk_tokens: int, slots: int, kv_bytes_per_token: float | None = None, tp: int = 1, pp: int = 1,
                enforce_eager: bool = False, est=None, entrypoint: str = "serve", prefix_caching: bool = True,
                cost=None, dtype_bytes: int = 2, first_token_s: float | None = None,
-               vllm_version: str | None = None, async_scheduling: bool | None = None) -> BenchEstimate:
+               vllm_version: str | None = None, async_scheduling: bool | None = None,
+               sglang: Any = None, stream_interval: int = 1) -> BenchEstimate:
     """The workload on vLLM, simulated (kvcalc/serve_sim.py). `est`: the engine's VllmEstimate (num_gpu_blocks,
     block size, layout, max_num_seqs, max_model_len); without it, a pool that holds `slots` requests of the
     workload's longest context and max_num_seqs = slots. `cost`: a step_cost.StepCost to reuse. `first_token_s`:
     the server's per-request front-end cost when the caller has its own figure (default frontend_s(entrypoint, gpu)).
     `vllm_version`: the release served, whose default decides async scheduling (vllm_versions.async_scheduling_default:
     on from 0.14, not with pipeline parallel); `async_scheduling` overrides it (None: the release's; on when no release
-    is named)."""
+    is named). `sglang`: an engines.sglang.SglangEstimate to simulate SGLang's scheduler instead (serve_sim.py
+    SGLANG: prefill batches first, decodes wait for them; its pool, chunk, max_prefill_tokens, max_running_requests
+    and cuda_graph_max_bs; the overlap scheduler's timing). `stream_interval`: SGLang's --stream-interval (tokens
+    per streamed chunk: the ITL, serve_sim.EngineConfig.stream_interval)."""
     from .engines.vllm_graphs import max_graph_tokens
     from .engines.vllm_versions import async_scheduling_default
     from .serve_sim import EngineConfig, simulate
@@ -204,7 +209,18 @@ def vllm_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFo
 
     # dtype_bytes: vLLM's --dtype (float32 steps read twice a bf16 model's weights)
     cost = cost or step_cost(spec, gpu, weights, kv, tp, kv_bytes_per_token, enforce_eager, dtype_bytes)
-    if est is not None and est.layout is not None:
+    if sglang is not None:
+        bs = 16
+        # decode batches up to cuda_graph_max_bs replay a CUDA graph; prefill (extend) batches run eager
+        graphs = None if enforce_eager else max(sglang.cuda_graph_max_bs, 1)
+        cfg = EngineConfig(max(sglang.chunked_prefill_size, 1) if sglang.chunked_prefill_size > 0 else 1 << 30,
+                           max(1, sglang.max_running_requests),
+                           # a pool short of one request: the row does not fit; simulate one request's worth
+                           max(sglang.max_total_num_tokens // bs, -(-wl.context // bs)) + 1, bs,
+                           max(wl.context, sglang.context_len), None, prefix_caching, async_scheduling=True,
+                           graph_max_tokens=graphs, prefill_first=True,
+                           max_prefill_tokens=sglang.max_prefill_tokens, stream_interval=stream_interval)
+    elif est is not None and est.layout is not None:
         graphs = None if enforce_eager else max_graph_tokens(est.max_num_seqs, est.max_num_batched_tokens)
         cfg = EngineConfig(est.max_num_batched_tokens, est.max_num_seqs, est.num_gpu_blocks, est.layout.block_size,
                            est.max_model_len, est.layout.blocks_per_request, prefix_caching,
@@ -214,7 +230,8 @@ def vllm_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFo
         per = -(-wl.context // bs)
         cfg = EngineConfig(chunk_tokens, max(1, slots), max(1, slots) * per + 1, bs, wl.context, None, prefix_caching,
                            async_scheduling=async_scheduling)
-    load = bench_load(wl, entrypoint)
+    # the API loop's busy period is vLLM's OpenAI server's, fitted on it; SGLang's tokenizer manager is unmeasured
+    load = bench_load(wl, entrypoint, api_cpu=0.0 if sglang is not None else None)
     res = simulate(cost, cfg, load, frontend_s(entrypoint, gpu) if first_token_s is None else first_token_s)
     m = res.metrics(wl.percentiles)
     notes = []

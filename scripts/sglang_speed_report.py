@@ -23,7 +23,7 @@ from doc_blocks import replace_block  # noqa: E402 (scripts/, beside this file)
 CORPUS = ROOT / "docs" / "validation" / "data" / "speed-corpus" / "corpus.jsonl"
 DOC = ROOT / "docs" / "validation" / "sglang.md"
 START, END = "<!-- AUTO: scripts/sglang_speed_report.py -->", "<!-- /AUTO: scripts/sglang_speed_report.py -->"
-CLASS = {"tpot_ms": "TPOT", "ttft_ms": "TTFT", "output_throughput": "throughput"}
+CLASS = {"tpot_ms": "TPOT", "ttft_ms": "TTFT", "itl_ms": "ITL", "output_throughput": "throughput"}
 
 
 def sglang_rows() -> list[dict]:
@@ -40,17 +40,25 @@ def predict(row: dict) -> float:
     from kvcalc.workload import Workload
 
     n = row.get("num_prompts")
-    wl = Workload(int(row["input_len"]), int(row["output_len"]), concurrency=int(row["concurrency"]),
-                  burst=bool(n) and n <= row["concurrency"])
+    burst = bool(n) and n <= row["concurrency"]
+    wl = Workload(int(row["input_len"]), int(row["output_len"]), concurrency=int(row["concurrency"]), burst=burst,
+                  num_prompts=None if burst else n)
+    args = row.get("sglang_args") or {}  # the server flags the benchmark launched SGLang with (settings_source)
     req = PlanRequest(spec=load_model(row["kvcalc_model"]), gpu=get_gpu(row["gpu"]), engines=("sglang",),
                       context=wl.input_len + wl.output_len, tp=int(row.get("tp") or 1), workload=wl,
-                      sglang_version=row.get("sglang_version"))
+                      sglang_version=row.get("sglang_version"), mem_fraction_static=args.get("mem_fraction_static"),
+                      max_num_seqs=args.get("max_running_requests"),
+                      max_num_batched_tokens=args.get("chunked_prefill_size"),
+                      max_prefill_tokens=args.get("max_prefill_tokens"), cuda_graph_max_bs=args.get("cuda_graph_max_bs"),
+                      stream_interval=int(args.get("stream_interval") or 1))
     bench = plan(req)[0].bench
     metric = row["metric"]
     if metric == "tpot_ms":
         return bench.tpot_s * 1000
     if metric == "ttft_ms":
         return bench.ttft_s * 1000
+    if metric == "itl_ms":  # the gap between streamed chunks (--stream-interval tokens each)
+        return bench.itl_s * 1000
     if metric == "output_throughput":  # per_gpu: the source divides by the deployment's GPUs
         return bench.output_tokens_per_s / (int(row.get("tp") or 1) if row.get("per_gpu") else 1)
     raise ValueError(metric)
@@ -74,7 +82,7 @@ def table(rs: list[dict]) -> str:
         lines.append(f"| [{r['id']}]({r['source']}) | {r['gpu']} | {r['model']} | {r['workload']} | {r['metric']} | "
                      f"{r['measured']:,.1f} | {r['predicted']:,.1f} | {r['error'] * 100:+.1f}% |")
     lines.append("")
-    for cls in ("TPOT", "TTFT", "throughput"):
+    for cls in ("TPOT", "TTFT", "ITL", "throughput"):
         errs = [r["error"] for r in rs if r["class"] == cls]
         if errs:
             lines.append(f"- {cls}: {len(errs)} rows, median error {statistics.median(errs) * 100:+.1f}%, median "

@@ -283,8 +283,9 @@ def fit_classes(rows: list[dict], grid_steps: int = 6, sweeps: int = 2) -> dict:
         gpu = get_gpu(r["gpu"])
         for kind, key in throughput.class_keys(gpu).items():
             by_key.setdefault((kind, key), []).append(r)
-    kinds = ("bandwidth", "tensor", "step", "comm")
-    order = sorted(by_key, key=lambda k: (kinds.index(k[0]), k[1]))
+    # the TP all-reduce is not fitted: kvcalc/allreduce.py prices it from published NCCL/RCCL numbers per link
+    kinds = ("bandwidth", "tensor", "step")
+    order = sorted((k for k in by_key if k[0] in kinds), key=lambda k: (kinds.index(k[0]), k[1]))
     for _ in range(sweeps):  # bandwidth and tensor interact through the compute-bound rows
         for kind, key in order:
             subset = [r for r in by_key[(kind, key)] if _informs(kind, key, r)]
@@ -349,20 +350,38 @@ def held_out(rows: list[dict], field: str) -> list[dict]:
 def band_class(result: dict, row: dict | None) -> str:
     """The range class of a result: TTFT of a lone prompt (concurrency 1, or at most 1 request/s) and TTFT under
     load (queueing behind other prompts, which kvcalc's workload model prices only coarsely) are apart."""
-    if result["class"] != "TTFT" or row is None:
+    if row is None:
         return result["class"]
-    return "TTFT" if lone(row) else "TTFT-load"
+    # tensor-parallel figures apart: their all-reduce runs over the host's link (kvcalc/allreduce.py), the part of a
+    # step that transfers least between hosts (kvcalc/trust.py reads the '-tp' classes for TP > 1); a TP prefill's
+    # all-reduce bytes dominate lone and loaded TTFTs alike, so TTFT-tp is one class
+    if int(row.get("tp") or 1) > 1:
+        return f"{result['class']}-tp"
+    return result["class"] if result["class"] != "TTFT" else ("TTFT" if lone(row) else "TTFT-load")
+
+
+MIN_BAND_ROWS = 10  # a class's 10th/90th percentiles from fewer rows are one or two rows' errors: it takes its metric's
+BAND_CLASSES = (*TARGET, "TTFT-load", *(f"{c}-tp" for c in TARGET))
+
+
+def table_band(table: dict, c: str) -> dict | None:
+    """The band a figure of class `c` carries, with kvcalc/trust.py's fallback (a '-tp' class the corpus has too few
+    rows for takes its metric's band)."""
+    return table.get(c) or table.get(c.removesuffix("-tp"))
 
 
 def interval_table(results: list[dict]) -> dict:
-    """Per metric class, the 10th and 90th percentile of the held-out log errors: a figure's low/high (the measured
-    value lies within figure x (1 + low) .. figure x (1 + high) for 80% of held-out rows)."""
+    """Per residual class (band_class: the metric, lone or loaded TTFT, tensor-parallel or not), the 10th and 90th
+    percentile of the held-out log errors: a figure's low/high (the measured value lies within figure x (1 + low) ..
+    figure x (1 + high) for 80% of held-out rows). `results` may hold both held-out splits (leave-one-GPU-out and
+    leave-one-source-out: each row's two held-out predictions); a class needs MIN_BAND_ROWS distinct rows."""
     table = {}
     by_id = {r["id"]: r for r in load_rows()}
-    for c in (*TARGET, "TTFT-load"):
-        errs = sorted(math.log(1 + r["error"]) for r in results if isinstance(r.get("error"), float)
-                      and band_class(r, by_id.get(r["id"])) == c and r["error"] > -1 and not r.get("known_miss"))
-        if len(errs) >= 5:
+    for c in BAND_CLASSES:
+        mine = [r for r in results if isinstance(r.get("error"), float) and band_class(r, by_id.get(r["id"])) == c
+                and r["error"] > -1 and not r.get("known_miss")]
+        errs = sorted(math.log(1 + r["error"]) for r in mine)
+        if len({r["id"] for r in mine}) >= MIN_BAND_ROWS:
             q = statistics.quantiles(errs, n=10)
             # a range always holds the figure itself: where the held-out rows of a class are all on one side (the
             # all-reduce fallback makes held-out TPOT too fast), the bound on the other side is the figure
@@ -423,8 +442,9 @@ def coverage(results: list[dict], table: dict) -> float | None:
     hits = []
     for r in results:
         c = band_class(r, by_id.get(r["id"])) if isinstance(r.get("error"), float) else None
-        if c in table and not r.get("known_miss"):
-            hits.append(table[c]["low"] <= (r["measured"] / r["predicted"] - 1) <= table[c]["high"])
+        band = table_band(table, c) if c else None
+        if band and not r.get("known_miss"):
+            hits.append(band["low"] <= (r["measured"] / r["predicted"] - 1) <= band["high"])
     return sum(hits) / len(hits) if hits else None
 
 
@@ -450,7 +470,7 @@ def markdown(report: dict) -> str:
         out.append(f"| {c} | {t:.0%} | " + " | ".join(f"{x['median_abs']:.0%}" if x else "-" for x in cells)
                    + f" | {cells[1]['n']} |")
     out += ["", "Median |error|. The H200-defaults column is kvcalc before issue 18's classes (every GPU = its datasheet "
-            "x the H200's fractions, the H200 host's 20.8 ms front end). Every column is the serve simulation `kvcalc "
+            "x the H200's fractions, the H200 host's 20.8 ms front end; the TP all-reduce per link, kvcalc/allreduce.py, is in every column). Every column is the serve simulation `kvcalc "
             "plan` shows (workload.vllm_bench) with the constants of its column; the fit itself runs on the closed "
             "form (see below).", "",
             "## Per GPU", "",
@@ -478,11 +498,11 @@ def markdown(report: dict) -> str:
             "| kind | class | value | meaning |", "|---|---|---:|---|"]
     meaning = {"bandwidth": "achieved fraction of the datasheet bandwidth in decode",
                "tensor": "x the H200-derived tensor efficiency", "step": "x the step overhead",
-               "comm": "x the per-layer TP all-reduce time (H200 NVLink fit)",
                "frontend": "seconds of serve front end on a public host (kvcalc/data/serve.yaml public_hosts_s)"}
     for kind, table in report["classes"].items():
         for key, value in sorted(table.items()):
             out.append(f"| {kind} | {key} | {value:g} | {meaning.get(kind, '')} |")
+    out += ["", *link_table(report)]
     def med(k, c):
         x = report.get(k, {}).get("by_class", {}).get(c)
         return f"{x['median_abs']:.0%}" if x else "-"
@@ -501,16 +521,66 @@ def markdown(report: dict) -> str:
         ttft_lone=band("TTFT"), ttft_load=band("TTFT-load"), cf_tpot=med("in_sample_closed_form", "TPOT"),
         cf_ttft=med("in_sample_closed_form", "TTFT"),
         tpot_logo_mean=f"{(logo['by_class'].get('TPOT') or {}).get('mean_signed', 0):+.0%}",
-        frontend=f"{1e3 * ((report['classes'].get('frontend') or {}).get('public') or 0):.1f} ms")]
+        frontend=f"{1e3 * ((report['classes'].get('frontend') or {}).get('public') or 0):.1f} ms",
+        **board_reading())]
     try:  # transformers on the H200 (item 4): the v4 runs of scripts/gpu_v4/hf_decode.py
         sys.path.insert(0, str(ROOT / "scripts"))
         import hf_decode_report
 
+        hf = hf_decode_report.rows()
+        held = hf_decode_report.host_refit(hf)["held_out"]
         out += ["", "## transformers decode on the H200 (v4 runs, docs/validation/data/v4/hf_decode.jsonl)", "",
-                hf_decode_report.markdown(hf_decode_report.rows()), "", HF_NOTES]
+                hf_decode_report.markdown(hf), "", HF_NOTES.format(within=held["shipped_within_15"], n=held["n"])]
     except FileNotFoundError:
         pass
     return "\n".join(out) + "\n"
+
+
+def board_reading() -> dict:
+    """kvcalc on gpustack's 'H100 80GB' BF16 row read as either board (the evidence of the H100 SXM note)."""
+    row = next(r for r in load_rows() if r["id"] == "gpustack-quant-016")
+    out = {}
+    for key, gpu in (("h100_sxm_as_sxm", "h100-sxm"), ("h100_sxm_as_pcie", "h100-pcie")):
+        res = evaluate([dict(row, gpu=gpu, id=f"{row['id']}-{gpu}")], None, simulate=True)
+        out[key] = f"{res[0]['error']:+.0%}" if isinstance(res[0].get("error"), float) else "-"
+    return out
+
+
+LINK_EXAMPLES = (("nvlink", "h100-sxm"), ("nvlink-bridge", "h100-nvl"), ("pcie-p2p", "h100-pcie"),
+                 ("pcie-p2p", "l4"), ("pcie-host", "rtx-4090"), ("xgmi", "mi300x"))
+
+
+def link_table(report: dict) -> list[str]:
+    """The TP all-reduce per link (kvcalc/allreduce.py, constants with their sources in kvcalc/data/interconnect.yaml)
+    and the held-out TPOT / throughput errors of the corpus's tensor-parallel rows per GPU."""
+    from kvcalc.allreduce import link_for
+    from kvcalc.hardware import get_gpu
+
+    out = ["## TP all-reduce per link (kvcalc/allreduce.py; constants and sources: kvcalc/data/interconnect.yaml)", "",
+           "One all-reduce = latency + 2 (n-1)/n x bytes / bus bandwidth, two per layer; published NCCL/RCCL figures, "
+           "none fitted on the corpus.", "",
+           "| link | example GPU | latency TP 2 / 4 / 8 (us) | bus bandwidth (GB/s) at TP 2 / 8 |", "|---|---|---:|---:|"]
+    for name, gpu_id in LINK_EXAMPLES:
+        gpu = get_gpu(gpu_id)
+        tps = (2,) if name == "nvlink-bridge" else (2, 4, 8)
+        lat = " / ".join(f"{link_for(gpu, t).latency_s(t) * 1e6:.1f}" for t in tps)
+        bw = " / ".join(f"{link_for(gpu, t).bus_bytes_per_s / 1e9:.0f}" for t in ((2,) if len(tps) == 1 else (2, 8)))
+        out.append(f"| {name} | {gpu_id} | {lat} | {bw} |")
+    by_id = {r["id"]: r for r in load_rows()}
+    cells: dict[tuple[str, str], dict[str, list[float]]] = {}
+    for split in ("predictions_logo", "predictions_loso"):
+        for r in report.get(split, []):
+            row = by_id.get(r["id"])
+            if not isinstance(r.get("error"), float) or r.get("known_miss") or int((row or {}).get("tp") or 1) < 2:
+                continue
+            cells.setdefault((r["gpu"], r["class"]), {}).setdefault(split, []).append(r["error"])
+    out += ["", "Tensor-parallel rows held out (median |error| / mean signed, leave-one-GPU-out | leave-one-source-out):",
+            "", "| GPU | metric | rows | leave-one-GPU-out | leave-one-source-out |", "|---|---|---:|---:|---:|"]
+    for (g, c), d in sorted(cells.items()):
+        f = [f"{statistics.median(abs(e) for e in d[k]):.0%} / {statistics.mean(d[k]):+.0%}" if d.get(k) else "-"
+             for k in ("predictions_logo", "predictions_loso")]
+        out.append(f"| {g} | {c} | {len(d.get('predictions_logo', []))} | {f[0]} | {f[1]} |")
+    return out
 
 
 def target_verdicts(report: dict, logo: dict, cov: dict) -> str:
@@ -559,29 +629,46 @@ NOTES = (
     "only, not one more. The io.net rows are vLLM 0.8.5: with the 0.26 rule their lone TTFTs came out one decode "
     "step (5-15 ms) too long (kvcalc/engines/vllm_versions.py async_scheduling_default, applied by "
     "workload.vllm_bench to the release).\n"
-    "- **Why TPOT misses**: most TPOT rows are tensor-parallel runs over PCIe (1-8 RTX 4090s without peer-to-peer, 2 "
-    "H100 PCIe), one GPU type per all-reduce class (comm pcie-consumer, comm pcie): held out, the all-reduce falls "
-    "back to the H200's NVLink time and TPOT comes out too fast (leave-one-GPU-out mean {tpot_logo_mean}). No "
-    "mechanism for the link (bandwidth and latency per PCIe generation, P2P or staged through the host) is in kvcalc "
-    "yet; that is the next step for TPOT.\n"
+    "- **TP all-reduce by link** (item 2's interconnect mechanism): each link (NVLink with vLLM's custom all-reduce, an "
+    "NVLink bridge, PCIe with peer-to-peer, GeForce PCIe staged through host memory, xGMI) has a per-call latency and "
+    "a bus bandwidth from published NCCL/RCCL numbers (table above); before it, a fitted per-layer factor per link "
+    "class held one GPU type each, so held out the all-reduce fell back to the H200's NVLink time (TP TPOT held out: "
+    "RTX 4090 -56%, H100 PCIe -35% mean; MI300X throughput +72% at batch 1 .. +188% at 256). With the link model the "
+    "MI300X's RCCL ring (52.7 us a call, 252 calls a step for Llama 3.1 405B) is most of its step: +1% at batch 1. "
+    "**Why TPOT still misses** (leave-one-GPU-out mean {tpot_logo_mean}): the io.net PCIe rigs (vLLM 0.8.5) pay "
+    "70-140 us per all-reduce at TP 2-8 where nccl-tests on 4090 rigs measure 12-42 us: their decode steps at TP 2-8 "
+    "take ~0.4 ms per layer whatever the model's width, the floor their 1.5B model shows at TP 1 (11.3 ms a step, "
+    "kvcalc 4.8 ms): a host (CPU launch / scheduling) floor of those machines, not the link; no constant for it "
+    "transfers, so it stays a miss and the tensor-parallel residual classes carry it in the ranges.\n"
     "- **Why TTFT misses**: lone prompts are close (range {ttft_lone}); under load the simulation queues where the "
     "public runs did not: at 16 requests/s on an RTX 4090 (Llama-3.1-8B) or one H100 PCIe (Qwen2.5-32B) vLLM 0.8.5 "
     "served every prompt's first token in 0.09-0.22 s while its batch slowed (the runs' own output throughput is "
     "below the offered load), and the simulation waits seconds; closed loops of fixed lengths form waves of "
     "prompts the real runs (ShareGPT lengths) did not (range under load {ttft_load}). That is the serve simulation's "
     "admission and preemption under KV pressure (kvcalc/serve_sim.py, issue 25's), not a GPU constant.\n"
-    "- **H100 SXM**: its bias is gpustack's quantization page (6 rows, ShareGPT, 1,000 prompts at once): kvcalc "
-    "holds ~970 sequences (vLLM's 1,024-sequence default for GPUs of 70 GiB or more other than the A100, vllm#17073) "
-    "and predicts twice the measured throughput. The page names its GPU 'H100 80GB' only; the corpus reads it as SXM "
-    "(the same lab's latency page says 'H100 SXM'). Read as an H100 PCIe the same rows are -15% .. +23%; with no "
-    "statement of the board the reading stays and the bias is reported. The Tenstorrent reference rows (2x H100, "
-    "board not stated) are within 3-16% but for two TTFTs at 2-3k tokens that grow less than any prefill would (129 ms "
-    "at 1,024 tokens, 150 ms at 2,048, 505 ms at 4,096).\n"
-    "- **MI300X**: one source (8x MI300X, Llama 3.1 405B FP8, ROCm vLLM of 2024, benchmark_latency); every ROCm class "
-    "constant comes from it, so with it held out nothing transfers; its figures carry the held-out spread. In-sample "
-    "its error grows with the batch (+3% at 1, +49% at 256): a per-sequence cost kvcalc does not model.\n"
-    "- **A100 80GB**: no lone-prompt TTFT, so the H200-derived tensor rate, too fast for gpustack's 1,000-prompt "
-    "runs (the other GPUs' classes do not move it).\n"
+    "- **H100 SXM: which board** (item 2). Two sources do not name it. The Tenstorrent reference (2x H100, Qwen2.5-72B "
+    "BF16, TPOT 30.9 ms) decides itself: each GPU reads 72.7 GB of weights a step, which at the PCIe board's 2.0 TB/s "
+    "alone takes 36 ms, more than the measured step; only a 3.35 TB/s board (SXM, or NVL) fits, so SXM stays (kvcalc "
+    "-14%). gpustack's quantization page ('H100 80GB', 6 rows, ShareGPT, 1,000 prompts at once) does not decide it: "
+    "its BF16 run serves 13.3k tokens/s, 1.29x the same page's A100 80GB on the identical workload (kvcalc -1% on "
+    "that A100 row), and FP8 weights gain only +24%; an SXM board has 1.64x the A100's bandwidth and 3.2x its tensor "
+    "rate, a PCIe board 0.98x and 2.4x; at vLLM's 1,024-sequence default (vllm#17073; the A100 gets 256) kvcalc is "
+    "{h100_sxm_as_sxm} on the BF16 row read as SXM and {h100_sxm_as_pcie} read as PCIe. The speed leans to the PCIe "
+    "board but does not exclude SXM: at ~800 sequences a step (the page's own TPOT x output rate) the run is bound by "
+    "neither bytes nor FLOPs (FP8's +24%), a per-sequence host cost kvcalc does not model (MI300X's error grows with "
+    "the batch the same way). The same lab's latency page names 'H100 SXM'; with no statement of the board on this "
+    "page the reading stays and the bias is reported, not fitted away.\n"
+    "- **MI300X**: one source (8x MI300X, Llama 3.1 405B FP8, ROCm vLLM of 2024, benchmark_latency). With RCCL's ring "
+    "latency over xGMI in the step the held-out error is +1% at batch 1 and grows with the batch (+23% at 32, +70% at "
+    "256): a per-sequence cost at large batch kvcalc does not model (attention or sampling on ROCm); the ROCm step "
+    "class is fitted on this one source, so with it held out it falls back to CUDA's.\n"
+    "- **A100 80GB** (gpustack, 1,000 prompts at once; SXM or PCIe is not stated and moves kvcalc by 1%: 2.04 vs 1.94 "
+    "TB/s): BF16 is -1%, the quantized rows +6% (AWQ) .. +44% (GPTQ-Marlin int8) and bitsandbytes +33%: at a "
+    "compute-bound batch the measured W4A16/W8A16 kernels run at 0.69-0.93x cuBLAS BF16 where kvcalc prices their "
+    "GEMMs at the BF16 tensor rate plus a dequantization per 64 rows. A kernel-efficiency class per quantized path "
+    "would be fitted on this one page; it is left as the measured bias.\n"
+    "- **H100 PCIe** (io.net, vLLM 0.8.5): TP 1 is -11% (TPOT), TP 2 carries the bias: the host-floor of those rigs "
+    "(above) and loaded TTFTs the simulation queues (+98% mean on the TP 2 TTFTs).\n"
     "- **Known misses kept out of the fit** (outlier in the corpus): RTX 4090 TP 2-8 TTFTs of 0.4-8 s at 1-16 "
     "requests/s (a front-end or NCCL stall, not a prefill), the B200 report whose author calls it anomalous "
     "(vllm#20710), and the H100 NVL run of vllm#17788, a performance report whose BF16 and FP8 runs came out 'almost "
@@ -601,13 +688,18 @@ NOTES = (
     "miss on the earlier runs (19 ms and 75 ms per step for the same 3B at batch 8). The v4 runs are below.")
 
 HF_NOTES = (
-    "The step is the host's kernel launches, not the GPU: the profiler counts 46-48 kernels per Llama layer with the "
-    "default cache and 62 with a quantized cache (HQQ, quanto: +16 for quantizing the new token and dequantizing the "
-    "window), and the GPU is busy 2-8 ms of a 19-48 ms step. kvcalc's per-layer constant (0.768 ms for a Llama layer, "
-    "~16 us per kernel) was fitted on the v1 runs; on the v4 host each kernel cost 19-35 us, so every v4 case is "
-    "15-51% slower than kvcalc says: the **transformers target (within 15% at batch 1 and 8) is missed on these "
-    "runs**. Host speed, not a mechanism kvcalc has, sets the figure; the transformers range (measured class) says so. "
-    "The 8B with quantized caches, the 14B and NF4 did not run (the command's deadline).")
+    "The step is the host's kernel launches, not the GPU: the profiler counts 45-48 kernels per decoder layer with the "
+    "default cache and 61-64 with a quantized cache (HQQ and quanto alike: +16 for quantizing the new token and "
+    "dequantizing the window), and the GPU is busy 2-20 ms of a 19-85 ms step. The cases ran in two sessions of the "
+    "same H200 VM: at 20:38 each kernel cost the host 19-35 us, at 02:14 12-27 us (and two timings of one case differ "
+    "by up to 25%: 8B HQQ batch 8, 6.1 and 7.8 s). kvcalc's launch constants (0.768 ms a Llama layer, ~16 us a "
+    "kernel, fitted on the v1 runs) sit inside that spread. The split was named before the second session's cases "
+    "were seen (scripts/hf_decode_report.py FIT_CASES: the 1B cases and the 8B default at batch 1, all from the first "
+    "session): one host factor fitted on them (the line under the table) brings the fit cases to ~9% but moves the "
+    "held-out ones the wrong way, since the host was faster when they ran, so kvcalc keeps its constants; on the "
+    "held-out cases as shipped the **target (within 15% at batch 1 and 8) is met by {within} of {n}**. The host's speed, not a "
+    "mechanism kvcalc has, sets the rest; the transformers range (measured class) says so. NF4 and the 2-bit caches "
+    "did not run (skipped by the lead's deadline).")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -627,7 +719,7 @@ def main(argv: list[str] | None = None) -> int:
         rows = load_rows()
         logo, loso = report["predictions_logo"], report["predictions_loso"]
         baseline = evaluate(rows, BASELINE, simulate=True)
-        report["intervals"] = {"held_out": interval_table(logo), "datasheet": interval_table(baseline),
+        report["intervals"] = {"held_out": interval_table(logo + loso), "datasheet": interval_table(baseline),
                                "measured": measured_bands(), "capacity": capacity_bands(),
                                "by_gpu": gpu_stats(logo, rows)}
         report["interval_coverage"] = {"logo": coverage(logo, report["intervals"]["held_out"]),
@@ -645,7 +737,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.quick:
         logo, loso = held_out(rows, "gpu"), held_out(rows, "source")
         report["logo"], report["loso"] = summarize(logo), summarize(loso)
-        report["intervals"] = {"held_out": interval_table(logo), "datasheet": interval_table(baseline),
+        report["intervals"] = {"held_out": interval_table(logo + loso), "datasheet": interval_table(baseline),
                                "measured": measured_bands(), "capacity": capacity_bands(),
                                "by_gpu": gpu_stats(logo, rows)}
         report["interval_coverage"] = {"logo": coverage(logo, report["intervals"]["held_out"]),

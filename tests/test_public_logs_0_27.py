@@ -78,3 +78,77 @@ def test_gemma4_tower_takes_video_so_image_and_audio_at_zero_keep_it():
     from kvcalc.engines.vllm_encoders import encoder_modalities
 
     assert "video" in encoder_modalities(load_model("gemma-4-26b-a4b"))
+
+
+def _public_log(name):
+    from pathlib import Path
+
+    from kvcalc.validate.vllm_log import parse_vllm_log
+
+    path = Path(__file__).parent / "fixtures" / "vllm_logs" / "public" / f"{name}.log"
+    return parse_vllm_log(path.read_text())
+
+
+def test_compile_cache_state_is_read_from_the_log():
+    """A start that loads the stored AOT artifact ('Directly load AOT compilation from path', decorators.py:313 at
+    0.30.0) is warm; 'Compiling a graph for compile range' / 'saved AOT compiled function' are a cold compile; a log
+    with neither states nothing (kvcalc's default, cold, applies without a source)."""
+    states = {name: _public_log(name)["settings"].get("compile_cache") for name in (
+        "prp-wp24-a-rtx5060ti-qwen3-4b-v0.30", "prp-wp24-b-rtx5060ti-qwen3-4b-v0.29",
+        "xbill9-mi300x-gemma4-26b-a4b-bf16-v0.31", "xbill9-mi300x-gemma4-31b-bf16-v0.31", "llmd-h100-qwen3-8b-8k")}
+    assert states == {"prp-wp24-a-rtx5060ti-qwen3-4b-v0.30": "warm", "prp-wp24-b-rtx5060ti-qwen3-4b-v0.29": "cold",
+                      "xbill9-mi300x-gemma4-26b-a4b-bf16-v0.31": "cold", "xbill9-mi300x-gemma4-31b-bf16-v0.31": "cold",
+                      "llmd-h100-qwen3-8b-8k": None}
+    from kvcalc.validate.vllm_log import parse_vllm_log
+
+    hit = ("INFO 07-05 08:55:20 [backends.py:292] Directly load the compiled graph(s) for compile range (1, 8192) "
+           "from the cache, took 0.202 s\n")
+    assert parse_vllm_log(hit)["settings"]["compile_cache"] == "warm"
+
+
+def test_cold_minus_warm_activation_matches_the_rtx5060ti_pair():
+    """The same operator's two starts of the same Qwen3-4B-2507-shaped weights on one RTX 5060 Ti at util 0.7
+    (prp-wp24-b: 0.29.0, cold compile, peak activation 1.09 GiB; prp-wp24-a: 0.30.0, AOT artifact loaded, 0.53 GiB).
+    kvcalc's cold run has the Inductor compile phase (the embedding-table copy), its warm run does not: the difference
+    of the two predictions is the logged difference within the logs' 0.01 GiB rounding (x2) and 0.01 GiB."""
+    from pathlib import Path
+
+    from kvcalc.validate.vllm_log import check_log
+
+    config = Path(__file__).parent / "fixtures" / "vllm_logs" / "public" / "prp-typhoon2.5-qwen3-4b.config.json"
+    peaks = {}
+    for name, version in (("prp-wp24-b-rtx5060ti-qwen3-4b-v0.29", "0.29.0"),
+                          ("prp-wp24-a-rtx5060ti-qwen3-4b-v0.30", "0.30.0")):
+        parsed = _public_log(name)
+        rows = {r["quantity"]: r for r in check_log(parsed, str(config), "rtx-5060-ti", vllm_version=version)["rows"]}
+        peaks[name] = (rows["activation peak"]["predicted"], rows["activation peak"]["observed"])
+    (cold_pred, cold_obs), (warm_pred, warm_obs) = peaks.values()
+    assert warm_pred < cold_pred
+    assert abs((cold_pred - warm_pred) - (cold_obs - warm_obs)) <= 0.03 * GiB
+
+
+def test_compile_cache_warm_drops_only_the_compile_phase():
+    """--compile-cache warm changes the V2 runner's compiled profile peak only: eager starts and the V1 runner
+    compile nothing in kvcalc's phases, so their estimate is the same either way."""
+    from dataclasses import replace
+
+    from kvcalc.engines import vllm as vllm_engine
+    from kvcalc.formats import weight_format
+    from kvcalc.hardware import get_gpu
+
+    spec, gpu = load_model("qwen3-8b"), get_gpu("rtx-5090")
+    base = vllm_engine.VllmSettings(weights=weight_format("bf16"), kv=kv_format("auto"), max_model_len=8192,
+                                    version="0.30.0")
+    cold = vllm_engine.estimate(spec, gpu, base)
+    warm = vllm_engine.estimate(spec, gpu, replace(base, compile_cache="warm"))
+    assert warm.activation_bytes < cold.activation_bytes and warm.available_kv_bytes > cold.available_kv_bytes
+    assert any("torch.compile cache warm" in n for n in warm.notes)
+    eager = replace(base, enforce_eager=True)
+    assert (vllm_engine.estimate(spec, gpu, eager).activation_bytes
+            == vllm_engine.estimate(spec, gpu, replace(eager, compile_cache="warm")).activation_bytes)
+    import pytest
+
+    from kvcalc.errors import UsageError
+
+    with pytest.raises(UsageError):
+        vllm_engine.estimate(spec, gpu, replace(base, compile_cache="lukewarm"))

@@ -52,6 +52,11 @@ EXPLAINED_MISSES = {"vllm16199-24gb-gemma3-27b-awq-v0-4k": "AWQ checkpoint bytes
                     "count, non-torch at TP 2 over PCIe (scripts/public_logs_report.py CAUSES)",
                     "prp-wp24-b-rtx5060ti-qwen3-4b-v0.29": "vLLM 0.29 with a cold torch.compile in the profile run: "
                     "1.26 GiB more non-torch and activation than the same setup's warm-cache start (prp-wp24-a)",
+                    "enginrect-rtx4090-wsl2-qwen25-7b-bf16-v0.27": "vLLM 0.27.1 on WSL2, only the KV line kept: 0.8 "
+                    "GiB not attributed (scripts/public_logs_report.py CAUSES)",
+                    "prp-wp24-a-rtx5060ti-qwen3-4b-v0.30": "vLLM 0.30, warm compile cache (read from the log): kvcalc "
+                    "drops its compile phase and the 0.36 GiB of activation both RTX 5060 Ti starts log above kvcalc's "
+                    "phases remains (scripts/public_logs_report.py CAUSES)",
                     "xbill9-mi300x-gemma4-31b-bf16-v0.31": "ROCm 0.31: activation 9.46 GiB logged against 2.95 modelled, "
                     "non-torch 2.23 against 0.22, not attributed (scripts/public_logs_report.py CAUSES)"}
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -232,3 +233,53 @@ def test_the_api_servers_loop_holds_a_burst_until_its_busy_period_ends():
     lone = simulate(ToyCost(), cfg, Load(100, 5, 3, max_concurrency=1, client_send_s=c, api_cpu_s=a), frontend_s=fe)
     plain = simulate(ToyCost(), cfg, Load(100, 5, 3, max_concurrency=1, client_send_s=c), frontend_s=fe)
     assert lone.ttft_s == pytest.approx(plain.ttft_s) and lone.ttft_s[0] == pytest.approx(fe + 1e-3 + 100e-6)
+
+
+def test_sglang_runs_a_prefill_batch_before_the_decodes():
+    """SGLang (prefill_first): request A (100-token prompt, 5 outputs) decodes alone; B is sent 5 ms in. vLLM
+    schedules B's prompt beside A's decode; SGLang runs B's prefill batch alone (A waits a step), then both decode:
+    A's TPOT grows by that step (1 ms + 100 us), B's TTFT is that step."""
+    load = Load(100, 5, 2, request_rate=400.0, burstiness=math.inf)  # sends at 2.5 ms and 5 ms
+    vllm = EngineConfig(8192, 64, 10_000, 16, 4096, prefix_caching=False, async_scheduling=False)
+    sgl = EngineConfig(8192, 64, 10_000, 16, 4096, prefix_caching=False, async_scheduling=False,
+                       prefill_first=True)
+    v, s = simulate(ToyCost(), vllm, load), simulate(ToyCost(), sgl, load)
+    assert s.ttft_s[0] == v.ttft_s[0] == pytest.approx(1e-3 + 100e-6)
+    # every step is a prefill batch or a decode batch: B's prefill step holds no decode of A
+    assert s.ttft_s[1] == pytest.approx(1e-3 + 100e-6, abs=1.01e-3)  # it may wait for A's step in flight
+    assert s.e2e_s[0] > v.e2e_s[0]  # A sat out B's prefill step
+    assert s.metrics()["completed"] == v.metrics()["completed"] == 2
+
+
+def test_sglang_prefill_batches_fill_the_chunk_and_cut_the_last_prompt():
+    """A burst of 5 prompts of 1,000 tokens, chunked_prefill_size 2,500, max_prefill_tokens 16,384: batch 1 takes
+    two whole prompts and cuts the third at 500 (the chunked request); batch 2 continues it (500) and takes two
+    whole prompts; nothing decodes until every prompt is in. First tokens: 2 after step 1, 3 after step 2."""
+    cfg = EngineConfig(2500, 64, 10_000, 16, 4096, prefix_caching=False, async_scheduling=False,
+                       prefill_first=True, max_prefill_tokens=16384)
+    res = simulate(ToyCost(), cfg, Load(1000, 3, 5))
+    step = 1e-3 + 2500e-6
+    ttft = np.sort(res.ttft_s)
+    assert ttft[:2] == pytest.approx([step] * 2) and ttft[2:] == pytest.approx([2 * step] * 3)
+    # max_prefill_tokens below the chunk: a batch stops at the prompt that reaches it (no cut)
+    tight = EngineConfig(2500, 64, 10_000, 16, 4096, prefix_caching=False, async_scheduling=False,
+                         prefill_first=True, max_prefill_tokens=1500)
+    one = simulate(ToyCost(), tight, Load(1000, 3, 2))
+    assert np.sort(one.ttft_s) == pytest.approx([1e-3 + 1000e-6, 2 * (1e-3 + 1000e-6)])
+
+
+def test_stream_interval_groups_the_streamed_tokens():
+    """--stream-interval 4 (SGLang): a lone request's 10 tokens go out at its 1st, 5th, 9th and last token, so its
+    ITLs are 4, 4 and 1 decode steps (1 ms + 1 us each); TTFT, TPOT and e2e are those of interval 1."""
+    base = EngineConfig(8192, 64, 10_000, 16, 4096, prefix_caching=False, async_scheduling=False)
+    one = simulate(ToyCost(), base, Load(100, 10, 1))
+    four = simulate(ToyCost(), dataclasses.replace(base, stream_interval=4), Load(100, 10, 1))
+    step = 1e-3 + 1e-6
+    assert sorted(four.itl_s) == pytest.approx([step, 4 * step, 4 * step])
+    assert len(one.itl_s) == 9
+    assert four.ttft_s == pytest.approx(one.ttft_s) and four.tpot_s == pytest.approx(one.tpot_s)
+    assert four.e2e_s == pytest.approx(one.e2e_s)
+    # a burst under load: each request's chunk gaps add up to its e2e - TTFT, 4 of them (tokens 11, 21, 31, 37)
+    res = simulate(ToyCost(), dataclasses.replace(BIG, stream_interval=10), Load(700, 37, 8))
+    assert len(res.itl_s) == 8 * 4
+    assert res.itl_s.sum() == pytest.approx((res.e2e_s - res.ttft_s).sum(), rel=1e-9)

@@ -295,3 +295,66 @@ def test_sglang_search_rents_at_the_asked_tier():
         expected = rent(price, d["tp"], d["replicas"], "reserved")
         assert d["cost_per_hour"] == expected.usd_per_hour and d["price_source"] == expected.source
     assert data["sglang"][0]["cost_per_hour"] == data["results"][0]["cost_per_hour"]
+
+
+def test_validate_takes_the_sglang_release_of_a_log():
+    """An SGLang log does not print its release: --sglang-version picks the rules. sgl-project/sglang#6291 ran 0.4.6,
+    whose req pool is one slot larger (logged max_running_requests=4097, model_runner.py:904 in 0.4.6.post5)."""
+    log = str(PUBLIC / "sglang-issue6291-80gb-qwen3-8b.log")
+    args = ["validate", "--from-log", log, "--model", "qwen3-8b", "--gpu", "h100-sxm", "--mem-fraction-static", "0.9",
+            "--json"]
+    rows = {}
+    for extra in ([], ["--sglang-version", "0.4.6"]):
+        code, out, err = run_cli(args + extra)
+        assert code == 0, err
+        rows[bool(extra)] = {r["quantity"]: r for r in json.loads(out)["comparison"]}
+    assert rows[True]["max_running_requests"]["predicted"] == 4097 == rows[True]["max_running_requests"]["observed"]
+    assert rows[False]["max_running_requests"]["predicted"] == 4096  # 0.5.14's pool has no extra slot
+    code, out, err = run_cli(["validate", "--from-log", str(PUBLIC.parent.parent / "vllm_logs" / "missing.log"),
+                              "--gpu", "h100-sxm", "--sglang-version", "0.4.6"])
+    assert code == 2 and "Traceback" not in out + err
+
+
+def test_sglang_rows_simulate_prefill_batches_first():
+    """`kvcalc plan --engine sglang` with a workload runs serve_sim in SGLang's mode. Against the same engine with
+    vLLM's mixing (prefill_first off): a wave of 32 prompts of 2,048 tokens is prefilled in batches of its own
+    before anything decodes, so the later prompts' first tokens wait longer (TTFT up), their decode steps then hold
+    no prefill (TPOT down), and the separate steps cost a little throughput."""
+    import dataclasses
+
+    import kvcalc.serve_sim as sim
+    from kvcalc.catalog import load_model
+    from kvcalc.hardware import get_gpu
+    from kvcalc.plan import PlanRequest, plan
+    from kvcalc.workload import Workload
+
+    seen = []
+    original = sim.simulate
+
+    def spy(cost, cfg, load, frontend_s=0.0):
+        seen.append(cfg)
+        return original(cost, cfg, load, frontend_s)
+
+    wl = Workload(2048, 128, concurrency=32)
+    req = PlanRequest(spec=load_model("llama-3.1-8b"), gpu=get_gpu("h100-sxm"), engines=("sglang",), context=4096,
+                      workload=wl, max_prefill_tokens=8192)
+    sim.simulate = spy
+    try:
+        bench = plan(req)[0].bench
+    finally:
+        sim.simulate = original
+    cfg = seen[0]
+    assert cfg.prefill_first and cfg.max_prefill_tokens == 8192
+    mixed = sim.simulate  # the same engine, vLLM's mixing
+    from kvcalc.step_cost import step_cost
+    from kvcalc.formats import kv_format, weight_format
+    from kvcalc.workload import bench_load, frontend_s
+
+    cost = step_cost(req.spec, req.gpu, weight_format("bf16"), kv_format("auto"), 1)
+    load = bench_load(wl, api_cpu=0.0)  # SGLang rows: no vLLM API-loop term (workload.vllm_bench)
+    a = mixed(cost, cfg, load, frontend_s("serve", req.gpu)).metrics()
+    b = mixed(cost, dataclasses.replace(cfg, prefill_first=False, max_prefill_tokens=None), load,
+              frontend_s("serve", req.gpu)).metrics()
+    assert a["mean_ttft_ms"] > b["mean_ttft_ms"] and a["mean_tpot_ms"] < b["mean_tpot_ms"]
+    assert a["output_throughput"] <= b["output_throughput"]
+    assert bench.tpot_s * 1e3 == pytest.approx(a["mean_tpot_ms"], rel=1e-9)

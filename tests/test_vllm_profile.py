@@ -84,6 +84,21 @@ def test_cublas_workspace_follows_torch():
     assert cublas_workspace_bytes(get_gpu("a100-80gb")) == 4096 * 1024 * 2 + 16 * 1024 * 8
 
 
+def test_amd_instinct_takes_the_hipblaslt_workspace():
+    """On AMD Instinct (gfx942: MI300X/MI325X, gfx950: MI350X/MI355X) torch prefers hipBLASLt (Context.cpp
+    blasPreferredBackend), whose workspace is 76 MiB by default (CublasHandlePool.cpp parseCUDABlasLtWorkspaceSize,
+    USE_ROCM); an AMD part outside that list takes hipBLAS's 32 MiB (128 MiB on gfx94x/gfx95x)."""
+    from dataclasses import replace
+
+    from kvcalc.engines.vllm_profile import blas_workspace
+
+    for name in ("mi300x", "mi325x", "mi350x", "mi355x"):
+        assert blas_workspace(get_gpu(name)) == ("hipBLASLt workspace", 76 * MIB)
+    radeon = replace(get_gpu("mi300x"), gfx="gfx1100")
+    assert blas_workspace(radeon) == ("hipBLAS workspace", 32 * MIB)
+    assert blas_workspace(get_gpu("h100"))[0] == "cuBLAS workspace"
+
+
 @pytest.mark.parametrize("model", ["qwen3-30b-a3b", "deepseek-v3", "llama-3.1-8b", "nemotron-h-56b"])
 def test_peak_never_shrinks_with_more_batched_tokens_or_sequences(model):
     try:

@@ -116,6 +116,7 @@ class SglangEstimate:
     notes: list[str] = field(default_factory=list)
     layout: str = "mha"  # mha, mla, hybrid-swa
     pool_cell_bytes: int = 0  # one token as the pool's buffers hold it (NSA fp8: 656 bytes a layer); 0: cell_bytes
+    max_prefill_tokens: int = 16384  # --max-prefill-tokens: a prefill batch's input budget (the scheduler's)
 
     @property
     def logged_kv_tokens(self) -> int:
@@ -555,4 +556,4 @@ def estimate(spec: ModelSpec, gpu: GpuProfile, s: SglangSettings) -> SglangEstim
         max_running_requests=running, headroom_bytes=headroom, kv_bytes_per_token=kv_per_token, fits=fits,
         shortfall_bytes=shortfall, deployment_weights_bytes=weights * world,
         deployment_kv_bytes_per_token=kv_per_token * s.tensor_parallel,
-        notes=notes, layout=layout, pool_cell_bytes=pool_cell)
+        notes=notes, layout=layout, pool_cell_bytes=pool_cell, max_prefill_tokens=s.max_prefill_tokens)

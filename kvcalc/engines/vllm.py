@@ -87,6 +87,10 @@ class VllmSettings:
     # --limit-mm-per-prompt with every modality 0 (or --language-model-only): no encoders from 0.10.1 (vllm_encoders.py)
     language_model_only: bool = False
     skip_mm_profiling: bool = False  # --skip-mm-profiling: no encoder profile (V1 runner, from 0.10.2)
+    # torch.compile's cache at start: "cold" compiles inside the profile run (a first start, a new cache directory);
+    # "warm" loads the stored AOT artifact (compilation/decorators.py: torch.compiler.load_compiled_function, no
+    # Dynamo or Inductor run), so the Inductor compile's allocations are not in the profile peak (vllm_profile.py)
+    compile_cache: str = "cold"
 
     @property
     def rules(self) -> VersionRules:
@@ -96,6 +100,9 @@ class VllmSettings:
     def util(self) -> float:
         """gpu_memory_utilization as vLLM runs it: the user's, else the version's default."""
         return self.gpu_memory_utilization if self.gpu_memory_utilization is not None else self.rules.default_util
+
+
+COMPILE_CACHE_STATES = ("cold", "warm")
 
 
 @dataclass(frozen=True)
@@ -477,7 +484,8 @@ def profile_peak_of(spec: ModelSpec, s: VllmSettings, mnbt: int, seqs: int, v2_r
     return profile_peak(
         spec, gpu, tp=s.tensor_parallel, m=mnbt, seqs=seqs, dtype_bytes=s.dtype_bytes, weights=s.weights.name,
         max_model_len=max_model_len or s.max_model_len or spec.max_position_embeddings, block_size=block_size,
-        v2_runner=v2_runner and uses_v2_runner(spec, s), compiled=not s.enforce_eager, last_stage=last_stage,
+        v2_runner=v2_runner and uses_v2_runner(spec, s),
+        compiled=not s.enforce_eager and s.compile_cache != "warm", last_stage=last_stage,
         padded_vocab=_padded_vocab(spec.vocab_size, 1),
         v2_sampler_bytes_per_logit=float(engine_constants("vllm")["sampler_bytes_per_logit"]),
         flashinfer_sampler=s.flashinfer_sampler)
@@ -543,6 +551,8 @@ def _estimate(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings) -> VllmEstimate
     util = s.util
     if not 0 < util <= 1:
         raise UsageError(f"gpu_memory_utilization must be in (0, 1], got {util}")
+    if s.compile_cache not in COMPILE_CACHE_STATES:
+        raise UsageError(f"compile cache {str(s.compile_cache)[:20]!r}: one of {', '.join(COMPILE_CACHE_STATES)}")
     if s.kv.vllm_name is None:
         raise UsageError(f"vLLM has no {s.kv.label} cache (kv_cache_dtype is auto, fp8, fp8_e5m2, "
                          "int8/fp8/int4_per_token_head or nvfp4)")
@@ -654,6 +664,9 @@ def _estimate(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings) -> VllmEstimate
     if rules.profile == "mechanism" and not s.speculative_method and not s.kv_cache_memory_bytes:
         peak = profile_peak_of(spec, s, mnbt, seqs, v2, low is stages[-1], gpu, max_model_len, layout.block_size)
         notes.append(peak.describe() + " (engines/vllm_profile.py)")
+        if v2 and not s.enforce_eager and s.compile_cache == "warm":  # cold, a first start, is the default
+            notes.append("torch.compile cache warm: the stored AOT artifact is loaded, so the profile run holds no "
+                         "Inductor compile buffers (compilation/decorators.py)")
     if rules.profile == "mechanism" and s.speculative_method and not s.kv_cache_memory_bytes and low is stages[-1]:
         notes.append(drafter_profile_note(spec, s, mnbt, seqs, v2, gpu, max_model_len, layout.block_size))
     concurrency = layout.max_concurrency(blocks) if blocks else 0.0

@@ -26,10 +26,17 @@ The peak is the largest of these phases (each a set of tensors alive at once):
   FlashInfer's masked logits and probabilities: the same count) and, without FlashInfer, the Triton top-k/top-p
   buffer of min(SMs, next power of two of R) x vocab fp32 (v1/sample/ops/topk_topp_triton.py), while the forward's
   output and the MoE workspace are still held.
-- compile (V2 runner with torch.compile): Inductor holds a vocab x hidden copy of the embedding table
-  (compilation/compiler_interface.py) and two M x H buffers.
-Plus torch's cuBLAS workspace, allocated at the first matmul of the run (CublasHandlePool.cpp: 32 MiB from sm90,
-4096 KiB x 2 + 16 KiB x 8 before).
+- compile (V2 runner with torch.compile, compiled inside this run): Inductor holds a vocab x hidden copy of the
+  embedding table (compilation/compiler_interface.py) and two M x H buffers. vLLM compiles at the first call of the
+  model (compilation/decorators.py __call__: aot_compile, then the compiled function runs the dummy batch), which is
+  the profile run's dummy forward, inside gpu_worker.py's memory_profiling window. With the AOT artifact stored
+  (a restart with the same cache directory: "Directly load AOT compilation from path", decorators.py:313 at 0.30.0)
+  that call loads the compiled function instead (torch.compiler.load_compiled_function: no Dynamo, no Inductor), and
+  this phase does not happen (`compiled` False: VllmSettings.compile_cache "warm"). The public RTX 5060 Ti pair
+  (tests/fixtures/vllm_logs/public/prp-wp24-*) shows the difference as this module predicts it: cold minus warm
+  peak 1.09 - 0.53 = 0.56 GiB logged, 0.744 - 0.172 = 0.57 GiB here.
+Plus torch's BLAS workspace, allocated at the first matmul of the run (CublasHandlePool.cpp: cuBLAS 32 MiB from
+sm90, 4096 KiB x 2 + 16 KiB x 8 before; on AMD Instinct hipBLASLt's 76 MiB, blas_workspace).
 """
 
 from __future__ import annotations
@@ -68,11 +75,31 @@ class ProfilePeak:
                 + (f"; other phases: {rest} GiB" if rest else ""))
 
 
-def cublas_workspace_bytes(gpu: GpuProfile | None) -> int:
-    """torch's default cuBLAS workspace (aten/src/ATen/cuda/CublasHandlePool.cpp parseChosenWorkspaceSize):
-    ':4096:8' (32 MiB) from sm90 on, ':4096:2:16:8' before."""
+# AMD Instinct targets on which torch's BLAS backend defaults to hipBLASLt (aten/src/ATen/Context.cpp
+# blasPreferredBackend: "AMD Instinct targets prefer hipblaslt", gfx90a and gfx942, gfx950 from ROCm 6.5; vLLM's ROCm
+# images of 0.27+ ship ROCm 7)
+HIPBLASLT_PREFERRED_GFX = ("gfx90a", "gfx942", "gfx950")
+
+
+def blas_workspace(gpu: GpuProfile | None) -> tuple[str, int]:
+    """(name, bytes) of the BLAS workspace torch allocates from its caching allocator at the first matmul, which
+    falls in the profile run (aten/src/ATen/cuda/CublasHandlePool.cpp). NVIDIA: cuBLAS's parseChosenWorkspaceSize,
+    ':4096:8' (32 MiB) from sm90 on, ':4096:2:16:8' before. AMD: where hipBLASLt is the preferred backend (the
+    Instinct targets above) bf16/fp16 GEMMs take the Lt path and its workspace, parseCUDABlasLtWorkspaceSize's ROCm
+    default 'Use 76 MB for hipBLASLt' (76 x 1024 KiB); elsewhere hipBLAS's, 128 MiB on gfx94x/gfx95x and 32 MiB
+    otherwise (parseChosenWorkspaceSize, USE_ROCM)."""
+    if gpu is not None and gpu.vendor == "amd":
+        gfx = (gpu.gfx or "").lower()
+        if gfx in HIPBLASLT_PREFERRED_GFX:
+            return "hipBLASLt workspace", 76 * 1024 * 1024
+        return "hipBLAS workspace", (128 if gfx.startswith(("gfx94", "gfx95")) else 32) * 1024 * 1024
     cc = (gpu.compute_capability or 0.0) if gpu is not None else 9.0
-    return 4096 * 8 * 1024 if cc >= 9.0 else 4096 * 1024 * 2 + 16 * 1024 * 8
+    return "cuBLAS workspace", 4096 * 8 * 1024 if cc >= 9.0 else 4096 * 1024 * 2 + 16 * 1024 * 8
+
+
+def cublas_workspace_bytes(gpu: GpuProfile | None) -> int:
+    """The BLAS workspace's bytes (blas_workspace): cuBLAS on NVIDIA, hipBLASLt / hipBLAS on AMD."""
+    return blas_workspace(gpu)[1]
 
 
 def flashinfer_sampler_default(gpu: GpuProfile | None) -> bool:
@@ -157,7 +184,7 @@ def profile_peak(spec: ModelSpec, gpu: GpuProfile | None, **settings) -> Profile
     """_profile_peak, once per model and settings: a search asks for it per GPU x format x TP x max_num_seqs, and
     the GPU enters only through its compute capability, vendor and SM count (cuBLAS workspace, FlashInfer sampler,
     Triton top-k rows), which key the memo with the settings. The result is read-only."""
-    seen = None if gpu is None else (gpu.compute_capability, gpu.vendor, gpu.sm_count)
+    seen = None if gpu is None else (gpu.compute_capability, gpu.vendor, gpu.gfx, gpu.sm_count)
     return per_object("profile_peak", (spec,), (seen, *sorted(settings.items())),
                       lambda: _profile_peak(spec, gpu, **settings))
 
@@ -170,7 +197,7 @@ def _profile_peak(spec: ModelSpec, gpu: GpuProfile | None, *, tp: int, m: int, s
     d = dtype_bytes
     h = spec.hidden_size
     rows = min(seqs, m)
-    cublas = ("cuBLAS workspace", cublas_workspace_bytes(gpu))
+    cublas = blas_workspace(gpu)
     # the forward reaches cuBLAS through unquantized Linears (and MoE routers, never quantized); AWQ/GPTQ/FP8/MXFP4
     # Linears run their own kernels (Machete/Marlin, CUTLASS): a dense model in those formats meets cuBLAS only at
     # the lm_head, in the sampler phase (H200 h-8b-awq-eager-16k: no workspace in the forward's peak)
@@ -205,7 +232,7 @@ def _profile_peak(spec: ModelSpec, gpu: GpuProfile | None, *, tp: int, m: int, s
                 programs = min(1 << max(rows - 1, 0).bit_length(), sms)
                 sampler.append(("top-k/top-p Triton buffer", programs * spec.vocab_size * 4))
             phases["sampler"] = held + sampler + [("forward output", m * h * d + 2 * rows * h * d), cublas]
-    if v2_runner and compiled:
+    if v2_runner and compiled:  # compiled: torch.compile compiles inside this run (not loaded from its cache)
         phases["compile"] = [("Inductor embedding copy", padded_vocab // tp * h * d), ("hidden states", 2 * m * h * d)]
     totals = {name: sum(b for _, b in parts) for name, parts in phases.items()}
     top = max(totals, key=lambda k: totals[k])

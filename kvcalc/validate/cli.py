@@ -37,6 +37,8 @@ def _from_log(path: str, model: str | None, gpu: str | None, as_json: bool, over
         return
     if overrides.pop("mem_fraction_static", None) is not None:
         raise UsageError("--mem-fraction-static is SGLang's; this is a vLLM log (use --util)")
+    if overrides.pop("sglang_version", None) is not None:
+        raise UsageError("--sglang-version is SGLang's; this is a vLLM log (use --vllm-version)")
     result = from_log(path, model, gpu, overrides, vllm_version=vllm_version, run=run)
     parsed, report, model = result["parsed"], result["report"], result["model"]
     for warning in parsed["warnings"]:
@@ -120,7 +122,7 @@ def _from_sglang_log(text: str, p: Path, model: str | None, gpu: str, as_json: b
     # validate's vLLM-named options in SGLang's terms (--util is vLLM's gpu_memory_utilization: not carried over)
     known = {"kv": "kv_cache_dtype", "tensor_parallel_size": "tp_size", "max_model_len": "context_length",
              "max_num_seqs": "max_running_requests", "max_num_batched_tokens": "chunked_prefill_size",
-             "weights": "weights", "mem_fraction_static": "mem_fraction_static"}
+             "weights": "weights", "mem_fraction_static": "mem_fraction_static", "sglang_version": "version"}
     given = {known[k]: v for k, v in overrides.items() if k in known}
     ignored = sorted(k for k in overrides if k not in known)
     report = check_sglang_log(parsed, model, gpu, **given)
@@ -310,12 +312,15 @@ def _run(hf: bool, vllm: bool, quick: bool, out: str | None, device: str, model:
                   "[default: the log's, else SGLang's]").click_option()
 @options.override("vllm_version", "--from-log: predict with this version's rules (default: the log's); a log of "
                   "another version is a MISMATCH").click_option()
+@options.override("sglang_version", "--from-log of an SGLang log: the release whose rules apply (an SGLang log "
+                  "does not print it) [default: 0.5.14]").click_option()
 @click.option("--run", "run", type=click.IntRange(min=-1000, max=100000), default=None,
               help="--from-log: which engine start of a log holding several (0-based; default the last)")
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
 def validate(from_log, bench, input_len, output_len, metrics, block_size, report, model, gpu, kv, util, weights,
              quantization, tp, pp, max_model_len, max_num_batched_tokens, max_num_seqs, enforce_eager, entrypoint, hf,
-             vllm, quick, out, device, per_process, budget_s, resume, strict, mem_fraction_static, vllm_version, run, as_json):
+             vllm, quick, out, device, per_process, budget_s, resume, strict, mem_fraction_static, vllm_version,
+             sglang_version, run, as_json):
     """Compare kvcalc's predictions with real engines: a vLLM start-up log (--from-log), earlier results
     (--report), or new runs of transformers (--hf) and vLLM (--vllm)."""
     modes = [bool(from_log), bool(report), bool(hf or vllm), bool(bench), bool(metrics)]
@@ -337,7 +342,11 @@ def validate(from_log, bench, input_len, output_len, metrics, block_size, report
                                        enforce_eager=enforce_eager, entrypoint=entrypoint, block_size=block_size)
         if mem_fraction_static is not None:  # SGLang's (an SGLang log); refused for a vLLM log
             overrides["mem_fraction_static"] = mem_fraction_static
+        if sglang_version is not None:  # likewise
+            overrides["sglang_version"] = sglang_version
         if metrics:
+            if overrides.pop("sglang_version", None) is not None:
+                raise UsageError("--sglang-version is for --from-log of an SGLang log; --metrics reads a vLLM server")
             _metrics(metrics, model, gpu, as_json, overrides, strict=strict, vllm_version=vllm_version)
         else:
             if block_size is not None:

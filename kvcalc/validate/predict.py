@@ -288,6 +288,12 @@ def settings_with_sources(parsed: dict[str, Any], overrides: dict[str, Any], che
                                              and all(limits.get(m, 1) == 0 for m in modalities)):
         kwargs["language_model_only"] = True
         sources["language_model_only"] = "log"
+    # torch.compile's cache as the log shows it (vllm_log.py: an AOT load is "warm"); said only when the log or the
+    # user states it (no such line: VllmSettings' default, a first start's cold compile)
+    for where, found in (("override", given), ("log", logged)):
+        if found.get("compile_cache") in ("cold", "warm"):
+            kwargs["compile_cache"], sources["compile_cache"] = found["compile_cache"], where
+            break
     settings = VllmSettings(
         weights=weights if checkpoint is not None and weights is checkpoint else weight_format(str(weights)),
         kv=kv_format(kv_name),

@@ -214,6 +214,8 @@ def check_sglang_log(parsed: dict[str, Any], model: Any, gpu: Any, **overrides: 
         enable_dp_attention=bool(pick("enable_dp_attention", False)),
         max_total_tokens=pick("max_total_tokens", None),
         version=overrides.get("version") or sglang_engine.DEFAULT_VERSION)
+    # an SGLang log does not print its release: --sglang-version, else the newest rules kvcalc has
+    assumed["sglang_version"] = {"value": s.version, "from": "override" if overrides.get("version") else "default"}
     est = sglang_engine.estimate(spec, profile, s)
     rows, notes = [], []
 

@@ -349,6 +349,13 @@ PATTERNS: tuple[Pattern, ...] = (
     Pattern("init engine (profile, create kv cache, warmup model) took ",
             rf"init engine \(profile, create kv cache, warmup model\) took {_V} seconds",
             (("values", "init_engine_seconds", "float"),), "core.py (0.7+)"),
+    # torch.compile's time at this start (compilation/monitor.py end_monitoring_torch_compile: from the first call's
+    # start to the compiled or loaded function, AOT load included), as monitor.py and core.py's summary print it
+    Pattern("torch.compile took ", rf"torch\.compile took {_V} s in total", (("values", "compile_seconds", "float"),),
+            "compilation/monitor.py:53 (0.29-0.30) 'torch.compile took %.2f s in total'"),
+    Pattern("(compilation: ", rf"warmup model\) took {_V} s \(compilation: {_V} s\)",
+            (("values", "init_engine_seconds", "float"), ("values", "compile_seconds", "float")),
+            "core.py (0.27+) 'init engine ... took %.2f s (compilation: %.2f s)'"),
     Pattern("the estimated maximum model length is ", rf"the estimated maximum model length is {_W}",
             (("values", "estimated_max_model_len", "int"),), "kv_cache_utils.py check_enough_kv_cache_memory"),
     Pattern("maximum number of tokens that can be stored in KV cache (",
@@ -393,6 +400,19 @@ _TEXT_SETTINGS = (
     ("Resolved architecture: ", re.compile(r"Resolved architecture: (\w{1,100})"), "architecture", str),
     # Which engine ran: V0's worker/model_runner.py and executor vs V1's v1/worker/gpu_*.py (0.8-0.10 ran either,
     # by VLLM_USE_V1). "Initializing a V0/V1 LLM engine" (0.8+) says it outright.
+    # torch.compile's cache state at this start (engines/vllm.py VllmSettings.compile_cache): the first of these
+    # lines wins. Warm: compilation/decorators.py "Directly load AOT compilation from path %s" (the stored AOT
+    # artifact; decorators.py:313 at 0.30.0) or backends.py "Directly load the compiled graph(s) for compile range
+    # %s from the cache" (vLLM's Inductor cache: no Inductor compile). Cold: backends.py "Compiling a graph for
+    # compile range %s takes %.2f s" and decorators.py "saved AOT compiled function to %s".
+    ("Directly load AOT compilation from path", re.compile(r"(Directly load) AOT compilation"), "compile_cache",
+     lambda _: "warm"),
+    ("from the cache, took", re.compile(r"Directly load the compiled graph\(s\) for compile range .{1,40}? (from the "
+                                        r"cache)"), "compile_cache", lambda _: "warm"),
+    ("Compiling a graph for compile range", re.compile(r"(Compiling a graph) for compile range"), "compile_cache",
+     lambda _: "cold"),
+    ("saved AOT compiled function to", re.compile(r"(saved AOT compiled function) to"), "compile_cache",
+     lambda _: "cold"),
     ("LLM engine (v", re.compile(r"Initializing an? (V[01]) LLM engine"), "engine", str.lower),
     (" blocks: ", re.compile(r"(?:^|# )(?:GPU|cuda|CUDA|gpu) blocks: \d{1,12}(, # CPU) blocks"), "engine",
      lambda _: "v0"),
@@ -700,6 +720,11 @@ def parse_vllm_log(text: str, run: int | None = None) -> dict[str, Any]:
             elif key not in out["values"]:  # an earlier (more direct) row already gave it
                 out["values"][key] = number
                 out["raw"][key] = line.strip()
+    if "compile_cache" not in out["settings"] and out["values"].get("compile_seconds", 1.0) < 1.0:
+        # no compile line kept, but a sub-second torch.compile is a load of the stored artifact: a compile runs
+        # Dynamo first, which alone takes seconds ("Dynamo bytecode transform time" 6.3-9.1 s in the public cold
+        # logs); loads take 0.1-4.4 s, so only the sub-second ones are read as warm
+        out["settings"]["compile_cache"] = "warm"
     if "weights_bytes" not in out["values"] and "weights_profiled_bytes" in out["values"]:
         # V0 (0.6-0.8) prints the weights only in its profiling summary ("model weights take X GiB"): the same
         # measurement as "Model loading took" (memory after loading minus before), so it stands for it
