@@ -41,7 +41,11 @@ Lengths as the random dataset draws them (benchmarks/datasets/utils.py get_sampl
 Step time: kvcalc/step_cost.py (the speed model of throughput.py); a step of more tokens than `graph_max_tokens`
 runs without CUDA graphs (vllm/v1/cudagraph_dispatcher.py:274-281) and takes at least the CPU's launch of the
 forward (StepCost.launch_s). Front-end: `frontend_s` per request between the
-client's send and the engine (HTTP, tokenization), from serve_frontend below.
+client's send and the engine (HTTP, tokenization), from workload.frontend_s; `Load.api_cpu_s` of it is the API
+server's own asyncio loop, which round-robins the requests it holds (each await hands the loop to the next), so the
+requests that come while it is busy leave together at the end of its busy period: a burst of N reaches the engine
+N x api_cpu_s after it was sent, a request that finds the loop idle after frontend_s. (The real server lets a
+burst's first request through alone, ~0.2 s ahead of the rest at 128; this busy-period model holds it with the others.)
 
 SGLANG (EngineConfig.prefill_first; sglang 0.5.7, python/sglang/srt/managers/): `get_next_batch_to_run`
 (scheduler.py:1778-1859) builds a prefill batch first (`get_new_batch_prefill`, :1861) and runs it when it forms ("Run
@@ -107,6 +111,7 @@ class Load:
     seed: int = 0  # --seed
     ready_check: bool = False  # --ready-check-timeout-sec > 0: the first prompt is sent once before the run
     client_send_s: float = 0.0  # the bench client's own time to get one request out (one asyncio loop)
+    api_cpu_s: float = 0.0  # the API server's loop time per request, shared among the requests it holds at once
 
 
 @dataclass
@@ -169,9 +174,11 @@ def planned_sends(load: Load) -> np.ndarray:
     return t * (n / load.request_rate / t[-1]) if t[-1] > 0 else t
 
 
-def simulate(cost, cfg: EngineConfig, load: Load, frontend_s: float = 0.0) -> SimResult:
+def simulate(cost, cfg: EngineConfig, load: Load, frontend_s: float = 0.0, trace: list | None = None) -> SimResult:
     """Run the bench against the engine. `cost`: a step_cost.StepCost (anything with its step_s, weights_s and
-    per-token/row attributes)."""
+    per-token/row attributes). `trace`: a list to append every step to, as vLLM's iteration log counts it
+    (start s, seconds, context requests, context tokens, generation requests; a context request is one without an
+    output token yet, vllm/v1/utils.py:797)."""
     prompt, out = sample_lengths(load)
     if int(prompt.max() + out.max()) > cfg.max_model_len:
         raise ValueError("a request is longer than max_model_len")
@@ -216,13 +223,24 @@ def simulate(cost, cfg: EngineConfig, load: Load, frontend_s: float = 0.0) -> Si
     in_flight = 0
 
     client_free = 0.0  # when the client's loop is free to send the next request
+    api_end = -math.inf  # the end of the API server loop's busy period
+    period: list[int] = []  # the requests the API server holds in it
 
     def release(now: float) -> None:  # client slots: each finished request lets the next prompt go
-        nonlocal next_send, in_flight, client_free
+        nonlocal next_send, in_flight, client_free, api_end, period
         while next_send < n and in_flight < limit:
             i = next_send
             send[i] = client_free = max(planned[i], now, client_free) + load.client_send_s
-            arrive[i] = send[i] + frontend_s
+            # the API server's loop round-robins the requests it holds (each await hands it to the next): a request
+            # that comes while it is busy lengthens the busy period by api_cpu_s, and all it holds leave at its end
+            if send[i] > api_end:
+                period, api_end = [], send[i] + load.api_cpu_s
+            else:
+                period = [j for j in period if arrive[j] > now]
+                api_end += load.api_cpu_s
+            period.append(i)
+            for j in period:
+                arrive[j] = api_end + frontend_s - load.api_cpu_s
             next_send += 1
             in_flight += 1
 
@@ -404,6 +422,8 @@ def simulate(cost, cfg: EngineConfig, load: Load, frontend_s: float = 0.0) -> Si
             last_tok[r] = ends[-1]
             s_prev, t = float(starts[-1]), float(ends[-1])
             steps += stretch
+            if trace is not None:
+                trace.extend((float(a), float(d), 0, 0, len(r)) for a, d in zip(starts, dts))
         else:  # one step
             chunk = ~is_dec
             ctx = float((computed[r[is_dec]] + 1).sum())
@@ -413,6 +433,9 @@ def simulate(cost, cfg: EngineConfig, load: Load, frontend_s: float = 0.0) -> Si
                 dt = max(dt, cost.launch_s)  # no CUDA graph: the CPU launches the forward, the GPU runs behind it
             s_prev, t = t, t + dt
             steps += 1
+            if trace is not None:
+                new_req = generated[r] == 0
+                trace.append((s_prev, dt, int(new_req.sum()), int(kk[new_req].sum()), int((~new_req).sum())))
             computed[r] += kk
             caught = r[computed[r] >= tokens[r]]  # caught up with its tokens: one is sampled
             generated[caught] += 1

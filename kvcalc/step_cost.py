@@ -20,7 +20,8 @@ with every term a kernel class of throughput.forward_kernels (read off it, never
   max_cudagraph_capture_size tokens (vllm/v1/cudagraph_dispatcher.py:274-281, v0.26.0: more tokens dispatch
   CUDAGraphMode.NONE), so a bigger step launches its whole forward from Python while the GPU runs behind it, and
   takes the longer of the two (serve_sim applies it to those steps). The launch time is throughput's eager-mode launch
-  model (engines.vllm eager_fixed_step_s + eager_per_layer_s x layers, fitted on eager runs), times `cpu_scale`: how
+  model (engines.vllm eager_fixed_step_s + eager_per_layer_s x layers, fitted on eager runs, + eager_per_moe_layer_s
+  x MoE layers, fitted on one lone MoE prefill: scripts/serve_load_report.py fit_moe_launch), times `cpu_scale`: how
   much slower the host's CPU runs launch-bound work than the host those constants were fitted on (1 for kvcalc's own
   figures; scripts/serve_load_report.py measures the serve runs' host).
 
@@ -33,7 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace  # replace: the unit kernel in _build
 
 from .constants import load
-from .throughput import Kernel, _eager_cpu_s, decode_speed, forward_kernels, gpu_rates
+from .throughput import Kernel, _eager_cpu_s, decode_speed, forward_kernels, gpu_rates, moe_layer_count
 from .engines.vllm_specs import vllm_bytes_per_token
 
 _PROBE = 1 << 20  # tokens of context a unit kernel is read at (large: exact in float arithmetic)
@@ -146,6 +147,6 @@ def _build(spec, gpu, weights, kv, tp, kv_bytes_per_token, enforce_eager, dtype_
     cmp = next(k for k in forward_kernels(spec, gpu, weights, kv, 1, 0.0, _PROBE, tp, dtype_bytes, rates,
                                           prefill=True) if k.name == "attention")
     unit = replace(mem, memory_s=mem.memory_s / _PROBE, alu_s=mem.alu_s / _PROBE, compute_s=cmp.compute_s / _PROBE)
-    launch = _eager_cpu_s(load("throughput")["engines"]["vllm"], spec.num_layers) * cpu_scale
+    launch = _eager_cpu_s(load("throughput")["engines"]["vllm"], spec.num_layers, moe_layer_count(spec)) * cpu_scale
     return StepCost(spec, gpu, weights, kv, tp, kv_pt, one.fixed_s, eager, dec.time_s / _PROBE,
                     sampler.time_s, unit, launch)

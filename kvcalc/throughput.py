@@ -528,10 +528,18 @@ def _overhead(spec: ModelSpec, engine_consts: dict, rates: GpuRates, layers: flo
     return fixed
 
 
-def _eager_cpu_s(engine_consts: dict, layers: float) -> float:
+def _eager_cpu_s(engine_consts: dict, layers: float, moe_layers: float = 0.0) -> float:
     """Without CUDA graphs the CPU launches every kernel of a step from Python; the GPU runs behind it, so the step
-    takes the longer of the two (the launch time is fitted on eager runs)."""
-    return engine_consts["eager_fixed_step_s"] + engine_consts["eager_per_layer_s"] * layers
+    takes the longer of the two (the launch time is fitted on eager runs). An MoE layer's experts add their own
+    launch path (vLLM's fused_moe: routing, top-k, block alignment and two Triton GEMMs launched from Python each
+    layer), `eager_per_moe_layer_s` more per MoE layer."""
+    return (engine_consts["eager_fixed_step_s"] + engine_consts["eager_per_layer_s"] * layers
+            + engine_consts.get("eager_per_moe_layer_s", 0.0) * moe_layers)
+
+
+def moe_layer_count(spec: ModelSpec) -> int:
+    """Layers with an MoE MLP."""
+    return spec.moe.moe_layers if spec.moe is not None else 0
 
 
 def decode_speed(spec: ModelSpec, gpu: GpuProfile, engine: str, weights: WeightFormat, kv: KvFormat, batch: int,
@@ -565,7 +573,7 @@ def decode_speed(spec: ModelSpec, gpu: GpuProfile, engine: str, weights: WeightF
     gpu_s = sum(k.time_s for k in kernels)  # pp stage steps per round, each 1/pp of the work
     step = fixed + gpu_s
     if enforce_eager:
-        step = max(step, _eager_cpu_s(e, layers) * pp)
+        step = max(step, _eager_cpu_s(e, layers, moe_layer_count(spec) / pp) * pp)
         notes.append("eager mode: the step is the longer of the CPU's kernel launches and the GPU's work")
     if kv.bits == 8 and kv.vllm_name is not None and fp8_kv_path(gpu) == "emulated-legacy":
         notes.append(f"FP8 KV on {gpu.name} (compute capability {gpu.compute_capability}): no fused FP8 attention "
@@ -616,7 +624,7 @@ def prefill_s(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFor
                                   prefill=True)
         step = overhead + sum(k.time_s for k in kernels)
         if enforce_eager:
-            step = max(step, _eager_cpu_s(e, spec.num_layers))
+            step = max(step, _eager_cpu_s(e, spec.num_layers, moe_layer_count(spec)))
         total += step
         start += n
     return total

@@ -162,7 +162,13 @@ def client_send_s(entrypoint: str = "serve") -> float:
     return float(load("serve")["client"]["per_send_s"]) if entrypoint == "serve" else 0.0
 
 
-def bench_load(wl: Workload, entrypoint: str = "serve"):
+def api_cpu_s(entrypoint: str = "serve") -> float:
+    """The OpenAI server's own loop time per request, shared among the requests it holds at once (part of the
+    front-end cost; kvcalc/data/serve.yaml api_cpu_s); the LLM class has no server."""
+    return float(load("serve")["frontend"].get("api_cpu_s", 0.0)) if entrypoint == "serve" else 0.0
+
+
+def bench_load(wl: Workload, entrypoint: str = "serve", api_cpu: float | None = None):
     """The serve_sim.Load of a workload."""
     from .serve_sim import Load
 
@@ -173,7 +179,8 @@ def bench_load(wl: Workload, entrypoint: str = "serve"):
     return Load(wl.input_len, wl.output_len, n, max_concurrency=conc,
                 request_rate=wl.request_rate if wl.request_rate is not None else math.inf,
                 burstiness=wl.burstiness, random_range_ratio=wl.random_range_ratio, prefix_len=wl.prefix_len,
-                seed=wl.seed, client_send_s=client_send_s(entrypoint))
+                seed=wl.seed, client_send_s=client_send_s(entrypoint),
+                api_cpu_s=api_cpu_s(entrypoint) if api_cpu is None else api_cpu)
 
 
 def vllm_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFormat, wl: Workload, *,
@@ -223,7 +230,8 @@ def vllm_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFo
         per = -(-wl.context // bs)
         cfg = EngineConfig(chunk_tokens, max(1, slots), max(1, slots) * per + 1, bs, wl.context, None, prefix_caching,
                            async_scheduling=async_scheduling)
-    load = bench_load(wl, entrypoint)
+    # the API loop's busy period is vLLM's OpenAI server's, fitted on it; SGLang's tokenizer manager is unmeasured
+    load = bench_load(wl, entrypoint, api_cpu=0.0 if sglang is not None else None)
     res = simulate(cost, cfg, load, frontend_s(entrypoint, gpu) if first_token_s is None else first_token_s)
     m = res.metrics(wl.percentiles)
     notes = []

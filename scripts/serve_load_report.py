@@ -45,6 +45,10 @@ ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "docs" / "validation" / "data" / "v4" / "serve"
 CASES = {run: ROOT / "scripts" / "gpu_v4" / f"serve_cases_{run}.json" for run in "abcdefg"}
 FIT = ("llama-3.1-8b.c1_1k_256",)  # the front-end cost's fit set; everything else is held out
+# runs whose kvcalc figures were committed before they ran (predictions-efg.json, commit 538b526): their split is
+# "pre-registered"; the blind errors are those figures' (blind_summary), the table's are the current model's
+PRE_REGISTERED = ("e", "f", "g")
+PREDICTIONS = DATA / "predictions-efg.json"
 # run b's rows that run a's leftover 3B server answered: the case file names them llama-3.1-8b-awq (data README)
 RELABEL = {("b", "llama-3.1-8b-awq", "c4_8k_256"): "llama-3.2-3b-fp8kv",
            ("b", "llama-3.1-8b-awq", "rate8_1k_256"): "llama-3.2-3b-fp8kv"}
@@ -116,17 +120,18 @@ def simulate_case(case: dict, frontend_s: float | None = None):
 HF_DECODE = ROOT / "docs" / "validation" / "data" / "v4" / "hf_decode.jsonl"
 
 
-def host_cpu_scale() -> float:
+def host_cpu_scale(day: str | None = None) -> float:
     """How much slower the serve runs' host runs launch-bound work than the host kvcalc's launch constants were fitted
     on: the median of measured / kvcalc over the transformers decode runs of v4/hf_decode.jsonl with the default
-    cache (same host, same day, torch 2.11; eager PyTorch decode is bound by the CPU's kernel launches: its profile
-    shows the GPU busy 2-8 ms of a 19-48 ms step). Fitted on those runs only; no load run enters it."""
+    cache measured on `day` (YYYY-MM-DD, a session: each session is a fresh machine, and its CPU is its own; None:
+    the latest day), same host type, torch 2.11 (eager PyTorch decode is bound by the CPU's kernel launches: its
+    profile shows the GPU busy 2-8 ms of a 19-48 ms step). Fitted on those runs only; no load run enters it."""
     from kvcalc.catalog import load_model
     from kvcalc.formats import kv_format, weight_format
     from kvcalc.hardware import get_gpu
     from kvcalc.throughput import hf_decode_speed
 
-    ratios = []
+    ratios: dict = {}
     for line in HF_DECODE.read_text().splitlines():
         r = json.loads(line)
         st = r.get("settings", {})
@@ -134,21 +139,27 @@ def host_cpu_scale() -> float:
             continue
         pred = hf_decode_speed(load_model(st["model"]), get_gpu("h200"), weight_format("bf16"), kv_format("auto"),
                                st["batch"], st["prompt_len"] + st["new_tokens"] // 2).step_s
-        ratios.append(r["decode_ms_per_step"] / 1e3 / pred)
-    return statistics.median(ratios)
+        ratios.setdefault(r["time"][:10], []).append(r["decode_ms_per_step"] / 1e3 / pred)
+    return statistics.median(ratios[day if day is not None else max(ratios)])
 
 
-_SCALE = None
+_SCALE: dict = {}
 
 
-def _cpu_scale() -> float:
-    global _SCALE
-    if _SCALE is None:
-        _SCALE = host_cpu_scale()
-    return _SCALE
+def _cpu_scale(day: str | None = None) -> float:
+    if day not in _SCALE:
+        _SCALE[day] = host_cpu_scale(day)
+    return _SCALE[day]
 
 
-def _simulate(case: dict, frontend_s: float | None = None):
+def session_day(case: dict) -> str | None:
+    """The day a run was measured (vllm bench's `date`, YYYYMMDD-HHMMSS), None for a run not yet measured."""
+    date = case.get("bench", {}).get("date")
+    return f"{date[:4]}-{date[4:6]}-{date[6:8]}" if date else None
+
+
+def _simulate(case: dict, frontend_s: float | None = None, trace: list | None = None,
+              api_cpu: float | None = None):
     from kvcalc.catalog import load_model
     from kvcalc.checkpoint import baseline_weights
     from kvcalc.engines import vllm as vllm_engine
@@ -171,12 +182,14 @@ def _simulate(case: dict, frontend_s: float | None = None):
                     request_rate=wl.get("request_rate"), num_prompts=wl["num_prompts"],
                     random_range_ratio=wl.get("range_ratio", 0.0), prefix_len=wl.get("prefix_len", 0),
                     burstiness=wl.get("burstiness", 1.0), percentiles=(50.0, 90.0, 99.0), seed=case["seed"])
-    cost = step_cost(spec, gpu, weights, kv, 1, est.deployment_kv_bytes_per_token, cpu_scale=_cpu_scale())
+    cost = step_cost(spec, gpu, weights, kv, 1, est.deployment_kv_bytes_per_token,
+                     cpu_scale=_cpu_scale(session_day(case)))
     cfg = EngineConfig(est.max_num_batched_tokens, est.max_num_seqs, est.num_gpu_blocks, est.layout.block_size,
                        est.max_model_len, est.layout.blocks_per_request,
                        graph_max_tokens=max_graph_tokens(est.max_num_seqs, est.max_num_batched_tokens),
                        prefix_caching=s["prefix_caching"])
-    res = simulate(cost, cfg, bench_load(work), default_frontend("serve") if frontend_s is None else frontend_s)
+    res = simulate(cost, cfg, bench_load(work, api_cpu=api_cpu),
+                   default_frontend("serve") if frontend_s is None else frontend_s, trace=trace)
     return res, est, work
 
 
@@ -227,6 +240,45 @@ def burst_spacing(case: dict) -> float | None:
     return (s[-1] - s[0]) / (k - 1)
 
 
+MOE_LAUNCH_FIT = "qwen3-30b-a3b.c1_1k_256"  # run d: the one run eager_per_moe_layer_s is fitted on
+
+
+def fit_moe_launch(cases: list[dict]) -> float:
+    """kvcalc/data/throughput.yaml eager_per_moe_layer_s: a lone 1,024-token prompt is one step without CUDA graphs
+    (more tokens than max_cudagraph_capture_size 512), bound by the CPU's launches on an MoE (the GPU's work is a
+    third of it): vLLM's own scheduled-to-first-token interval of the MoE fit run (/metrics), over its session's CPU
+    scale, less the dense launch model, per MoE layer."""
+    from kvcalc.catalog import load_model
+    from kvcalc.constants import load as load_constants
+    from kvcalc.throughput import moe_layer_count
+
+    case = next(c for c in cases if c["id"] == MOE_LAUNCH_FIT)
+    m = metrics_means(raw_members()[f"{case['shape']['name']}.{case['run']}.metrics.txt"].decode())
+    prefill_s, n = m["vllm:request_prefill_time_seconds"]
+    assert n == case["bench"]["completed"]  # the capture covers exactly these requests
+    spec = load_model(case["shape"]["catalog"])
+    e = load_constants("throughput")["engines"]["vllm"]
+    dense = e["eager_fixed_step_s"] + e["eager_per_layer_s"] * spec.num_layers
+    return (prefill_s / _cpu_scale(session_day(case)) - dense) / moe_layer_count(spec)
+
+
+API_CPU_FIT = ("llama-3.1-8b.c64_1k_256", "llama-3.1-8b.c128_1k_256", "llama-3.1-8b.all_at_once_64_1k_256")  # run a
+
+
+def fit_api_cpu(cases: list[dict], fe: float) -> float:
+    """kvcalc/data/serve.yaml frontend.api_cpu_s: the grid value (0.5-3.0 ms, 0.1 ms apart) with the least mean
+    |mean TTFT error| over API_CPU_FIT, three bursts of run a (every other run held out)."""
+    fit = [c for c in cases if c["id"] in API_CPU_FIT]
+    best = None
+    for k in range(5, 31):
+        x = k / 1e4
+        err = statistics.fmean(abs(_simulate(c, fe, api_cpu=x)[0].ttft_s.mean() * 1e3 / c["bench"]["mean_ttft_ms"] - 1)
+                               for c in fit)
+        if best is None or err < best[0] - 1e-12:
+            best = (err, x)
+    return best[1]
+
+
 def fit_frontend(cases: list[dict]) -> float:
     """The front-end cost: mean over FIT of measured TTFT minus the engine's simulated TTFT."""
     gaps = []
@@ -243,7 +295,7 @@ def report(frontend: float | None = None) -> dict:
     for c in cases:
         p = predict(c, frontend_s=fe)
         b = c["bench"]
-        row = {"id": c["id"], "split": "fit" if c["id"] in FIT else "held-out", "num_prompts": b["num_prompts"],
+        row = {"id": c["id"], "split": split_of(c), "num_prompts": b["num_prompts"],
                "max_concurrency": b["max_concurrency"], "request_rate": b["request_rate"]}
         for name, key, _ in QUANTITIES:
             row[f"{name}_measured"] = b[key]
@@ -255,23 +307,57 @@ def report(frontend: float | None = None) -> dict:
                 row[f"{name}_closed_form_error"] = old[key] / b[key] - 1
         row["preemptions_predicted"] = p["preemptions"]
         rows.append(row)
-    held = [r for r in rows if r["split"] == "held-out"]
+    summary = summarize([r for r in rows if r["split"] == "held-out"])
+    pre = summarize([r for r in rows if r["split"] == "pre-registered"])
+    gaps = [g for c in cases if c["id"] in FIT for g in client_gaps(c)]
+    spacing = [x for x in (burst_spacing(c) for c in cases if c["id"] not in FIT) if x is not None]
+    return {"frontend_per_request_s": fe, "fit_set": list(FIT), "moe_launch_fit": MOE_LAUNCH_FIT,
+            "eager_per_moe_layer_s": fit_moe_launch(cases), "api_cpu_fit": list(API_CPU_FIT),
+            "api_cpu_s": fit_api_cpu(cases, fe),
+            "host_cpu_scale": {day: _cpu_scale(day) for day in sorted({session_day(c) for c in cases})},
+            "client_send_s": statistics.fmean(gaps), "held_out_burst_spacing_s": [min(spacing), max(spacing)],
+            "rows": rows,
+            "held_out_summary": summary, "pre_registered_summary": pre, "blind_summary": blind_summary(cases),
+            "steady_state": steady_report(cases), "lone_request_path": lone_request_path(cases)}
+
+
+def split_of(case: dict) -> str:
+    if case["id"] in FIT:
+        return "fit"
+    if case["id"] == MOE_LAUNCH_FIT:
+        return "fit (MoE launch)"
+    if case["id"] in API_CPU_FIT:
+        return "fit (API loop)"
+    return "pre-registered" if case["run"] in PRE_REGISTERED else "held-out"
+
+
+def summarize(rows: list[dict]) -> dict:
+    """Mean and max |error| and the count within target of each quantity over the rows."""
     summary = {}
+    if not rows:
+        return summary
     for name, _, _ in QUANTITIES:
-        errs = [abs(r[f"{name}_error"]) for r in held]
+        errs = [abs(r[f"{name}_error"]) for r in rows]
         summary[name] = {"mean_abs_error": statistics.fmean(errs), "max_abs_error": max(errs),
                          "within_target": sum(e <= TARGETS[name] for e in errs), "of": len(errs),
                          "target": TARGETS[name]}
-        before = [abs(r[f"{name}_closed_form_error"]) for r in held if f"{name}_closed_form_error" in r]
+        before = [abs(r[f"{name}_closed_form_error"]) for r in rows if f"{name}_closed_form_error" in r]
         if before:
             summary[name]["closed_form_mean_abs_error"] = statistics.fmean(before)
-    gaps = [g for c in cases if c["id"] in FIT for g in client_gaps(c)]
-    spacing = [x for x in (burst_spacing(c) for c in cases if c["id"] not in FIT) if x is not None]
-    return {"frontend_per_request_s": fe, "fit_set": list(FIT), "host_cpu_scale": _cpu_scale(),
-            "client_send_s": statistics.fmean(gaps), "held_out_burst_spacing_s": [min(spacing), max(spacing)],
-            "rows": rows,
-            "held_out_summary": summary,
-            "steady_state": steady_report(cases), "lone_request_path": lone_request_path(cases)}
+    return summary
+
+
+def blind_summary(cases: list[dict]) -> dict:
+    """The pre-registered runs scored on the figures committed before they ran (predictions-efg.json): the held-out
+    result as it was, whatever the model has become since."""
+    if not PREDICTIONS.is_file():
+        return {}
+    made = {r["id"]: r for rows in json.loads(PREDICTIONS.read_text())["runs"].values() for r in rows}
+    rows = []
+    for c in cases:
+        if c["run"] in PRE_REGISTERED and c["id"] in made:
+            rows.append({f"{name}_error": made[c["id"]][key] / c["bench"][key] - 1 for name, key, _ in QUANTITIES})
+    return summarize(rows)
 
 
 def raw_members(suffixes=(".json", ".metrics.txt")) -> dict:
@@ -337,18 +423,21 @@ def steady_report(cases: list[dict]) -> dict:
     front-end cost refitted on FIT the same way."""
     fe = statistics.fmean(measured_steady(c)["mean_ttft_ms"] / 1e3 - simulated_steady(c, 0.0)["mean_ttft_ms"] / 1e3
                           for c in cases if c["id"] in FIT)
-    errs: dict = {name: [] for name, _, _ in QUANTITIES[:3]}
+    errs: dict = {"held-out": {name: [] for name, _, _ in QUANTITIES[:3]},
+                  "pre-registered": {name: [] for name, _, _ in QUANTITIES[:3]}}
     rows = {}
     for c in cases:
         m, p = measured_steady(c), simulated_steady(c, fe)
         rows[c["id"]] = {name: p[key] / m[key] - 1 for name, key, _ in QUANTITIES[:3]}
-        if c["id"] not in FIT:
-            for name in errs:
-                errs[name].append(abs(rows[c["id"]][name]))
-    summary = {name: {"mean_abs_error": statistics.fmean(v), "max_abs_error": max(v),
-                      "within_target": sum(e <= TARGETS[name] for e in v), "of": len(v), "target": TARGETS[name]}
-               for name, v in errs.items()}
-    return {"frontend_per_request_s": fe, "rows": rows, "held_out_summary": summary}
+        if split_of(c) in errs:
+            for name in errs[split_of(c)]:
+                errs[split_of(c)][name].append(abs(rows[c["id"]][name]))
+    summary = {split: {name: {"mean_abs_error": statistics.fmean(v), "max_abs_error": max(v),
+                              "within_target": sum(e <= TARGETS[name] for e in v), "of": len(v),
+                              "target": TARGETS[name]} for name, v in by.items() if v}
+               for split, by in errs.items()}
+    return {"frontend_per_request_s": fe, "rows": rows, "held_out_summary": summary["held-out"],
+            "pre_registered_summary": summary["pre-registered"]}
 
 
 # the shapes' offline in-process prefill cases in docs/validation/speed-errors.json (same GPU, same vLLM, same config)
@@ -408,24 +497,39 @@ def markdown(rep: dict) -> str:
         lines.append(f"| {r['id']} | {r['split']} | " + " | ".join(cells) + " |")
     s = rep["held_out_summary"]
     lines.append("")
-    lines.append("Held out (" + str(s["mean_ttft"]["of"]) + " runs): " + "; ".join(
-        f"{name.replace('_', ' ')} mean |error| {100 * v['mean_abs_error']:.0f}% (max {100 * v['max_abs_error']:.0f}%), "
-        f"{v['within_target']} of {v['of']} within {100 * v['target']:.0f}%" for name, v in s.items()) + ".")
+
+    def line(summary: dict) -> str:
+        return "; ".join(f"{name.replace('_', ' ')} mean |error| {100 * v['mean_abs_error']:.1f}% (max "
+                         f"{100 * v['max_abs_error']:.0f}%), {v['within_target']} of {v['of']} within "
+                         f"{100 * v['target']:.0f}%" for name, v in summary.items())
+
+    lines.append("Held out, runs a-d (" + str(s["mean_ttft"]["of"]) + " runs, in-sample: the model was changed while "
+                 "looking at them): " + line(s) + ".")
+    if rep.get("blind_summary"):
+        lines.append(f"Pre-registered, runs e-g ({rep['blind_summary']['mean_ttft']['of']} runs), as predicted before "
+                     "they ran (predictions-efg.json, commit 538b526; the honest held-out number): "
+                     + line(rep["blind_summary"]) + ".")
+    if rep.get("pre_registered_summary"):
+        lines.append("The same runs by the current model (the table's rows; no longer blind where the model changed "
+                     "after they were seen): " + line(rep["pre_registered_summary"]) + ".")
     lines.append("Before the simulation (plan's closed form, same held-out runs): " + "; ".join(
         f"{name.replace('_', ' ')} mean |error| {100 * v['closed_form_mean_abs_error']:.0f}%"
         for name, v in s.items() if "closed_form_mean_abs_error" in v) + ".")
     lines.append(f"Front-end cost fitted on {', '.join(rep['fit_set'])}: {1e3 * rep['frontend_per_request_s']:.1f} ms "
-                 f"per request. The serve host's CPU: {rep['host_cpu_scale']:.2f}x the launch time of kvcalc's "
-                 "constants (from the same host's transformers decode runs, v4/hf_decode.jsonl), in steps without "
-                 f"CUDA graphs. The bench client's own cost per request: {1e3 * rep['client_send_s']:.2f} ms (fit set: "
-                 "a request's end to the next send; the held-out bursts send one every "
+                 f"per request. The serve host's CPU, per session: " + ", ".join(
+                     f"{day} {v:.2f}x" for day, v in rep["host_cpu_scale"].items()) + " the launch time of kvcalc's "
+                 "constants (from the same session's transformers decode runs, v4/hf_decode.jsonl), in steps "
+                 "without CUDA graphs. The bench client's own cost per request: "
+                 f"{1e3 * rep['client_send_s']:.2f} ms (fit set: a request's end to the next send; the held-out bursts send one every "
                  f"{1e3 * rep['held_out_burst_spacing_s'][0]:.2f}-{1e3 * rep['held_out_burst_spacing_s'][1]:.2f} ms).")
     st = rep["steady_state"]
     lines.append("Steady state (each run's first request dropped from measured and simulated figures, front-end "
-                 f"refitted the same way: {1e3 * st['frontend_per_request_s']:.1f} ms): " + "; ".join(
+                 f"refitted the same way: {1e3 * st['frontend_per_request_s']:.1f} ms): runs a-d " + "; ".join(
                      f"{name.replace('_', ' ')} mean |error| {100 * v['mean_abs_error']:.0f}% "
                      f"({v['within_target']} of {v['of']} within {100 * v['target']:.0f}%)"
-                     for name, v in st["held_out_summary"].items()) + ".")
+                     for name, v in st["held_out_summary"].items()) + "; runs e-g " + "; ".join(
+                     f"{name.replace('_', ' ')} {100 * v['mean_abs_error']:.0f}% ({v['within_target']} of {v['of']})"
+                     for name, v in st.get("pre_registered_summary", {}).items()) + ".")
     if rep["lone_request_path"]:
         lines += ["", "The lone 1k-token requests (c1 runs, 6 each) by vLLM's own interval metrics (ms, means; each "
                   "server's /metrics capture covers exactly these requests):", "",

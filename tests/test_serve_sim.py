@@ -219,6 +219,22 @@ def test_the_bench_client_sends_one_request_after_another():
     assert simulate(ToyCost(), cfg, Load(100, 5, 4)).send_s == pytest.approx([0.0] * 4)
 
 
+def test_the_api_servers_loop_holds_a_burst_until_its_busy_period_ends():
+    """api_cpu_s: 4 prompts sent 0.5 ms apart reach a loop that needs 10 ms each: each send lands in the busy period
+    and lengthens it, so all four reach the engine together at 0.5 + 4 x 10 ms of loop time, plus the rest of the
+    front-end cost (20 - 10 ms); their first tokens share the first step. A lone request (closed loop of 1) finds the
+    loop idle every time and takes the front-end cost alone, as without it."""
+    c, a, fe = 0.5e-3, 10e-3, 20e-3
+    cfg = EngineConfig(8192, 64, 10_000, 16, 4096, prefix_caching=False, async_scheduling=False)
+    burst = simulate(ToyCost(), cfg, Load(100, 5, 4, client_send_s=c, api_cpu_s=a), frontend_s=fe)
+    step = 1e-3 + 400e-6  # the four prompts' prefill in one step
+    first = burst.send_s + burst.ttft_s
+    assert first == pytest.approx([c + 4 * a + (fe - a) + step] * 4)
+    lone = simulate(ToyCost(), cfg, Load(100, 5, 3, max_concurrency=1, client_send_s=c, api_cpu_s=a), frontend_s=fe)
+    plain = simulate(ToyCost(), cfg, Load(100, 5, 3, max_concurrency=1, client_send_s=c), frontend_s=fe)
+    assert lone.ttft_s == pytest.approx(plain.ttft_s) and lone.ttft_s[0] == pytest.approx(fe + 1e-3 + 100e-6)
+
+
 def test_sglang_runs_a_prefill_batch_before_the_decodes():
     """SGLang (prefill_first): request A (100-token prompt, 5 outputs) decodes alone; B is sent 5 ms in. vLLM
     schedules B's prompt beside A's decode; SGLang runs B's prefill batch alone (A waits a step), then both decode:

@@ -378,7 +378,7 @@ def test_sglang_rows_simulate_prefill_batches_first():
     from kvcalc.workload import bench_load, frontend_s
 
     cost = step_cost(req.spec, req.gpu, weight_format("bf16"), kv_format("auto"), 1)
-    load = bench_load(wl)
+    load = bench_load(wl, api_cpu=0.0)  # SGLang rows: no vLLM API-loop term (workload.vllm_bench)
     a = mixed(cost, cfg, load, frontend_s("serve", req.gpu)).metrics()
     b = mixed(cost, dataclasses.replace(cfg, prefill_first=False, max_prefill_tokens=None), load,
               frontend_s("serve", req.gpu)).metrics()
