@@ -20,6 +20,7 @@ launch time, kvcalc/data/throughput.yaml's `hf` section).
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 from pathlib import Path
 from dataclasses import dataclass, field
@@ -223,7 +224,7 @@ def write_classes(classes: dict, intervals: dict | None, held_out: dict | None) 
     path = resources.files("kvcalc") / "data" / "speed.yaml"
     text = str(path.read_text()).split("\n# --- public-corpus classes")[0].rstrip() + "\n"
     block = {"classes": {k: {kk: float(vv) for kk, vv in sorted(v.items())} for k, v in classes.items() if v},
-             "intervals": intervals or {}}
+             "intervals": json.loads(json.dumps(intervals or {}))}  # copies: equal bands must not dump as YAML aliases
     block["classes"]["source"] = (
         "fitted by scripts/speed_corpus_report.py --write-classes on docs/validation/data/speed-corpus/corpus.jsonl "
         "(public vLLM results, each row quoted); held-out errors (leave-one-GPU-out, leave-one-source-out) in "
