@@ -17,6 +17,24 @@ def stale_blocks(blocks) -> list[str]:
             if block_text(path.read_text(), start, end) != text]
 
 
+def write_blocks(blocks) -> None:
+    """Each (doc path, start, end, text) of a script's generated_blocks() written into its doc, each doc read and
+    written once."""
+    docs: dict = {}
+    for path, start, end, text in blocks:
+        docs[path] = replace_block(docs.get(path) or path.read_text(), start, end, text)
+    for path, doc in docs.items():
+        path.write_text(doc)
+
+
+def print_or_write(blocks, argv) -> None:
+    """A report script's main: print its blocks, and with --write put them into their docs."""
+    for _, _, _, text in blocks:
+        print(text, end="" if text.endswith("\n") else "\n")
+    if "--write" in argv:
+        write_blocks(blocks)
+
+
 def replace_block(doc: str, start: str, end: str, text: str) -> str:
     """`doc` with the text between `start` and `end` replaced by `text` (which ends with a newline); a doc without the
     markers gets the block appended."""

@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 from kvcalc.errors import UsageError  # noqa: E402
 from kvcalc.units import GiB  # noqa: E402
 from kvcalc.validate.vllm_log import check_log, gib_to_bytes, parse_vllm_log, read_log  # noqa: E402
-from doc_blocks import replace_block  # noqa: E402 (scripts/, beside this file)
+from doc_blocks import print_or_write  # noqa: E402 (scripts/, beside this file)
 
 PUBLIC = ROOT / "tests" / "fixtures" / "vllm_logs" / "public"
 DOC = ROOT / "docs" / "validation" / "README.md"
@@ -289,14 +289,8 @@ def generated_blocks(data: list[dict] | None = None) -> list[tuple]:
 
 def main(argv: list[str]) -> None:
     data = rows()
-    blocks = generated_blocks(data)
-    for _, _, _, text in blocks:
-        print(text)
+    print_or_write(generated_blocks(data), argv)
     if "--write" in argv:
-        doc = DOC.read_text()
-        for _, start, end, text in blocks:
-            doc = replace_block(doc, start, end, text)
-        DOC.write_text(doc)
         JSON_OUT.write_text(json.dumps(data, indent=1) + "\n")
 
 

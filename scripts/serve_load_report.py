@@ -622,11 +622,10 @@ def generated_blocks(rep: dict | None = None) -> list[tuple]:
 
 def write(rep: dict) -> None:
     """docs/validation/serve-load-errors.json and the README's load table."""
-    from doc_blocks import replace_block  # scripts/, beside this file
+    from doc_blocks import write_blocks  # scripts/, beside this file
 
     (ROOT / "docs" / "validation" / "serve-load-errors.json").write_text(json.dumps(rep, indent=1) + "\n")
-    (_, start, end, text), = generated_blocks(rep)
-    README.write_text(replace_block(README.read_text(), start, end, text))
+    write_blocks(generated_blocks(rep))
 
 
 def predictions(run_names: list[str]) -> dict:

@@ -18,7 +18,7 @@ sys.path.insert(0, str(ROOT))
 
 from kvcalc.units import GiB  # noqa: E402
 from kvcalc.validate.sglang_log import check_sglang_log, parse_sglang_log  # noqa: E402
-from doc_blocks import replace_block  # noqa: E402 (scripts/, beside this file)
+from doc_blocks import print_or_write  # noqa: E402 (scripts/, beside this file)
 
 PUBLIC = ROOT / "tests" / "fixtures" / "sglang_logs" / "public"
 DOC = ROOT / "docs" / "validation" / "sglang.md"
@@ -83,10 +83,7 @@ def generated_blocks() -> list[tuple]:
 
 
 def main(argv: list[str]) -> None:
-    (_, _, _, text), = generated_blocks()
-    print(text, end="")
-    if "--write" in argv:
-        DOC.write_text(replace_block(DOC.read_text(), START, END, text))
+    print_or_write(generated_blocks(), argv)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from doc_blocks import replace_block  # noqa: E402 (scripts/, beside this file)
+from doc_blocks import print_or_write  # noqa: E402 (scripts/, beside this file)
 
 CORPUS = ROOT / "docs" / "validation" / "data" / "speed-corpus" / "corpus.jsonl"
 DOC = ROOT / "docs" / "validation" / "sglang.md"
@@ -96,10 +96,7 @@ def generated_blocks() -> list[tuple]:
 
 
 def main(argv: list[str]) -> None:
-    (_, _, _, text), = generated_blocks()
-    print(text, end="")
-    if "--write" in argv:
-        DOC.write_text(replace_block(DOC.read_text(), START, END, text))
+    print_or_write(generated_blocks(), argv)
 
 
 if __name__ == "__main__":
