@@ -211,14 +211,9 @@ class _Candidate:
 
 
 def priced_gpus(req: SearchRequest, warnings: list[str]):
-    """(gpu, price) for the searched GPUs that can be rented at the request's price tier (both servers' searches)."""
+    """(gpu, price) for the searched GPUs that can be rented at the request's price tier (both servers' searches);
+    the GPUs --published-prices-only leaves out are named in one warning once the loop is done."""
     estimated: list[str] = []
-    yield from _priced(req, warnings, estimated)
-    if estimated:
-        warnings.append(f"left out, their prices being estimates (--published-prices-only): {', '.join(estimated)}")
-
-
-def _priced(req: SearchRequest, warnings: list[str], estimated: list[str]):
     for gpu in req.space.gpus:
         price = req.prices.get(gpu.id)
         if price is None:
@@ -231,6 +226,8 @@ def _priced(req: SearchRequest, warnings: list[str], estimated: list[str]):
             warnings.append(f"{gpu.id}: no {req.price_tier} offer known; left out (kvcalc/data/prices.yaml offers)")
             continue
         yield gpu, price
+    if estimated:
+        warnings.append(f"left out, their prices being estimates (--published-prices-only): {', '.join(estimated)}")
 
 
 def searched_formats(space: Space, kv_runs):
