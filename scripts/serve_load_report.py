@@ -33,6 +33,7 @@ Two more views of the same runs, both read off raw.tar.gz:
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import statistics
@@ -43,12 +44,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "docs" / "validation" / "data" / "v4" / "serve"
-CASES = {run: ROOT / "scripts" / "gpu_v4" / f"serve_cases_{run}.json" for run in "abcdefg"}
+CASES = {run: ROOT / "scripts" / "gpu_v4" / f"serve_cases_{run}.json" for run in "abcdefghi"}
 FIT = ("llama-3.1-8b.c1_1k_256",)  # the front-end cost's fit set; everything else is held out
 # runs whose kvcalc figures were committed before they ran (predictions-efg.json, commit 538b526): their split is
 # "pre-registered"; the blind errors are those figures' (blind_summary), the table's are the current model's
-PRE_REGISTERED = ("e", "f", "g")
-PREDICTIONS = DATA / "predictions-efg.json"
+PREDICTIONS = {"e": DATA / "predictions-efg.json", "f": DATA / "predictions-efg.json", "g": DATA / "predictions-efg.json",
+               "h": DATA / "predictions-hi.json", "i": DATA / "predictions-hi.json"}
+PRE_REGISTERED = tuple(PREDICTIONS)
 # run b's rows that run a's leftover 3B server answered: the case file names them llama-3.1-8b-awq (data README)
 RELABEL = {("b", "llama-3.1-8b-awq", "c4_8k_256"): "llama-3.2-3b-fp8kv",
            ("b", "llama-3.1-8b-awq", "rate8_1k_256"): "llama-3.2-3b-fp8kv"}
@@ -120,11 +122,50 @@ def simulate_case(case: dict, frontend_s: float | None = None):
 HF_DECODE = ROOT / "docs" / "validation" / "data" / "v4" / "hf_decode.jsonl"
 
 
-def host_cpu_scale(day: str | None = None) -> float:
+SESSION_GAP_H = 4.0  # measurements further apart than this are different sessions (a session is <= 3 h on one machine)
+
+
+def _stamp(text: str):
+    """A measurement's time: transformers rows' ISO `time`, vllm bench's `date` (YYYYMMDD-HHMMSS)."""
+    from datetime import datetime
+
+    return datetime.strptime(text[:15], "%Y%m%d-%H%M%S") if text[8] == "-" else datetime.fromisoformat(text[:19])
+
+
+def _hf_default_rows() -> list[dict]:
+    rows = []
+    for line in HF_DECODE.read_text().splitlines():
+        r = json.loads(line)
+        st = r.get("settings", {})
+        if r.get("decode_ms_per_step") and st.get("kv") == "auto" and st.get("weights") == "bf16":
+            rows.append(r)
+    return rows
+
+
+@functools.lru_cache(maxsize=1)
+def sessions() -> tuple:
+    """The start of each session (a fresh machine), from every timestamp of the serve runs and the transformers
+    decode runs: sorted, split where two are more than SESSION_GAP_H apart. Two sessions can fall on one day."""
+    stamps = sorted([_stamp(json.loads(l)["date"]) for l in (DATA / "runs.jsonl").read_text().splitlines()]
+                    + [_stamp(r["time"]) for r in _hf_default_rows()])
+    starts = [stamps[0]]
+    for a, b in zip(stamps, stamps[1:]):
+        if (b - a).total_seconds() > SESSION_GAP_H * 3600:
+            starts.append(b)
+    return tuple(starts)
+
+
+def session_of(text: str) -> str:
+    """The session a timestamp belongs to, named by its start (YYYY-MM-DDTHH:MM)."""
+    t = _stamp(text)
+    return max(s for s in sessions() if s <= t).strftime("%Y-%m-%dT%H:%M")
+
+
+def host_cpu_scale(session: str | None = None) -> float:
     """How much slower the serve runs' host runs launch-bound work than the host kvcalc's launch constants were fitted
     on: the median of measured / kvcalc over the transformers decode runs of v4/hf_decode.jsonl with the default
-    cache measured on `day` (YYYY-MM-DD, a session: each session is a fresh machine, and its CPU is its own; None:
-    the latest day), same host type, torch 2.11 (eager PyTorch decode is bound by the CPU's kernel launches: its
+    cache measured in `session` (session_of's name: each session is a fresh machine, and its CPU is its own; None:
+    the latest session), same host type, torch 2.11 (eager PyTorch decode is bound by the CPU's kernel launches: its
     profile shows the GPU busy 2-8 ms of a 19-48 ms step). Fitted on those runs only; no load run enters it."""
     from kvcalc.catalog import load_model
     from kvcalc.formats import kv_format, weight_format
@@ -132,30 +173,27 @@ def host_cpu_scale(day: str | None = None) -> float:
     from kvcalc.throughput import hf_decode_speed
 
     ratios: dict = {}
-    for line in HF_DECODE.read_text().splitlines():
-        r = json.loads(line)
-        st = r.get("settings", {})
-        if not r.get("decode_ms_per_step") or st.get("kv") != "auto" or st.get("weights") != "bf16":
-            continue
+    for r in _hf_default_rows():
+        st = r["settings"]
         pred = hf_decode_speed(load_model(st["model"]), get_gpu("h200"), weight_format("bf16"), kv_format("auto"),
                                st["batch"], st["prompt_len"] + st["new_tokens"] // 2).step_s
-        ratios.setdefault(r["time"][:10], []).append(r["decode_ms_per_step"] / 1e3 / pred)
-    return statistics.median(ratios[day if day is not None else max(ratios)])
+        ratios.setdefault(session_of(r["time"]), []).append(r["decode_ms_per_step"] / 1e3 / pred)
+    return statistics.median(ratios[session if session is not None else max(ratios)])
 
 
 _SCALE: dict = {}
 
 
-def _cpu_scale(day: str | None = None) -> float:
-    if day not in _SCALE:
-        _SCALE[day] = host_cpu_scale(day)
-    return _SCALE[day]
+def _cpu_scale(session: str | None = None) -> float:
+    if session not in _SCALE:
+        _SCALE[session] = host_cpu_scale(session)
+    return _SCALE[session]
 
 
 def session_day(case: dict) -> str | None:
-    """The day a run was measured (vllm bench's `date`, YYYYMMDD-HHMMSS), None for a run not yet measured."""
+    """The session a run was measured in (session_of of vllm bench's `date`), None for a run not yet measured."""
     date = case.get("bench", {}).get("date")
-    return f"{date[:4]}-{date[4:6]}-{date[6:8]}" if date else None
+    return session_of(date) if date else None
 
 
 def _simulate(case: dict, frontend_s: float | None = None, trace: list | None = None,
@@ -347,16 +385,18 @@ def summarize(rows: list[dict]) -> dict:
     return summary
 
 
-def blind_summary(cases: list[dict]) -> dict:
-    """The pre-registered runs scored on the figures committed before they ran (predictions-efg.json): the held-out
-    result as it was, whatever the model has become since."""
-    if not PREDICTIONS.is_file():
-        return {}
-    made = {r["id"]: r for rows in json.loads(PREDICTIONS.read_text())["runs"].values() for r in rows}
+def blind_summary(cases: list[dict], runs_of: tuple = PRE_REGISTERED) -> dict:
+    """The pre-registered runs scored on the figures committed before they ran (PREDICTIONS): the held-out result as
+    it was, whatever the model has become since."""
     rows = []
-    for c in cases:
-        if c["run"] in PRE_REGISTERED and c["id"] in made:
-            rows.append({f"{name}_error": made[c["id"]][key] / c["bench"][key] - 1 for name, key, _ in QUANTITIES})
+    for path in sorted({PREDICTIONS[r] for r in runs_of}):
+        if not path.is_file():
+            continue
+        made = {(run, r["id"]): r for run, rs in json.loads(path.read_text())["runs"].items() for r in rs}
+        for c in cases:
+            if c["run"] in runs_of and PREDICTIONS[c["run"]] == path and (c["run"], c["id"]) in made:
+                m = made[(c["run"], c["id"])]
+                rows.append({f"{name}_error": m[key] / c["bench"][key] - 1 for name, key, _ in QUANTITIES})
     return summarize(rows)
 
 
@@ -637,6 +677,8 @@ def predictions(run_names: list[str]) -> dict:
         rows = []
         for si, shape in enumerate(json.loads(CASES[run].read_text())["shapes"]):
             for wi, wl in enumerate(shape["workloads"]):
+                if wl.get("warmup"):  # a warm-up pass (the fresh server's JIT compiles), never compared
+                    continue
                 case = {"id": f"{shape['name']}.{wl['id']}", "shape": shape, "wl": wl,
                         "seed": _seed(run, si, shape["name"], wi, wl["id"])}
                 p = predict(case, frontend_s=fe)

@@ -117,12 +117,19 @@ def test_the_steady_state_line_refits_on_the_same_fit_set_only(rep):
 
 def test_the_host_cpu_scale_comes_from_the_same_sessions_transformers_decode(rep):
     """Each session is a fresh machine: the four default-cache transformers decode runs of 2026-12-01 run 1.46-2.02x
-    slower than kvcalc's eager launch constants predict, the two of 2026-12-02 (Qwen2.5-14B) about 1.06x; the report
-    simulates each serve run with its own day's median."""
+    slower than kvcalc's eager launch constants predict, the two of the next session (2026-12-02 from 01:57,
+    Qwen2.5-14B) about 1.06x; the report simulates each serve run with its own session's median."""
     scale = rep["host_cpu_scale"]
-    assert set(scale) == {"2026-12-01", "2026-12-02"}
-    assert 1.4 < scale["2026-12-01"] < 2.1 and 0.9 < scale["2026-12-02"] < 1.3
-    assert scale["2026-12-02"] == pytest.approx(report.host_cpu_scale())  # the latest day: --predict's
+    assert {"2026-12-01T20:20", "2026-12-02T01:57"} <= set(scale)
+    assert 1.4 < scale["2026-12-01T20:20"] < 2.1 and 0.9 < scale["2026-12-02T01:57"] < 1.3
+    assert scale[max(scale)] == pytest.approx(report.host_cpu_scale())  # the latest session: --predict's
+
+
+def test_sessions_split_where_measurements_are_hours_apart():
+    """Two sessions can share a date (2026-12-02 01:57 and a later one): a session is every measurement until a gap
+    of more than SESSION_GAP_H hours, so a run and its transformers reference of the same session share a scale."""
+    assert report.session_of("20261201-202332") == "2026-12-01T20:20"
+    assert report.session_of("2026-12-02T02:17:00") == report.session_of("20261202-015742") == "2026-12-02T01:57"
 
 
 def test_the_shipped_client_cost_is_the_fit_sets_gap(rep):
