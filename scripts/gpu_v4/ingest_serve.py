@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""Turn what serve_load.py brought back from the GPU host into the committed data (issue 25).
+
+    python3 scripts/gpu_v4/ingest_serve.py RUN CASES.json RESULT.tar.gz [RESULT2.tar.gz ...]
+
+For every workload of the case file that ran (status.json says ok) and is not a warm-up (`"warmup": true`: the pass
+that makes a fresh server JIT-compile its kernels before anything is timed), appends vllm bench's summary (the
+--save-result JSON without its per-request lists) to docs/validation/data/v4/serve/runs.jsonl as
+{"shape", "workload", "run", ...}, and writes raw-RUN.tar.xz beside it: the --save-detailed JSONs (per-request ttfts,
+itls, start_times; generated_texts dropped), each server's start-up and iteration log, its /metrics capture and the
+run's status.json (serve command, server env, bench commands) as status-RUN.json. Rows already there for RUN are
+replaced, so a second ingest of the same run does not duplicate them.
+"""
+from __future__ import annotations
+
+import io
+import json
+import lzma
+import sys
+import tarfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT / "docs" / "validation" / "data" / "v4" / "serve"
+PER_REQUEST = ("ttfts", "itls", "start_times", "output_lens", "input_lens", "errors", "generated_texts")
+
+
+def read_results(tarballs: list[str]) -> dict[str, bytes]:
+    """Every file of the result tarballs by its base name (a later tarball wins)."""
+    files = {}
+    for path in tarballs:
+        with tarfile.open(path) as tar:
+            for m in tar.getmembers():
+                if m.isfile():
+                    files[Path(m.name).name] = tar.extractfile(m).read()
+    return files
+
+
+def ingest(run: str, cases: dict, files: dict[str, bytes]) -> tuple[list[dict], dict[str, bytes]]:
+    """(runs.jsonl rows, raw tarball members) of one run."""
+    status = {s["shape"]: s for s in json.loads(files["status.json"])}
+    rows, raw = [], {f"status-{run}.json": files["status.json"]}
+    for shape in cases["shapes"]:
+        name = shape["name"]
+        for suffix in ("server.log", "metrics.txt"):
+            if f"{name}.{suffix}" in files:
+                raw[f"{name}.{run}.{suffix}"] = files[f"{name}.{suffix}"]
+        ran = {w["id"] for w in status.get(name, {}).get("workloads", []) if w.get("ok")}
+        for wl in shape["workloads"]:
+            key = f"{name}.{wl['id']}.json"
+            if wl.get("warmup") or wl["id"] not in ran or key not in files:
+                continue
+            full = json.loads(files[key])
+            full.pop("generated_texts", None)
+            raw[f"{name}.{wl['id']}.{run}.json"] = json.dumps(full).encode()
+            summary = {k: v for k, v in full.items() if k not in PER_REQUEST}
+            rows.append({"shape": name, "workload": wl["id"], "run": run, **summary})
+    return rows, raw
+
+
+def write(run: str, rows: list[dict], raw: dict[str, bytes]) -> None:
+    path = DATA / "runs.jsonl"
+    kept = [line for line in path.read_text().splitlines() if json.loads(line)["run"] != run]
+    path.write_text("\n".join(kept + [json.dumps(r) for r in rows]) + "\n")
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name in sorted(raw):
+            info = tarfile.TarInfo(f"raw/{name}")
+            info.size, info.mtime = len(raw[name]), 0
+            tar.addfile(info, io.BytesIO(raw[name]))
+    (DATA / f"raw-{run}.tar.xz").write_bytes(lzma.compress(buf.getvalue(), preset=9 | lzma.PRESET_EXTREME))
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) < 3:
+        print(__doc__)
+        return 2
+    run, cases = argv[0], json.loads(Path(argv[1]).read_text())
+    rows, raw = ingest(run, cases, read_results(argv[2:]))
+    write(run, rows, raw)
+    print(f"run {run}: {len(rows)} rows, {len(raw)} raw files")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
