@@ -51,6 +51,9 @@ FIT = ("llama-3.1-8b.c1_1k_256",)  # the front-end cost's fit set; everything el
 PREDICTIONS = {"e": DATA / "predictions-efg.json", "f": DATA / "predictions-efg.json", "g": DATA / "predictions-efg.json",
                "h": DATA / "predictions-hi.json", "i": DATA / "predictions-hi.json"}
 PRE_REGISTERED = tuple(PREDICTIONS)
+# the pre-registered runs by the commit that made their figures: scored apart, each the honest number of its session
+PRE_GROUPS = {"e-g": ("e", "f", "g"), "h-i": ("h", "i")}
+PRE_COMMITS = {"e-g": "538b526", "h-i": "3599840"}
 # run b's rows that run a's leftover 3B server answered: the case file names them llama-3.1-8b-awq (data README)
 RELABEL = {("b", "llama-3.1-8b-awq", "c4_8k_256"): "llama-3.2-3b-fp8kv",
            ("b", "llama-3.1-8b-awq", "rate8_1k_256"): "llama-3.2-3b-fp8kv"}
@@ -333,7 +336,7 @@ def report(frontend: float | None = None) -> dict:
     for c in cases:
         p = predict(c, frontend_s=fe)
         b = c["bench"]
-        row = {"id": c["id"], "split": split_of(c), "num_prompts": b["num_prompts"],
+        row = {"id": c["id"], "run": c["run"], "split": split_of(c), "num_prompts": b["num_prompts"],
                "max_concurrency": b["max_concurrency"], "request_rate": b["request_rate"]}
         for name, key, _ in QUANTITIES:
             row[f"{name}_measured"] = b[key]
@@ -346,7 +349,8 @@ def report(frontend: float | None = None) -> dict:
         row["preemptions_predicted"] = p["preemptions"]
         rows.append(row)
     summary = summarize([r for r in rows if r["split"] == "held-out"])
-    pre = summarize([r for r in rows if r["split"] == "pre-registered"])
+    pre = {g: summarize([r for r in rows if r["split"] == "pre-registered" and r["run"] in rs])
+           for g, rs in PRE_GROUPS.items()}
     gaps = [g for c in cases if c["id"] in FIT for g in client_gaps(c)]
     spacing = [x for x in (burst_spacing(c) for c in cases if c["id"] not in FIT) if x is not None]
     return {"frontend_per_request_s": fe, "fit_set": list(FIT), "moe_launch_fit": MOE_LAUNCH_FIT,
@@ -355,7 +359,7 @@ def report(frontend: float | None = None) -> dict:
             "host_cpu_scale": {day: _cpu_scale(day) for day in sorted({session_day(c) for c in cases})},
             "client_send_s": statistics.fmean(gaps), "held_out_burst_spacing_s": [min(spacing), max(spacing)],
             "rows": rows,
-            "held_out_summary": summary, "pre_registered_summary": pre, "blind_summary": blind_summary(cases),
+            "held_out_summary": summary, "pre_registered_summary": pre, "blind_summary": {g: blind_summary(cases, rs) for g, rs in PRE_GROUPS.items()},
             "steady_state": steady_report(cases), "lone_request_path": lone_request_path(cases)}
 
 
@@ -401,23 +405,26 @@ def blind_summary(cases: list[dict], runs_of: tuple = PRE_REGISTERED) -> dict:
 
 
 def raw_members(suffixes=(".json", ".metrics.txt")) -> dict:
-    """The raw tarballs' files by name (raw/<name>), read once: raw.tar.gz (runs a-d), raw-efg.tar.xz (runs e-g)."""
+    """The raw tarballs' files ending in `suffixes` by name (raw/<name>), read once per suffix set: raw.tar.gz (runs
+    a-d), raw-efg.tar.xz (runs e-g), raw-RUN.tar.xz (each later run, scripts/gpu_v4/ingest_serve.py)."""
     import tarfile
 
-    global _RAW
-    if _RAW is None:
-        _RAW = {}
+    key = tuple(suffixes)
+    if key not in _RAW:
+        _RAW[key] = {}
         for name in RAW_TARBALLS:
+            if not (DATA / name).is_file():
+                continue
             with tarfile.open(DATA / name) as tar:
-                _RAW.update({Path(m.name).name: tar.extractfile(m).read() for m in tar.getmembers()
-                             if m.isfile() and m.name.endswith(suffixes)})
-    return _RAW
+                _RAW[key].update({Path(m.name).name: tar.extractfile(m).read() for m in tar.getmembers()
+                                  if m.isfile() and m.name.endswith(key)})
+    return _RAW[key]
 
 
-RAW_TARBALLS = ("raw.tar.gz", "raw-efg.tar.xz")
+RAW_TARBALLS = ("raw.tar.gz", "raw-efg.tar.xz", "raw-h.tar.xz", "raw-i.tar.xz")
 
 
-_RAW = None
+_RAW: dict = {}
 
 
 def detailed(case: dict) -> dict:
@@ -545,13 +552,17 @@ def markdown(rep: dict) -> str:
 
     lines.append("Held out, runs a-d (" + str(s["mean_ttft"]["of"]) + " runs, in-sample: the model was changed while "
                  "looking at them): " + line(s) + ".")
-    if rep.get("blind_summary"):
-        lines.append(f"Pre-registered, runs e-g ({rep['blind_summary']['mean_ttft']['of']} runs), as predicted before "
-                     "they ran (predictions-efg.json, commit 538b526; the honest held-out number): "
-                     + line(rep["blind_summary"]) + ".")
-    if rep.get("pre_registered_summary"):
-        lines.append("The same runs by the current model (the table's rows; no longer blind where the model changed "
-                     "after they were seen): " + line(rep["pre_registered_summary"]) + ".")
+    for group, runs_in in PRE_GROUPS.items():
+        blind, now = rep["blind_summary"].get(group), rep["pre_registered_summary"].get(group)
+        if not blind:
+            continue
+        files = sorted({PREDICTIONS[r].name for r in runs_in})
+        lines.append(f"Pre-registered, runs {group} ({blind['mean_ttft']['of']} runs), as predicted before they ran "
+                     f"({', '.join(files)}, commit {PRE_COMMITS[group]}; the honest held-out number): "
+                     + line(blind) + ".")
+        if now:
+            lines.append(f"Runs {group} by the current model (the table's rows; no longer blind where the model "
+                         "changed after they were seen): " + line(now) + ".")
     lines.append("Before the simulation (plan's closed form, same held-out runs): " + "; ".join(
         f"{name.replace('_', ' ')} mean |error| {100 * v['closed_form_mean_abs_error']:.0f}%"
         for name, v in s.items() if "closed_form_mean_abs_error" in v) + ".")
@@ -567,7 +578,7 @@ def markdown(rep: dict) -> str:
                  f"refitted the same way: {1e3 * st['frontend_per_request_s']:.1f} ms): runs a-d " + "; ".join(
                      f"{name.replace('_', ' ')} mean |error| {100 * v['mean_abs_error']:.0f}% "
                      f"({v['within_target']} of {v['of']} within {100 * v['target']:.0f}%)"
-                     for name, v in st["held_out_summary"].items()) + "; runs e-g " + "; ".join(
+                     for name, v in st["held_out_summary"].items()) + "; runs e-i " + "; ".join(
                      f"{name.replace('_', ' ')} {100 * v['mean_abs_error']:.0f}% ({v['within_target']} of {v['of']})"
                      for name, v in st.get("pre_registered_summary", {}).items()) + ".")
     if rep["lone_request_path"]:

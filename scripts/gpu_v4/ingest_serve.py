@@ -9,7 +9,8 @@ that makes a fresh server JIT-compile its kernels before anything is timed), app
 {"shape", "workload", "run", ...}, and writes raw-RUN.tar.xz beside it: the --save-detailed JSONs (per-request ttfts,
 itls, start_times; generated_texts dropped), each server's start-up and iteration log, its /metrics capture and the
 run's status.json (serve command, server env, bench commands) as status-RUN.json. Rows already there for RUN are
-replaced, so a second ingest of the same run does not duplicate them.
+replaced, so a second ingest of the same run does not duplicate them. A workload with failed requests is kept in
+the raw tarball and left out of runs.jsonl (what it measured is not the workload).
 """
 from __future__ import annotations
 
@@ -53,6 +54,9 @@ def ingest(run: str, cases: dict, files: dict[str, bytes]) -> tuple[list[dict], 
             full = json.loads(files[key])
             full.pop("generated_texts", None)
             raw[f"{name}.{wl['id']}.{run}.json"] = json.dumps(full).encode()
+            if full.get("failed"):  # a run with failed requests measures something else: kept raw, never compared
+                print(f"{name}.{wl['id']}: {full['failed']} of {full['num_prompts']} requests failed: not a row")
+                continue
             summary = {k: v for k, v in full.items() if k not in PER_REQUEST}
             rows.append({"shape": name, "workload": wl["id"], "run": run, **summary})
     return rows, raw
