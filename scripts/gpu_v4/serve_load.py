@@ -24,7 +24,9 @@ def write_model_dir(shape, d):
     cfg = json.load(open(os.path.join(REPO, "kvcalc", "catalog", shape["catalog"] + ".json")))["config"]
     cfg = dict(cfg, **shape.get("config_overrides", {}))
     json.dump(cfg, open(os.path.join(d, "config.json"), "w"), indent=1)
-    subprocess.run([sys.executable, os.path.join(REPO, "scripts", "gpu_v4", "make_tokenizer.py"), d], check=True)
+    # the tokenizer in its own folder (no config.json: see make_tokenizer.py), named by --tokenizer to server and client
+    subprocess.run([sys.executable, os.path.join(REPO, "scripts", "gpu_v4", "make_tokenizer.py"), d, f"{d}/tokenizer"],
+                   check=True)
 
 
 def wait_health(port, proc, timeout=400):
@@ -41,7 +43,7 @@ def wait_health(port, proc, timeout=400):
 
 
 def bench_args(port, model_dir, wl, seed):
-    a = ["--backend", "vllm", "--base-url", f"http://127.0.0.1:{port}", "--model", "m", "--tokenizer", model_dir,
+    a = ["--backend", "vllm", "--base-url", f"http://127.0.0.1:{port}", "--model", "m", "--tokenizer", f"{model_dir}/tokenizer",
          "--dataset-name", "random", "--random-input-len", str(wl["input_len"]),
          "--random-output-len", str(wl["output_len"]), "--ignore-eos", "--num-prompts", str(wl["num_prompts"]),
          "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,90,99", "--seed", str(seed),
@@ -84,7 +86,8 @@ def main():
     for si, shape in enumerate(cases["shapes"]):
         name, d = shape["name"], f"/tmp/serve_models/{shape['name']}"
         write_model_dir(shape, d)
-        cmd = [sys.executable, "-m", "vllm.entrypoints.cli.main", "serve", d, "--load-format", "dummy",
+        cmd = [sys.executable, "-m", "vllm.entrypoints.cli.main", "serve", d, "--tokenizer", f"{d}/tokenizer",
+               "--load-format", "dummy",
                "--port", str(port + si), "--served-model-name", "m"] + shape["serve_args"]
         log = open(os.path.join(out, f"{name}.server.log"), "w")
         t0 = time.time()
