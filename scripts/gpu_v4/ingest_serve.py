@@ -4,7 +4,7 @@
     python3 scripts/gpu_v4/ingest_serve.py RUN CASES.json RESULT.tar.gz [RESULT2.tar.gz ...]
 
 For every workload of the case file that ran (status.json says ok) and is not a warm-up (`"warmup": true`: the pass
-that makes a fresh server JIT-compile its kernels before anything is timed), appends vllm bench's summary (the
+that makes a fresh server JIT-compile its kernels before anything is timed; kept raw only), appends vllm bench's summary (the
 --save-result JSON without its per-request lists) to docs/validation/data/v4/serve/runs.jsonl as
 {"shape", "workload", "run", ...}, and writes raw-RUN.tar.xz beside it: the --save-detailed JSONs (per-request ttfts,
 itls, start_times; generated_texts dropped), each server's start-up and iteration log, its /metrics capture and the
@@ -49,11 +49,14 @@ def ingest(run: str, cases: dict, files: dict[str, bytes]) -> tuple[list[dict], 
         ran = {w["id"] for w in status.get(name, {}).get("workloads", []) if w.get("ok")}
         for wl in shape["workloads"]:
             key = f"{name}.{wl['id']}.json"
-            if wl.get("warmup") or wl["id"] not in ran or key not in files:
+            if wl["id"] not in ran or key not in files:
                 continue
             full = json.loads(files[key])
             full.pop("generated_texts", None)
+            # a warm-up's per-request times stay raw too: its window places the server log's steps on the client's clock
             raw[f"{name}.{wl['id']}.{run}.json"] = json.dumps(full).encode()
+            if wl.get("warmup"):
+                continue
             if full.get("failed"):  # a run with failed requests measures something else: kept raw, never compared
                 print(f"{name}.{wl['id']}: {full['failed']} of {full['num_prompts']} requests failed: not a row")
                 continue
