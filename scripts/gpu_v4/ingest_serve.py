@@ -27,13 +27,17 @@ PER_REQUEST = ("ttfts", "itls", "start_times", "output_lens", "input_lens", "err
 
 
 def read_results(tarballs: list[str]) -> dict[str, bytes]:
-    """Every file of the result tarballs by its base name (a later tarball wins)."""
-    files = {}
+    """Every file of the result tarballs by its base name (a later tarball wins; their status.json lists are merged
+    by shape, so a shape served again in a later command replaces its first attempt)."""
+    files, status = {}, {}
     for path in tarballs:
         with tarfile.open(path) as tar:
             for m in tar.getmembers():
                 if m.isfile():
                     files[Path(m.name).name] = tar.extractfile(m).read()
+        status.update({s["shape"]: s for s in json.loads(files.get("status.json", b"[]"))})
+        files.pop("status.json", None)
+    files["status.json"] = json.dumps(list(status.values()), indent=1).encode()
     return files
 
 
