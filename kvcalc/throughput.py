@@ -88,8 +88,25 @@ def _array_time(parts: tuple, overlap: float):
     with np.errstate(divide="ignore", invalid="ignore"):
         total = 0
         for x in parts:
-            total = total + (x / top) ** overlap
-        return np.where(top <= 0, 0.0, top * total ** (1 / overlap))
+            total = total + _pow(x / top, overlap)
+        return np.where(top <= 0, 0.0, top * _pow(total, 1 / overlap))
+
+
+def _pow_base(base: float, x):
+    """base ** x elementwise with the C library's pow (see _pow)."""
+    import numpy as np
+
+    a = np.asarray(x, dtype=float)
+    return np.fromiter((math.pow(base, v) for v in a.ravel()), dtype=float, count=a.size).reshape(a.shape)
+
+
+def _pow(x, p: float):
+    """x ** p elementwise with the C library's pow, as Python's float ** computes it: numpy's own power may take a
+    SIMD path (AVX-512 builds) that rounds the last bit differently, and an array row must equal its scalar twin."""
+    import numpy as np
+
+    a = np.asarray(x, dtype=float)
+    return np.fromiter((math.pow(v, p) if v == v else v for v in a.ravel()), dtype=float, count=a.size).reshape(a.shape)
 
 
 def _at_least(x, floor):
@@ -382,7 +399,8 @@ def expected_experts(num_experts: int, top_k: int, tokens: float) -> float:
     E * (1 - (1 - k/E)^tokens)."""
     if num_experts <= 0:
         return 0.0
-    return num_experts * (1 - (1 - top_k / num_experts) ** tokens)
+    base = 1 - top_k / num_experts
+    return num_experts * (1 - (_pow_base(base, tokens) if _is_array(tokens) else base ** tokens))
 
 
 @dataclass(frozen=True)
