@@ -87,6 +87,36 @@ def test_sliding_window_pools_by_release():
     assert S.estimate(load_model("gemma-3-12b"), gpu, settings(version="0.5.14")).layout == "mha"  # Gemma: never
 
 
+def test_vlm_factor_takes_num_hidden_layers_or_24():
+    """adjust_mem_fraction_for_vlm reads getattr(vision_config, "num_hidden_layers", 24): Qwen2.5-VL's vision config
+    has `depth` (32) only, so 24 layers of width 1280; Gemma 3's SigLIP states num_hidden_layers 27 (width 1152)."""
+    assert S._vlm_factor(load_model("qwen2.5-vl-7b")) == pytest.approx(0.95 * (1 - 0.1 * (1280 ** 2 / 1024 ** 2 - 1)))
+    assert S._vlm_factor(load_model("gemma-3-4b")) == pytest.approx(
+        0.95 * (1 - 0.1 * (27 * 1152 ** 2 / (24 * 1024 ** 2) - 1)))
+
+
+def test_optin_piecewise_reserve_by_release():
+    """--enable-piecewise-cuda-graph on a B200 (183,359 MiB), Qwen2.5-VL-7B, TP 1: the 0.5.3+ reserve is
+    512 + 1.5 x 16,384 + 2 x 512 + 1024 / 8 = 26,240 MiB; each release adds its own piecewise term (hand arithmetic),
+    then rounds to 3 decimals and scales by the ViT factor 0.8965625."""
+    spec, gpu, vit = load_model("qwen2.5-vl-7b"), get_gpu("b200"), 0.95 * (1 - 0.1 * (1280 ** 2 / 1024 ** 2 - 1))
+
+    def mfs(version, on=True, **kw):
+        return S.estimate(spec, gpu, settings(version=version, context_length=None, enable_piecewise_cuda_graph=on,
+                                              **kw)).mem_fraction_static
+
+    assert mfs("0.5.5") == mfs("0.5.5", on=False) == pytest.approx(round(1 - 26240 / 183359, 3) * vit)  # 0.857
+    assert mfs("0.5.6") == pytest.approx(0.851 * vit)  # + 4096 // 4 = 1,024 MiB after the floor
+    assert mfs("0.5.6") == pytest.approx(0.7629746875)  # what sgl-project/sglang PR 11830 logs
+    assert mfs("0.5.6", piecewise_cuda_graph_max_tokens=8192) == pytest.approx(round(1 - 28288 / 183359, 3) * vit)
+    assert mfs("0.5.7") == pytest.approx(round(1 - (26240 + 16384 // 8) / 183359, 3) * vit)  # max tokens = chunk
+    # 0.5.8: 8 MiB x 73 sizes up to 16,384 (8 + 14 + 8 + 7 + 12 + 24); 0.5.9 adds 576 to the list: 74
+    assert mfs("0.5.8") == pytest.approx(round(1 - (26240 + 73 * 8) / 183359, 3) * vit)
+    assert S.optin_piecewise_reserve_mib(rules_for("0.5.9"), settings(enable_piecewise_cuda_graph=True), 16384,
+                                         False) == (74 * 8, False)
+    assert mfs("0.5.6", on=False) == mfs("0.5.5")
+
+
 def test_refusals_are_usage_errors():
     with pytest.raises(UnsupportedModelError):
         S.estimate(load_model("qwen3-next-80b-a3b"), get_gpu("h200"), settings())
@@ -152,6 +182,12 @@ def test_public_corpus_within_two_percent():
         else:
             assert abs(kv["error"]) < 0.05, e["id"]  # every miss over 2% is explained in docs/validation/sglang.md
         errors.append(abs(kv["error"]))
+        if e.get("mfs_is_default"):  # the command sets no --mem-fraction-static: kvcalc's default must be SGLang's
+            unset = parsed | {"settings": {k: v for k, v in parsed["settings"].items() if k != "mem_fraction_static"}}
+            default = check_sglang_log(unset, e["model"], e["gpu"], tp_size=e["tp"], version=e["sglang_version"],
+                                       enable_piecewise_cuda_graph=e.get("enable_piecewise_cuda_graph"))
+            assert default["estimate"].mem_fraction_static == pytest.approx(e["observed"]["mem_fraction_static"],
+                                                                            abs=1e-9), e["id"]
         own = [r for r in report["rows"] if r["quantity"] == "KV tokens from the log's own memory lines"]
         if own:  # the pool rule itself, on the log's own free memory and weights: within its GiB rounding
             assert abs(own[0]["error"]) < 0.005, e["id"]

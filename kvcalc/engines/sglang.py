@@ -77,6 +77,10 @@ class SglangSettings:
     swa_full_tokens_ratio: float = SWA_FULL_TOKENS_RATIO
     kv_fp4: bool = False  # --kv-cache-dtype fp4_e2m1 (0.5.10+): half a byte per element + a scale per 16
     other_processes_bytes: int = 0
+    # --enable-piecewise-cuda-graph / --piecewise-cuda-graph-max-tokens while piecewise graphs are opt-in (0.5.4-0.5.9):
+    # from 0.5.6 the flag adds a reserve to the default mem_fraction_static (SglangRules.optin_piecewise)
+    enable_piecewise_cuda_graph: bool = False
+    piecewise_cuda_graph_max_tokens: int | None = None
 
     @property
     def rules(self) -> SglangRules:
@@ -187,15 +191,46 @@ def piecewise_graph_sizes(max_tokens: int) -> list[int]:
     return [s for s in sizes if s <= max_tokens]
 
 
+def optin_piecewise_reserve_mib(rules: SglangRules, s: SglangSettings, chunk: int, mla: bool) -> tuple[int, bool]:
+    """MiB the default mem_fraction_static sets aside for --enable-piecewise-cuda-graph while the piecewise graphs
+    are opt-in, and whether SGLang adds it after the 10 GiB floor (SglangRules.optin_piecewise cites the lines)."""
+    if not s.enable_piecewise_cuda_graph or not rules.optin_piecewise:
+        return 0, False
+    if rules.optin_piecewise == "quarter":
+        return (s.piecewise_cuda_graph_max_tokens or 4096) // 4, True
+    max_tokens = s.piecewise_cuda_graph_max_tokens or (2048 if mla and rules.optin_piecewise != "eighth" else chunk)
+    if rules.optin_piecewise == "eighth":
+        return max_tokens // 8, True
+    first = 576 if rules.optin_piecewise == "sizes-0.5.9" else 640
+    sizes = (list(range(4, 33, 4)) + list(range(48, 257, 16)) + list(range(288, 513, 32))
+             + list(range(first, 1024 + 1, 64)) + list(range(1280, 4096 + 1, 256))
+             + list(range(4608, max_tokens + 1, 512)))
+    return len([x for x in sizes if x <= max_tokens]) * 8, False
+
+
+# vision encoder families whose transformers config names its block count `depth`, with no num_hidden_layers
+# (configuration_qwen2_5_vl.py / configuration_qwen3_vl.py / configuration_qwen3_5.py in transformers 4.57.1, 5.3.0
+# and 5.8.1, the releases SGLang 0.5.4-0.5.6, 0.5.10 and 0.5.14 pin): SGLang's getattr falls back to 24 for them
+_VIT_DEPTH_FAMILIES = frozenset({"qwen2_5_vl", "qwen3_vl"})
+
+
 def _vlm_factor(spec: ModelSpec) -> float:
     """server_args.py adjust_mem_fraction_for_vlm: 0.95 x (1 - 0.1 x (ViT complexity / ViT-L/14's - 1)), the
-    second factor clamped to [0.8, 1.05]; complexity = layers x hidden^2 of the vision_config."""
-    vision = (spec.config or {}).get("vision_config")
-    if not isinstance(vision, dict) or not spec.encoders:
+    second factor clamped to [0.8, 1.05]; complexity = layers x hidden^2 of the vision config.
+
+    SGLang reads `getattr(vision_config, "num_hidden_layers", 24)` and `getattr(vision_config, "hidden_size", 1024)`
+    on transformers' config object (0.5.4:3598, 0.5.6:4288-4289, 0.5.10:6406, 0.5.14:7007). The vision tower's
+    shape comes from the model's encoder (encoders.py; a wrapper config's vision_config is not kept on the text
+    ModelSpec). Qwen2-VL, Qwen2.5-VL, Qwen3-VL and Qwen3.5 vision configs have `depth` and no num_hidden_layers, so
+    SGLang takes 24 for them whatever their depth: sgl-project/sglang PR 11830's Qwen2.5-VL-7B on a B200 logs
+    mem_fraction_static=0.7629746875 = 0.851 x 0.95 x (1 - 0.1 x (1280^2 / 1024^2 - 1)); its 32 blocks would give
+    0.721. SigLIP (Gemma 3), Gemma 4, Pixtral and Llama 4 vision configs state num_hidden_layers, and SGLang's
+    KimiK25VisionConfig sets it (configs/kimi_k25.py:45-68 in 0.5.14)."""
+    if not spec.encoders:
         return 1.0
-    layers = vision.get("num_hidden_layers", vision.get("depth", 24)) or 24
-    hidden = vision.get("hidden_size", 1024) or 1024
-    ratio = layers * hidden ** 2 / (24 * 1024 ** 2)
+    enc = spec.encoders[0]
+    layers = 24 if enc.family in _VIT_DEPTH_FAMILIES else enc.layers
+    ratio = layers * enc.width ** 2 / (24 * 1024 ** 2)
     return 0.95 * max(0.8, min(1.05, 1.0 - 0.1 * (ratio - 1.0)))
 
 
@@ -237,13 +272,19 @@ def default_mem_fraction(rules: SglangRules, gpu_mib: int, s: SglangSettings, ch
             reserved += graph_bs * s.dp_size * 3 + (graph_bs * s.dp_size * 1.5 if graph_bs > 300 else 0)
         if rules.piecewise_graph_reserve and not s.disable_cuda_graph:
             reserved += 1.5 * 1024 if mla else len(piecewise_graph_sizes(chunk if chunk > 0 else 4096)) * 8
+        optin, after_floor = optin_piecewise_reserve_mib(rules, s, chunk, mla)
+        if not after_floor:
+            reserved += optin
         if gpu_mib > 60 * 1024:
             reserved = max(reserved, 10 * 1024)
         if s.speculative_algorithm and s.speculative_algorithm.upper() != "NGRAM":
             reserved += 6 * 1024 if s.speculative_algorithm.upper() == "STANDALONE" else rules.speculative_reserve_mib
+        if after_floor:
+            reserved += optin
         why = (f"reserve {reserved / 1024:.2f} GiB = 0.5 + 1.5 MiB x {tokens:,} prefill tokens + 2 MiB x "
                f"{graph_bs} graph batch sizes + TP x PP {parallel} / 8 GiB"
                + (" + piecewise graphs" if rules.piecewise_graph_reserve and not s.disable_cuda_graph else "")
+               + (f" + {optin:,.0f} MiB for --enable-piecewise-cuda-graph" if optin else "")
                + (", at least 10 GiB" if gpu_mib > 60 * 1024 else "") + f" of {gpu_mib:,} MiB")
     mfs = round((gpu_mib - reserved) / gpu_mib, 3)
     factor = _vlm_factor(spec) if rules.vlm_adjust else 1.0
