@@ -334,7 +334,41 @@ def test_start_context_by_link_and_mla_weights_by_hand():
                                                         + (129280 - 129280 // 8) * 7168 * 2
                                                         + S.mla_absorbed_bytes(v32, dp) - 61 * 16 * 256 * 512 * 2
                                                         + S.allocator_rounding_bytes(v32, dp)
-                                                        - S.allocator_rounding_bytes(v32, settings(tensor_parallel=8)))
+                                                        - S.allocator_rounding_bytes(v32, settings(tensor_parallel=8))
+                                                        + S.replicated_weight_bytes(v32, dp)
+                                                        - S.replicated_weight_bytes(v32, settings(tensor_parallel=8)))
+
+
+def test_replicated_weights_by_hand():
+    """ReplicatedLinear and bare Parameters SGLang keeps whole on every rank (deepseek_v2.py, nsa_indexer.py), over
+    the 1/TP share the one weight model gives them. DeepSeek V3.2 in bf16 at TP 8 (attention TP 8): per layer
+    q_a + kv_a 7168 x (1536 + 576) and the indexer's wq_b 1536 x (64 x 128) + wk 7168 x 128, 61 layers, 7/8 of them
+    extra; weights_proj 7168 x 64 (bf16 on CUDA, fp32 on ROCm); the MoEGate 256 x 7168 in 58 MoE layers."""
+    v32 = load_model("deepseek-v3.2")
+    tp8 = settings(tensor_parallel=8)
+    group = 61 * 2 * (7168 * (1536 + 576) + 1536 * 64 * 128 + 7168 * 128)
+    proj = 61 * 7168 * 64
+    router = 256 * 7168 * 58 * 2
+    assert S.replicated_weight_bytes(v32, tp8) == group - group // 8 + proj * 2 - proj * 2 // 8 + router - router // 8
+    assert S.replicated_weight_bytes(v32, tp8, amd=True) - S.replicated_weight_bytes(v32, tp8) == proj * 2
+    # DP attention 8: the attention group is one rank, so only the routers (and weights_proj's ROCm width) remain
+    dp = settings(tensor_parallel=8, dp_size=8, enable_dp_attention=True)
+    assert S.replicated_weight_bytes(v32, dp) == router - router // 8
+    assert S.replicated_weight_bytes(v32, settings(tensor_parallel=1)) == 0
+    assert S.replicated_weight_bytes(load_model("llama-3.1-8b"), tp8) == 0  # dense GQA: everything sharded
+
+
+def test_nsa_mode_by_release():
+    """DeepSeek sparse attention: DP attention with dp = tp through 0.5.5, the flag at --dp as given in 0.5.6-0.5.7,
+    TP attention from 0.5.8 with pages of 1 on ROCm (server_args.py, cited in SglangRules.nsa_mode)."""
+    v32 = load_model("deepseek-v3.2")
+    e = S.estimate(v32, get_gpu("h200"), settings(tensor_parallel=8, version="0.5.4"))
+    assert e.page_size == 64 and "dp = tp = 8" in " ".join(e.notes)
+    e = S.estimate(v32, get_gpu("h200"), settings(tensor_parallel=8, version="0.5.7"))
+    assert "the DP-attention flag at dp 1" in " ".join(e.notes)
+    e = S.estimate(v32, get_gpu("mi355x"), settings(tensor_parallel=8, version="0.5.8"))
+    assert e.page_size == 1 and "TP attention" in " ".join(e.notes)
+    assert S.estimate(v32, get_gpu("b200"), settings(tensor_parallel=8, version="0.5.8")).page_size == 64
 
 
 def test_parser_reads_the_mla_pool_line():
