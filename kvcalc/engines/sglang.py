@@ -474,7 +474,8 @@ def replicated_weight_bytes(spec: ModelSpec, s: SglangSettings, amd: bool = Fals
     ReplicatedLinear (models/deepseek_v2.py:1127-1159); the DSA indexer's wq_b, wk and weights_proj are
     ReplicatedLinear, weights_proj in bf16 on CUDA and float32 elsewhere (layers/attention/nsa/nsa_indexer.py:
     170-191); DeepSeek's MoEGate is a bare Parameter of n_routed_experts x hidden (deepseek_v2.py:286-299), and the
-    Mixtral / Qwen2-MoE / Qwen3-MoE gates are ReplicatedLinear without a quant_config. The attention ones are whole
+    Mixtral / Qwen2-MoE / Qwen3-MoE gates are ReplicatedLinear without a quant_config (mixtral.py:81,
+    qwen2_moe.py:182, qwen3_moe.py:248). The attention ones are whole
     per attention group (sharded over attn_tp in the one model), the routers per rank (sharded over tp). GLM-5-FP8
     at TP 8: 0.98 GiB (q_a + kv_a in fp8) + 0.62 GiB (indexer, weights_proj fp32 on ROCm) + 0.20 GiB (routers)."""
     tp, attn_tp = s.tensor_parallel, s.attn_tp
