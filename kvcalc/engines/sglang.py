@@ -25,6 +25,8 @@ and the sampler live in the rest. Sources (sglang 0.5.4 unless said; other relea
 
 from __future__ import annotations
 
+from typing import Any
+
 from dataclasses import dataclass, field
 
 from ..constants import engine_constants
@@ -77,6 +79,10 @@ class SglangSettings:
     swa_full_tokens_ratio: float = SWA_FULL_TOKENS_RATIO
     kv_fp4: bool = False  # --kv-cache-dtype fp4_e2m1 (0.5.10+): half a byte per element + a scale per 16
     other_processes_bytes: int = 0
+    # --enable-piecewise-cuda-graph / --piecewise-cuda-graph-max-tokens while piecewise graphs are opt-in (0.5.4-0.5.9):
+    # from 0.5.6 the flag adds a reserve to the default mem_fraction_static (SglangRules.optin_piecewise)
+    enable_piecewise_cuda_graph: bool = False
+    piecewise_cuda_graph_max_tokens: int | None = None
 
     @property
     def rules(self) -> SglangRules:
@@ -187,15 +193,46 @@ def piecewise_graph_sizes(max_tokens: int) -> list[int]:
     return [s for s in sizes if s <= max_tokens]
 
 
+def optin_piecewise_reserve_mib(rules: SglangRules, s: SglangSettings, chunk: int, mla: bool) -> tuple[int, bool]:
+    """MiB the default mem_fraction_static sets aside for --enable-piecewise-cuda-graph while the piecewise graphs
+    are opt-in, and whether SGLang adds it after the 10 GiB floor (SglangRules.optin_piecewise cites the lines)."""
+    if not s.enable_piecewise_cuda_graph or not rules.optin_piecewise:
+        return 0, False
+    if rules.optin_piecewise == "quarter":
+        return (s.piecewise_cuda_graph_max_tokens or 4096) // 4, True
+    max_tokens = s.piecewise_cuda_graph_max_tokens or (2048 if mla and rules.optin_piecewise != "eighth" else chunk)
+    if rules.optin_piecewise == "eighth":
+        return max_tokens // 8, True
+    first = 576 if rules.optin_piecewise == "sizes-0.5.9" else 640
+    sizes = (list(range(4, 33, 4)) + list(range(48, 257, 16)) + list(range(288, 513, 32))
+             + list(range(first, 1024 + 1, 64)) + list(range(1280, 4096 + 1, 256))
+             + list(range(4608, max_tokens + 1, 512)))
+    return len([x for x in sizes if x <= max_tokens]) * 8, False
+
+
+# vision encoder families whose transformers config names its block count `depth`, with no num_hidden_layers
+# (configuration_qwen2_5_vl.py / configuration_qwen3_vl.py / configuration_qwen3_5.py in transformers 4.57.1, 5.3.0
+# and 5.8.1, the releases SGLang 0.5.4-0.5.6, 0.5.10 and 0.5.14 pin): SGLang's getattr falls back to 24 for them
+_VIT_DEPTH_FAMILIES = frozenset({"qwen2_5_vl", "qwen3_vl"})
+
+
 def _vlm_factor(spec: ModelSpec) -> float:
     """server_args.py adjust_mem_fraction_for_vlm: 0.95 x (1 - 0.1 x (ViT complexity / ViT-L/14's - 1)), the
-    second factor clamped to [0.8, 1.05]; complexity = layers x hidden^2 of the vision_config."""
-    vision = (spec.config or {}).get("vision_config")
-    if not isinstance(vision, dict) or not spec.encoders:
+    second factor clamped to [0.8, 1.05]; complexity = layers x hidden^2 of the vision config.
+
+    SGLang reads `getattr(vision_config, "num_hidden_layers", 24)` and `getattr(vision_config, "hidden_size", 1024)`
+    on transformers' config object (0.5.4:3598, 0.5.6:4288-4289, 0.5.10:6406, 0.5.14:7007). The vision tower's
+    shape comes from the model's encoder (encoders.py; a wrapper config's vision_config is not kept on the text
+    ModelSpec). Qwen2-VL, Qwen2.5-VL, Qwen3-VL and Qwen3.5 vision configs have `depth` and no num_hidden_layers, so
+    SGLang takes 24 for them whatever their depth: sgl-project/sglang PR 11830's Qwen2.5-VL-7B on a B200 logs
+    mem_fraction_static=0.7629746875 = 0.851 x 0.95 x (1 - 0.1 x (1280^2 / 1024^2 - 1)); its 32 blocks would give
+    0.721. SigLIP (Gemma 3), Gemma 4, Pixtral and Llama 4 vision configs state num_hidden_layers, and SGLang's
+    KimiK25VisionConfig sets it (configs/kimi_k25.py:45-68 in 0.5.14)."""
+    if not spec.encoders:
         return 1.0
-    layers = vision.get("num_hidden_layers", vision.get("depth", 24)) or 24
-    hidden = vision.get("hidden_size", 1024) or 1024
-    ratio = layers * hidden ** 2 / (24 * 1024 ** 2)
+    enc = spec.encoders[0]
+    layers = 24 if enc.family in _VIT_DEPTH_FAMILIES else enc.layers
+    ratio = layers * enc.width ** 2 / (24 * 1024 ** 2)
     return 0.95 * max(0.8, min(1.05, 1.0 - 0.1 * (ratio - 1.0)))
 
 
@@ -237,13 +274,19 @@ def default_mem_fraction(rules: SglangRules, gpu_mib: int, s: SglangSettings, ch
             reserved += graph_bs * s.dp_size * 3 + (graph_bs * s.dp_size * 1.5 if graph_bs > 300 else 0)
         if rules.piecewise_graph_reserve and not s.disable_cuda_graph:
             reserved += 1.5 * 1024 if mla else len(piecewise_graph_sizes(chunk if chunk > 0 else 4096)) * 8
+        optin, after_floor = optin_piecewise_reserve_mib(rules, s, chunk, mla)
+        if not after_floor:
+            reserved += optin
         if gpu_mib > 60 * 1024:
             reserved = max(reserved, 10 * 1024)
         if s.speculative_algorithm and s.speculative_algorithm.upper() != "NGRAM":
             reserved += 6 * 1024 if s.speculative_algorithm.upper() == "STANDALONE" else rules.speculative_reserve_mib
+        if after_floor:
+            reserved += optin
         why = (f"reserve {reserved / 1024:.2f} GiB = 0.5 + 1.5 MiB x {tokens:,} prefill tokens + 2 MiB x "
                f"{graph_bs} graph batch sizes + TP x PP {parallel} / 8 GiB"
                + (" + piecewise graphs" if rules.piecewise_graph_reserve and not s.disable_cuda_graph else "")
+               + (f" + {optin:,.0f} MiB for --enable-piecewise-cuda-graph" if optin else "")
                + (", at least 10 GiB" if gpu_mib > 60 * 1024 else "") + f" of {gpu_mib:,} MiB")
     mfs = round((gpu_mib - reserved) / gpu_mib, 3)
     factor = _vlm_factor(spec) if rules.vlm_adjust else 1.0
@@ -373,7 +416,7 @@ def allocator_rounding_bytes(spec: ModelSpec, s: SglangSettings) -> int:
     return rounding_bytes(weight_tensor_sizes(spec, s))
 
 
-def sglang_weight_bytes(spec: ModelSpec, s: SglangSettings) -> int:
+def sglang_weight_bytes(spec: ModelSpec, s: SglangSettings, amd: bool = False) -> int:
     """Weights one rank loads. SGLang's layers are vLLM's (vocab padded to 64: layers/vocab_parallel_embedding.py:36
     DEFAULT_VOCAB_PADDING_SIZE; TP shards projections and the vocabulary; rotary cos/sin cache), so the one weight
     model of engines/vllm.py serves both; on top, the caching allocator's rounding that SGLang's free-memory
@@ -381,12 +424,15 @@ def sglang_weight_bytes(spec: ModelSpec, s: SglangSettings) -> int:
     from .vllm import VllmSettings, vllm_weight_bytes
 
     v = VllmSettings(weights=s.weights, kv=s.kv, tensor_parallel=s.tensor_parallel, dtype_bytes=s.dtype_bytes)
-    per_rank = vllm_weight_bytes(spec, v) + allocator_rounding_bytes(spec, s) + mla_absorbed_bytes(spec, s)
+    per_rank = (vllm_weight_bytes(spec, v) + allocator_rounding_bytes(spec, s) + mla_absorbed_bytes(spec, s)
+                + replicated_weight_bytes(spec, s, amd))
     if s.attn_tp != s.tensor_parallel:
         # DP attention: each attention group of tp / dp ranks holds a whole copy of the attention projections
         # (layers/dp_attention.py: attention TP = tp_size // dp_size), the MLP stays sharded over all tp ranks
         att = attention_linear_bytes(spec, s)
         per_rank += att // s.attn_tp - att // s.tensor_parallel
+    if s.enable_dp_attention and s.tensor_parallel > 1:
+        # is_dp_attention_enabled() is the flag itself, so the embedding is whole even at --dp 1
         arch = ((spec.config or {}).get("architectures") or [""])[0]
         if arch in DP_REPLICATED_EMBEDDING:
             # VocabParallelEmbedding(..., enable_tp=not is_dp_attention_enabled()): every rank holds the whole
@@ -405,6 +451,58 @@ DP_REPLICATED_EMBEDDING = frozenset({
     "DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM", "Qwen2ForCausalLM",
     "Qwen2MoeForCausalLM", "Qwen3MoeForCausalLM", "GptOssForCausalLM", "Llama4ForCausalLM",
     "Llama4ForConditionalGeneration", "Glm4MoeForCausalLM"})
+
+
+def _checkpoint_linear_bytes(spec: ModelSpec, s: SglangSettings, g: Any) -> int:
+    """Bytes of one Linear group in the weight format; for the checkpoint's own format, in the layout its
+    quantization_config gives that module (checkpoint.closed_form_bytes' rule: Kimi-K2.5 keeps self_attn in bf16
+    while its experts are int4), taken at layer 0."""
+    scheme = getattr(getattr(spec, "checkpoint", None), "scheme", None)
+    if getattr(s.weights, "total_bytes", None) and scheme is not None:
+        from ..checkpoint import module_paths
+
+        layout = scheme.layout_for(module_paths(g.name, 0, True), g.name)
+        per = (layout.linear_bytes(g.in_features, g.out_features) if layout is not None
+               else g.in_features * g.out_features * s.dtype_bytes)
+        return per * g.count
+    return s.weights.linear_bytes(g.in_features, g.out_features, s.dtype_bytes) * g.count
+
+
+def replicated_weight_bytes(spec: ModelSpec, s: SglangSettings, amd: bool = False) -> int:
+    """What the weights SGLang keeps whole on every rank add over the TP-sharded share the one weight model gives
+    them (sglang 0.5.8 wheel): MLA's fused_qkv_a_proj_with_mqa (q_a + kv_a, or kv_a_proj_with_mqa alone) is a
+    ReplicatedLinear (models/deepseek_v2.py:1127-1159); the DSA indexer's wq_b, wk and weights_proj are
+    ReplicatedLinear, weights_proj in bf16 on CUDA and float32 elsewhere (layers/attention/nsa/nsa_indexer.py:
+    170-191); DeepSeek's MoEGate is a bare Parameter of n_routed_experts x hidden (deepseek_v2.py:286-299), and the
+    Mixtral / Qwen2-MoE / Qwen3-MoE gates are ReplicatedLinear without a quant_config (mixtral.py:81,
+    qwen2_moe.py:182, qwen3_moe.py:248). The attention ones are whole
+    per attention group (sharded over attn_tp in the one model), the routers per rank (sharded over tp). GLM-5-FP8
+    at TP 8: 0.98 GiB (q_a + kv_a in fp8) + 0.62 GiB (indexer, weights_proj fp32 on ROCm) + 0.20 GiB (routers)."""
+    tp, attn_tp = s.tensor_parallel, s.attn_tp
+    if tp == 1:
+        return 0
+    whole_in_group = [g for g in spec.linears
+                      if g.name in ("q_a_proj", "kv_a_proj_with_mqa", "indexer.wq_b", "indexer.wk")]
+    group_bytes = sum(_checkpoint_linear_bytes(spec, s, g) for g in whole_in_group)
+    extra = group_bytes - group_bytes // attn_tp
+    mla = [x for x in flatten(spec.layers) if isinstance(x, MultiLatentAttention)]
+    indexed = [x for x in mla if x.index_head_dim]
+    if indexed:  # weights_proj: hidden -> index heads, counted in bf16 and sharded by the one model
+        heads = int((spec.config or {}).get("index_n_heads") or 0)
+        params = spec.hidden_size * heads * len(indexed)
+        extra += params * (4 if amd else s.dtype_bytes) - params * s.dtype_bytes // attn_tp
+    if spec.moe is not None and spec.moe.moe_layers:
+        router = spec.moe.num_experts * spec.hidden_size * spec.moe.moe_layers * s.dtype_bytes
+        extra += router - router // tp
+    for enc in spec.encoders:
+        if enc.family == "moonvit":
+            # Kimi-K2.5's MoonViT (sglang 0.5.9 models/kimi_k25.py): VisionAttention's qkv/proj are TP-sharded, but
+            # each layer's MLP2 is two plain nn.Linear (kimi_vl_moonvit.py:389-400) and the projector two
+            # ReplicatedLinear (kimi_k25.py:557-567): all but the attention is whole on every rank
+            attention = enc.layers * 4 * (enc.width ** 2 + enc.width)
+            whole = (enc.params - attention) * s.dtype_bytes
+            extra += whole - whole // tp
+    return extra
 
 
 def mla_absorbed_bytes(spec: ModelSpec, s: SglangSettings) -> int:
@@ -434,8 +532,11 @@ def nsa_fp8_pool_cell(spec: ModelSpec, s: SglangSettings, cell: int) -> int:
 
 
 def _nsa_settings(spec: ModelSpec, gpu: GpuProfile, s: SglangSettings) -> SglangSettings:
-    """DeepSeek V3.2 (sparse attention, an indexer beside MLA): SGLang turns DP attention on with dp = tp, pages of
-    64 and, on Blackwell (sm >= 10), an fp8 KV cache (sglang 0.5.4 server_args.py:1009-1035)."""
+    """DeepSeek sparse attention (an indexer beside MLA: DeepSeek V3.2, GLM-5): what SGLang's
+    _handle_model_specific_adjustments sets, per release (SglangRules.nsa_mode cites the lines): DP attention with
+    dp = tp and pages of 64 (0.5.4-0.5.5), the DP-attention flag with dp as given (0.5.6-0.5.7), or TP attention
+    with pages of 64 on CUDA and 1 on ROCm (0.5.8+); with --kv-cache-dtype auto an fp8 cache on sm >= 10
+    (Blackwell), bf16 elsewhere (ROCm included: torch reports gfx950 as 9.x)."""
     from dataclasses import replace
 
     if not any(isinstance(x, MultiLatentAttention) and x.index_head_dim for x in flatten(spec.layers)):
@@ -445,7 +546,12 @@ def _nsa_settings(spec: ModelSpec, gpu: GpuProfile, s: SglangSettings) -> Sglang
         from ..formats import kv_format
 
         kv = kv_format("fp8")
-    return replace(s, enable_dp_attention=True, dp_size=s.tensor_parallel, page_size=s.page_size or 64, kv=kv)
+    mode = s.rules.nsa_mode
+    if mode == "dp":
+        return replace(s, enable_dp_attention=True, dp_size=s.tensor_parallel, page_size=s.page_size or 64, kv=kv)
+    if mode == "dp-flag":
+        return replace(s, enable_dp_attention=True, page_size=s.page_size or 64, kv=kv)
+    return replace(s, page_size=s.page_size or (1 if gpu.vendor == "amd" else 64), kv=kv)
 
 
 def estimate(spec: ModelSpec, gpu: GpuProfile, s: SglangSettings) -> SglangEstimate:
@@ -479,8 +585,10 @@ def estimate(spec: ModelSpec, gpu: GpuProfile, s: SglangSettings) -> SglangEstim
     pool_cell = nsa_fp8_pool_cell(spec, s, cell) if nsa else cell
     notes: list[str] = []
     if nsa:
-        notes.append(f"DeepSeek sparse attention: SGLang runs DP attention (dp = tp = {s.tensor_parallel}), pages of "
-                     f"{s.page_size} and a {s.kv.label} cache (server_args.py)")
+        how = (f"DP attention (dp = tp = {s.tensor_parallel})" if s.rules.nsa_mode == "dp" else
+               f"the DP-attention flag at dp {s.dp_size}" if s.rules.nsa_mode == "dp-flag" else "TP attention")
+        notes.append(f"DeepSeek sparse attention: SGLang {s.version} runs {how}, pages of {s.page_size} and a "
+                     f"{s.kv.label} cache (server_args.py)")
     if s.enable_dp_attention and s.attn_tp != s.tensor_parallel:
         notes.append(f"DP attention: {s.dp_size} attention groups of {s.attn_tp} rank(s); every group holds the whole "
                      "attention weights and KV heads of its TP size")
@@ -497,7 +605,7 @@ def estimate(spec: ModelSpec, gpu: GpuProfile, s: SglangSettings) -> SglangEstim
     context = start_context_bytes(gpu, world)
     total = gpu.memory_total_bytes
     free = total - context - s.other_processes_bytes
-    weights = sglang_weight_bytes(spec, s)
+    weights = sglang_weight_bytes(spec, s, amd=gpu.vendor == "amd")
     budget = int(free * mfs) - weights
     tokens = max(budget, 0) // cell
     if s.max_total_tokens:

@@ -44,6 +44,20 @@ class SglangRules:
     # (model_runner.py:129-130 in 0.4.1.post7, :242-243 in 0.4.4.post1: x 0.95; :393-394 in 0.4.6.post5, :414 in
     # 0.4.8: x 0.90); 0.4.10 moved it into server_args.py adjust_mem_fraction_for_vlm (vlm_adjust)
     multimodal_mfs_factor: float = 1.0
+    # the reserve SGLang adds for --enable-piecewise-cuda-graph while the piecewise graphs are opt-in (server_args.py
+    # _handle_gpu_memory_settings): "" none (0.5.4, 0.5.5: the flag reserves nothing; 0.5.10 on they are on by
+    # default, piecewise_graph_reserve), "quarter" piecewise_cuda_graph_max_tokens // 4 MiB after the 10 GiB floor
+    # (0.5.6:855-857, max tokens 4096 by default, :511; 0.5.5.post1-post3 already, but kvcalc keys releases by
+    # X.Y.Z), "eighth" max_tokens // 8 after the floor (0.5.7:943-945, max tokens = chunked_prefill_size, :898-902),
+    # "sizes-0.5.8" / "sizes-0.5.9" 8 MiB per captured size before the floor (0.5.8:1011-1014, 0.5.9:1043-1046;
+    # max tokens = chunked_prefill_size, 2048 with MLA, 0.5.8:974-981; size lists 0.5.8:1069-1085, 0.5.9:1109-1125)
+    optin_piecewise: str = ""
+    # DeepSeek sparse attention (DSA/NSA: DeepSeek V3.2, GLM-5) in _handle_model_specific_adjustments: "dp" DP attention
+    # with dp_size = tp_size and pages of 64 (0.5.4:1018-1024, 0.5.5:1070-1075); "dp-flag" enable_dp_attention on
+    # but dp_size as given, so at --dp 1 attention is TP-sharded (0.5.6:940-980, 0.5.7:1029-1062: "NSA with TP
+    # mode is active"); "tp" no DP attention unless asked, pages of 64 on CUDA and 1 on ROCm (0.5.8:1140-1158,
+    # 0.5.9:1240-1259, 0.5.10:1565-1584; 0.5.14:3611-3623 keeps 1 on ROCm only without aiter's preshuffle path)
+    nsa_mode: str = "dp"
 
 
 _GEMMA = frozenset({"Gemma2ForCausalLM", "Gemma3ForCausalLM", "Gemma3ForConditionalGeneration",
@@ -93,14 +107,35 @@ RULES: tuple[SglangRules, ...] = (
                 "(set_num_token_hybrid), :1603-1700 (init_memory_pool); mem_cache/memory_pool.py:453 "
                 "('KV Cache is allocated. #tokens'); managers/tp_worker.py:279-287 (max_running_requests); "
                 "managers/scheduler.py:378 ('max_total_num_tokens=')"),
+    SglangRules("0.5.6", "activation", "buckets", 24, True,
+                _GEMMA | {"GptOssForCausalLM", "Olmo2ForCausalLM"}, False, 2048, True, False,
+                "sglang 0.5.6: as 0.5.4, and --enable-piecewise-cuda-graph reserves piecewise_cuda_graph_max_tokens // 4 "
+                "MiB after the 10 GiB floor (server_args.py:855-857; max tokens 4096, :511)",
+                optin_piecewise="quarter", nsa_mode="dp-flag"),
+    SglangRules("0.5.7", "activation", "buckets", 24, True,
+                _GEMMA | {"GptOssForCausalLM", "Olmo2ForCausalLM"}, False, 2048, True, False,
+                "sglang 0.5.7: --enable-piecewise-cuda-graph reserves max tokens // 8 MiB after the floor "
+                "(server_args.py:943-945), max tokens = chunked_prefill_size (:898-902)",
+                optin_piecewise="eighth", nsa_mode="dp-flag"),
+    SglangRules("0.5.8", "activation", "buckets", 24, True,
+                _GEMMA | {"GptOssForCausalLM", "Olmo2ForCausalLM"}, False, 2048, True, False,
+                "sglang 0.5.8: --enable-piecewise-cuda-graph reserves 8 MiB per captured size before the 10 GiB floor "
+                "(server_args.py:1011-1014; sizes :1069-1085, max tokens = chunked_prefill_size, 2048 with MLA, "
+                ":974-981)",
+                optin_piecewise="sizes-0.5.8", nsa_mode="tp"),
+    SglangRules("0.5.9", "activation", "buckets", 24, True,
+                _GEMMA | {"GptOssForCausalLM", "Olmo2ForCausalLM"}, False, 2048, True, False,
+                "sglang 0.5.9: as 0.5.8 with 576-1024 step 64 in the size list (server_args.py:1043-1046, "
+                ":1109-1125)",
+                optin_piecewise="sizes-0.5.9", nsa_mode="tp"),
     SglangRules("0.5.10", "activation", "buckets", 24, True, _GEMMA, True, 4096, True, True,
                 "sglang 0.5.10: server_args.py:1141-1325 (piecewise CUDA graphs on by default: +8 MiB per captured "
                 "token size, MLA +1.5 GiB, :1308; EAGLE +4 GiB); GPT-OSS now on hybrid SWA pools; "
                 "model_executor/model_runner_kv_cache_mixin.py:74-140 (cell size), :144-176 (profile), "
-                ":287-370 (hybrid SWA split), :840-858 (max_num_reqs = min(user // dp, estimate))"),
+                ":287-370 (hybrid SWA split), :840-858 (max_num_reqs = min(user // dp, estimate))", nsa_mode="tp"),
     SglangRules("0.5.14", "activation", "buckets", 24, True, _GEMMA, True, 0, True, True,
                 "sglang 0.5.14: server_args.py:3276-3312 (no speculative reserve; prefill CUDA graphs +8 MiB per "
-                "captured size, :3303)"),
+                "captured size, :3303)", nsa_mode="tp"),
 )
 
 

@@ -49,6 +49,7 @@ _ARGS = {  # ServerArgs field -> kind
     "max_total_tokens": "int", "page_size": "int", "quantization": "text", "dtype": "text",
     "enable_dp_attention": "bool", "disable_cuda_graph": "bool", "cuda_graph_max_bs": "int",
     "speculative_algorithm": "text", "disable_hybrid_swa_memory": "bool", "swa_full_tokens_ratio": "float",
+    "enable_piecewise_cuda_graph": "bool", "piecewise_cuda_graph_max_tokens": "int",
 }
 _ERRORS = (re.compile(r"Not enough memory\. Please try to increase --mem-fraction-static[^\n]*"),
            re.compile(r"(?:torch\.)?(?:cuda\.)?OutOfMemoryError[^\n]*|CUDA out of memory[^\n]*"))
@@ -213,6 +214,8 @@ def check_sglang_log(parsed: dict[str, Any], model: Any, gpu: Any, **overrides: 
         tensor_parallel=int(pick("tp_size", 1)), dp_size=int(pick("dp_size", 1)),
         enable_dp_attention=bool(pick("enable_dp_attention", False)),
         max_total_tokens=pick("max_total_tokens", None),
+        enable_piecewise_cuda_graph=bool(pick("enable_piecewise_cuda_graph", False)),
+        piecewise_cuda_graph_max_tokens=pick("piecewise_cuda_graph_max_tokens", None),
         version=overrides.get("version") or sglang_engine.DEFAULT_VERSION)
     # an SGLang log does not print its release: --sglang-version, else the newest rules kvcalc has
     assumed["sglang_version"] = {"value": s.version, "from": "override" if overrides.get("version") else "default"}
