@@ -226,6 +226,14 @@ def class_factors(gpu: GpuProfile) -> dict[str, float | None]:
     return out
 
 
+def class_labels(gpu: GpuProfile) -> dict[str, str]:
+    """The class each of class_factors' values came from, as the evidence lines name it (a memory technology without
+    its own bandwidth class reads 'all (pooled)')."""
+    classes = active_classes()
+    return {kind: key if key in classes.get(kind, {}) or kind != "bandwidth" else f"{POOLED} (pooled)"
+            for kind, key in class_keys(gpu).items()}
+
+
 def write_classes(classes: dict, intervals: dict | None, held_out: dict | None) -> None:
     """Write the corpus fit into kvcalc/data/speed.yaml (`classes`, `intervals`), keeping the rest of the file."""
     from importlib import resources
@@ -282,10 +290,8 @@ def _gpu_rates(gpu: GpuProfile, calibrated: bool) -> GpuRates:
     if not fit and any(v is not None for v in factors.values()):
         step *= factors.get("step") or 1.0
         tensor_fraction *= factors.get("tensor") or 1.0
-        keys = class_keys(gpu)
-        own = active_classes()
-        used = ", ".join(f"{kind} {keys[kind] if keys[kind] in own.get(kind, {}) else POOLED + ' (pooled)'} {v:g}"
-                         for kind, v in factors.items() if v is not None)
+        labels = class_labels(gpu)
+        used = ", ".join(f"{kind} {labels[kind]} {v:g}" for kind, v in factors.items() if v is not None)
         source = f"public-corpus class constants ({used}; speed.yaml classes) on the datasheet; the rest: {source}"
     cal = getattr(gpu, "speed_calibration", None) if calibrated else None
     if cal is not None:

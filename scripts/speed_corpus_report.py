@@ -7,11 +7,11 @@ figure compared is the one a user reads. Errors are pred / measured - 1 (signed)
 
 - in-sample: with the class constants of kvcalc/data/speed.yaml `classes` fitted on every row (what kvcalc ships);
 - leave-one-GPU-out: each GPU type's rows predicted with the class constants refitted on the other GPUs' rows only
-  (a GPU whose memory technology or generation no other GPU shares falls back to the H200-derived defaults);
+  (a GPU whose generation no other GPU shares falls back to the H200-derived tensor rate);
 - leave-one-source-out: likewise per source (a blog, an issue, a result folder).
 
-The class constants are few and physical (kvcalc/throughput.py class_factors): achieved decode bandwidth per memory
-technology, tensor efficiency per architecture generation, the step overhead of the software stack (CUDA vs ROCm).
+The class constants are few and physical (kvcalc/throughput.py class_factors): achieved decode bandwidth (one
+fraction pooled over the memory technologies: throughput.POOLED), tensor efficiency per architecture generation, the step overhead of the software stack (CUDA vs ROCm).
 The fit is a coordinate search on a grid of each factor (median |log error| of the rows that the factor moves).
 
     python3 scripts/speed_corpus_report.py [--json OUT] [--markdown OUT] [--write-classes] [--quick]
