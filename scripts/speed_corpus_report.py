@@ -528,6 +528,10 @@ def markdown(report: dict) -> str:
         bw_all=f"{(report['classes'].get('bandwidth') or {}).get('all', float('nan')):.3g} of the datasheet",
         **source_stats(report, "gpustack-h100-latency", "h100-sxm"),
         pcie_tensor=f"{(report['classes'].get('tensor') or {}).get('Hopper-pcie', float('nan')):.2f}",
+        sxm_burst=burst_range(report),
+        **row_errors(report, e_tt="tenstorrent-gpu-ref-qwen72b-002", e_a100="gpustack-quant-006",
+                     e_awq="gpustack-quant-009", e_int8="gpustack-quant-011", e_bnb="gpustack-quant-012",
+                     e_mi1="oracle-mi300x-405b-001", e_mi32="oracle-mi300x-405b-006", e_mi256="oracle-mi300x-405b-009"),
         **{f"pcie_{c.lower()}_{k}": f"{v:+.0%}" for c in ("TTFT", "TPOT")
            for k, v in zip(("median", "mean"), metric_bias(report).get(("h100-pcie", c), (0, 0.0, 0.0))[1:])},
         frontend=f"{1e3 * ((report['classes'].get('frontend') or {}).get('public') or 0):.1f} ms",
@@ -562,6 +566,20 @@ def bias_table(report: dict) -> list[str]:
     for (g, c), (n, med, mean) in metric_bias(report).items():
         out.append(f"| {g} | {c} | {n} | {med:+.0%} | {mean:+.0%} |")
     return out
+
+
+def burst_range(report: dict) -> str:
+    """The held-out error range of gpustack's quantization page on the H100 (its 1,000-prompt bursts)."""
+    errs = [r["error"] for r in report.get("predictions_logo", []) if r["id"].startswith("gpustack-quant-")
+            and r.get("gpu") == "h100-sxm" and isinstance(r.get("error"), float)]
+    return f"{min(errs):+.0%} .. {max(errs):+.0%}" if errs else "-"
+
+
+def row_errors(report: dict, **ids: str) -> dict:
+    """Named rows' held-out (leave-one-GPU-out) errors, for the prose (each figure read from the report, not typed)."""
+    by_id = {r["id"]: r for r in report.get("predictions_logo", [])}
+    return {k: (f"{by_id[i]['error']:+.0%}" if isinstance((by_id.get(i) or {}).get("error"), float) else "-")
+            for k, i in ids.items()}
 
 
 def source_stats(report: dict, source: str, gpu: str) -> dict:
@@ -766,8 +784,8 @@ NOTES = (
     "- **H100 SXM: which board** (item 2). Two sources do not name it. The Tenstorrent reference (2x H100, Qwen2.5-72B "
     "BF16, TPOT 30.9 ms) decides itself: each GPU reads 72.7 GB of weights a step, which at the PCIe board's 2.0 TB/s "
     "alone takes 36 ms, more than the measured step; only a 3.35 TB/s board (SXM, or NVL) fits, so SXM stays (kvcalc "
-    "-14%). gpustack's quantization page ('H100 80GB', 6 rows, ShareGPT, 1,000 prompts at once) does not decide it: "
-    "its BF16 run serves 13.3k tokens/s, 1.29x the same page's A100 80GB on the identical workload (kvcalc -1% on "
+    "{e_tt}). gpustack's quantization page ('H100 80GB', 6 rows, ShareGPT, 1,000 prompts at once) does not decide it: "
+    "its BF16 run serves 13.3k tokens/s, 1.29x the same page's A100 80GB on the identical workload (kvcalc {e_a100} on "
     "that A100 row), and FP8 weights gain only +24%; an SXM board has 1.64x the A100's bandwidth and 3.2x its tensor "
     "rate, a PCIe board 0.98x and 2.4x; at vLLM's 1,024-sequence default (vllm#17073; the A100 gets 256) kvcalc is "
     "{h100_sxm_as_sxm} on the BF16 row read as SXM and {h100_sxm_as_pcie} read as PCIe. The speed leans to the PCIe "
@@ -778,8 +796,9 @@ NOTES = (
     "(docs/performance-lab/qwen3-14b/h100.md: 'A single NVIDIA H100 SXM GPU', vLLM v0.11.0, the same chat-endpoint "
     "ShareGPT run of 1,000 prompts, 217,393 input tokens as this page's) serves 6,596 tokens/s: this page's Qwen3-8B "
     "BF16 is 2.0x that with 0.55x the weights, as an SXM board would be; and the page's 'H100 80GB' excludes the NVL "
-    "(94 GB). The board is read as SXM; the +90% on these rows is kvcalc at a 1,000-prompt burst on an engine that "
-    "admits 1,024 sequences (the A100's 256-sequence default on the same page is within 5% on BF16), not the board.\n"
+    "(94 GB). The board is read as SXM; the {sxm_burst} on these rows is kvcalc at a 1,000-prompt burst on an engine "
+    "that admits 1,024 sequences (the A100's 256-sequence default on the same page is {e_a100} on BF16), not the "
+    "board.\n"
     "- **Rows added with this change**: gpustack's H100 SXM latency page (the board named; vLLM v0.11.0, `vllm "
     "serve Qwen/Qwen3-8B`, the chat endpoint, ShareGPT 100 prompts) prints its vLLM baseline at concurrency 1, 2 and "
     "8 besides the 4 already in the corpus: 9 rows. Held out their TPOT is {lat_tpot}, their throughput {lat_thr}, "
@@ -794,7 +813,7 @@ NOTES = (
     "source-out 12.5% -> {ttft_loso}). A front end per host cannot be held out (a user's host is not in the corpus); "
     "the fit's fragility is reported instead.\n"
     "- **MI300X**: one source (8x MI300X, Llama 3.1 405B FP8, ROCm vLLM of 2024, benchmark_latency). With RCCL's ring "
-    "latency over xGMI in the step the held-out error is +1% at batch 1 and grows with the batch (+23% at 32, +70% at "
+    "latency over xGMI in the step the held-out error is {e_mi1} at batch 1 and grows with the batch ({e_mi32} at 32, {e_mi256} at "
     "256). The rows' own latency over their 128 output tokens (prefill included) is 27.8, 40.1, 54.1, 80.8 and 138.7 "
     "ms a step at batch 1, 32, 64, 128 and 256: 0.40-0.45 ms more per added sequence, linear over the whole range, "
     "where the step's bytes barely grow (1 KV head per GPU, 256 x 256 tokens of context) and its FLOPs at 256 rows "
@@ -805,7 +824,8 @@ NOTES = (
     "or give a constant that transfers, so it stays the measured bias; the ROCm step class is fitted on this one "
     "source, so with it held out it falls back to CUDA's.\n"
     "- **A100 80GB** (gpustack, 1,000 prompts at once; SXM or PCIe is not stated and moves kvcalc by 1%: 2.04 vs 1.94 "
-    "TB/s): BF16 is -1%, the quantized rows +6% (AWQ) .. +44% (GPTQ-Marlin int8) and bitsandbytes +33%: at a "
+    "TB/s): BF16 is {e_a100}, the quantized rows {e_awq} (AWQ) .. {e_int8} (GPTQ-Marlin int8) and bitsandbytes "
+    "{e_bnb}: at a "
     "compute-bound batch the measured W4A16/W8A16 kernels run at 0.69-0.93x cuBLAS BF16 where kvcalc prices their "
     "GEMMs at the BF16 tensor rate plus a dequantization per 64 rows. A kernel-efficiency class per quantized path "
     "would be fitted on this one page; it is left as the measured bias.\n"
