@@ -170,7 +170,11 @@ class GpuRates:
 # A GPU without its own fit takes its rates from the datasheet times factors shared by every GPU of its class (fitted on
 # the public speed corpus by scripts/speed_corpus_report.py --write-classes, held-out errors in docs/validation):
 #   bandwidth[memory_type]  achieved fraction of the datasheet bandwidth in decode kernels (HBM2e, GDDR6X, ...): the
-#                           memory technology (and the power limit that comes with the board class) sets it
+#                           memory technology (and the power limit that comes with the board class) sets it;
+#   bandwidth["all"]        the fraction pooled over every memory technology the corpus measured, for a technology
+#                           without a class of its own (the corpus fitted the same 0.831 on GDDR6, GDDR6X and HBM2e,
+#                           each from one GPU type: a technology's own class was that GPU's fit and transferred to
+#                           no other, so held out its GPU fell back to the profile's assumed 0.85-0.9)
 #   tensor[architecture]    multiplier on the H200-derived tensor-core efficiency (Ampere/Ada/Hopper/Blackwell/CDNA3:
 #                           the kernels vLLM runs on each generation differ: FA2 vs FA3, Marlin vs Machete, hipBLASLt)
 #   step[stack]             multiplier on the fixed step overhead (CUDA graphs on CUDA, HIP graphs on ROCm)
@@ -226,10 +230,25 @@ def class_override(classes: dict | None):
         _CLASS_OVERRIDE = before
 
 
+POOLED = "all"  # the key of a kind's class pooled over every class of that kind (bandwidth only)
+
+
 def class_factors(gpu: GpuProfile) -> dict[str, float | None]:
-    """The class constants that apply to `gpu` (None: no fit for its class; the H200-derived default stands)."""
+    """The class constants that apply to `gpu` (None: no fit for its class; the H200-derived default stands). A
+    memory technology without its own bandwidth class takes the pooled one (POOLED), where the corpus has one."""
     classes = active_classes()
-    return {kind: classes.get(kind, {}).get(key) for kind, key in class_keys(gpu).items()}
+    out = {kind: classes.get(kind, {}).get(key) for kind, key in class_keys(gpu).items()}
+    if out.get("bandwidth") is None:
+        out["bandwidth"] = classes.get("bandwidth", {}).get(POOLED)
+    return out
+
+
+def class_labels(gpu: GpuProfile) -> dict[str, str]:
+    """The class each of class_factors' values came from, as the evidence lines name it (a memory technology without
+    its own bandwidth class reads 'all (pooled)')."""
+    classes = active_classes()
+    return {kind: key if key in classes.get(kind, {}) or kind != "bandwidth" else f"{POOLED} (pooled)"
+            for kind, key in class_keys(gpu).items()}
 
 
 def write_classes(classes: dict, intervals: dict | None, held_out: dict | None) -> None:
@@ -288,8 +307,8 @@ def _gpu_rates(gpu: GpuProfile, calibrated: bool) -> GpuRates:
     if not fit and any(v is not None for v in factors.values()):
         step *= factors.get("step") or 1.0
         tensor_fraction *= factors.get("tensor") or 1.0
-        keys = class_keys(gpu)
-        used = ", ".join(f"{kind} {keys[kind]} {v:g}" for kind, v in factors.items() if v is not None)
+        labels = class_labels(gpu)
+        used = ", ".join(f"{kind} {labels[kind]} {v:g}" for kind, v in factors.items() if v is not None)
         source = f"public-corpus class constants ({used}; speed.yaml classes) on the datasheet; the rest: {source}"
     cal = getattr(gpu, "speed_calibration", None) if calibrated else None
     if cal is not None:

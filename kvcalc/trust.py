@@ -76,7 +76,7 @@ def gpu_corpus_stats(gpu_id: str) -> dict | None:
 
 def speed_basis(gpu: GpuProfile) -> tuple[str, str]:
     """(label, backing) of a GPU's vLLM speed, before any configuration-specific caveat: what `kvcalc gpus` prints."""
-    from .throughput import class_factors, class_keys
+    from .throughput import class_factors, class_labels
 
     data = load("speed")
     cal = getattr(gpu, "speed_calibration", None)
@@ -91,9 +91,9 @@ def speed_basis(gpu: GpuProfile) -> tuple[str, str]:
         return LABELS[1], (f"{gpu.id}: {stats['n']} public results ({stats.get('sources', '?')} sources), "
                            f"held-out median {stats['median_abs']:.0%}, mean {stats['mean_signed']:+.0%}")
     factors = {k: v for k, v in class_factors(gpu).items() if v is not None}
-    keys = class_keys(gpu)
     if factors:
-        used = ", ".join(f"{k} {keys[k]}" for k in factors)
+        labels = class_labels(gpu)
+        used = ", ".join(f"{k} {labels[k]}" for k in factors)
         return LABELS[2], (f"{gpu.id}: no public result; datasheet x class constants fitted on other GPUs ({used})"
                            + (f"; {stats['n']} public result(s) too few to judge" if stats else ""))
     return LABELS[2], f"{gpu.id}: datasheet only (no public result for its memory technology or generation)"

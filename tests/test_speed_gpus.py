@@ -169,6 +169,25 @@ def test_report_predicts_and_holds_out():
     classes = report.fit_classes(train, grid_steps=3)
     assert "CDNA3-module" not in classes["tensor"]
     assert not classes["comm"]  # the TP all-reduce is kvcalc/allreduce.py's published model, never fitted here
+    # decode bandwidth is one fraction pooled over the memory technologies (each one's rows come from one GPU type)
+    assert set(classes["bandwidth"]) == {throughput.POOLED}
+
+
+def test_pooled_bandwidth_reaches_technologies_without_a_class():
+    """A memory technology with no class of its own (HBM3: the H100 SXM) takes the pooled fraction instead of its
+    profile's assumption; a technology's own class, where one is given, stands; a measured GPU keeps its own fit."""
+    spec, w, kv = load_model("llama-3.1-8b"), weight_format("bf16"), kv_format("auto")
+    sxm, l4, h200 = get_gpu("h100-sxm"), get_gpu("l4"), get_gpu("h200")
+    with throughput.class_override({"bandwidth": {throughput.POOLED: 0.6, "GDDR6": 0.5}}):
+        assert throughput.class_factors(sxm)["bandwidth"] == 0.6
+        assert throughput.class_factors(l4)["bandwidth"] == 0.5
+        assert throughput.gpu_rates(sxm).bandwidth == pytest.approx(0.6 * sxm.memory_bandwidth_bytes_per_s)
+        assert "pooled" in throughput.gpu_rates(sxm).source
+        pooled_h200 = decode_speed(spec, h200, "vllm", w, kv, 1, 1024).step_s
+    with throughput.class_override({}):
+        assert throughput.gpu_rates(sxm).bandwidth == pytest.approx(
+            sxm.achievable_bandwidth_fraction * sxm.memory_bandwidth_bytes_per_s)
+        assert decode_speed(spec, h200, "vllm", w, kv, 1, 1024).step_s == pytest.approx(pooled_h200)
 
 
 def test_async_scheduling_by_release():
