@@ -9,7 +9,8 @@ Engine rules (vLLM 0.26.0, vllm/v1/core/sched/scheduler.py unless named):
 - KV blocks (v1/core/kv_cache_manager.py `allocate_slots`): a request holds the blocks of its computed tokens plus the
   ones scheduled. A waiting request is admitted only if the blocks of its whole prompt are free
   (`scheduler_reserve_full_isl`, config/scheduler.py:140, default True; kv_cache_manager.py:413-426), else
-  admission stops (:946). A running request that finds no block preempts the last running request (FCFS:
+  admission stops (:946). Releases before vllm#37307 admit it when the blocks of the chunk it is scheduled are free
+  (0.8.5: scheduler.py:362-369, kv_cache_manager.py:220-233): EngineConfig.reserve_full_prompt False. A running request that finds no block preempts the last running request (FCFS:
   `self.running.pop()`, :601), itself last; a preempted request loses its computed tokens (:1225) and goes back to
   the waiting queue's front, to recompute prompt and output so far.
 - Prefix caching (on by default): a prompt's leading full blocks that another request computed are hits
@@ -94,6 +95,10 @@ class EngineConfig:
     # in 0.5.7: with an interval s > 1 a request's output goes out at its 1st, (1+s)-th, (1+2s)-th ... token and at its
     # last); it spaces the chunks (ITL), not the tokens (TTFT, TPOT, e2e)
     stream_interval: int = 1
+    # admission of a waiting request: the blocks of its whole prompt must be free (vLLM's scheduler_reserve_full_isl,
+    # default from the release in vllm_versions.reserve_full_prompt_default) or only those of the chunk it is
+    # scheduled (the earlier releases: v1/core/sched/scheduler.py allocate_slots(request, num_new_tokens ...) in 0.8.5)
+    reserve_full_prompt: bool = True
 
 
 @dataclass(frozen=True)
@@ -351,15 +356,17 @@ def simulate(cost, cfg: EngineConfig, load: Load, frontend_s: float = 0.0, trace
                 i = waiting[0]
                 hit, share, cut, blocks_needed = _admission(i)
                 extra_prefix = prefix_blocks if (share and shared_users == 0) else 0
-                if blocks_needed > free:  # the whole prompt's blocks must be free
+                k_i = min(int(tokens[i]) - hit, budget, cfg.long_prefill_token_threshold or 1 << 62)
+                blocks_now = need1(hit + k_i) - cut
+                if not cfg.reserve_full_prompt:  # only the scheduled chunk's blocks must be free
+                    blocks_needed = blocks_now + extra_prefix
+                if blocks_needed > free:  # the whole prompt's (or the chunk's) blocks must be free
                     break
                 if ids and int(tokens[i]) - hit >= rem_input:  # schedule_policy.py:598/617: the batch is full
                     break
                 waiting.popleft()
                 computed[i] = hit
                 hit_tokens += hit
-                k_i = min(int(tokens[i]) - hit, budget, cfg.long_prefill_token_threshold or 1 << 62)
-                blocks_now = need1(hit + k_i) - cut
                 free -= blocks_now + extra_prefix
                 held[i] = blocks_now
                 if share:
@@ -389,7 +396,8 @@ def simulate(cost, cfg: EngineConfig, load: Load, frontend_s: float = 0.0, trace
         stretch = 1
         if is_dec.all() and len(r) == len(running) and (
                 not waiting or len(running) >= cfg.max_num_seqs
-                or need1(tokens[waiting[0]]) - prefix_blocks > free):
+                or need1(tokens[waiting[0]] if cfg.reserve_full_prompt else min(
+                    int(tokens[waiting[0]]), cfg.max_num_batched_tokens - len(running))) - prefix_blocks > free):
             stretch, dts = _decode_stretch(cost, r, computed, generated, out, held, shares, prefix_blocks, need, free,
                                            t, float(arrive[pending[0]]) if pending else math.inf,
                                            cfg.async_scheduling, cfg.graph_max_tokens)

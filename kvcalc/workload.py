@@ -200,12 +200,13 @@ def vllm_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFo
     and cuda_graph_max_bs; the overlap scheduler's timing). `stream_interval`: SGLang's --stream-interval (tokens
     per streamed chunk: the ITL, serve_sim.EngineConfig.stream_interval)."""
     from .engines.vllm_graphs import max_graph_tokens
-    from .engines.vllm_versions import async_scheduling_default
+    from .engines.vllm_versions import async_scheduling_default, reserve_full_prompt_default
     from .serve_sim import EngineConfig, simulate
     from .step_cost import step_cost
 
     if async_scheduling is None:
         async_scheduling = async_scheduling_default(vllm_version, pp) if vllm_version else True
+    reserve_full = reserve_full_prompt_default(vllm_version) if vllm_version else True
 
     # dtype_bytes: vLLM's --dtype (float32 steps read twice a bf16 model's weights)
     cost = cost or step_cost(spec, gpu, weights, kv, tp, kv_bytes_per_token, enforce_eager, dtype_bytes)
@@ -224,12 +225,13 @@ def vllm_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFo
         graphs = None if enforce_eager else max_graph_tokens(est.max_num_seqs, est.max_num_batched_tokens)
         cfg = EngineConfig(est.max_num_batched_tokens, est.max_num_seqs, est.num_gpu_blocks, est.layout.block_size,
                            est.max_model_len, est.layout.blocks_per_request, prefix_caching,
-                           async_scheduling=async_scheduling, graph_max_tokens=graphs)
+                           async_scheduling=async_scheduling, graph_max_tokens=graphs,
+                           reserve_full_prompt=reserve_full)
     else:
         bs = 16
         per = -(-wl.context // bs)
         cfg = EngineConfig(chunk_tokens, max(1, slots), max(1, slots) * per + 1, bs, wl.context, None, prefix_caching,
-                           async_scheduling=async_scheduling)
+                           async_scheduling=async_scheduling, reserve_full_prompt=reserve_full)
     # the API loop's busy period is vLLM's OpenAI server's, fitted on it; SGLang's tokenizer manager is unmeasured
     load = bench_load(wl, entrypoint, api_cpu=0.0 if sglang is not None else None)
     res = simulate(cost, cfg, load, frontend_s(entrypoint, gpu) if first_token_s is None else first_token_s)

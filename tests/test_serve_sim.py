@@ -283,3 +283,24 @@ def test_stream_interval_groups_the_streamed_tokens():
     res = simulate(ToyCost(), dataclasses.replace(BIG, stream_interval=10), Load(700, 37, 8))
     assert len(res.itl_s) == 8 * 4
     assert res.itl_s.sum() == pytest.approx((res.e2e_s - res.ttft_s).sum(), rel=1e-9)
+
+
+def test_releases_before_0_19_admit_a_prompt_whose_first_chunk_fits():
+    """Two prompts of 4,000 tokens at once, budget 1,024 a step, 300 blocks of 16 (4,800 tokens): the whole second
+    prompt (250 blocks) cannot join while the first holds its 250. vLLM 0.19+ (scheduler_reserve_full_isl) keeps it
+    waiting: the first prefills in 3 full steps and one of 928 tokens (3 x 2.024 + 1.928 = 8.000 ms). Before 0.19 the
+    second's first chunk (96 tokens, 6 blocks) is free, so it joins the fourth step (4 x 2.024 = 8.096 ms) and, when
+    the pool runs dry under it, it is preempted and recomputed: the thrash vllm#37307 describes."""
+    from kvcalc.engines.vllm_versions import reserve_full_prompt_default
+
+    assert not reserve_full_prompt_default("0.18.0") and reserve_full_prompt_default("0.19.0")
+    assert reserve_full_prompt_default("0.26.0") and not reserve_full_prompt_default("0.8.5")
+    load = Load(4000, 8, 2)
+    full = simulate(ToyCost(), EngineConfig(1024, 64, 301, 16, 8192, prefix_caching=False, async_scheduling=False),
+                    load)
+    chunk = simulate(ToyCost(), EngineConfig(1024, 64, 301, 16, 8192, prefix_caching=False, async_scheduling=False,
+                                             reserve_full_prompt=False), load)
+    assert full.ttft_s.min() == pytest.approx(3 * 2.024e-3 + 1.928e-3) and full.preemptions == 0
+    assert chunk.ttft_s.min() == pytest.approx(4 * 2.024e-3) and chunk.preemptions >= 1
+    assert np.sort(full.ttft_s)[1] > full.e2e_s.min()  # 0.19+: the second starts after the first is done
+    assert chunk.metrics()["completed"] == full.metrics()["completed"] == 2

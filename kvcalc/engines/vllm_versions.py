@@ -247,6 +247,18 @@ def chunked_prefill_on(rules: VersionRules, max_model_len: int) -> bool:
 ASYNC_SCHEDULING_SINCE = "0.14.0"
 
 
+# vllm#37307 (scheduler_reserve_full_isl, default True): a waiting request is admitted only when the blocks of its whole
+# prompt are free. In 0.19.0's config/scheduler.py:139 and v1/core/sched/scheduler.py:733, absent from 0.18.0's (read
+# from both wheels); before it a request was admitted when its first scheduled chunk's blocks were free (0.8.5:
+# v1/core/sched/scheduler.py:362-369)
+RESERVE_FULL_PROMPT_SINCE = "0.19.0"
+
+
+def reserve_full_prompt_default(version: str) -> bool:
+    """Whether this release's scheduler admits a waiting request only when its whole prompt's KV blocks are free."""
+    return version_key(version) >= version_key(RESERVE_FULL_PROMPT_SINCE)
+
+
 def async_scheduling_default(version: str, pp: int = 1) -> bool:
     """Whether `vllm serve` of this release schedules asynchronously when the user sets nothing."""
     return version_key(version) >= version_key(ASYNC_SCHEDULING_SINCE) and pp == 1
