@@ -419,9 +419,11 @@ def cudagraph_estimate_bytes(s: VllmSettings) -> int:
 def subtracts_cudagraph_estimate(spec: ModelSpec, version) -> bool:
     """0.21+ subtracts a profiled CUDA-graph estimate from the KV budget (gpu_worker.py,
     VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1 by default since 0.21.0, vllm#38284), but the V2 runner's
-    profile_cudagraph_memory returns 0 (v1/worker/gpu/model_runner.py): there, graphs are captured after the KV
-    cache, on top of the budget."""
-    return _rules(version).cudagraph_estimate and not uses_v2_model_runner(spec, version)
+    profile_cudagraph_memory returns 0 through 0.28 (v1/worker/gpu/model_runner.py:843-845 at v0.28.0): there, graphs
+    are captured after the KV cache, on top of the budget. From 0.29.0 the V2 runner profiles them too (a throwaway
+    capture, v1/worker/gpu/cudagraph_utils.py:718 at v0.29.0) and the budget subtracts it (gpu_worker.py:606-610)."""
+    rules = _rules(version)
+    return rules.cudagraph_estimate and (rules.v2_cudagraph_estimate or not uses_v2_model_runner(spec, version))
 
 
 def uses_nccl_nvls(gpu: GpuProfile, s: VllmSettings) -> bool:
@@ -582,12 +584,18 @@ def _estimate(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings) -> VllmEstimate
     nvls = uses_nccl_nvls(gpu, s)
     if nvls:
         non_torch += int(c["nccl_nvls_bytes"])
-    cudagraph = 0 if (s.enforce_eager or v2 or not rules.cudagraph_estimate) else int(c["cudagraph_bytes"])
+    # the CUDA-graph estimate subtracted from the budget: V1 runner from 0.21; V2 runner from 0.29 (before, its
+    # profile_cudagraph_memory returned 0). V2's estimate is a throwaway capture of the same graphs the real capture
+    # makes after the KV cache (v1/worker/gpu/cudagraph_utils.py:718-806 at v0.29.0), so it is sized like that
+    # capture (cudagraph_capture_bytes, the H200's V2 captures)
+    v2_estimate = v2 and rules.v2_cudagraph_estimate
+    cudagraph = 0 if (s.enforce_eager or (v2 and not v2_estimate) or not rules.cudagraph_estimate) else \
+        int(c["cudagraph_capture_bytes" if v2_estimate else "cudagraph_bytes"])
     if s.calibration is not None:  # measured in the user's environment (kvcalc/calibrate.py)
         non_torch, cudagraph = (s.calibration.non_torch(s.tensor_parallel, pp, non_torch),
                                 s.calibration.cudagraph(s.tensor_parallel, pp, cudagraph))
     # graphs captured after the KV cache is allocated, on top of gpu_memory_utilization (engines/vllm_graphs.py)
-    placement = graph_placement(s.enforce_eager, v2, rules.cudagraph_estimate)
+    placement = graph_placement(s.enforce_eager, v2 and not v2_estimate, rules.cudagraph_estimate)
     capture = int(c["cudagraph_capture_bytes"]) if placement == "after_kv" else 0
     others_outside = 0 if rules.others_reduce_kv else s.other_processes_bytes  # else inside `requested` already
     graph_overflow = max(capture - max(total - requested - others_outside, 0), 0)
