@@ -70,8 +70,15 @@ CAUSES: dict[str, list[tuple[float, float, str]]] = {
         "kvcalc's compile phase (2.95) within 0.03. kvcalc subtracts its one V2 capture constant, 0.80 GiB (the H200's "
         "CUDA captures): 5.7 GiB short. This rig's two Gemma 4 estimates are 6.54 GiB (60 layers) and 3.40 (30 layers), "
         "~0.11 GiB per layer on ROCm against 0.03 on the H200; not fitted (one host). Non-torch 2.23 GiB against 0.22 "
-        "(ROCm: hipMemGetInfo counts the HIP runtime's own allocations; no vLLM source sizes them). The layout is exact "
-        "(tokens per KV byte as logged)")],
+        "(ROCm: hipMemGetInfo counts the HIP runtime's own allocations; no vLLM source sizes them; the same rig's 26B and "
+        "E2B starts log 3.58 and 2.46). The layout is exact (tokens per KV byte as logged)")],
+    "xbill9-mi300x-gemma4-26b-a4b-bf16-v0.31": [(0.02, 0.07, "the V2 runner runs this MoE (the log: 'Using V2 Model "
+        "Runner'; every model's default from 0.29.0, config/vllm.py:645-681 at v0.29.0, which kvcalc now follows: on "
+        "its V1 path the activation was 4.2 GiB high and cancelled the two terms below, +1.8%). Left: CUDA graphs, "
+        "kvcalc's one V2 capture constant 0.80 GiB against this rig's 3.40 GiB estimate ('CUDA graph pool memory: 3.36 "
+        "GiB (actual), 3.4 GiB (estimated)'), and ROCm non-torch 3.58 GiB against 0.22 (hipMemGetInfo counts the HIP "
+        "runtime's own allocations; no vLLM source sizes them); the transient peak is 0.92 GiB above the log's "
+        "(kvcalc's V2 MoE phases were never traced: 0.26 ran MoE on V1)")],
     "prp-wp24-a-rtx5060ti-qwen3-4b-v0.30": [(0.08, 0.20, "the CUDA-graph estimate's size: from 0.29.0 the V2 runner "
         "subtracts its profiled graphs from the budget (v1/worker/gpu/cudagraph_utils.py:718, gpu_worker.py:621-624 at "
         "v0.30.0) and logs them inside 'peak activation' (:616-618); kvcalc's one V2 capture constant (0.80 GiB, the "
@@ -175,6 +182,11 @@ def _deltas(by_q: dict) -> dict:
     """kvcalc minus log per breakdown term, GiB; where the log prints weights + non-torch as one figure (0.28+
     'consumed memory'), the non-torch part is that figure's difference less the weights'."""
     out = {q: (by_q[q]["predicted"] - by_q[q]["observed"]) / GiB for q in BREAKDOWN if q in by_q}
+    act = by_q.get("activation peak")
+    if act and "CUDA-graph estimate" in out and "with the CUDA-graph estimate" in (act.get("note") or ""):
+        # 0.27+ logs the transient peak and the graph estimate together (validate/vllm_log.py): the activation
+        # column keeps the transient part, the graphs column the estimate's
+        out["activation peak"] -= out["CUDA-graph estimate"]
     both = by_q.get("consumed memory (weights + non-torch)")
     if "non-torch memory" not in out and both and "weights" in out:
         out["non-torch memory"] = (both["predicted"] - both["observed"]) / GiB - out["weights"]
@@ -254,7 +266,8 @@ def markdown(data: list[dict], title: str = "## Public start-up logs (vLLM 0.6-0
         "[tests/fixtures/vllm_logs/public/](../../tests/fixtures/vllm_logs/public/)), through the path of "
         "`kvcalc validate --from-log`. Made by `python3 scripts/public_logs_report.py --write` with the current "
         "code; rows as JSON in [public_logs.json](public_logs.json). Breakdown: kvcalc minus log, GiB per rank, "
-        "where the log prints its profiling lines.",
+        "where the log prints its profiling lines (0.27+ logs the CUDA-graph estimate inside its peak activation: "
+        "the activation column is the transient part, the graphs column the estimate).",
         "",
         f"**{len(errs)} predictions: median |error| {statistics.median(errs):.1%}, worst "
         f"{max(errs, key=abs):.1%}; kvcalc over-predicts in {over} of {len(errs)}** "

@@ -304,10 +304,14 @@ def _rules(version) -> VersionRules:
 
 
 def uses_v2_model_runner(spec: ModelSpec, version) -> bool:
-    """0.26 runs dense, non-hybrid decoders on the V2 model runner (config/vllm.py: use_v2_model_runner,
-    _is_default_v2_model_runner_model); MoE and hybrid (Mamba) models stay on the V1 runner."""
+    """0.26-0.28 run dense, non-hybrid decoders on the V2 model runner (config/vllm.py: use_v2_model_runner,
+    _is_default_v2_model_runner_model); MoE and hybrid (Mamba) models stay on the V1 runner. From 0.29 every model
+    defaults to V2 (VersionRules.v2_runner_for_all; not modelled: ROCm keeping V1 for DeepSeek V3.2/V4 and GLM DSA)."""
+    rules = _rules(version)
+    if rules.v2_runner_for_all:
+        return rules.v2_runner
     hybrid = "mamba" in spec.layer_kinds
-    return _rules(version).v2_runner and spec.moe is None and not hybrid
+    return rules.v2_runner and spec.moe is None and not hybrid
 
 
 def uses_v2_runner(spec: ModelSpec, s: VllmSettings) -> bool:

@@ -56,6 +56,11 @@ class VersionRules:
     # (gpu_worker.py:527-529 at v0.27.1, self.peak_activation_memory = transient_peak_headroom +
     # cudagraph_memory_estimate_applied; v0.26.0:526 logged torch_peak_increase alone)
     logged_peak_with_graphs: bool = False
+    # 0.29.0+: the V2 model runner is every model's default, MoE and hybrid too (config/vllm.py:645-681 at v0.29.0:
+    # only VLLM_USE_V2_MODEL_RUNNER, ROCm's DeepSeek V3.2/V4 list and unsupported features such as n-gram drafting
+    # keep V1; 0.28.0's _is_default_v2_model_runner_model :691-712 still sent MoE and hybrid models to V1 unless
+    # their architecture was listed)
+    v2_runner_for_all: bool = False
 
 
 # Sampler peak per logit, before the V2 runner: fp32 logits (4 B) + the top-k/top-p path's sorted copy (4 B) and
@@ -146,30 +151,30 @@ VERSION_RULES: tuple[VersionRules, ...] = (
                  "that estimate (gpu_worker.py:601-603, from 0.27: :527-529 at v0.27.1). Not modelled: the "
                  "FlashInfer all-reduce workspace at TP > 1; the V2 runner as every model's default (config/vllm.py:"
                  "645-681: MoE and hybrid too, ROCm keeping V1 for DeepSeek V3.2/V4)", logged_peak_with_graphs=True, profile="mechanism",
-                 null_block_first=True, v2_cudagraph_estimate=True),
+                 null_block_first=True, v2_cudagraph_estimate=True, v2_runner_for_all=True),
     VersionRules("0.30.0", "v1", 0.92, "v1_memory_160", "always", True, True, True, True, "concurrency", False,
                  None, "no memory rule change found in the sources read; the 0.29 rules apply. Checked in the release wheel: "
                  "util 0.92 (config/cache.py:103), batch tiers (engine/arg_utils.py:2730-2740), the V2 graph "
                  "estimate subtracted (v1/worker/gpu_worker.py:616-624)", logged_peak_with_graphs=True, profile="mechanism",
-                 evidence="carried", null_block_first=True, v2_cudagraph_estimate=True),
+                 evidence="carried", null_block_first=True, v2_cudagraph_estimate=True, v2_runner_for_all=True),
     VersionRules("0.31.0", "v1", 0.92, "v1_memory_160", "always", True, True, True, True, "concurrency", False,
                  None, "no memory rule change found in the sources read; the 0.29 rules apply. Checked in the release wheel: "
                  "util 0.92 (config/cache.py:103), batch tiers (engine/arg_utils.py:2858-2868), the V2 graph "
                  "estimate subtracted (v1/worker/gpu_worker.py:668-676); the profile run now caps allocator block splitting at 20 MiB (gpu_worker.py:611-624: freed "
                  "multi-GiB blocks no longer get pinned as consumed memory)", logged_peak_with_graphs=True, profile="mechanism",
-                 evidence="carried", null_block_first=True, v2_cudagraph_estimate=True),
+                 evidence="carried", null_block_first=True, v2_cudagraph_estimate=True, v2_runner_for_all=True),
     VersionRules("0.32.0", "v1", 0.92, "v1_memory_160", "always", True, True, True, True, "concurrency", False,
                  None, "no memory rule change found in the sources read; the 0.29 rules apply. Checked in the release wheel: "
                  "util 0.92 (config/cache.py:102), batch tiers (engine/arg_utils.py:2923-2933), the V2 graph "
                  "estimate subtracted (v1/worker/gpu_worker.py:735-743)", logged_peak_with_graphs=True, profile="mechanism",
-                 evidence="carried", null_block_first=True, v2_cudagraph_estimate=True),
+                 evidence="carried", null_block_first=True, v2_cudagraph_estimate=True, v2_runner_for_all=True),
     VersionRules("0.33.0", "v1", 0.92, "v1_memory_160", "always", True, True, True, True, "concurrency", False,
                  None, "no memory rule change found in the sources read; config/cache.py still defaults "
                  "gpu_memory_utilization to 0.92 and block_size to 16 at vllm@002f10e0 (a stored commit after "
                  "0.28: its CacheDType lists turboquant_* and nvfp4_4over6); the 0.29 rules apply. Checked in the release "
                  "wheel: util 0.92 (config/cache.py:215), batch tiers (engine/arg_utils.py:2973-2990), the V2 graph "
                  "estimate subtracted (v1/worker/gpu_worker.py:748-756)",
-                 logged_peak_with_graphs=True, profile="mechanism", evidence="carried", null_block_first=True, v2_cudagraph_estimate=True),
+                 logged_peak_with_graphs=True, profile="mechanism", evidence="carried", null_block_first=True, v2_cudagraph_estimate=True, v2_runner_for_all=True),
 )
 
 
