@@ -60,7 +60,7 @@ CAUSES: dict[str, list[tuple[float, float, str]]] = {
         "(utils/mem_utils.py:317-319 at v0.29.0, before_create.free - after_profile.free), so a torch segment that "
         "empty_cache() cannot release counts; 0.31.0 caps block splitting during the profile because 'a later small "
         "allocation can be carved out of a freed multi-GiB block and pin the whole segment past the empty_cache() ... "
-        "so it is counted as consumed and taken from the KV cache' (gpu_worker.py:611-624 at v0.31.0; 0.29.0's profile "
+        "so it is counted as consumed and taken from the KV cache' (gpu_worker.py:612-626 at v0.31.0; 0.29.0's profile "
         "has no such cap). Not modelled: whether a segment gets pinned depends on the allocator's state (the RTX 4090 "
         "0.5B cold start shows it, 0.24 GiB = its 0.25 GiB copy; the Qwen2.5-7B GPTQ/FP8 starts, compile state not "
         "kept, do not). 1.45 GiB budget")],
@@ -73,7 +73,7 @@ CAUSES: dict[str, list[tuple[float, float, str]]] = {
         "(ROCm: hipMemGetInfo counts the HIP runtime's own allocations; no vLLM source sizes them; the same rig's 26B and "
         "E2B starts log 3.58 and 2.46). The layout is exact (tokens per KV byte as logged)")],
     "xbill9-mi300x-gemma4-26b-a4b-bf16-v0.31": [(0.02, 0.07, "the V2 runner runs this MoE (the log: 'Using V2 Model "
-        "Runner'; every model's default from 0.29.0, config/vllm.py:645-681 at v0.29.0, which kvcalc now follows: on "
+        "Runner'; every model's default from 0.29.0, config/vllm.py:645-677 at v0.29.0, which kvcalc now follows: on "
         "its V1 path the activation was 4.2 GiB high and cancelled the two terms below, +1.8%). Left: CUDA graphs, "
         "kvcalc's one V2 capture constant 0.80 GiB against this rig's 3.40 GiB estimate ('CUDA graph pool memory: 3.36 "
         "GiB (actual), 3.4 GiB (estimated)'), and ROCm non-torch 3.58 GiB against 0.22 (hipMemGetInfo counts the HIP "

@@ -56,7 +56,7 @@ class VersionRules:
     # (gpu_worker.py:527-529 at v0.27.1, self.peak_activation_memory = transient_peak_headroom +
     # cudagraph_memory_estimate_applied; v0.26.0:526 logged torch_peak_increase alone)
     logged_peak_with_graphs: bool = False
-    # 0.29.0+: the V2 model runner is every model's default, MoE and hybrid too (config/vllm.py:645-681 at v0.29.0:
+    # 0.29.0+: the V2 model runner is every model's default, MoE and hybrid too (config/vllm.py:645-677 at v0.29.0:
     # only VLLM_USE_V2_MODEL_RUNNER, ROCm's DeepSeek V3.2/V4 list and unsupported features such as n-gram drafting
     # keep V1; 0.28.0's _is_default_v2_model_runner_model :691-712 still sent MoE and hybrid models to V1 unless
     # their architecture was listed)
@@ -150,7 +150,7 @@ VERSION_RULES: tuple[VersionRules, ...] = (
                  "profile_cudagraph_memory; 0.28.0's :843-845 returned 0), and the logged 'peak activation' holds "
                  "that estimate (gpu_worker.py:601-603, from 0.27: :527-529 at v0.27.1). Not modelled: the "
                  "FlashInfer all-reduce workspace at TP > 1; the V2 runner as every model's default (config/vllm.py:"
-                 "645-681: MoE and hybrid too, ROCm keeping V1 for DeepSeek V3.2/V4)", logged_peak_with_graphs=True, profile="mechanism",
+                 "645-677: MoE and hybrid too, ROCm keeping V1 for DeepSeek V3.2/V4)", logged_peak_with_graphs=True, profile="mechanism",
                  null_block_first=True, v2_cudagraph_estimate=True, v2_runner_for_all=True),
     VersionRules("0.30.0", "v1", 0.92, "v1_memory_160", "always", True, True, True, True, "concurrency", False,
                  None, "no memory rule change found in the sources read; the 0.29 rules apply. Checked in the release wheel: "
@@ -160,7 +160,7 @@ VERSION_RULES: tuple[VersionRules, ...] = (
     VersionRules("0.31.0", "v1", 0.92, "v1_memory_160", "always", True, True, True, True, "concurrency", False,
                  None, "no memory rule change found in the sources read; the 0.29 rules apply. Checked in the release wheel: "
                  "util 0.92 (config/cache.py:103), batch tiers (engine/arg_utils.py:2858-2868), the V2 graph "
-                 "estimate subtracted (v1/worker/gpu_worker.py:668-676); the profile run now caps allocator block splitting at 20 MiB (gpu_worker.py:611-624: freed "
+                 "estimate subtracted (v1/worker/gpu_worker.py:668-676); the profile run now caps allocator block splitting at 20 MiB (gpu_worker.py:612-626: freed "
                  "multi-GiB blocks no longer get pinned as consumed memory)", logged_peak_with_graphs=True, profile="mechanism",
                  evidence="carried", null_block_first=True, v2_cudagraph_estimate=True, v2_runner_for_all=True),
     VersionRules("0.32.0", "v1", 0.92, "v1_memory_160", "always", True, True, True, True, "concurrency", False,
