@@ -24,7 +24,8 @@ REAL = [("llama-3.1-8b.a.txt", ["--model", "llama-3.1-8b", "--util", "0.9", "--m
         ("llama-3.1-8b-awq.c.txt", ["--model", "llama-3.1-8b-awq", "--util", "0.9", "--max-model-len", "16384"]),
         ("qwen3-30b-a3b.d.txt", ["--model", "qwen3-30b-a3b", "--util", "0.9", "--max-model-len", "16384"])]
 # the plan of the recorded runs: the offline LLM class (its batch defaults), util 0.9 (H200 rows' settings)
-PLAN = ["--model", "llama-3.1-8b", "--gpu", "h200", "--util", "0.9", "--entrypoint", "offline"]
+PLAN = ["--model", "llama-3.1-8b", "--gpu", "h200", "--util", "0.9", "--entrypoint", "offline",
+        "--vllm-version", "0.26.0"]  # the fixture's server's release (a /metrics page does not state it)
 
 
 @pytest.fixture()

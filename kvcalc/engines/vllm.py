@@ -116,6 +116,7 @@ class StageBudget:
     num_blocks: int
     kv_fits: bool  # the budget holds one max_model_len request (_check_enough_kv_cache_memory)
     kv_bytes_per_token: int
+    sampler_state_bytes: int = 0  # the V2 sampler's penalty state, counted as consumed from 0.27 (last stage)
 
 
 @dataclass
@@ -151,6 +152,9 @@ class VllmEstimate:
     # where the CUDA graphs live and the room their capture finds (engines/vllm_graphs.py); not in the plan JSON,
     # whose cudagraph_overflow_bytes, fits and verdicts say it
     graph_capture: GraphCapture | None = field(default=None, repr=False)
+    # the part of non_torch_bytes that is the V2 sampler's penalty state (sampler_state_bytes; 0.27+); not in the
+    # plan JSON (non_torch_bytes holds it, as vLLM's consumed memory does)
+    sampler_state_bytes: int = field(default=0, repr=False)
 
     @property
     def kv_capacity_tokens(self) -> int:
@@ -418,6 +422,20 @@ def cudagraph_estimate_bytes(s: VllmSettings) -> int:
     if s.calibration is not None:
         graphs = s.calibration.cudagraph(s.tensor_parallel, s.pipeline_parallel, graphs)
     return graphs
+
+
+def sampler_state_bytes(spec: ModelSpec, s: VllmSettings, seqs: int, v2: bool) -> int:
+    """The V2 sampler's penalty state, allocated once per last-stage rank when load_model builds the sampler, after the
+    weights are measured ("Model loading took" leaves it out): prompt_bin_mask [max_num_seqs, cdiv(vocab, 32)] and
+    output_bin_counts [max_num_seqs, vocab], both int32 (v1/worker/gpu/sample/penalties.py:40-50 at v0.31.0, built
+    by sample/sampler.py:65 from gpu/model_runner.py:468, after :406; the same at 0.26.0-0.33.0). From 0.27 the
+    profile's consumed memory is the free-memory drop since the worker's first snapshot, so it comes out of the KV
+    budget (VersionRules.consumed_from_free_memory); 0.26's accounting left it out. Unpadded vocabulary
+    (model_config.get_vocab_size)."""
+    if not (v2 and s.rules.consumed_from_free_memory):
+        return 0
+    vocab = spec.vocab_size
+    return seqs * vocab * 4 + seqs * ceil_div(vocab, 32) * 4
 
 
 def subtracts_cudagraph_estimate(spec: ModelSpec, version) -> bool:
@@ -692,7 +710,8 @@ def _estimate(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings) -> VllmEstimate
                      f"{math.floor(100 * (total - others) / total) / 100} or below)")
     if s.kv_cache_memory_bytes:
         # the fixed KV budget ignores gpu_memory_utilization; weights, activations and KV must still fit the GPU
-        used = low.weights_bytes + low.activation_bytes + non_torch + cudagraph + s.kv_cache_memory_bytes
+        used = (low.weights_bytes + low.activation_bytes + non_torch + low.sampler_state_bytes + cudagraph
+                + s.kv_cache_memory_bytes)
         notes.append(f"--kv-cache-memory-bytes {s.kv_cache_memory_bytes:,}: the KV budget per GPU as given "
                      "(gpu_memory_utilization ignored, no memory profile; gpu_worker.py)")
         if used > total:
@@ -710,7 +729,9 @@ def _estimate(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings) -> VllmEstimate
     starts = low.kv_fits and shortfall == graph_overflow  # nothing but the capture is short
     return VllmEstimate(
         total_memory=total, requested_memory=requested, weights_bytes=low.weights_bytes,
-        activation_bytes=low.activation_bytes, non_torch_bytes=non_torch, cudagraph_bytes=cudagraph,
+        # what vLLM 0.27+ logs as consumed beyond the weights: non-torch and the V2 sampler's state (its stage's)
+        activation_bytes=low.activation_bytes, non_torch_bytes=non_torch + low.sampler_state_bytes,
+        cudagraph_bytes=cudagraph,
         available_kv_bytes=available, block_size=layout.block_size, page_bytes_all_layers=layout.bytes_per_block,
         num_gpu_blocks=blocks, max_model_len=max_model_len, max_num_batched_tokens=mnbt, max_num_seqs=seqs,
         logged_kv_tokens=logged, logged_concurrency=round(concurrency, 2),
@@ -719,6 +740,7 @@ def _estimate(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings) -> VllmEstimate
         deployment_weights_bytes=sum(b.weights_bytes for b in stages) * s.tensor_parallel,
         deployment_kv_bytes_per_token=sum(b.kv_bytes_per_token for b in stages) * s.tensor_parallel,
         cudagraph_overflow_bytes=graph_overflow, notes=layout.notes + notes, layout=layout, stages=tuple(stages),
+        sampler_state_bytes=low.sampler_state_bytes,
         graph_capture=GraphCapture(placement, capture, capture - graph_overflow if graph_overflow else
                                    max(total - (used if s.kv_cache_memory_bytes else requested + others_outside), 0),
                                    starts),
@@ -760,11 +782,12 @@ def stage_budgets(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings, budget: int
         if s.calibration is not None:
             act = s.calibration.activation(s.tensor_parallel, pp, act)
         act += encoder_profile_bytes(spec, s, mnbt, act, seqs, max_model_len, v2)  # multimodal: the encoder's dummy items
-        available = budget - w - act
+        held = sampler_state_bytes(spec, s, seqs, v2) if last else 0
+        available = budget - w - act - held
         if s.kv_cache_memory_bytes:
             # gpu_worker.py:determine_available_memory: kv_cache_memory_bytes set -> no profile, that budget as is
             available = s.kv_cache_memory_bytes
         start += n_layers
         out.append(StageBudget(w, act, available, layout, layout.num_blocks(max(available, 0)),
-                               available >= layout.min_kv_bytes, int(round(layout.kv_bytes_per_token))))
+                               available >= layout.min_kv_bytes, int(round(layout.kv_bytes_per_token)), held))
     return out
