@@ -691,6 +691,11 @@ def _estimate(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings) -> VllmEstimate
         if stage.num_blocks < low.num_blocks or (not stage.kv_fits and low.kv_fits):
             low = stage
     layout, blocks, available = low.layout, low.num_blocks, low.available_kv_bytes
+    if low.sampler_state_bytes:
+        notes.append(f"non-torch memory includes the V2 sampler's penalty state, {low.sampler_state_bytes / GiB:.2f} "
+                     f"GiB ({seqs:,} x {spec.vocab_size:,} int32 bin counts and a prompt mask, "
+                     "v1/worker/gpu/sample/penalties.py): from 0.27 vLLM counts it as consumed memory "
+                     "(utils/mem_utils.py total_consumed)")
     if rules.profile == "mechanism" and not s.speculative_method and not s.kv_cache_memory_bytes:
         peak = profile_peak_of(spec, s, mnbt, seqs, v2, low is stages[-1], gpu, max_model_len, layout.block_size)
         notes.append(peak.describe() + " (engines/vllm_profile.py)")
