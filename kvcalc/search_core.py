@@ -76,8 +76,11 @@ def build_structure(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv:
     capture = est.cudagraph_overflow_bytes
     v2 = vllm_engine.uses_v2_model_runner(spec, vllm_engine.parse_version(vllm_version))
     base, act, page, min_kv, need = [], [], [], [], []
+    # non_torch_bytes holds the V2 sampler's state of vLLM 0.27+ (engines/vllm.py sampler_state_bytes), which scales
+    # with max_num_seqs: the grid adds it per max_num_seqs on the last stage instead
+    plain_non_torch = est.non_torch_bytes - est.sampler_state_bytes
     for i, st in enumerate(stages):
-        base.append(st.weights_bytes + est.non_torch_bytes + est.cudagraph_bytes)
+        base.append(st.weights_bytes + plain_non_torch + est.cudagraph_bytes)
         if i == len(stages) - 1:  # the last stage runs the sampler: its peak depends on max_num_seqs
             per_seqs = [vllm_engine.activation_bytes(spec, replace(settings, max_num_seqs=q),
                                                      est.max_num_batched_tokens, q, v2, gpu=gpu,
@@ -88,6 +91,9 @@ def build_structure(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv:
                         for a, q in zip(per_seqs, seqs_grid)]
             if per_seqs[0] != st.activation_bytes:  # the engine changed how it calls its own formula
                 raise AssertionError("activation_bytes() no longer reproduces estimate(); update search_core")
+            v2_sampler = vllm_engine.uses_v2_runner(spec, settings)
+            per_seqs = [a + vllm_engine.sampler_state_bytes(spec, settings, q, v2_sampler)
+                        for a, q in zip(per_seqs, seqs_grid)]
         else:
             per_seqs = [st.activation_bytes] * len(seqs_grid)
         act.append(per_seqs)

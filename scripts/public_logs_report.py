@@ -48,36 +48,50 @@ BREAKDOWN = ("weights", "activation peak", "non-torch memory", "CUDA-graph estim
 # stands only while the error stays in its range (a rule change that moves the error makes it stale: then the
 # automatic cause below is shown, marked, until someone reviews it again).
 CAUSES: dict[str, list[tuple[float, float, str]]] = {
-    "prp-wp24-b-rtx5060ti-qwen3-4b-v0.29": [(0.5, 1.0, "cold compile, as the log's 'Compiling a graph' and 'saved "
-        "AOT compiled function' lines say (kvcalc reads them and keeps its compile phase: Inductor's copy of the 0.72 "
-        "GiB embedding table). Against the same operator's warm start of the same weights, GPU and util (prp-wp24-a) "
-        "kvcalc's phases predict the activation difference (0.57 GiB; logged 1.09 - 0.53 = 0.56), but both starts log "
-        "0.35 GiB of activation above kvcalc's phases (here 1.09 vs 0.74), a term of these releases not traced (not "
-        "fitted: these are the only two logs that show it). The rest is non-torch: 0.95 GiB logged against 0.25 on "
-        "the warm start. vLLM's non-torch figure is the whole device's used memory less torch's reserved, from the "
-        "snapshot before the engine started to after the profile (utils/mem_utils.py MemorySnapshot.measure: "
-        "total - free from cudaMemGetInfo; memory_profiling: non_torch_increase = after_profile - before_create), so "
-        "it counts whatever else grows on the GPU in that window; the project's H200 cold compiles (0.26) log 0.22 "
-        "GiB, so the compile itself does not leave 0.7 GiB outside torch there. This card is a Windows host's (the "
-        "checkpoint on a 9P filesystem: WSL2); not attributed further. 1.26 GiB on a 1.45 GiB budget")],
-    "xbill9-mi300x-gemma4-31b-bf16-v0.31": [(0.05, 0.12, "not attributed: the logged activation peak is 9.46 GiB against "
-        "kvcalc's 2.95 (its V2-runner compile phase: Inductor's copy of the 2.6 GiB embedding table), 6.5 GiB of a 101.8 "
-        "GiB budget, and non-torch 2.23 GiB against 0.22 (ROCm: the 26B start of the same rig logs 3.58, the E2B one "
-        "2.46). The layout is exact (tokens per KV byte as logged: every group charged max_model_len, since 2 x 16,384 "
-        "in flight + the window exceed 32,768). kvcalc's profile phases were traced on CUDA under 0.26; this is ROCm "
-        "(TRITON_ATTN, native GELU) under 0.31 with the encoder cache profiled on 6 video items")],
-    "prp-wp24-a-rtx5060ti-qwen3-4b-v0.30": [(0.10, 0.25, "warm compile cache, as the log's 'Directly load AOT "
-        "compilation from path' line says (compilation/decorators.py: the stored artifact is loaded, no Dynamo or "
-        "Inductor run), so kvcalc leaves out its compile phase: activation 0.17 GiB (the MLP phase) against 0.53 "
-        "logged. The cold-minus-warm difference this gives (0.57 GiB) is what the operator's two starts log (1.09 - "
-        "0.53 = 0.56, prp-wp24-b); the miss is the 0.35 GiB both starts log above kvcalc's phases, a term of these "
-        "releases not traced (a V2-runner buffer of the profile run; not fitted, as these two logs are the only ones "
-        "that show it): 0.36 GiB on a 2.7 GiB KV budget is 13%. Weights -0.09 GiB (7.64 logged, 7.49 GiB "
-        "checkpoint): the V2 sampler's [max_num_seqs x vocab] int32 output_bin_counts (0.145 GiB here, "
-        "v1/worker/gpu/sample/penalties.py PenaltiesState @ 0120ce5) would account for it if it is allocated with the "
-        "model; the release that does so is not established")],
+    "prp-wp24-b-rtx5060ti-qwen3-4b-v0.29": [(0.08, 0.25, "two terms, both read in the source. (1) CUDA graphs: from "
+        "0.29.0 the V2 runner captures its graphs once before the KV cache (v1/worker/gpu/cudagraph_utils.py:718 "
+        "profile_cudagraph_memory, called from gpu/model_runner.py:896-898) and the budget subtracts that estimate "
+        "(gpu_worker.py:606-610), logging it inside 'peak activation' (:601-603); kvcalc now does the same, sized by its "
+        "one V2 capture constant (0.80 GiB, the H200's 0.26 captures) where this card's estimate is 0.38 GiB ('CUDA "
+        "graph pool memory ... 0.38 GiB (estimated)'): +0.42 GiB. The transient peak without it is kvcalc's compile "
+        "phase within 0.03 GiB (0.74 vs 1.09 - 0.38). (2) Consumed memory 0.66 GiB above kvcalc's (which counts the V2 "
+        "sampler's 0.15 GiB penalty state, as 0.27+ does): non-torch 0.95 logged against the warm start's 0.25 "
+        "(prp-wp24-a); the 0.70 GiB more is the size of the compile phase's "
+        "Inductor embedding copy (0.72 GiB). From 0.27 'consumed' is the drop in free device memory across the profile "
+        "(utils/mem_utils.py:317-319 at v0.29.0, before_create.free - after_profile.free), so a torch segment that "
+        "empty_cache() cannot release counts; 0.31.0 caps block splitting during the profile because 'a later small "
+        "allocation can be carved out of a freed multi-GiB block and pin the whole segment past the empty_cache() ... "
+        "so it is counted as consumed and taken from the KV cache' (gpu_worker.py:612-626 at v0.31.0; 0.29.0's profile "
+        "has no such cap). Not modelled: whether a segment gets pinned depends on the allocator's state (the RTX 4090 "
+        "0.5B cold start shows it, 0.24 GiB = its 0.25 GiB copy; the Qwen2.5-7B GPTQ/FP8 starts, compile state not "
+        "kept, do not). 1.45 GiB budget")],
+    "xbill9-mi300x-gemma4-31b-bf16-v0.31": [(0.05, 0.12, "CUDA graphs and ROCm non-torch. The log's peak activation "
+        "9.46 GiB holds the V2 runner's graph estimate, 6.54 GiB ('CUDA graph pool memory: 6.45 GiB (actual), 6.54 "
+        "GiB (estimated)'; subtracted by gpu_worker.py:668-676 at v0.31.0): without it the transient peak is 2.92 GiB, "
+        "kvcalc's compile phase (2.95) within 0.03. kvcalc subtracts its one V2 capture constant, 0.80 GiB (the H200's "
+        "CUDA captures): 5.7 GiB short. This rig's two Gemma 4 estimates are 6.54 GiB (60 layers) and 3.40 (30 layers), "
+        "~0.11 GiB per layer on ROCm against 0.03 on the H200; not fitted (one host). Non-torch 2.23 GiB against kvcalc's "
+        "1.25 (0.22 plus the V2 sampler's penalty state, 1024 x 262,144 x 4 B, counted as consumed from 0.27): the "
+        "remaining 1.0 GiB is ROCm's (hipMemGetInfo counts the HIP runtime's own allocations; no vLLM source sizes "
+        "them; the same rig's 26B-A4B start leaves 2.3). The layout is exact (tokens per KV byte as logged)")],
+    "xbill9-mi300x-gemma4-26b-a4b-bf16-v0.31": [(0.02, 0.07, "the V2 runner runs this MoE (the log: 'Using V2 Model "
+        "Runner'; every model's default from 0.29.0, config/vllm.py:645-677 at v0.29.0, which kvcalc now follows: on "
+        "its V1 path the activation was 4.2 GiB high and cancelled the two terms below, +1.8%). Left: CUDA graphs, "
+        "kvcalc's one V2 capture constant 0.80 GiB against this rig's 3.40 GiB estimate ('CUDA graph pool memory: 3.36 "
+        "GiB (actual), 3.4 GiB (estimated)'), and ROCm non-torch 3.58 GiB against kvcalc's 1.25 (0.22 plus the V2 "
+        "sampler's 1.03 GiB penalty state; hipMemGetInfo counts the HIP runtime's own allocations, which no vLLM source "
+        "sizes); the transient peak is 0.92 GiB above the log's "
+        "(kvcalc's V2 MoE phases were never traced: 0.26 ran MoE on V1)")],
+    "prp-wp24-a-rtx5060ti-qwen3-4b-v0.30": [(0.08, 0.20, "the CUDA-graph estimate's size: from 0.29.0 the V2 runner "
+        "subtracts its profiled graphs from the budget (v1/worker/gpu/cudagraph_utils.py:718, gpu_worker.py:621-624 at "
+        "v0.30.0) and logs them inside 'peak activation' (:616-618); kvcalc's one V2 capture constant (0.80 GiB, the "
+        "H200's 0.26 captures) is 0.42 GiB above this card's estimate (0.38 GiB, 'CUDA graph pool memory ... "
+        "(estimated)'), 15% of a 2.7 GiB budget. The rest matches: transient peak 0.17 vs 0.53 - 0.38 = 0.15 logged "
+        "(warm compile cache: the 'Directly load AOT compilation' line, no Inductor run), consumed memory +0.03 GiB "
+        "(with the V2 sampler's 0.15 GiB penalty state, which 0.27+ counts). With the logged estimate the start is "
+        "-2.2%; the 0.35 GiB this start logged above kvcalc's phases before is that estimate")],
     "enginrect-rtx4090-wsl2-qwen25-7b-bf16-v0.27": [(0.10, 0.20, "not attributed: the post keeps only the KV-size "
-        "line (102,544 tokens = 5.48 GiB at 57,344 B per token; kvcalc 6.30 GiB), so the 0.8 GiB cannot be split. "
+        "line (102,544 tokens = 5.48 GiB at 57,344 B per token; kvcalc 6.15 GiB), so the 0.67 GiB cannot be split. "
         "The same script's GPTQ-Int4 and FP8-dynamic starts of the same model on the same card are -0.8% and +0.6%; "
         "what only the bf16 start has is bf16 GEMMs through torch (the other two run Marlin / CUTLASS kernels). Of the "
         "size of the non-torch growth the same WSL2 host's cold-compile 0.5B start logs (0.33 GiB above its warm "
@@ -171,6 +185,11 @@ def _deltas(by_q: dict) -> dict:
     """kvcalc minus log per breakdown term, GiB; where the log prints weights + non-torch as one figure (0.28+
     'consumed memory'), the non-torch part is that figure's difference less the weights'."""
     out = {q: (by_q[q]["predicted"] - by_q[q]["observed"]) / GiB for q in BREAKDOWN if q in by_q}
+    act = by_q.get("activation peak")
+    if act and "CUDA-graph estimate" in out and "with the CUDA-graph estimate" in (act.get("note") or ""):
+        # 0.27+ logs the transient peak and the graph estimate together (validate/vllm_log.py): the activation
+        # column keeps the transient part, the graphs column the estimate's
+        out["activation peak"] -= out["CUDA-graph estimate"]
     both = by_q.get("consumed memory (weights + non-torch)")
     if "non-torch memory" not in out and both and "weights" in out:
         out["non-torch memory"] = (both["predicted"] - both["observed"]) / GiB - out["weights"]
@@ -250,7 +269,8 @@ def markdown(data: list[dict], title: str = "## Public start-up logs (vLLM 0.6-0
         "[tests/fixtures/vllm_logs/public/](../../tests/fixtures/vllm_logs/public/)), through the path of "
         "`kvcalc validate --from-log`. Made by `python3 scripts/public_logs_report.py --write` with the current "
         "code; rows as JSON in [public_logs.json](public_logs.json). Breakdown: kvcalc minus log, GiB per rank, "
-        "where the log prints its profiling lines.",
+        "where the log prints its profiling lines (0.27+ logs the CUDA-graph estimate inside its peak activation: "
+        "the activation column is the transient part, the graphs column the estimate).",
         "",
         f"**{len(errs)} predictions: median |error| {statistics.median(errs):.1%}, worst "
         f"{max(errs, key=abs):.1%}; kvcalc over-predicts in {over} of {len(errs)}** "

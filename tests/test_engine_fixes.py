@@ -37,22 +37,24 @@ def test_tp_wider_than_kv_heads_is_noted():
 
 
 def test_util_1_leaves_no_room_for_v2_cuda_graphs():
-    """0.26's V2 runner captures graphs after the KV cache took total x util: at util 1.0 the ~0.8 GiB has no room."""
+    """0.26-0.28's V2 runner captures graphs after the KV cache took total x util: at util 1.0 the ~0.8 GiB has no
+    room. (0.29+ subtracts them from the budget first: test_graph_capture.test_v0_29_subtracts_the_v2_capture...)"""
     spec, gpu = load_model("llama-3.1-8b"), get_gpu("l4")
     capture = int(engine_constants("vllm")["cudagraph_capture_bytes"])
-    est = vllm.estimate(spec, gpu, settings(gpu_memory_utilization=1.0))
+    est = vllm.estimate(spec, gpu, settings(version="0.28.1", gpu_memory_utilization=1.0))
     assert est.cudagraph_overflow_bytes == capture  # requested == total at util 1.0
     assert not est.fits and est.shortfall_bytes == capture
-    ok = vllm.estimate(spec, gpu, settings(gpu_memory_utilization=0.9))
+    ok = vllm.estimate(spec, gpu, settings(version="0.28.1", gpu_memory_utilization=0.9))
     assert ok.fits and ok.cudagraph_overflow_bytes == 0
-    eager = vllm.estimate(spec, gpu, settings(gpu_memory_utilization=1.0, enforce_eager=True))
+    eager = vllm.estimate(spec, gpu, settings(version="0.28.1", gpu_memory_utilization=1.0, enforce_eager=True))
     assert eager.fits and eager.cudagraph_overflow_bytes == 0  # no graphs
     moe = vllm.estimate(load_model("qwen3-30b-a3b"), get_gpu("h200"), settings(gpu_memory_utilization=1.0))
     assert moe.cudagraph_overflow_bytes == 0  # V1 runner: the graph estimate comes out of the KV budget
 
 
 def test_util_1_warns_in_the_table():
-    code, _, err = invoke(["plan", "--util", "1.0", "--engine", "vllm", "--gpu", "l4", "--model", "llama-3.1-8b"])
+    code, _, err = invoke(["plan", "--util", "1.0", "--engine", "vllm", "--gpu", "l4", "--model", "llama-3.1-8b",
+                           "--vllm-version", "0.28.1"])
     assert code == 0
     assert "CUDA graphs" in err and "--util 0.96" in err
 
@@ -108,8 +110,8 @@ def test_non_last_stages_run_the_same_forward_without_the_sampler():
     assert vllm.activation_bytes(spec, s, 8192, 256) == max(fwd, vllm.sampler_bytes(spec, s, 8192, 256) +
                                                             vllm.moe_workspace_bytes(spec, s, 8192))
     # 0.26 (by mechanism): a stage without the lm_head has no sampler phase; its peak is an attention layer's, run
-    # with the MoE workspace held
-    s = settings(pipeline_parallel=2)
+    # with the MoE workspace held (0.26: MoE on the V1 runner, as traced on the H200; 0.29+ runs it on V2)
+    s = settings(pipeline_parallel=2, version="0.26.0")
     mid = vllm.profile_peak_of(spec, s, 8192, 256, last_stage=False)
     last = vllm.profile_peak_of(spec, s, 8192, 256)
     assert mid.phase == "attention" and "sampler" not in dict(mid.others) and last.phase == "sampler"

@@ -62,9 +62,13 @@ def test_cudagraph_estimate_by_version_runner_and_eager():
     assert vllm.estimate(dense, gpu, settings(enforce_eager=True)).cudagraph_bytes == 0
     assert vllm.estimate(dense, gpu, settings(version="0.19.1")).cudagraph_bytes == 0  # before 0.20: none
     assert vllm.estimate(dense, gpu, settings(version="0.22.0")).cudagraph_bytes > 0  # V1 runner subtracts it
-    # 0.26: dense models run on the V2 runner, whose profile_cudagraph_memory returns 0
-    assert vllm.estimate(dense, gpu, settings()).cudagraph_bytes == 0
-    assert vllm.estimate(moe, gpu, settings()).cudagraph_bytes > 0  # MoE stays on the V1 runner
+    # 0.26-0.28: dense models run on the V2 runner, whose profile_cudagraph_memory returns 0
+    assert vllm.estimate(dense, gpu, settings(version="0.26.0")).cudagraph_bytes == 0
+    assert vllm.estimate(dense, gpu, settings(version="0.28.1")).cudagraph_bytes == 0
+    # 0.29+: the V2 runner profiles its graphs (v1/worker/gpu/cudagraph_utils.py:718) and the budget subtracts them
+    assert vllm.estimate(dense, gpu, settings(version="0.29.0")).cudagraph_bytes > 0
+    assert vllm.estimate(dense, gpu, settings(version="0.29.0", enforce_eager=True)).cudagraph_bytes == 0
+    assert vllm.estimate(moe, gpu, settings(version="0.26.0")).cudagraph_bytes > 0  # MoE stays on the V1 runner
     assert vllm.estimate(moe, gpu, settings(enforce_eager=True)).cudagraph_bytes == 0
 
 

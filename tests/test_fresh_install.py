@@ -65,7 +65,7 @@ def test_deployment_file_from_the_install(installed):
 
 def test_metrics_check_from_the_install(installed):
     got = _cli(installed, "validate", "--metrics", str(METRICS), "--model", "llama-3.1-8b", "--gpu", "h200",
-               "--util", "0.9", "--entrypoint", "offline", "--json", "--strict")
+               "--util", "0.9", "--entrypoint", "offline", "--vllm-version", "0.26.0", "--json", "--strict")
     assert got.returncode == 0, got.stderr
     assert json.loads(got.stdout)["verdict"] == {"pass": 6, "miss": 0, "mismatch": 0}
 

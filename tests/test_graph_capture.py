@@ -17,6 +17,8 @@ from kvcalc.units import GiB
 from cli_helper import invoke
 
 CAPTURE = int(engine_constants("vllm")["cudagraph_capture_bytes"])
+# the newest release whose V2 model runner captures its graphs on top of the KV budget (0.29 subtracts them)
+AFTER_KV = "0.28.1"
 
 
 def settings(**kw):
@@ -27,6 +29,9 @@ def settings(**kw):
 
 @pytest.mark.parametrize("version, model, placement", [
     ("0.26.0", "llama-3.1-8b", "after_kv"),  # dense decoder on the V2 model runner
+    ("0.28.1", "llama-3.1-8b", "after_kv"),  # V2's profile_cudagraph_memory still returns 0 (model_runner.py:843-845)
+    ("0.29.0", "llama-3.1-8b", "in_budget"),  # V2 profiles its graphs and the budget subtracts them (cudagraph_utils.py:718)
+    ("0.33.0", "llama-3.1-8b", "in_budget"),
     ("0.26.0", "qwen3-30b-a3b", "in_budget"),  # MoE stays on the V1 runner, which subtracts the estimate
     ("0.24.0", "llama-3.1-8b", "in_budget"),  # 0.21+: VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1 by default
     ("0.20.0", "llama-3.1-8b", "after_kv"),  # before 0.21 the estimate was off: graphs beyond the budget
@@ -44,7 +49,7 @@ def test_margin_is_what_util_leaves_minus_the_capture():
     """Hand arithmetic: the H200 profile's total x (1 - util) outside vLLM's share, less the 0.8 GiB capture."""
     gpu = get_gpu("h200")
     for util in (0.9, 0.99, 0.995):
-        est = vllm.estimate(load_model("llama-3.1-8b"), gpu, settings(gpu_memory_utilization=util))
+        est = vllm.estimate(load_model("llama-3.1-8b"), gpu, settings(version=AFTER_KV, gpu_memory_utilization=util))
         left = gpu.memory_total_bytes - est.requested_memory
         assert est.graph_capture.headroom_bytes == left
         assert est.graph_capture.margin_bytes == left - CAPTURE
@@ -81,20 +86,21 @@ def test_a_server_that_never_starts_is_not_a_capture_failure():
 def test_kv_cache_memory_bytes_budget_leaves_room_by_what_it_holds():
     """With --kv-cache-memory-bytes util is ignored: capture finds what weights, activations and KV leave."""
     spec, gpu = load_model("llama-3.1-8b"), get_gpu("l4")
-    small = vllm.estimate(spec, gpu, settings(kv_cache_memory_bytes=2 * GiB))
+    small = vllm.estimate(spec, gpu, settings(version=AFTER_KV, kv_cache_memory_bytes=2 * GiB))
     assert small.fits and small.graph_capture.margin_bytes > 0
     used = (small.weights_bytes + small.activation_bytes + small.non_torch_bytes + small.cudagraph_bytes
             + 2 * GiB)
     assert small.graph_capture.headroom_bytes == gpu.memory_total_bytes - used
     # a KV budget that leaves 0.5 GiB: the cache is allocated, the capture then runs short by 0.3 GiB
     tight = gpu.memory_total_bytes - (used - 2 * GiB) - GiB // 2
-    est = vllm.estimate(spec, gpu, settings(kv_cache_memory_bytes=tight))
+    est = vllm.estimate(spec, gpu, settings(version=AFTER_KV, kv_cache_memory_bytes=tight))
     assert est.graph_capture.fails_at_capture
     assert est.cudagraph_overflow_bytes == CAPTURE - GiB // 2 == est.shortfall_bytes
 
 
 def test_plan_verdict_and_gate_line():
-    args = ["plan", "--gpu", "h200", "--model", "llama-3.1-8b", "--engine", "vllm", "--util", "0.995"]
+    args = ["plan", "--gpu", "h200", "--model", "llama-3.1-8b", "--engine", "vllm", "--vllm-version", AFTER_KV,
+            "--util", "0.995"]
     code, out, err = invoke(args + ["--json"])
     assert code == 0
     row = json.loads(out)["rows"][0]
@@ -106,6 +112,18 @@ def test_plan_verdict_and_gate_line():
     assert "fails at CUDA-graph capture" in last and "0.70 GiB is left (short 0.10 GiB)" in last
     code, _, _ = invoke(args[:-1] + ["0.99", "--require-fit"])
     assert code == 0
+
+
+def test_v0_29_subtracts_the_v2_capture_from_the_budget():
+    """0.29.0's V2 runner: the same graphs, sized like the capture, come out of the KV budget (gpu_worker.py:606-610)
+    instead of the room util leaves; at util 0.995 the server no longer fails at capture."""
+    spec, gpu = load_model("llama-3.1-8b"), get_gpu("h200")
+    old = vllm.estimate(spec, gpu, settings(version=AFTER_KV, gpu_memory_utilization=0.9))
+    new = vllm.estimate(spec, gpu, settings(version="0.29.0", gpu_memory_utilization=0.9))
+    assert old.cudagraph_bytes == 0 and new.cudagraph_bytes == CAPTURE
+    assert old.available_kv_bytes - new.available_kv_bytes == CAPTURE
+    tight = vllm.estimate(spec, gpu, settings(version="0.29.0", gpu_memory_utilization=0.995))
+    assert tight.fits and not tight.graph_capture.fails_at_capture
 
 
 def test_graph_capture_describe_states_the_margin():

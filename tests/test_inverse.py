@@ -121,12 +121,16 @@ def test_auto_max_model_len_is_the_largest_that_starts(model, gpu, w, k, tp):
 def test_fit_cli_prints_answer_and_proof():
     code, out, err = invoke(["fit", "max-context", "--gpu", "l4", "--model", "llama-3.1-8b", "--batch", "16"])
     assert code == 0, err
-    # 2,064 since issue 10: vLLM serve defaults (2048 batched tokens) and 0.26's default util 0.92 (was 1,920 at 0.9)
-    assert "max-context: 2,064 tokens" in out and "+1 token: does not fit" in out
+    # 1,584 at 0.33 (1,648 before 0.27's V2 sampler state, 0.13 GiB, was counted; 2,064 before 0.29's V2 runner took
+    # its 0.8 GiB of CUDA graphs out of the KV budget; 2,064 since
+    # issue 10: vLLM serve defaults (2048 batched tokens) and the default util 0.92; was 1,920 at 0.9)
+    assert "max-context: 1,584 tokens" in out and "+1 token: does not fit" in out
     code, out, _ = invoke(["fit", "auto", "--gpu", "l4", "--model", "llama-3.1-8b", "--json"])
     data = json.loads(out)
-    # 33,168 at the 0.33 default: one block (16 tokens) held back for the null block from 0.28.1 (vLLM PR #47272)
-    assert code == 0 and data["schema"] == "kvcalc.fit/1" and data["value"] == 33168
+    # 25,568 at the 0.33 default: 0.27+ counts the V2 sampler's state (26,608 without it) and 0.29+ subtracts the V2
+    # runner's CUDA graphs (33,168 before: one block held back
+    # for the null block from 0.28.1, vLLM PR #47272)
+    assert code == 0 and data["schema"] == "kvcalc.fit/1" and data["value"] == 25568
     assert data["fits_at_answer"] is True and data["fits_one_step_beyond"] is False
     code, out, _ = invoke(["fit", "auto", "--gpu", "l4", "--model", "llama-3.1-8b", "--json", "--vllm-version", "0.26.0"])
     # 33,184 at 0.26 (30,832 before issue 10: util 0.9, LLM-class batch defaults; 33,168 before the profile peak by
@@ -148,7 +152,8 @@ def test_fit_bad_input_is_one_line_exit_2(args, needle):
 def test_auto_reserves_the_null_block_from_vllm_0_28_1():
     """vLLM PR #47272 (first in v0.28.1rc0): auto-fit plans against the memory minus one block. On a uniform model
     that is exactly one block (16 tokens) less when the budget sits on a block boundary, and never more."""
-    old = answer("auto", _req("llama-3.1-8b", "l4", None, None, 1, vllm_version="0.26.0"))
-    new = answer("auto", _req("llama-3.1-8b", "l4", None, None, 1, vllm_version="0.29.0"))
+    # 0.28.0 against 0.28.1: the null block is the only rule between them (0.27 added the sampler state, 0.29 the graphs)
+    old = answer("auto", _req("llama-3.1-8b", "l4", None, None, 1, vllm_version="0.28.0"))
+    new = answer("auto", _req("llama-3.1-8b", "l4", None, None, 1, vllm_version="0.28.1"))
     assert old.value - 16 <= new.value < old.value
     assert new.fits_one_step_beyond is False and "null block" in new.detail

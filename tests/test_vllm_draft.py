@@ -124,12 +124,16 @@ def test_mamba_layers_keep_a_state_block_per_speculative_token():
 
 
 def test_runner_choice_with_a_drafter():
-    # config/vllm.py:2154-2180: the V2 runner takes eagle/eagle3/mtp, not ngram; MoE and hybrid targets stay on V1
+    # config/vllm.py:2154-2180 (0.26): the V2 runner takes eagle/eagle3/mtp, not ngram; MoE and hybrid targets stay
+    # on V1. 0.29 (config/vllm.py:645-677, :2562-2574): V2 for every model, n-gram drafting still on V1
     llama, moe = load_model("llama-3.1-8b"), load_model("qwen3-30b-a3b")
-    s = dict(weights=BF16, kv=kv_format("auto"))
+    s = dict(weights=BF16, kv=kv_format("auto"), version="0.26.0")
     assert vllm.uses_v2_runner(llama, vllm.VllmSettings(**s, speculative_method="eagle3", num_speculative_tokens=3))
     assert not vllm.uses_v2_runner(llama, vllm.VllmSettings(**s, speculative_method="ngram", num_speculative_tokens=4))
     assert not vllm.uses_v2_runner(moe, vllm.VllmSettings(**s, speculative_method="eagle3", num_speculative_tokens=3))
+    s["version"] = "0.29.0"
+    assert vllm.uses_v2_runner(moe, vllm.VllmSettings(**s, speculative_method="eagle3", num_speculative_tokens=3))
+    assert not vllm.uses_v2_runner(moe, vllm.VllmSettings(**s, speculative_method="ngram", num_speculative_tokens=4))
 
 
 def test_rejection_pass_of_the_v1_profile():

@@ -19,8 +19,9 @@ MIB = 1 << 20
 
 
 def settings(**kw):
+    # the release these engines were traced on (0.29+ runs MoE and hybrid models on the V2 runner as well)
     base = dict(weights=weight_format("bf16"), kv=kv_format("auto"), max_model_len=8192, enforce_eager=True,
-                entrypoint="llm", flashinfer_sampler=False)
+                entrypoint="llm", flashinfer_sampler=False, version="0.26.0")
     base.update(kw)
     return vllm.VllmSettings(**base)
 

@@ -116,6 +116,7 @@ class StageBudget:
     num_blocks: int
     kv_fits: bool  # the budget holds one max_model_len request (_check_enough_kv_cache_memory)
     kv_bytes_per_token: int
+    sampler_state_bytes: int = 0  # the V2 sampler's penalty state, counted as consumed from 0.27 (last stage)
 
 
 @dataclass
@@ -151,6 +152,9 @@ class VllmEstimate:
     # where the CUDA graphs live and the room their capture finds (engines/vllm_graphs.py); not in the plan JSON,
     # whose cudagraph_overflow_bytes, fits and verdicts say it
     graph_capture: GraphCapture | None = field(default=None, repr=False)
+    # the part of non_torch_bytes that is the V2 sampler's penalty state (sampler_state_bytes; 0.27+); not in the
+    # plan JSON (non_torch_bytes holds it, as vLLM's consumed memory does)
+    sampler_state_bytes: int = field(default=0, repr=False)
 
     @property
     def kv_capacity_tokens(self) -> int:
@@ -304,10 +308,14 @@ def _rules(version) -> VersionRules:
 
 
 def uses_v2_model_runner(spec: ModelSpec, version) -> bool:
-    """0.26 runs dense, non-hybrid decoders on the V2 model runner (config/vllm.py: use_v2_model_runner,
-    _is_default_v2_model_runner_model); MoE and hybrid (Mamba) models stay on the V1 runner."""
+    """0.26-0.28 run dense, non-hybrid decoders on the V2 model runner (config/vllm.py: use_v2_model_runner,
+    _is_default_v2_model_runner_model); MoE and hybrid (Mamba) models stay on the V1 runner. From 0.29 every model
+    defaults to V2 (VersionRules.v2_runner_for_all; not modelled: ROCm keeping V1 for DeepSeek V3.2/V4 and GLM DSA)."""
+    rules = _rules(version)
+    if rules.v2_runner_for_all:
+        return rules.v2_runner
     hybrid = "mamba" in spec.layer_kinds
-    return _rules(version).v2_runner and spec.moe is None and not hybrid
+    return rules.v2_runner and spec.moe is None and not hybrid
 
 
 def uses_v2_runner(spec: ModelSpec, s: VllmSettings) -> bool:
@@ -416,12 +424,28 @@ def cudagraph_estimate_bytes(s: VllmSettings) -> int:
     return graphs
 
 
+def sampler_state_bytes(spec: ModelSpec, s: VllmSettings, seqs: int, v2: bool) -> int:
+    """The V2 sampler's penalty state, allocated once per last-stage rank when load_model builds the sampler, after the
+    weights are measured ("Model loading took" leaves it out): prompt_bin_mask [max_num_seqs, cdiv(vocab, 32)] and
+    output_bin_counts [max_num_seqs, vocab], both int32 (v1/worker/gpu/sample/penalties.py:40-50 at v0.31.0, built
+    by sample/sampler.py:65 from gpu/model_runner.py:468, after :406; the same at 0.26.0-0.33.0). From 0.27 the
+    profile's consumed memory is the free-memory drop since the worker's first snapshot, so it comes out of the KV
+    budget (VersionRules.consumed_from_free_memory); 0.26's accounting left it out. Unpadded vocabulary
+    (model_config.get_vocab_size)."""
+    if not (v2 and s.rules.consumed_from_free_memory):
+        return 0
+    vocab = spec.vocab_size
+    return seqs * vocab * 4 + seqs * ceil_div(vocab, 32) * 4
+
+
 def subtracts_cudagraph_estimate(spec: ModelSpec, version) -> bool:
     """0.21+ subtracts a profiled CUDA-graph estimate from the KV budget (gpu_worker.py,
     VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1 by default since 0.21.0, vllm#38284), but the V2 runner's
-    profile_cudagraph_memory returns 0 (v1/worker/gpu/model_runner.py): there, graphs are captured after the KV
-    cache, on top of the budget."""
-    return _rules(version).cudagraph_estimate and not uses_v2_model_runner(spec, version)
+    profile_cudagraph_memory returns 0 through 0.28 (v1/worker/gpu/model_runner.py:843-845 at v0.28.0): there, graphs
+    are captured after the KV cache, on top of the budget. From 0.29.0 the V2 runner profiles them too (a throwaway
+    capture, v1/worker/gpu/cudagraph_utils.py:718 at v0.29.0) and the budget subtracts it (gpu_worker.py:606-610)."""
+    rules = _rules(version)
+    return rules.cudagraph_estimate and (rules.v2_cudagraph_estimate or not uses_v2_model_runner(spec, version))
 
 
 def uses_nccl_nvls(gpu: GpuProfile, s: VllmSettings) -> bool:
@@ -582,12 +606,18 @@ def _estimate(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings) -> VllmEstimate
     nvls = uses_nccl_nvls(gpu, s)
     if nvls:
         non_torch += int(c["nccl_nvls_bytes"])
-    cudagraph = 0 if (s.enforce_eager or v2 or not rules.cudagraph_estimate) else int(c["cudagraph_bytes"])
+    # the CUDA-graph estimate subtracted from the budget: V1 runner from 0.21; V2 runner from 0.29 (before, its
+    # profile_cudagraph_memory returned 0). V2's estimate is a throwaway capture of the same graphs the real capture
+    # makes after the KV cache (v1/worker/gpu/cudagraph_utils.py:718-806 at v0.29.0), so it is sized like that
+    # capture (cudagraph_capture_bytes, the H200's V2 captures)
+    v2_estimate = v2 and rules.v2_cudagraph_estimate
+    cudagraph = 0 if (s.enforce_eager or (v2 and not v2_estimate) or not rules.cudagraph_estimate) else \
+        int(c["cudagraph_capture_bytes" if v2_estimate else "cudagraph_bytes"])
     if s.calibration is not None:  # measured in the user's environment (kvcalc/calibrate.py)
         non_torch, cudagraph = (s.calibration.non_torch(s.tensor_parallel, pp, non_torch),
                                 s.calibration.cudagraph(s.tensor_parallel, pp, cudagraph))
     # graphs captured after the KV cache is allocated, on top of gpu_memory_utilization (engines/vllm_graphs.py)
-    placement = graph_placement(s.enforce_eager, v2, rules.cudagraph_estimate)
+    placement = graph_placement(s.enforce_eager, v2 and not v2_estimate, rules.cudagraph_estimate)
     capture = int(c["cudagraph_capture_bytes"]) if placement == "after_kv" else 0
     others_outside = 0 if rules.others_reduce_kv else s.other_processes_bytes  # else inside `requested` already
     graph_overflow = max(capture - max(total - requested - others_outside, 0), 0)
@@ -661,6 +691,11 @@ def _estimate(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings) -> VllmEstimate
         if stage.num_blocks < low.num_blocks or (not stage.kv_fits and low.kv_fits):
             low = stage
     layout, blocks, available = low.layout, low.num_blocks, low.available_kv_bytes
+    if low.sampler_state_bytes:
+        notes.append(f"non-torch memory includes the V2 sampler's penalty state, {low.sampler_state_bytes / GiB:.2f} "
+                     f"GiB ({seqs:,} x {spec.vocab_size:,} int32 bin counts and a prompt mask, "
+                     "v1/worker/gpu/sample/penalties.py): from 0.27 vLLM counts it as consumed memory "
+                     "(utils/mem_utils.py total_consumed)")
     if rules.profile == "mechanism" and not s.speculative_method and not s.kv_cache_memory_bytes:
         peak = profile_peak_of(spec, s, mnbt, seqs, v2, low is stages[-1], gpu, max_model_len, layout.block_size)
         notes.append(peak.describe() + " (engines/vllm_profile.py)")
@@ -680,7 +715,8 @@ def _estimate(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings) -> VllmEstimate
                      f"{math.floor(100 * (total - others) / total) / 100} or below)")
     if s.kv_cache_memory_bytes:
         # the fixed KV budget ignores gpu_memory_utilization; weights, activations and KV must still fit the GPU
-        used = low.weights_bytes + low.activation_bytes + non_torch + cudagraph + s.kv_cache_memory_bytes
+        used = (low.weights_bytes + low.activation_bytes + non_torch + low.sampler_state_bytes + cudagraph
+                + s.kv_cache_memory_bytes)
         notes.append(f"--kv-cache-memory-bytes {s.kv_cache_memory_bytes:,}: the KV budget per GPU as given "
                      "(gpu_memory_utilization ignored, no memory profile; gpu_worker.py)")
         if used > total:
@@ -698,7 +734,9 @@ def _estimate(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings) -> VllmEstimate
     starts = low.kv_fits and shortfall == graph_overflow  # nothing but the capture is short
     return VllmEstimate(
         total_memory=total, requested_memory=requested, weights_bytes=low.weights_bytes,
-        activation_bytes=low.activation_bytes, non_torch_bytes=non_torch, cudagraph_bytes=cudagraph,
+        # what vLLM 0.27+ logs as consumed beyond the weights: non-torch and the V2 sampler's state (its stage's)
+        activation_bytes=low.activation_bytes, non_torch_bytes=non_torch + low.sampler_state_bytes,
+        cudagraph_bytes=cudagraph,
         available_kv_bytes=available, block_size=layout.block_size, page_bytes_all_layers=layout.bytes_per_block,
         num_gpu_blocks=blocks, max_model_len=max_model_len, max_num_batched_tokens=mnbt, max_num_seqs=seqs,
         logged_kv_tokens=logged, logged_concurrency=round(concurrency, 2),
@@ -707,6 +745,7 @@ def _estimate(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings) -> VllmEstimate
         deployment_weights_bytes=sum(b.weights_bytes for b in stages) * s.tensor_parallel,
         deployment_kv_bytes_per_token=sum(b.kv_bytes_per_token for b in stages) * s.tensor_parallel,
         cudagraph_overflow_bytes=graph_overflow, notes=layout.notes + notes, layout=layout, stages=tuple(stages),
+        sampler_state_bytes=low.sampler_state_bytes,
         graph_capture=GraphCapture(placement, capture, capture - graph_overflow if graph_overflow else
                                    max(total - (used if s.kv_cache_memory_bytes else requested + others_outside), 0),
                                    starts),
@@ -748,11 +787,12 @@ def stage_budgets(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings, budget: int
         if s.calibration is not None:
             act = s.calibration.activation(s.tensor_parallel, pp, act)
         act += encoder_profile_bytes(spec, s, mnbt, act, seqs, max_model_len, v2)  # multimodal: the encoder's dummy items
-        available = budget - w - act
+        held = sampler_state_bytes(spec, s, seqs, v2) if last else 0
+        available = budget - w - act - held
         if s.kv_cache_memory_bytes:
             # gpu_worker.py:determine_available_memory: kv_cache_memory_bytes set -> no profile, that budget as is
             available = s.kv_cache_memory_bytes
         start += n_layers
         out.append(StageBudget(w, act, available, layout, layout.num_blocks(max(available, 0)),
-                               available >= layout.min_kv_bytes, int(round(layout.kv_bytes_per_token))))
+                               available >= layout.min_kv_bytes, int(round(layout.kv_bytes_per_token)), held))
     return out

@@ -47,6 +47,25 @@ class VersionRules:
     # vLLM PR #47272 (0.28.1rc0): the start check and --max-model-len auto plan against the memory minus one block
     # (the null block), kv_cache_utils.py
     null_block_first: bool = False
+    # 0.29.0+: the V2 model runner profiles its CUDA graphs before the KV cache too (v1/worker/gpu/model_runner.py:
+    # 896-898 at v0.29.0 calls v1/worker/gpu/cudagraph_utils.py:718 profile_cudagraph_memory, a throwaway capture;
+    # v0.27.1 :749-751 and v0.28.0 :843-845 still return 0), so its graphs come out of the KV budget
+    # (gpu_worker.py:606-610) instead of being captured on top of it
+    v2_cudagraph_estimate: bool = False
+    # 0.27.0+: the logged "peak activation" is the profile's transient peak plus the CUDA-graph estimate subtracted
+    # (gpu_worker.py:527-529 at v0.27.1, self.peak_activation_memory = transient_peak_headroom +
+    # cudagraph_memory_estimate_applied; v0.26.0:526 logged torch_peak_increase alone)
+    logged_peak_with_graphs: bool = False
+    # 0.29.0+: the V2 model runner is every model's default, MoE and hybrid too (config/vllm.py:645-677 at v0.29.0:
+    # only VLLM_USE_V2_MODEL_RUNNER, ROCm's DeepSeek V3.2/V4 list and unsupported features such as n-gram drafting
+    # keep V1; 0.28.0's _is_default_v2_model_runner_model :691-712 still sent MoE and hybrid models to V1 unless
+    # their architecture was listed)
+    v2_runner_for_all: bool = False
+    # 0.27.0+: the profile's "consumed memory" is the drop in free device memory since the worker's first snapshot
+    # (utils/mem_utils.py:317-319 at v0.29.0, before_create.free_memory - after_profile.free_memory; 0.26.0:310-314
+    # summed non_torch_increase, which leaves torch tensors out), so torch tensors allocated after the weights are
+    # measured and before the profile (the V2 sampler's penalty state) come out of the KV budget
+    consumed_from_free_memory: bool = False
 
 
 # Sampler peak per logit, before the V2 runner: fp32 logits (4 B) + the top-k/top-p path's sorted copy (4 B) and
@@ -107,11 +126,14 @@ VERSION_RULES: tuple[VersionRules, ...] = (
                  "profile_cudagraph_memory returns 0); profile peak by mechanism (engines/vllm_profile.py, traced "
                  "tensor by tensor on the H200: docs/validation/data/v3)", profile="mechanism", evidence="measured"),
     VersionRules("0.27.0", "v1", 0.92, "v1_memory", "always", True, True, True, True, "concurrency", False, None,
-                 "tag v0.27.0 (commit 4bdc8a78, 2026-08-10): batch tiers unchanged (engine/arg_utils.py:2544-2549, "
+                 "tag v0.27.0 (commit 4bdc8a78, 2026-08-10): consumed memory is the free-memory drop since the first "
+                 "snapshot (utils/mem_utils.py:317-319 at v0.27.1: 'total_consumed already covers persistent torch "
+                 "allocations'), so the V2 sampler's penalty state counts "
+                 "(v1/worker/gpu/sample/penalties.py); batch tiers unchanged (engine/arg_utils.py:2544-2549, "
                  "top tier >= 70 GiB and not A100); bitsandbytes still in tree (model_loader/bitsandbytes_loader.py); "
                  "public 0.27.1 start-ups print the same budget terms (weights + non-torch, peak activation, "
                  "'Estimated CUDA graph memory', 'CUDA graph memory profiling is enabled (default since v0.21.0)': "
-                 "gpustack/runner#251)", profile="mechanism"),
+                 "gpustack/runner#251)", consumed_from_free_memory=True, logged_peak_with_graphs=True, profile="mechanism"),
     VersionRules("0.28.0", "v1", 0.92, "v1_memory_160", "always", True, True, True, True, "concurrency", False,
                  None,
                  "tag v0.28.0 (commit 2cf0a691, 2026-08-24): engine/arg_utils.py:2582-2591 adds a tier for GPUs of "
@@ -120,33 +142,47 @@ VERSION_RULES: tuple[VersionRules, ...] = (
                  "(vllm#43529); KV log merged into one line 'GPU KV cache size: N tokens, Maximum concurrency for "
                  "L tokens per request: Cx' (v1/core/kv_cache_utils.py); new kv_cache_dtype int4_per_token_head and "
                  "turboquant_* (config/cache.py). Not read: the >= 160 GiB tier's LLM-class max_num_batched_tokens "
-                 "and max_num_seqs (kvcalc keeps 16384 and 1024)", profile="mechanism"),
+                 "and max_num_seqs (kvcalc keeps 16384 and 1024)", consumed_from_free_memory=True, logged_peak_with_graphs=True, profile="mechanism"),
     VersionRules("0.28.1", "v1", 0.92, "v1_memory_160", "always", True, True, True, True, "concurrency", False,
                  None,
                  "vLLM PR #47272 (merge commit 76fb6d21, 2026-08-20; first in v0.28.1rc0, not in v0.28.0): the null "
                  "block is reserved before the start check and the --max-model-len auto fit "
                  "(v1/core/kv_cache_utils.py), so one max_model_len request needs its blocks plus one",
-                 profile="mechanism", null_block_first=True),
+                 consumed_from_free_memory=True, logged_peak_with_graphs=True, profile="mechanism", null_block_first=True),
     VersionRules("0.29.0", "v1", 0.92, "v1_memory_160", "always", True, True, True, True, "concurrency", False,
                  None,
                  "v0.29.0 release notes: FlashInfer all-reduce on by default for TP CUDA groups (vllm#52998), "
                  "deterministic prefix-cache NONE_HASH (vllm#51875), --max-num-queued-reqs / --max-num-queued-tokens "
-                 "admission flags (vllm#49445); no change to the KV budget terms found. Not modelled: the FlashInfer "
-                 "all-reduce workspace at TP > 1", profile="mechanism", null_block_first=True),
+                 "admission flags (vllm#49445); the V2 model runner's CUDA graphs are profiled and subtracted from "
+                 "the KV budget (v1/worker/gpu/model_runner.py:896-898 -> gpu/cudagraph_utils.py:718 "
+                 "profile_cudagraph_memory; 0.28.0's :843-845 returned 0), and the logged 'peak activation' holds "
+                 "that estimate (gpu_worker.py:601-603, from 0.27: :527-529 at v0.27.1). Not modelled: the "
+                 "FlashInfer all-reduce workspace at TP > 1; the V2 runner as every model's default (config/vllm.py:"
+                 "645-677: MoE and hybrid too, ROCm keeping V1 for DeepSeek V3.2/V4)", consumed_from_free_memory=True, logged_peak_with_graphs=True, profile="mechanism",
+                 null_block_first=True, v2_cudagraph_estimate=True, v2_runner_for_all=True),
     VersionRules("0.30.0", "v1", 0.92, "v1_memory_160", "always", True, True, True, True, "concurrency", False,
-                 None, "no memory rule change found in the sources read; the 0.29 rules apply", profile="mechanism",
-                 evidence="carried", null_block_first=True),
+                 None, "no memory rule change found in the sources read; the 0.29 rules apply. Checked in the release wheel: "
+                 "util 0.92 (config/cache.py:103), batch tiers (engine/arg_utils.py:2730-2740), the V2 graph "
+                 "estimate subtracted (v1/worker/gpu_worker.py:616-624)", consumed_from_free_memory=True, logged_peak_with_graphs=True, profile="mechanism",
+                 evidence="carried", null_block_first=True, v2_cudagraph_estimate=True, v2_runner_for_all=True),
     VersionRules("0.31.0", "v1", 0.92, "v1_memory_160", "always", True, True, True, True, "concurrency", False,
-                 None, "no memory rule change found in the sources read; the 0.29 rules apply", profile="mechanism",
-                 evidence="carried", null_block_first=True),
+                 None, "no memory rule change found in the sources read; the 0.29 rules apply. Checked in the release wheel: "
+                 "util 0.92 (config/cache.py:103), batch tiers (engine/arg_utils.py:2858-2868), the V2 graph "
+                 "estimate subtracted (v1/worker/gpu_worker.py:668-676); the profile run now caps allocator block splitting at 20 MiB (gpu_worker.py:612-626: freed "
+                 "multi-GiB blocks no longer get pinned as consumed memory)", consumed_from_free_memory=True, logged_peak_with_graphs=True, profile="mechanism",
+                 evidence="carried", null_block_first=True, v2_cudagraph_estimate=True, v2_runner_for_all=True),
     VersionRules("0.32.0", "v1", 0.92, "v1_memory_160", "always", True, True, True, True, "concurrency", False,
-                 None, "no memory rule change found in the sources read; the 0.29 rules apply", profile="mechanism",
-                 evidence="carried", null_block_first=True),
+                 None, "no memory rule change found in the sources read; the 0.29 rules apply. Checked in the release wheel: "
+                 "util 0.92 (config/cache.py:102), batch tiers (engine/arg_utils.py:2923-2933), the V2 graph "
+                 "estimate subtracted (v1/worker/gpu_worker.py:735-743)", consumed_from_free_memory=True, logged_peak_with_graphs=True, profile="mechanism",
+                 evidence="carried", null_block_first=True, v2_cudagraph_estimate=True, v2_runner_for_all=True),
     VersionRules("0.33.0", "v1", 0.92, "v1_memory_160", "always", True, True, True, True, "concurrency", False,
                  None, "no memory rule change found in the sources read; config/cache.py still defaults "
                  "gpu_memory_utilization to 0.92 and block_size to 16 at vllm@002f10e0 (a stored commit after "
-                 "0.28: its CacheDType lists turboquant_* and nvfp4_4over6); the 0.29 rules apply",
-                 profile="mechanism", evidence="carried", null_block_first=True),
+                 "0.28: its CacheDType lists turboquant_* and nvfp4_4over6); the 0.29 rules apply. Checked in the release "
+                 "wheel: util 0.92 (config/cache.py:215), batch tiers (engine/arg_utils.py:2973-2990), the V2 graph "
+                 "estimate subtracted (v1/worker/gpu_worker.py:748-756)",
+                 consumed_from_free_memory=True, logged_peak_with_graphs=True, profile="mechanism", evidence="carried", null_block_first=True, v2_cudagraph_estimate=True, v2_runner_for_all=True),
 )
 
 
@@ -284,14 +320,14 @@ def evidence_note(version: str) -> str:
 def table_markdown() -> str:
     """The rules as a markdown table (docs/method.md)."""
     lines = ["| since | engine | default util | batch defaults | chunked prefill | prefix caching | hybrid KV "
-             "manager | CUDA-graph estimate | V2 runner | logged tokens | others' memory | sampler B/logit | null block "
+             "manager | CUDA-graph estimate | V2 runner | V2 graphs in budget | logged tokens | others' memory | sampler B/logit | null block "
              "first | evidence | source |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in VERSION_RULES:
         lines.append(f"| {r.since} | {r.engine} | {r.default_util} | {r.batch_defaults} | {r.chunked_prefill} | "
                      f"{'on' if r.prefix_caching else 'off'} | {'yes' if r.hybrid_allocator else 'no'} | "
                      f"{'yes' if r.cudagraph_estimate else 'no'} | {'yes' if r.v2_runner else 'no'} | "
-                     f"{r.logged_tokens} | {'from KV' if r.others_reduce_kv else 'must be free'} | "
+                     f"{('yes' if r.v2_cudagraph_estimate else 'no') if r.v2_runner else '-'} | {r.logged_tokens} | {'from KV' if r.others_reduce_kv else 'must be free'} | "
                      f"{r.sampler_bytes_per_logit or '12 (fitted)'} | {'yes' if r.null_block_first else 'no'} | "
                      f"{r.evidence} | {r.sources} |")
     return "\n".join(lines)

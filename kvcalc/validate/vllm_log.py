@@ -929,7 +929,11 @@ def check_log(parsed: dict[str, Any], model: Any, gpu: Any, *, vllm_version: str
 
     add("requested memory (total x util)", est.requested_memory, "requested_memory_bytes", note=note_gib)
     add("weights", est.weights_bytes, "weights_bytes", note=note_gib)
-    add("activation peak", est.activation_bytes, "activation_bytes", note=note_gib)
+    graphs_in_peak = getattr(rules_for(settings.version), "logged_peak_with_graphs", False)
+    # 0.27+ logs the transient peak plus the CUDA-graph estimate it subtracted as "peak activation"
+    # (engines/vllm_versions.py logged_peak_with_graphs): compared with kvcalc's two together
+    add("activation peak", est.activation_bytes + (est.cudagraph_bytes if graphs_in_peak else 0), "activation_bytes",
+        note=note_gib + ("; with the CUDA-graph estimate, as 0.27+ logs it" if graphs_in_peak else ""))
     add("non-torch memory", est.non_torch_bytes, "non_torch_bytes", note=note_gib)
     # 0.28+ summary: "Actual usage is X GiB for consumed memory (weights + non-torch)": the two together
     add("consumed memory (weights + non-torch)", est.weights_bytes + est.non_torch_bytes, "consumed_bytes",
@@ -949,8 +953,12 @@ def check_log(parsed: dict[str, Any], model: Any, gpu: Any, *, vllm_version: str
         notes.append(f"vLLM {settings.version} logs a CUDA-graph estimate but does not subtract it from the KV "
                      "budget (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS is on by default from 0.21.0): the KV rows "
                      "leave it out, as vLLM did")
-    else:
+    elif "cudagraph_estimate_bytes" in values:
         add("CUDA-graph estimate", est.cudagraph_bytes, "cudagraph_estimate_bytes", note=note_gib)
+    elif "cudagraph_pool_estimated_bytes" in values and not settings.enforce_eager:
+        # the V2 runner (0.29+) prints no "Estimated CUDA graph memory" line; its estimate is in the after-capture
+        # comparison "CUDA graph pool memory: A (actual), E (estimated)" (gpu_worker.py:790-800 at v0.29.0)
+        add("CUDA-graph estimate", est.cudagraph_bytes, "cudagraph_pool_estimated_bytes", note=note_gib)
     add("available KV memory", est.available_kv_bytes, "available_kv_bytes", note=note_gib)
     add("GPU blocks", est.num_gpu_blocks, "num_gpu_blocks", unit="blocks")
     add("logged KV cache tokens", est.logged_kv_tokens, "kv_cache_tokens", unit="tokens")
