@@ -44,6 +44,8 @@ $PY "$HERE/fatbin_keep_units.py" sgl_kernel/flash_ops.abi3.so \
 $PY "$SHARED/fatbin_keep_sm90.py" sgl_kernel/flash_ops.abi3.so sgl_kernel/sm90/common_ops.abi3.so sgl_kernel/spatial_ops.abi3.so
 rm -rf sgl_kernel/sm100 sgl_kernel/flashmla_ops.abi3.so  # Hopper loads sm90/common_ops; MLA runs on FA3
 rm -rf flashinfer/data                                   # JIT sources: nothing is compiled on the host
+find cuda -name "*.cpp" -delete -o -name "*.pyx" -delete -o -name "*.pxd" -delete  # Cython sources (63 MB)
+rm -rf xgrammar/lib  # libxgrammar.a: a static library for C++ users (62 MB)
 rm -rf sglang/multimodal_gen sglang/test sglang/srt/hardware_backend/npu bin
 find . -name __pycache__ -type d -prune -exec rm -rf {} +
 # SGLang's nvcc JIT kernels, prebuilt for sm_90 (the host has no nvcc)
