@@ -92,21 +92,15 @@ def _array_time(parts: tuple, overlap: float):
         return np.where(top <= 0, 0.0, top * _pow(total, 1 / overlap))
 
 
-def _pow_base(base: float, x):
-    """base ** x elementwise with the C library's pow (see _pow)."""
+def _pow(base, exponent):
+    """base ** exponent elementwise (either may be an array) with the C library's pow, as Python's float ** computes
+    it: numpy's own power may take a SIMD path (AVX-512 builds) that rounds the last bit differently, and an array
+    row must equal its scalar twin. NaN stays NaN (the p-norm's 0/0 where a kernel takes no time)."""
     import numpy as np
 
-    a = np.asarray(x, dtype=float)
-    return np.fromiter((math.pow(base, v) for v in a.ravel()), dtype=float, count=a.size).reshape(a.shape)
-
-
-def _pow(x, p: float):
-    """x ** p elementwise with the C library's pow, as Python's float ** computes it: numpy's own power may take a
-    SIMD path (AVX-512 builds) that rounds the last bit differently, and an array row must equal its scalar twin."""
-    import numpy as np
-
-    a = np.asarray(x, dtype=float)
-    return np.fromiter((math.pow(v, p) if v == v else v for v in a.ravel()), dtype=float, count=a.size).reshape(a.shape)
+    b, e = np.broadcast_arrays(np.asarray(base, dtype=float), np.asarray(exponent, dtype=float))
+    return np.fromiter((math.pow(x, y) if x == x else x for x, y in zip(b.ravel(), e.ravel())), dtype=float,
+                       count=b.size).reshape(b.shape)
 
 
 def _at_least(x, floor):
@@ -419,7 +413,7 @@ def expected_experts(num_experts: int, top_k: int, tokens: float) -> float:
     if num_experts <= 0:
         return 0.0
     base = 1 - top_k / num_experts
-    return num_experts * (1 - (_pow_base(base, tokens) if _is_array(tokens) else base ** tokens))
+    return num_experts * (1 - (_pow(base, tokens) if _is_array(tokens) else base ** tokens))
 
 
 @dataclass(frozen=True)
