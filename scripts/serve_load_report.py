@@ -193,7 +193,7 @@ def _cpu_scale(session: str | None = None) -> float:
     return _SCALE[session]
 
 
-def session_day(case: dict) -> str | None:
+def session_of_case(case: dict) -> str | None:
     """The session a run was measured in (session_of of vllm bench's `date`), None for a run not yet measured."""
     date = case.get("bench", {}).get("date")
     return session_of(date) if date else None
@@ -224,7 +224,7 @@ def _simulate(case: dict, frontend_s: float | None = None, trace: list | None = 
                     random_range_ratio=wl.get("range_ratio", 0.0), prefix_len=wl.get("prefix_len", 0),
                     burstiness=wl.get("burstiness", 1.0), percentiles=(50.0, 90.0, 99.0), seed=case["seed"])
     cost = step_cost(spec, gpu, weights, kv, 1, est.deployment_kv_bytes_per_token,
-                     cpu_scale=_cpu_scale(session_day(case)))
+                     cpu_scale=_cpu_scale(session_of_case(case)))
     cfg = EngineConfig(est.max_num_batched_tokens, est.max_num_seqs, est.num_gpu_blocks, est.layout.block_size,
                        est.max_model_len, est.layout.blocks_per_request,
                        graph_max_tokens=max_graph_tokens(est.max_num_seqs, est.max_num_batched_tokens),
@@ -300,7 +300,7 @@ def fit_moe_launch(cases: list[dict]) -> float:
     spec = load_model(case["shape"]["catalog"])
     e = load_constants("throughput")["engines"]["vllm"]
     dense = e["eager_fixed_step_s"] + e["eager_per_layer_s"] * spec.num_layers
-    return (prefill_s / _cpu_scale(session_day(case)) - dense) / moe_layer_count(spec)
+    return (prefill_s / _cpu_scale(session_of_case(case)) - dense) / moe_layer_count(spec)
 
 
 API_CPU_FIT = ("llama-3.1-8b.c64_1k_256", "llama-3.1-8b.c128_1k_256", "llama-3.1-8b.all_at_once_64_1k_256")  # run a
@@ -356,7 +356,7 @@ def report(frontend: float | None = None) -> dict:
     return {"frontend_per_request_s": fe, "fit_set": list(FIT), "moe_launch_fit": MOE_LAUNCH_FIT,
             "eager_per_moe_layer_s": fit_moe_launch(cases), "api_cpu_fit": list(API_CPU_FIT),
             "api_cpu_s": fit_api_cpu(cases, fe),
-            "host_cpu_scale": {day: _cpu_scale(day) for day in sorted({session_day(c) for c in cases})},
+            "host_cpu_scale": {day: _cpu_scale(day) for day in sorted({session_of_case(c) for c in cases})},
             "client_send_s": statistics.fmean(gaps), "held_out_burst_spacing_s": [min(spacing), max(spacing)],
             "rows": rows,
             "held_out_summary": summary, "pre_registered_summary": pre, "blind_summary": {g: blind_summary(cases, rs) for g, rs in PRE_GROUPS.items()},
