@@ -238,14 +238,15 @@ def simulate(cost, cfg: EngineConfig, load: Load, frontend_s: float = 0.0, trace
             send[i] = client_free = max(planned[i], now, client_free) + load.client_send_s
             # the API server's loop round-robins the requests it holds (each await hands it to the next): a request
             # that comes while it is busy lengthens the busy period by api_cpu_s, and all it holds leave at its end
-            if send[i] > api_end:
+            if send[i] > api_end:  # an idle loop takes the request through at once: it leads the busy period alone
                 period, api_end = [], send[i] + load.api_cpu_s
+                arrive[i] = send[i] + frontend_s
             else:
                 period = [j for j in period if arrive[j] > now]
                 api_end += load.api_cpu_s
-            period.append(i)
-            for j in period:
-                arrive[j] = api_end + frontend_s - load.api_cpu_s
+                period.append(i)
+                for j in period:
+                    arrive[j] = api_end + frontend_s - load.api_cpu_s
             next_send += 1
             in_flight += 1
 

@@ -147,6 +147,10 @@ def _build(spec, gpu, weights, kv, tp, kv_bytes_per_token, enforce_eager, dtype_
     cmp = next(k for k in forward_kernels(spec, gpu, weights, kv, 1, 0.0, _PROBE, tp, dtype_bytes, rates,
                                           prefill=True) if k.name == "attention")
     unit = replace(mem, memory_s=mem.memory_s / _PROBE, alu_s=mem.alu_s / _PROBE, compute_s=cmp.compute_s / _PROBE)
-    launch = _eager_cpu_s(load("throughput")["engines"]["vllm"], spec.num_layers, moe_layer_count(spec)) * cpu_scale
+    # The MoE layers' part is not the host CPU's: Qwen3-30B-A3B's lone prefill moved 109 -> 99 -> 94 ms over three
+    # serve hosts whose launch speed moved 1.67 -> 1.06 -> 0.80x (scripts/serve_load_report.py fit_moe_launch).
+    consts = load("throughput")["engines"]["vllm"]
+    launch = (_eager_cpu_s(consts, spec.num_layers) * cpu_scale
+              + consts.get("eager_per_moe_layer_s", 0.0) * moe_layer_count(spec))
     return StepCost(spec, gpu, weights, kv, tp, kv_pt, one.fixed_s, eager, dec.time_s / _PROBE,
                     sampler.time_s, unit, launch)

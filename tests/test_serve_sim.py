@@ -220,16 +220,17 @@ def test_the_bench_client_sends_one_request_after_another():
 
 
 def test_the_api_servers_loop_holds_a_burst_until_its_busy_period_ends():
-    """api_cpu_s: 4 prompts sent 0.5 ms apart reach a loop that needs 10 ms each: each send lands in the busy period
-    and lengthens it, so all four reach the engine together at 0.5 + 4 x 10 ms of loop time, plus the rest of the
-    front-end cost (20 - 10 ms); their first tokens share the first step. A lone request (closed loop of 1) finds the
-    loop idle every time and takes the front-end cost alone, as without it."""
+    """api_cpu_s: 4 prompts sent 0.5 ms apart reach a loop that needs 10 ms each. The first finds the loop idle and
+    goes through alone after the front-end cost (20 ms), its prefill a step of its own. The other three land in the
+    busy period it opened and each lengthens it, so they reach the engine together at 0.5 + 4 x 10 ms of loop time,
+    plus the rest of the front-end cost (20 - 10 ms), and their first tokens share one step. A lone request (closed
+    loop of 1) finds the loop idle every time and takes the front-end cost alone, as without it."""
     c, a, fe = 0.5e-3, 10e-3, 20e-3
     cfg = EngineConfig(8192, 64, 10_000, 16, 4096, prefix_caching=False, async_scheduling=False)
     burst = simulate(ToyCost(), cfg, Load(100, 5, 4, client_send_s=c, api_cpu_s=a), frontend_s=fe)
-    step = 1e-3 + 400e-6  # the four prompts' prefill in one step
     first = burst.send_s + burst.ttft_s
-    assert first == pytest.approx([c + 4 * a + (fe - a) + step] * 4)
+    assert first[0] == pytest.approx(c + fe + 1e-3 + 100e-6)  # alone: one prompt's prefill step
+    assert first[1:] == pytest.approx([c + 4 * a + (fe - a) + 1e-3 + 300e-6] * 3)  # three prompts in one step
     lone = simulate(ToyCost(), cfg, Load(100, 5, 3, max_concurrency=1, client_send_s=c, api_cpu_s=a), frontend_s=fe)
     plain = simulate(ToyCost(), cfg, Load(100, 5, 3, max_concurrency=1, client_send_s=c), frontend_s=fe)
     assert lone.ttft_s == pytest.approx(plain.ttft_s) and lone.ttft_s[0] == pytest.approx(fe + 1e-3 + 100e-6)
