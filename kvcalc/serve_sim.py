@@ -45,8 +45,8 @@ forward (StepCost.launch_s). Front-end: `frontend_s` per request between the
 client's send and the engine (HTTP, tokenization), from workload.frontend_s; `Load.api_cpu_s` of it is the API
 server's own asyncio loop, which round-robins the requests it holds (each await hands the loop to the next), so the
 requests that come while it is busy leave together at the end of its busy period: a burst of N reaches the engine
-N x api_cpu_s after it was sent, a request that finds the loop idle after frontend_s. (The real server lets a
-burst's first request through alone, ~0.2 s ahead of the rest at 128; this busy-period model holds it with the others.)
+N x api_cpu_s after it was sent, except its first request, which finds the loop idle and reaches the engine alone
+after frontend_s (as the real server lets it through, ~0.2 s ahead of the rest at 128 clients).
 
 SGLANG (EngineConfig.prefill_first; sglang 0.5.7, python/sglang/srt/managers/): `get_next_batch_to_run`
 (scheduler.py:1778-1859) builds a prefill batch first (`get_new_batch_prefill`, :1861) and runs it when it forms ("Run

@@ -19,9 +19,10 @@ with every term a kernel class of throughput.forward_kernels (read off it, never
 - the CPU's launch of a step without CUDA graphs (`launch_s`): vLLM replays a graph only for steps of at most
   max_cudagraph_capture_size tokens (vllm/v1/cudagraph_dispatcher.py:274-281, v0.26.0: more tokens dispatch
   CUDAGraphMode.NONE), so a bigger step launches its whole forward from Python while the GPU runs behind it, and
-  takes the longer of the two (serve_sim applies it to those steps). The launch time is throughput's eager-mode launch
-  model (engines.vllm eager_fixed_step_s + eager_per_layer_s x layers, fitted on eager runs, + eager_per_moe_layer_s
-  x MoE layers, fitted on one lone MoE prefill: scripts/serve_load_report.py fit_moe_launch), times `cpu_scale`: how
+  takes the longer of the two (serve_sim applies it to those steps). The launch time is compiled_launch_s
+  (engines.vllm eager_fixed_step_s + compiled_per_layer_s and its per-format extras x layers, fitted on lone served
+  prefills: scripts/serve_load_report.py fit_compiled_launch, + eager_per_moe_layer_s x MoE layers, fitted on one lone
+  MoE prefill: fit_moe_launch), the dense part times `cpu_scale`: how
   much slower the host's CPU runs launch-bound work than the host those constants were fitted on (1 for kvcalc's own
   figures; scripts/serve_load_report.py measures the serve runs' host).
 
@@ -34,7 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace  # replace: the unit kernel in _build
 
 from .constants import load
-from .throughput import Kernel, _eager_cpu_s, decode_speed, forward_kernels, gpu_rates, moe_layer_count
+from .throughput import Kernel, decode_speed, forward_kernels, gpu_rates, moe_layer_count
 from .engines.vllm_specs import vllm_bytes_per_token
 
 _PROBE = 1 << 20  # tokens of context a unit kernel is read at (large: exact in float arithmetic)
@@ -129,6 +130,19 @@ def step_cost(spec, gpu, weights, kv, tp: int = 1, kv_bytes_per_token: float | N
     return cost
 
 
+def compiled_launch_s(spec, weights, kv, cpu_scale: float = 1.0) -> float:
+    """The CPU's launch of one forward without CUDA graphs under vLLM's default compiled mode (throughput.yaml
+    compiled_per_layer_s and its per-format extras), at a host `cpu_scale` times slower than kvcalc's reference,
+    plus the MoE layers' own cost. That part is not the host CPU's: Qwen3-30B-A3B's lone prefill moved
+    109 -> 99 -> 94 ms over three serve hosts whose launch speed moved 1.67 -> 1.06 -> 0.80x."""
+    consts = load("throughput")["engines"]["vllm"]
+    extra = consts.get("compiled_per_layer_extra_s", {})
+    per_layer = (consts["compiled_per_layer_s"] + extra.get("weights", {}).get(weights.name, 0.0)
+                 + extra.get("kv", {}).get(kv.name, 0.0))
+    return ((consts["eager_fixed_step_s"] + per_layer * spec.num_layers) * cpu_scale
+            + consts.get("eager_per_moe_layer_s", 0.0) * moe_layer_count(spec))
+
+
 def _build(spec, gpu, weights, kv, tp, kv_bytes_per_token, enforce_eager, dtype_bytes, cpu_scale=1.0) -> StepCost:
     """The step model from a few evaluations of the speed model."""
     kv_pt = kv_bytes_per_token if kv_bytes_per_token is not None \
@@ -149,8 +163,6 @@ def _build(spec, gpu, weights, kv, tp, kv_bytes_per_token, enforce_eager, dtype_
     unit = replace(mem, memory_s=mem.memory_s / _PROBE, alu_s=mem.alu_s / _PROBE, compute_s=cmp.compute_s / _PROBE)
     # The MoE layers' part is not the host CPU's: Qwen3-30B-A3B's lone prefill moved 109 -> 99 -> 94 ms over three
     # serve hosts whose launch speed moved 1.67 -> 1.06 -> 0.80x (scripts/serve_load_report.py fit_moe_launch).
-    consts = load("throughput")["engines"]["vllm"]
-    launch = (_eager_cpu_s(consts, spec.num_layers) * cpu_scale
-              + consts.get("eager_per_moe_layer_s", 0.0) * moe_layer_count(spec))
+    launch = compiled_launch_s(spec, weights, kv, cpu_scale)
     return StepCost(spec, gpu, weights, kv, tp, kv_pt, one.fixed_s, eager, dec.time_s / _PROBE,
                     sampler.time_s, unit, launch)

@@ -210,7 +210,6 @@ def _simulate(case: dict, frontend_s: float | None = None, trace: list | None = 
     from kvcalc.serve_sim import EngineConfig, simulate
     from kvcalc.step_cost import step_cost
     from kvcalc.workload import Workload, bench_load, frontend_s as default_frontend
-    from dataclasses import replace
 
     shape, wl, s = case["shape"], case["wl"], _serve_settings(case["shape"])
     spec, gpu = load_model(shape["catalog"]), get_gpu("h200")
@@ -230,11 +229,10 @@ def _simulate(case: dict, frontend_s: float | None = None, trace: list | None = 
                        est.max_model_len, est.layout.blocks_per_request,
                        graph_max_tokens=max_graph_tokens(est.max_num_seqs, est.max_num_batched_tokens),
                        prefix_caching=s["prefix_caching"])
-    # the front end and the API loop are the host CPU's work: kvcalc's figures are at its reference host (scale 1)
-    scale = _cpu_scale(session_of_case(case))
-    fe = (default_frontend("serve") if frontend_s is None else frontend_s) * scale
-    load = bench_load(work, api_cpu=api_cpu)
-    res = simulate(cost, cfg, replace(load, api_cpu_s=load.api_cpu_s * scale), fe, trace=trace)
+    # the front end is the host CPU's work: kvcalc's figure is at its reference host (scale 1). The API loop's share
+    # per request stays as fitted (scaled the same way, the c128 runs of the 0.80-1.06x hosts fell to -22..-45% TTFT)
+    fe = (default_frontend("serve") if frontend_s is None else frontend_s) * _cpu_scale(session_of_case(case))
+    res = simulate(cost, cfg, bench_load(work, api_cpu=api_cpu), fe, trace=trace)
     return res, est, work
 
 
@@ -285,26 +283,57 @@ def burst_spacing(case: dict) -> float | None:
     return (s[-1] - s[0]) / (k - 1)
 
 
+# throughput.yaml compiled_per_layer_s and its per-format extras: each fitted on one lone 1k-token served prefill
+COMPILED_LAUNCH_FIT = {"base": "llama-3.1-8b.c1_1k_256", "kv:fp8": "llama-3.2-3b-fp8kv.c1_1k_256",
+                       "weights:fp8": "llama-3.1-8b-fp8w.c1_1k_256"}
+
+
+def _engine_prefill_s(case: dict) -> float:
+    """vLLM's own scheduled-to-first-token interval (/metrics) of a lone-request run whose capture covers exactly it."""
+    m = metrics_means(raw_members()[f"{case['shape']['name']}.{case['run']}.metrics.txt"].decode())
+    prefill_s, n = m["vllm:request_prefill_time_seconds"]
+    assert n == case["bench"]["completed"]  # the capture covers exactly these requests
+    return prefill_s
+
+
+def fit_compiled_launch(cases: list[dict]) -> dict:
+    """throughput.yaml compiled_per_layer_s and compiled_per_layer_extra_s: a lone 1,024-token prompt is one step
+    without CUDA graphs (more tokens than max_cudagraph_capture_size 512), and on these shapes vLLM's prefill interval
+    outlasts the GPU's work (8B bf16 33.0 ms vs 28.4 simulated; the 3B and the fp8-weight 8B by 1.6-2x): the step is
+    the CPU's launch of the compiled forward. Base: (interval / session CPU scale - eager_fixed_step_s) / layers of
+    the bf16 8B; each format's extra per layer: the same of its run less the base."""
+    from kvcalc.catalog import load_model
+    from kvcalc.constants import load as load_constants
+
+    fixed = load_constants("throughput")["engines"]["vllm"]["eager_fixed_step_s"]
+    by_id = {c["id"]: c for c in cases}
+    out = {}
+    for key, cid in COMPILED_LAUNCH_FIT.items():
+        c = by_id[cid]
+        per_layer = (_engine_prefill_s(c) / _cpu_scale(session_of_case(c)) - fixed) / load_model(
+            c["shape"]["catalog"]).num_layers
+        out[key] = per_layer if key == "base" else per_layer - out["base"]
+    return out
+
+
 MOE_LAUNCH_FIT = "qwen3-30b-a3b.c1_1k_256"  # run d: the one run eager_per_moe_layer_s is fitted on
 
 
 def fit_moe_launch(cases: list[dict]) -> float:
     """kvcalc/data/throughput.yaml eager_per_moe_layer_s: a lone 1,024-token prompt is one step without CUDA graphs
     (more tokens than max_cudagraph_capture_size 512), where an MoE takes far longer than its GPU work (a third of
-    it): vLLM's own scheduled-to-first-token interval of the MoE fit run (/metrics), less the dense launch model at
-    its session's CPU scale, per MoE layer. The MoE part is not scaled by the host's CPU: the same shape's lone
-    prefill moved 109 -> 99 -> 94 ms over three hosts whose launch speed moved 1.67 -> 1.06 -> 0.80x."""
+    it): vLLM's own scheduled-to-first-token interval of the MoE fit run (/metrics), less the dense launch model
+    (compiled_per_layer_s) at its session's CPU scale, per MoE layer. The MoE part is not scaled by the host's CPU:
+    the same shape's lone prefill moved 109 -> 99 -> 94 ms over three hosts whose launch speed moved 1.67 -> 1.06 -> 0.80x."""
     from kvcalc.catalog import load_model
     from kvcalc.constants import load as load_constants
     from kvcalc.throughput import moe_layer_count
 
     case = next(c for c in cases if c["id"] == MOE_LAUNCH_FIT)
-    m = metrics_means(raw_members()[f"{case['shape']['name']}.{case['run']}.metrics.txt"].decode())
-    prefill_s, n = m["vllm:request_prefill_time_seconds"]
-    assert n == case["bench"]["completed"]  # the capture covers exactly these requests
+    prefill_s = _engine_prefill_s(case)
     spec = load_model(case["shape"]["catalog"])
     e = load_constants("throughput")["engines"]["vllm"]
-    dense = e["eager_fixed_step_s"] + e["eager_per_layer_s"] * spec.num_layers
+    dense = e["eager_fixed_step_s"] + e["compiled_per_layer_s"] * spec.num_layers
     return (prefill_s - dense * _cpu_scale(session_of_case(case))) / moe_layer_count(spec)
 
 
@@ -312,7 +341,7 @@ API_CPU_FIT = ("llama-3.1-8b.c64_1k_256", "llama-3.1-8b.c128_1k_256", "llama-3.1
 
 
 def fit_api_cpu(cases: list[dict], fe: float) -> float:
-    """kvcalc/data/serve.yaml frontend.api_cpu_s: the grid value (0.3-3.0 ms at the reference host CPU, 0.1 ms apart) with the least mean
+    """kvcalc/data/serve.yaml frontend.api_cpu_s: the grid value (0.3-3.0 ms, 0.1 ms apart) with the least mean
     |mean TTFT error| over API_CPU_FIT, three bursts of run a (every other run held out)."""
     fit = [c for c in cases if c["id"] in API_CPU_FIT]
     best = None
@@ -361,7 +390,8 @@ def report(frontend: float | None = None) -> dict:
     gaps = [g for c in cases if c["id"] in FIT for g in client_gaps(c)]
     spacing = [x for x in (burst_spacing(c) for c in cases if c["id"] not in FIT) if x is not None]
     return {"frontend_per_request_s": fe, "fit_set": list(FIT), "moe_launch_fit": MOE_LAUNCH_FIT,
-            "eager_per_moe_layer_s": fit_moe_launch(cases), "api_cpu_fit": list(API_CPU_FIT),
+            "eager_per_moe_layer_s": fit_moe_launch(cases), "compiled_launch_fit": COMPILED_LAUNCH_FIT,
+            "compiled_per_layer_s": fit_compiled_launch(cases), "api_cpu_fit": list(API_CPU_FIT),
             "api_cpu_s": fit_api_cpu(cases, fe),
             "host_cpu_scale": {day: _cpu_scale(day) for day in sorted({session_of_case(c) for c in cases})},
             "client_send_s": statistics.fmean(gaps), "held_out_burst_spacing_s": [min(spacing), max(spacing)],
@@ -377,6 +407,8 @@ def split_of(case: dict) -> str:
         return "fit (MoE launch)"
     if case["id"] in API_CPU_FIT:
         return "fit (API loop)"
+    if case["id"] in COMPILED_LAUNCH_FIT.values():
+        return "fit (launch)"
     return "pre-registered" if case["run"] in PRE_REGISTERED else "held-out"
 
 
