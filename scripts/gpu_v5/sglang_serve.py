@@ -108,6 +108,22 @@ def _kill_group(pid):
         pass
 
 
+PIDS = "/tmp/sglang_serve.pgids"
+
+
+def kill_leftovers():
+    """Kill the process groups of servers this script started in an earlier command (listed by id in PIDS; SIGKILL
+    from a time limit skips atexit), then wait for their GPU memory."""
+    try:
+        pgids = [int(x) for x in open(PIDS).read().split()]
+    except (OSError, ValueError):
+        return
+    for pgid in pgids:
+        _kill_group(pgid)
+    os.remove(PIDS)
+    wait_gpu_free()
+
+
 def pack(out, tarball):
     tmp = tarball + ".tmp"
     with tarfile.open(tmp, "w:gz") as t:
@@ -186,15 +202,15 @@ def main():
                "--load-format", "dummy", "--host", "127.0.0.1", "--port", str(p), "--served-model-name", "m",
                "--log-level", "info"] + cases.get("common_args", []) + case["serve_args"]
         row["serve_command"] = "python -m sglang.launch_server " + shlex.join(cmd[3:])
-        # a server left over from a command cut off by its time limit would hold the GPU ([.]: never this pattern)
-        subprocess.run(["pkill", "-f", "sglang[.]launch_server"], check=False)
-        time.sleep(2)
+        kill_leftovers()  # a server of an earlier command cut off by its time limit would hold the GPU
         log_path = os.path.join(a.out, f"{name}.server.log")
         log = open(log_path, "w")
         t0 = time.time()
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, preexec_fn=os.setsid,
                                 env=dict(os.environ, **case.get("env", {})))
         atexit.register(lambda pid=proc.pid: _kill_group(pid))
+        with open(PIDS, "a") as f:  # by id, for kill_leftovers in a later command on the same warm host
+            f.write(f"{proc.pid}\n")
         ok = wait_health(p, proc, case.get("start_timeout_s", 300))
         row.update(start_s=round(time.time() - t0, 1), started=ok)
         failed_starts = 0 if ok else failed_starts + 1
