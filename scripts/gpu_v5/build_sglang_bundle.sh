@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build, on a machine with PyPI access and CUDA 13.0 nvcc (/usr/local/cuda-13.0), the SGLang 0.5.14 bundle for the
-# offline H200 host (python 3.12, torch 2.11.0+cu130, no nvcc). See SGLANG_BUNDLE.md for why each piece is there.
+# offline H200 host (python 3.12, torch 2.11.0+cu130; its nvcc would JIT-compile for minutes). See SGLANG_BUNDLE.md for why each piece is there.
 # Output: OUT/parts/sgbundle.tar.xz.partNN (<= 32 MiB each: the tracked tree takes ~30.6 MB of a command's 64 MiB)
 # + SHA256SUMS. Carries only what the host lacks or has in another version (KINDS.md "Python packages already there").
 # Usage: bash scripts/gpu_v5/build_sglang_bundle.sh [OUT]   (default ~/.cache/sglang-bundle; keep it outside the repo)
@@ -62,7 +62,7 @@ def _missing(*a, **k):
     raise ImportError("datasets is not installed on this host (kvcalc sglang bundle stub)")
 load_dataset = concatenate_datasets = _missing
 PYEOF
-# SGLang's nvcc JIT kernels, prebuilt for sm_90 (the host has no nvcc)
+# SGLang's nvcc JIT kernels, prebuilt for sm_90 (compiling them on the host at first use takes ~20-40 s each)
 # (built by this machine's python with its own torch and a native tvm-ffi of the same version: the module names
 # carry only the template arguments, a source hash, the arch and the tvm-ffi version)
 # (reused from OUT/jitcache when a previous build left all 44 modules there: compiling takes ~15 min on 2 cores)

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Compile, here (CUDA 13 nvcc, no GPU), the SGLang JIT kernels that the offline H200 host would otherwise build on
-first use: the host has no nvcc, and SGLang 0.5.14 runs RoPE, SiLU-and-mul, KV stores, RMSNorm and MoE alignment
+first use (~20-40 s per module with its nvcc, every fresh host), and SGLang 0.5.14 runs RoPE, SiLU-and-mul, KV stores, RMSNorm and MoE alignment
 through sglang/jit_kernel (tvm-ffi modules compiled at first call; rope.py's apply_rope_with_cos_sin_cache_inplace
 has no fallback). jit_kernel/utils.py load_jit loads `TVM_FFI_CACHE_DIR/<module>__arch_9.0__tvmffi_<ver>/<module>.so`
 without compiling when it exists: the module name holds the template arguments and a hash of the sources, so calling
