@@ -7,8 +7,9 @@ without compiling when it exists: the module name holds the template arguments a
 SGLang's own builder functions under override_jit_cuda_arch(9, 0) produces exactly the files the host looks up.
 
 The argument sets cover the cases in scripts/gpu_v5/sglang_cases_a.json (Llama-3.1-8B, Qwen3-30B-A3B,
-DeepSeek-V2-Lite, Gemma 3; bf16 activations) with margin; a module missing on the host makes SGLang try nvcc, which
-fails (guarded call sites fall back, RoPE does not).
+DeepSeek-V2-Lite, Gemma 3; bf16 activations) with margin; a module missing on the host makes SGLang compile it there with
+nvcc at first use (the image has nvcc 13.0, KINDS.md), or fail where it finds none (guarded call sites fall back,
+RoPE does not).
 Usage: CUDA_HOME=/usr/local/cuda-13.0 TVM_FFI_CACHE_DIR=OUT PYTHONPATH=SITE python3 sglang_prebuild_jit.py [-j N]
 """
 import argparse
