@@ -3,7 +3,7 @@
 
 For each case: the server command the runner starts (sglang_serve.py), with the catalog name as --model-path, given to
 `kvcalc plan --gpu h200 --engine sglang --sglang-command ... --json`, once per workload (--input-len/--output-len/
---batch = max concurrency/--num-prompts). Recorded: the start-up figures SGLang logs (mem_fraction_static,
+--concurrency = bench's --max-concurrency/--num-prompts). Recorded: the start-up figures SGLang logs (mem_fraction_static,
 max_total_num_tokens, context_len, max_running_requests, chunked_prefill_size, weights) and the bench figures
 (mean/p99 TTFT, mean TPOT, output tokens/s), with the exact kvcalc command and the commit it ran at.
 
@@ -39,7 +39,8 @@ def model_context(catalog: str) -> int:
 def plan(cmd_text: str, wl: dict, max_model_len: int | None) -> tuple[list[str], dict]:
     argv = [sys.executable, "-m", "kvcalc", "plan", "--gpu", "h200", "--engine", "sglang", "--sglang-command", cmd_text,
             "--input-len", str(wl["input_len"]), "--output-len", str(wl["output_len"]),
-            "--batch", str(wl.get("max_concurrency") or wl["num_prompts"]), "--num-prompts", str(wl["num_prompts"]),
+            # --concurrency is bench's --max-concurrency (--batch alone would put every prompt in flight at once)
+            "--concurrency", str(wl.get("max_concurrency") or wl["num_prompts"]), "--num-prompts", str(wl["num_prompts"]),
             "--json"]
     if max_model_len:
         argv += ["--max-model-len", str(max_model_len)]
@@ -92,6 +93,9 @@ def main():
                     "id": wl["id"], "mean_ttft_ms": bench.get("ttft_s", 0) * 1e3, "p99_ttft_ms": pct.get("p99_ttft_ms"),
                     "mean_tpot_ms": bench.get("tpot_s", 0) * 1e3, "output_throughput": bench.get("output_tokens_per_s"),
                     "concurrency": bench.get("concurrency"), "preemptions": bench.get("preemptions")})
+                if wl.get("max_concurrency") and (bench.get("concurrency") or 0) > wl["max_concurrency"] + 0.5:
+                    raise SystemExit(f"{case['name']} {wl['id']}: kvcalc ran {bench.get('concurrency')} in flight, "
+                                     f"the bench at most {wl['max_concurrency']}")
             result["cases"].append(row)
             print(f"{case['name']:22s} mfs {row['memory']['mem_fraction_static']} tokens "
                   f"{row['memory']['max_total_num_tokens']:,} ctx {row['memory']['context_len']} "
