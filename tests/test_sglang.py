@@ -39,9 +39,15 @@ def test_default_mem_fraction_by_release_on_h200():
     assert mfs["0.4.8"] == round((gpu - 12.5 * 1024) / gpu, 3) == 0.911
     # 0.5.4: 512 + 1.5 x 8192 + 2 x 256 + 1/8 x 1024 = 13,440 MiB
     assert mfs["0.5.4"] == round((gpu - 13440) / gpu, 3) == 0.907
-    # 0.5.14: + 8 MiB x 74 piecewise graph sizes up to 8192 (8 + 14 + 8 + 28 + 16)
+    # 0.5.10's piecewise list: 74 sizes up to 8192 (8 + 14 + 8 + 28 + 16)
     assert len(S.piecewise_graph_sizes(8192)) == 74
-    assert mfs["0.5.14"] == round((gpu - 13440 - 74 * 8) / gpu, 3) == 0.902
+    # 0.5.14: + 8 MiB x 58 prefill graph sizes up to 8192 (8 + 14 + 8 + 8 + 12 + 8; server_args.py:3384-3400). 0.903
+    # is what 0.5.14's own ServerArgs printed for this model on an emulated H200 (143,771 MiB; SGLANG_BUNDLE.md)
+    assert len(S.piecewise_graph_sizes(8192, "0.5.14")) == 58
+    assert mfs["0.5.14"] == round((gpu - 13440 - 58 * 8) / gpu, 3) == 0.903
+    # an explicit --context-length below the chunk caps the sizes (server_args.py:3264-3267): 50 sizes to 4096, 0.904
+    short = S.estimate(spec, h200, settings(version="0.5.14", context_length=4096)).mem_fraction_static
+    assert len(S.piecewise_graph_sizes(4096, "0.5.14")) == 50 and short == 0.904
 
 
 def test_pool_is_free_times_mfs_less_weights_over_cell():

@@ -186,10 +186,18 @@ def start_context_bytes(gpu: GpuProfile, world: int) -> int:
     return int(c["context_bytes_tp"] if world > 1 and fast_link else c["context_bytes"])
 
 
-def piecewise_graph_sizes(max_tokens: int) -> list[int]:
-    """server_args.py _generate_piecewise_cuda_graph_tokens (0.5.10; prefill graph sizes in 0.5.14)."""
-    sizes = (list(range(4, 33, 4)) + list(range(48, 257, 16)) + list(range(288, 513, 32))
-             + list(range(640, 4096 + 1, 128)) + list(range(4352, max_tokens + 1, 256)))
+def piecewise_graph_sizes(max_tokens: int, sizes_of: str = "0.5.10") -> list[int]:
+    """The token sizes SGLang captures prefill (piecewise) CUDA graphs for, up to max_tokens: 0.5.10's
+    server_args.py _generate_piecewise_cuda_graph_tokens (640-4096 step 128, then step 256), or 0.5.14's
+    _generate_prefill_cuda_graph_batch_sizes (server_args.py:3384-3400: 576-1024 step 64, 1280-4096 step 256, then
+    step 512; 58 sizes up to 8192 where 0.5.10's list has 73)."""
+    if sizes_of == "0.5.14":
+        sizes = (list(range(4, 33, 4)) + list(range(48, 257, 16)) + list(range(288, 513, 32))
+                 + list(range(576, 1024 + 1, 64)) + list(range(1280, 4096 + 1, 256))
+                 + list(range(4608, max_tokens + 1, 512)))
+    else:
+        sizes = (list(range(4, 33, 4)) + list(range(48, 257, 16)) + list(range(288, 513, 32))
+                 + list(range(640, 4096 + 1, 128)) + list(range(4352, max_tokens + 1, 256)))
     return [s for s in sizes if s <= max_tokens]
 
 
@@ -273,7 +281,10 @@ def default_mem_fraction(rules: SglangRules, gpu_mib: int, s: SglangSettings, ch
         if s.enable_dp_attention:
             reserved += graph_bs * s.dp_size * 3 + (graph_bs * s.dp_size * 1.5 if graph_bs > 300 else 0)
         if rules.piecewise_graph_reserve and not s.disable_cuda_graph:
-            reserved += 1.5 * 1024 if mla else len(piecewise_graph_sizes(chunk if chunk > 0 else 4096)) * 8
+            top = chunk if chunk > 0 else 4096
+            if rules.piecewise_sizes == "0.5.14" and s.context_length:  # server_args.py:3264-3267
+                top = min(top, s.context_length)
+            reserved += 1.5 * 1024 if mla else len(piecewise_graph_sizes(top, rules.piecewise_sizes)) * 8
         optin, after_floor = optin_piecewise_reserve_mib(rules, s, chunk, mla)
         if not after_floor:
             reserved += optin

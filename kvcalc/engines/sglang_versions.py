@@ -58,6 +58,10 @@ class SglangRules:
     # mode is active"); "tp" no DP attention unless asked, pages of 64 on CUDA and 1 on ROCm (0.5.8:1140-1158,
     # 0.5.9:1240-1259, 0.5.10:1565-1584; 0.5.14:3611-3623 keeps 1 on ROCm only without aiter's preshuffle path)
     nsa_mode: str = "dp"
+    # the prefill CUDA-graph token sizes the piecewise reserve counts (engines/sglang.py piecewise_graph_sizes):
+    # "0.5.10" (server_args.py _generate_piecewise_cuda_graph_tokens) or "0.5.14" (a coarser list, 58 sizes to 8192;
+    # max = chunked_prefill_size clamped to an explicit --context-length)
+    piecewise_sizes: str = "0.5.10"
 
 
 _GEMMA = frozenset({"Gemma2ForCausalLM", "Gemma3ForCausalLM", "Gemma3ForConditionalGeneration",
@@ -135,7 +139,8 @@ RULES: tuple[SglangRules, ...] = (
                 ":287-370 (hybrid SWA split), :840-858 (max_num_reqs = min(user // dp, estimate))", nsa_mode="tp"),
     SglangRules("0.5.14", "activation", "buckets", 24, True, _GEMMA, True, 0, True, True,
                 "sglang 0.5.14: server_args.py:3276-3312 (no speculative reserve; prefill CUDA graphs +8 MiB per "
-                "captured size, :3303)", nsa_mode="tp"),
+                "captured size, :3303; sizes :3384-3400, max = chunked_prefill_size, 2048 with MLA, clamped to an explicit "
+                "context_length, :3239-3267)", nsa_mode="tp", piecewise_sizes="0.5.14"),
 )
 
 

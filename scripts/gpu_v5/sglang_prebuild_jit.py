@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
 """Compile, here (CUDA 13 nvcc, no GPU), the SGLang JIT kernels that the offline H200 host would otherwise build on
-first use: the host has no nvcc, and SGLang 0.5.14 runs RoPE, SiLU-and-mul, KV stores, RMSNorm and MoE alignment
+first use (~20-40 s per module with its nvcc, every fresh host), and SGLang 0.5.14 runs RoPE, SiLU-and-mul, KV stores, RMSNorm and MoE alignment
 through sglang/jit_kernel (tvm-ffi modules compiled at first call; rope.py's apply_rope_with_cos_sin_cache_inplace
 has no fallback). jit_kernel/utils.py load_jit loads `TVM_FFI_CACHE_DIR/<module>__arch_9.0__tvmffi_<ver>/<module>.so`
 without compiling when it exists: the module name holds the template arguments and a hash of the sources, so calling
 SGLang's own builder functions under override_jit_cuda_arch(9, 0) produces exactly the files the host looks up.
 
 The argument sets cover the cases in scripts/gpu_v5/sglang_cases_a.json (Llama-3.1-8B, Qwen3-30B-A3B,
-DeepSeek-V2-Lite, Gemma 3; bf16 activations) with margin; a module missing on the host makes SGLang try nvcc, which
-fails (guarded call sites fall back, RoPE does not).
+DeepSeek-V2-Lite, Gemma 3; bf16 activations) with margin; a module missing on the host makes SGLang compile it there with
+nvcc at first use (the image has nvcc 13.0, KINDS.md), or fail where it finds none (guarded call sites fall back,
+RoPE does not).
 Usage: CUDA_HOME=/usr/local/cuda-13.0 TVM_FFI_CACHE_DIR=OUT PYTHONPATH=SITE python3 sglang_prebuild_jit.py [-j N]
 """
 import argparse

@@ -1,0 +1,178 @@
+#!/usr/bin/env python3
+"""Turn what sglang_serve.py brought back from the H200 into committed data and a comparison with kvcalc (issue 20).
+
+    python3 scripts/gpu_v5/ingest_sglang.py RESULT.tar.gz [RESULT2.tar.gz ...] [--predictions P.json] [--check]
+
+Writes into docs/validation/data/v5/sglang/:
+- runs.jsonl: one row per (case, workload) that ran with every request completed: {"case", "workload", "run",
+  "catalog", "serve_command", ...bench_serving's summary (its --output-file line without per-request lists or
+  server_info)}, plus "startup": the figures the server's log states (validate/sglang_log.py parse_sglang_log).
+  Rows already there for the same run are replaced, so a second ingest does not duplicate them.
+- raw-RUN.tar.xz per run: the server logs, bench logs, /server_info captures, bench lines with per-request lists
+  (generated texts dropped) and status.json (commands, versions, GPU, driver).
+- compare.md: per case, the log through `kvcalc validate --from-log`'s SGLang check (check_sglang_log, kvcalc as it
+  stands) and the pre-registered predictions.json (written before the runs) against the log's max_total_num_tokens
+  and the bench's mean/p99 TTFT, mean TPOT and output tokens/s.
+--check: print the comparison, write nothing.
+"""
+from __future__ import annotations
+
+import io
+import json
+import lzma
+import sys
+import tarfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+DATA = ROOT / "docs" / "validation" / "data" / "v5" / "sglang"
+PER_REQUEST = ("input_lens", "output_lens", "ttfts", "itls", "generated_texts", "errors", "start_times")
+SPEED = (("mean_ttft_ms", "mean TTFT ms"), ("p99_ttft_ms", "p99 TTFT ms"), ("mean_tpot_ms", "mean TPOT ms"),
+         ("output_throughput", "output tok/s"))
+
+
+def read_results(tarballs: list[str]) -> tuple[list[dict], dict[str, bytes]]:
+    """(status.json documents, files by base name). A case run again in a later tarball replaces its first attempt."""
+    files, docs = {}, []
+    for path in tarballs:
+        with tarfile.open(path) as tar:
+            here = {Path(m.name).name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}
+        doc = json.loads(here.pop("status.json"))
+        docs.append(doc)
+        for name, data in here.items():
+            files[name] = data
+    return docs, files
+
+
+def last_json_line(data: bytes) -> dict:
+    lines = [ln for ln in data.decode().splitlines() if ln.strip()]
+    return json.loads(lines[-1])
+
+
+def ingest(docs: list[dict], files: dict[str, bytes]) -> tuple[list[dict], dict[str, dict[str, bytes]], list[dict]]:
+    """(rows, raw members by run, the latest status row of each case)."""
+    from kvcalc.validate.sglang_log import parse_sglang_log
+
+    cases: dict[str, dict] = {}
+    for doc in docs:
+        for c in doc["cases"]:
+            if "skipped" in c and c["case"] in cases:
+                continue  # a skip in a later command keeps the earlier attempt
+            cases[c["case"]] = dict(c, run=doc.get("run"), environment=doc.get("environment"))
+    rows, raw = [], {}
+    for doc in docs:
+        raw.setdefault(doc.get("run") or "run", {})[f"status-{doc.get('run')}.json"] = json.dumps(doc, indent=1).encode()
+    for name, c in cases.items():
+        run = c["run"]
+        for suffix in ("server.log", "bench.log", "server_info.json"):
+            if f"{name}.{suffix}" in files:
+                raw[run][f"{name}.{suffix}"] = files[f"{name}.{suffix}"]
+        log = files.get(f"{name}.server.log", b"").decode(errors="replace")
+        c["startup"] = parse_sglang_log(log)["values"] if log else {}
+        for w in c.get("workloads", []):
+            key = f"{name}.{w['id']}.jsonl"
+            if not w.get("ok") or key not in files:
+                continue
+            full = last_json_line(files[key])
+            full.pop("generated_texts", None)
+            raw[run][key] = json.dumps(full).encode()
+            expected = None
+            for part in w.get("bench_command", "").split("--num-prompts ")[1:2]:
+                expected = int(part.split()[0])
+            if expected is not None and full.get("completed") != expected:
+                print(f"{name}.{w['id']}: {full.get('completed')} of {expected} requests completed: not a row")
+                continue
+            summary = {k: v for k, v in full.items() if k not in PER_REQUEST and k != "server_info"}
+            rows.append({"case": name, "workload": w["id"], "run": run, "catalog": c.get("catalog"),
+                         "serve_command": c.get("serve_command"), "startup": c["startup"], **summary})
+    return rows, raw, list(cases.values())
+
+
+def pct(pred, obs) -> str:
+    if pred is None or obs in (None, 0):
+        return "-"
+    return f"{(pred - obs) / obs * 100:+.1f}%"
+
+
+def compare(cases: list[dict], files: dict[str, bytes], rows: list[dict], predictions: dict) -> str:
+    from kvcalc.validate.sglang_log import check_sglang_log, parse_sglang_log
+
+    pred = {p["case"]: p for p in predictions.get("cases", [])}
+    out = [f"# SGLang 0.5.14 on the H200: measured vs kvcalc (predictions.json at kvcalc "
+           f"{predictions.get('kvcalc_commit', '?')[:7]}, written before the runs)", ""]
+    env = next((c.get("environment") for c in cases if c.get("environment")), {}) or {}
+    out += [f"Host: {env.get('nvidia_smi', '?')}; torch {env.get('torch', '?')}, sglang {env.get('sglang', '?')}, "
+            f"sglang-kernel {env.get('sglang-kernel', '?')}, {env.get('glibc', '?')}.", ""]
+    out += ["## KV pool (pre-registered)", "",
+            "| case | started | start s | predicted mfs | predicted tokens | logged max_total_num_tokens | error |",
+            "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+    for c in cases:
+        p = pred.get(c["case"], {}).get("memory", {})
+        logged = c.get("startup", {}).get("max_total_num_tokens", c.get("startup", {}).get("kv_cache_tokens"))
+        out.append(f"| {c['case']} | {c.get('started', c.get('skipped', '-'))} | {c.get('start_s', '-')} | "
+                   f"{p.get('mem_fraction_static', '-')} | {p.get('max_total_num_tokens', '-'):,} | "
+                   f"{'-' if logged is None else f'{logged:,}'} | {pct(p.get('max_total_num_tokens'), logged)} |"
+                   if p else f"| {c['case']} | {c.get('started')} | - | - | - | {logged} | - |")
+    out += ["", "## Speed (pre-registered)", "",
+            "| case | workload | " + " | ".join(f"{label} (pred / meas / err)" for _, label in SPEED) + " |",
+            "| --- | --- | " + " | ".join("---" for _ in SPEED) + " |"]
+    for r in rows:
+        pw = {w["id"]: w for w in pred.get(r["case"], {}).get("workloads", [])}.get(r["workload"], {})
+        cells = [f"{pw.get(k, 0) or 0:.1f} / {r.get(k) or 0:.1f} / {pct(pw.get(k), r.get(k))}" for k, _ in SPEED]
+        out.append(f"| {r['case']} | {r['workload']} | " + " | ".join(cells) + " |")
+    out += ["", "## Start-up logs through `kvcalc validate --from-log` (kvcalc as it stands)", ""]
+    for c in cases:
+        log = files.get(f"{c['case']}.server.log", b"").decode(errors="replace")
+        parsed = parse_sglang_log(log) if log else None
+        if not parsed or not parsed["values"]:
+            out.append(f"- {c['case']}: no SGLang memory lines in the log" + (f" ({parsed['errors'][0][:120]})"
+                                                                              if parsed and parsed["errors"] else ""))
+            continue
+        report = check_sglang_log(parsed, c["catalog"], "h200", version="0.5.14")
+        cells = "; ".join(f"{r['quantity']}: {r['verdict']} ({r['error'] * 100:+.2f}%)" if r.get("error") is not None
+                          else f"{r['quantity']}: {r['verdict']}" for r in report["rows"])
+        out.append(f"- {c['case']}: {cells}")
+    return "\n".join(out) + "\n"
+
+
+def write(rows: list[dict], raw: dict[str, dict[str, bytes]], text: str) -> None:
+    DATA.mkdir(parents=True, exist_ok=True)
+    path = DATA / "runs.jsonl"
+    runs = {r["run"] for r in rows}
+    kept = [ln for ln in (path.read_text().splitlines() if path.exists() else []) if json.loads(ln)["run"] not in runs]
+    path.write_text("\n".join(kept + [json.dumps(r) for r in rows]) + "\n")
+    for run, members in raw.items():
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            for name in sorted(members):
+                info = tarfile.TarInfo(f"raw/{name}")
+                info.size, info.mtime = len(members[name]), 0
+                tar.addfile(info, io.BytesIO(members[name]))
+        (DATA / f"raw-{run}.tar.xz").write_bytes(lzma.compress(buf.getvalue(), preset=9 | lzma.PRESET_EXTREME))
+    (DATA / "compare.md").write_text(text)
+
+
+def main(argv: list[str]) -> int:
+    check = "--check" in argv
+    argv = [a for a in argv if a != "--check"]
+    pred_path = DATA / "predictions.json"
+    if "--predictions" in argv:
+        i = argv.index("--predictions")
+        pred_path = Path(argv[i + 1])
+        argv = argv[:i] + argv[i + 2:]
+    if not argv:
+        print(__doc__)
+        return 2
+    docs, files = read_results(argv)
+    rows, raw, cases = ingest(docs, files)
+    text = compare(cases, files, rows, json.loads(pred_path.read_text()) if pred_path.exists() else {})
+    print(text)
+    if not check:
+        write(rows, raw, text)
+        print(f"{len(rows)} rows, {sum(len(m) for m in raw.values())} raw files, in {DATA.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
