@@ -117,6 +117,9 @@ class Load:
     ready_check: bool = False  # --ready-check-timeout-sec > 0: the first prompt is sent once before the run
     client_send_s: float = 0.0  # the bench client's own time to get one request out (one asyncio loop)
     api_cpu_s: float = 0.0  # the API server's loop time per request, shared among the requests it holds at once
+    # "sharegpt": the lengths spread as a chat dataset's do (sharegpt_lengths) around input_len / output_len, the
+    # run's means; "random": the random dataset's draw (random_range_ratio)
+    dataset: str = "random"
 
 
 @dataclass
@@ -154,8 +157,35 @@ class SimResult:
         return out
 
 
+SHAREGPT_MAX_PROMPT, SHAREGPT_MAX_TOTAL, SHAREGPT_MIN = 1024, 2048, 4
+
+
+def sharegpt_lengths(load: Load) -> tuple[np.ndarray, np.ndarray]:
+    """Prompt and output lengths of a ShareGPT run whose means are load.input_len / output_len. vllm bench takes each
+    conversation's first turn and its answer's token count as the output length (benchmarks/benchmark_dataset.py
+    ShareGPTDataset.sample in 0.8.5, with is_valid_sequence: at least 4 tokens each, a prompt of at most 1,024, prompt
+    plus output at most 2,048). The conversations themselves are not in kvcalc, so the shape is an assumption: the
+    answers exponential (the maximum-entropy spread of a positive length with a given mean), truncated by that filter
+    and rescaled to the run's stated mean; the prompts at their mean (io.net's Qwen2.5-7B at 1 request/s has a TTFT
+    spread of std 3.0 ms, p99 26.9 ms, which the mean prompt gives: 3.2 / 27.5 ms, exponential prompts 4.2 / 34.6 ms).
+    What it changes is the run's tail: the longest of a few hundred answers is ~6x the mean, and a run's duration
+    (its throughput's denominator) ends with it."""
+    rng = np.random.default_rng(load.seed)
+    prompt = min(max(SHAREGPT_MIN, load.input_len), SHAREGPT_MAX_PROMPT)
+    top = max(SHAREGPT_MIN, SHAREGPT_MAX_TOTAL - prompt)
+    outs: list[int] = []
+    while len(outs) < load.num_prompts:
+        o = max(SHAREGPT_MIN, int(round(rng.exponential(load.output_len))))
+        if o <= top:
+            outs.append(o)
+    out = np.clip(np.round(np.array(outs) * load.output_len / np.mean(outs)), SHAREGPT_MIN, top)
+    return np.full(load.num_prompts, prompt + load.prefix_len, dtype=np.int64), out.astype(np.int64)
+
+
 def sample_lengths(load: Load) -> tuple[np.ndarray, np.ndarray]:
-    """Prompt (prefix included) and output lengths as the random dataset draws them."""
+    """Prompt (prefix included) and output lengths as the random dataset draws them (ShareGPT: sharegpt_lengths)."""
+    if load.dataset == "sharegpt":
+        return sharegpt_lengths(load)
     rng = np.random.default_rng(load.seed)
     r = load.random_range_ratio
     lo, hi = math.floor(load.input_len * (1 - r)), math.ceil(load.input_len * (1 + r))
@@ -185,7 +215,7 @@ def simulate(cost, cfg: EngineConfig, load: Load, frontend_s: float = 0.0, trace
     (start s, seconds, context requests, context tokens, generation requests; a context request is one without an
     output token yet, vllm/v1/utils.py:797)."""
     prompt, out = sample_lengths(load)
-    if int(prompt.max() + out.max()) > cfg.max_model_len:
+    if int((prompt + out).max()) > cfg.max_model_len:  # per request: ShareGPT's longest prompt is not its longest answer
         raise ValueError("a request is longer than max_model_len")
     n = load.num_prompts
     bs = cfg.block_size

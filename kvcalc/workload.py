@@ -55,10 +55,17 @@ class Workload:
     burstiness: float = 1.0  # --burstiness
     percentiles: tuple[float, ...] = DEFAULT_PERCENTILES  # --metric-percentiles
     seed: int = 0  # --seed
+    # --dataset-name: "random", or "sharegpt" (input_len / output_len the run's means, the lengths spread as
+    # serve_sim.sharegpt_lengths draws them)
+    dataset: str = "random"
 
     @property
     def context(self) -> int:
         """The longest request: prompt (with the prefix) plus output at the top of the ranged lengths."""
+        if self.dataset == "sharegpt":  # vllm bench's ShareGPT filter: prompt plus output at most 2,048 tokens
+            from .serve_sim import SHAREGPT_MAX_TOTAL
+
+            return self.prefix_len + SHAREGPT_MAX_TOTAL
         r = self.random_range_ratio
         return self.prefix_len + math.ceil(self.input_len * (1 + r)) + max(math.ceil(self.output_len * (1 + r)), 1)
 
@@ -179,7 +186,7 @@ def bench_load(wl: Workload, entrypoint: str = "serve", api_cpu: float | None = 
     return Load(wl.input_len, wl.output_len, n, max_concurrency=conc,
                 request_rate=wl.request_rate if wl.request_rate is not None else math.inf,
                 burstiness=wl.burstiness, random_range_ratio=wl.random_range_ratio, prefix_len=wl.prefix_len,
-                seed=wl.seed, client_send_s=client_send_s(entrypoint),
+                seed=wl.seed, client_send_s=client_send_s(entrypoint), dataset=wl.dataset,
                 api_cpu_s=api_cpu_s(entrypoint) if api_cpu is None else api_cpu)
 
 

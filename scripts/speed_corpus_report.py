@@ -79,14 +79,17 @@ def _workload(row: dict):
     out = max(2, round(row["output_len"]))
     rate = row.get("request_rate")
     n = row.get("num_prompts")  # the run's --num-prompts: a saturated run's queue (and TTFT) grows with it
+    # a ShareGPT run's lengths spread around its stated means (serve_sim.sharegpt_lengths) when its prompts are
+    # counted (the spread needs a run of them); the others keep the fixed lengths they state
+    ds = {"dataset": "sharegpt"} if row.get("dataset") == "sharegpt" and n and n > 1 else {}
     if isinstance(rate, (int, float)):
-        return Workload(inp, out, concurrency=row.get("concurrency"), request_rate=float(rate), num_prompts=n)
+        return Workload(inp, out, concurrency=row.get("concurrency"), request_rate=float(rate), num_prompts=n, **ds)
     if row["mode"].startswith("offline"):  # LLM.generate / benchmark_latency: one batch, every prompt at once
         return Workload(inp, out, concurrency=row["concurrency"], burst=True)
     if row.get("concurrency") is None:  # rate inf, no cap: every prompt at once, vLLM holds what it can
-        return Workload(inp, out, concurrency=int(row["num_prompts"]), num_prompts=n)
+        return Workload(inp, out, concurrency=int(row["num_prompts"]), num_prompts=n, **ds)
     return Workload(inp, out, concurrency=row["concurrency"], burst=bool(n) and n <= row["concurrency"],
-                    num_prompts=None if (n and n <= row["concurrency"]) else n)
+                    num_prompts=None if (n and n <= row["concurrency"]) else n, **ds)
 
 
 _SETUP: dict[str, tuple] = {}
@@ -121,6 +124,12 @@ def setup(row: dict):
                 kv_bytes_per_token=est.deployment_kv_bytes_per_token, tp=req.tp, pp=req.pp,
                 enforce_eager=req.enforce_eager)
     weights = next(w for w in (req.asked_weights,) if w is not None)
+    if est.fits and wl.context > est.max_model_len:
+        # a ShareGPT run's longest request (up to the dataset filter's 2,048 tokens) under the model's own
+        # max_model_len, as the runs served it; the pool and the slots are the stated means' (plan's)
+        import dataclasses
+
+        est = dataclasses.replace(est, max_model_len=wl.context)
     _SETUP[row["id"]] = (spec, req.gpu, weights, req.asked_kv, wl, args, est if est.fits else None, req.entrypoint,
                          req.vllm_version)
     return _SETUP[row["id"]]
@@ -158,25 +167,30 @@ def predict(row: dict, simulate: bool = True, frontend: float | None = None, max
     from kvcalc.workload import closed_form_bench, frontend_s, vllm_bench
 
     spec, gpu, weights, kv, wl, args, est, entry, version = setup(row)
-    if max_prompts and wl.request_rate is not None and wl.prompts() > max_prompts:
-        import dataclasses
+    import dataclasses
 
+    if max_prompts:
+        # the fit's surrogate (its lone prompts' short runs) keeps the stated mean lengths, as the closed form does:
+        # 40 draws of a spread would move its classes by which prompts came out long, not by the GPU
+        wl = dataclasses.replace(wl, dataset="random")
+    if max_prompts and wl.request_rate is not None and wl.prompts() > max_prompts:
         wl = dataclasses.replace(wl, num_prompts=max_prompts)
     fe = frontend_s(entry, gpu) if frontend is None else frontend
     if simulate:
         b = vllm_bench(spec, gpu, weights, kv, wl, **args, est=est, entrypoint=entry, vllm_version=version,
                        first_token_s=fe)
-    else:
-        b = closed_form_bench(spec, gpu, weights, kv, wl, **args)
+    else:  # the closed form knows fixed lengths only (the stated means)
+        b = closed_form_bench(spec, gpu, weights, kv, dataclasses.replace(wl, dataset="random"), **args)
         b.ttft_s += fe
         b.e2e_s += fe
     replicas = int(row.get("replicas") or 1)
     metric = row["metric"]
     rate, n = row.get("request_rate"), row.get("num_prompts")
     if isinstance(rate, (int, float)) and n and metric in ("output_throughput", "total_throughput") \
-            and rate * b.e2e_s <= args["slots"]:
+            and rate * b.e2e_s <= args["slots"] and not (simulate and wl.dataset == "sharegpt"):
         # vllm bench's throughput is the run's tokens over its duration: n prompts arrive over n / rate seconds and
-        # the last one still takes its e2e latency (benchmarks/serve.py: total output / benchmark duration)
+        # the last one still takes its e2e latency (benchmarks/serve.py: total output / benchmark duration); a
+        # simulated ShareGPT run's duration ends with its longest answer instead, which the simulation has
         per_s = n * wl.output_len / (n / rate + b.e2e_s)
         return per_s * replicas * ((wl.input_len + wl.output_len) / wl.output_len if metric == "total_throughput" else 1)
     if metric in ("tpot_ms", "itl_ms"):
@@ -531,7 +545,10 @@ def markdown(report: dict) -> str:
         sxm_burst=burst_range(report),
         **row_errors(report, e_tt="tenstorrent-gpu-ref-qwen72b-002", e_a100="gpustack-quant-006",
                      e_awq="gpustack-quant-009", e_int8="gpustack-quant-011", e_bnb="gpustack-quant-012",
-                     e_mi1="oracle-mi300x-405b-001", e_mi32="oracle-mi300x-405b-006", e_mi256="oracle-mi300x-405b-009"),
+                     e_mi1="oracle-mi300x-405b-001", e_mi32="oracle-mi300x-405b-006", e_mi256="oracle-mi300x-405b-009",
+                     e_q32ttft="iog-llm-inference-benchmarks-037", e_q32thr="iog-llm-inference-benchmarks-039",
+                     e_q32bttft="iog-llm-inference-benchmarks-064", e_q7thr="iog-llm-inference-benchmarks-003",
+                     e_l70thr="iog-llm-inference-benchmarks-006", e_l70ttft="iog-llm-inference-benchmarks-055"),
         **{f"pcie_{c.lower()}_{k}": f"{v:+.0%}" for c in ("TTFT", "TPOT")
            for k, v in zip(("median", "mean"), metric_bias(report).get(("h100-pcie", c), (0, 0.0, 0.0))[1:])},
         frontend=f"{1e3 * ((report['classes'].get('frontend') or {}).get('public') or 0):.1f} ms",
@@ -671,31 +688,38 @@ BEFORE = {"commit": "f8ef995", "rows": 307, "logo": {"TPOT": 0.1875, "throughput
 # the same figures with the pooled decode bandwidth on the 307 rows of BEFORE (commit 0ce86d8), before the 9 rows
 POOLED_ONLY = {"commit": "0ce86d8", "rows": 307, "logo": {"TPOT": 0.1369, "throughput": 0.0716, "single-stream": 0.0336, "TTFT": 0.116}, "loso": {"TPOT": 0.1369, "throughput": 0.1047, "single-stream": 0.0336, "TTFT": 0.1253}, "coverage": {"logo": 0.8228, "loso": 0.8346}, "bias": {"a100-40gb": 0.0336, "a100-80gb": 0.1859, "h100-pcie": 0.3078, "h100-sxm": 0.3462, "l4": 0.1309, "mi300x": 0.2573, "rtx-4090": 0.1665}}
 
+# this page before ShareGPT's length spread (commit 3ff3cdd, 316 rows, every ShareGPT run at its stated mean lengths)
+FIXED_LENGTHS = {"commit": "3ff3cdd", "rows": 316, "logo": {"TPOT": 0.1213, "throughput": 0.0827, "single-stream": 0.0336, "TTFT": 0.1798}, "loso": {"TPOT": 0.1239, "throughput": 0.1301, "single-stream": 0.0336, "TTFT": 0.2415}, "coverage": {"logo": 0.8137, "loso": 0.8175}, "bias": {"a100-40gb": 0.0336, "a100-80gb": 0.1858, "h100-pcie": 0.3301, "h100-sxm": 0.1981, "l4": 0.0883, "mi300x": 0.2573, "rtx-4090": 0.1668}}
+
 
 def before_after(report: dict) -> list[str]:
     """The held-out medians, coverage and per-GPU biases before the pooled decode bandwidth (BEFORE) and now."""
     cov = report.get("interval_coverage") or {}
-    out = ["## Before / after this change (the pooled decode bandwidth, then 9 rows added)", "",
+    out = ["## Before / after (the pooled decode bandwidth, 9 rows added, then ShareGPT's length spread)", "",
            f"Held out (leave-one-GPU-out / leave-one-source-out); before: this script on commit {BEFORE['commit']} "
-           f"({BEFORE['rows']} corpus rows), after: this page ({report['rows']} rows; the 9 added are gpustack's H100 SXM "
-           "latency rows, below).", "",
-           "| quantity | target | before | pooled bandwidth (307 rows) | after |", "|---|---:|---|---|---|"]
+           f"({BEFORE['rows']} corpus rows); 316 rows: commit {FIXED_LENGTHS['commit']} (the 9 added are gpustack's "
+           "H100 SXM latency rows, below), every ShareGPT run at its stated mean lengths; after: this page, ShareGPT "
+           "runs with their lengths spread (serve_sim.sharegpt_lengths, 'ShareGPT lengths' below).", "",
+           "| quantity | target | before | pooled bandwidth (307 rows) | 316 rows, fixed lengths | after |",
+           "|---|---:|---|---|---|---|"]
     for c, t in TARGET.items():
         a = [(report.get(k, {}).get("by_class", {}).get(c) or {}).get("median_abs") for k in ("logo", "loso")]
         b = [BEFORE[k].get(c) for k in ("logo", "loso")]
         if None in a or None in b:
             continue
         m = [POOLED_ONLY[k].get(c) for k in ("logo", "loso")]
+        f = [FIXED_LENGTHS[k].get(c) for k in ("logo", "loso")]
         out.append(f"| {c} median abs error | {t:.0%} | {b[0]:.1%} / {b[1]:.1%} | {m[0]:.1%} / {m[1]:.1%} | "
-                   f"{a[0]:.1%} / {a[1]:.1%} |")
+                   f"{f[0]:.1%} / {f[1]:.1%} | {a[0]:.1%} / {a[1]:.1%} |")
+    fc = FIXED_LENGTHS["coverage"]
     out.append(f"| interval coverage | 80% | {BEFORE['coverage']['logo']:.1%} / {BEFORE['coverage']['loso']:.1%} | "
                f"{POOLED_ONLY['coverage']['logo']:.1%} / {POOLED_ONLY['coverage']['loso']:.1%} | "
-               f"{(cov.get('logo') or 0):.1%} / {(cov.get('loso') or 0):.1%} |")
+               f"{fc['logo']:.1%} / {fc['loso']:.1%} | {(cov.get('logo') or 0):.1%} / {(cov.get('loso') or 0):.1%} |")
     for g, v in BEFORE["bias"].items():
         now = (report.get("logo", {}).get("by_gpu", {}).get(g) or {}).get("mean_signed")
-        mid = POOLED_ONLY["bias"].get(g)
-        if now is not None and max(abs(v), abs(now), abs(mid or 0)) > 0.20:
-            out.append(f"| {g} mean bias (leave-one-GPU-out) | 20% | {v:+.0%} | {mid:+.0%} | {now:+.0%} |")
+        mid, fx = POOLED_ONLY["bias"].get(g), FIXED_LENGTHS["bias"].get(g)
+        if now is not None and max(abs(v), abs(now), abs(mid or 0), abs(fx or 0)) > 0.20:
+            out.append(f"| {g} mean bias (leave-one-GPU-out) | 20% | {v:+.0%} | {mid:+.0%} | {fx:+.0%} | {now:+.0%} |")
     return out
 
 
@@ -758,6 +782,30 @@ NOTES = (
     "(TP 1 TPOT -10% .. -17%, in-sample -2% .. +3%). One fraction pooled over every technology measured "
     "(bandwidth `all`, {bw_all}; kvcalc/throughput.py class_factors) transfers to a GPU whose technology has no other "
     "GPU, and to the HBM3 boards (H100 SXM, MI300X) that had none.\n"
+    "- **ShareGPT lengths** (this change; the table 'Before / after' above): 248 of the predictable rows are ShareGPT "
+    "runs, which the simulation had run at their stated mean lengths (io.net: 205 in, 217 out), so every answer ended "
+    "~217 steps after its prompt. vllm bench takes each conversation's own answer length (benchmarks/"
+    "benchmark_dataset.py ShareGPTDataset in 0.8.5: 4 .. 1,024 prompt tokens, at most 2,048 with the output), and a "
+    "run's duration, the denominator of its output throughput, ends with its longest answer: io.net's Qwen2.5-7B on "
+    "one H100 PCIe at 16 requests/s took 19.0 s (43,344 tokens at 2,281 tokens/s) for 200 prompts that arrive over "
+    "~12.5 s, where the mean-length run ends at ~15 s (kvcalc +29% before, {e_q7thr} now). The simulation now draws "
+    "a ShareGPT run's answers (serve_sim.sharegpt_lengths, Workload.dataset): exponential, the maximum-entropy spread "
+    "for a given mean, truncated by vllm bench's filter and rescaled to the run's stated mean; prompts stay at their "
+    "mean (io.net's Qwen2.5-7B at 1 request/s has a TTFT spread of std 3.0 ms, p99 26.9 ms: the mean prompt gives "
+    "3.2 / 27.5 ms, exponential prompts 4.2 / 34.6 ms, and with them the held-out TTFT median is 21% / 30% instead of 18% / 23%; the "
+    "Qwen2.5-32B run's std of 36 ms is wider than either, so the prompts' spread is open). The shape is an "
+    "assumption (the conversations are not in kvcalc) and nothing is fitted to it, so every row tests it; the class "
+    "fit keeps the mean lengths (its closed form and its 40-prompt lone runs), and its classes are unchanged. The "
+    "same spread shortens the KV-saturated runs' queues (short answers free their blocks early): Qwen2.5-32B on one "
+    "H100 PCIe at 16 requests/s (7.7 GiB of KV, 31.5k tokens: 61.0 GiB of weights in the 0.9 x 79.2 GiB budget) "
+    "TTFT {e_q32ttft} and {e_q32bttft} (were +1,225% and +1,074%), throughput {e_q32thr}; 2x H100 PCIe Llama-3-70B "
+    "TTFT {e_l70ttft} (was +1,111%), the R1-Distill-70B run's throughput {e_l70thr} (was +91%). The engine was the "
+    "one the simulation models: vLLM 0.8.5 runs V1 for every io.net configuration (engine/arg_utils.py "
+    "_is_v1_supported_oracle falls back to V0 for compute capability below 8.0, an FP8 KV cache without "
+    "FlashAttention's FP8, a dtype other than float16/bfloat16 ('Only Fp16 and Bf16 dtypes since we only support "
+    "FA') and non-default scheduler options, none of which the runs set: `vllm serve --dtype float16 "
+    "--tensor-parallel-size N`, the repository's README), so V0's prefill-first scheduler and preemption are not "
+    "the cause; and the pool above is what vLLM's profile leaves (capacity range -8% .. +1% on 51 start-up logs).\n"
     "- **What TPOT still misses** (leave-one-GPU-out mean {tpot_logo_mean}): the io.net RTX 4090 rigs (vLLM 0.8.5). "
     "Their decode step has a floor proportional to the layer count whatever the model's width or the TP size: "
     "Qwen2.5-1.5B at TP 1 takes 11.3 ms a step (28 layers, 0.40 ms a layer; its weights take 3.7 ms to read), "
@@ -775,12 +823,13 @@ NOTES = (
     "alike), so it is not a per-sequence cost; 72 of the 79 TPOT rows are one source and one release (io.net, 0.8.5) "
     "and all BF16 but three FP8 rows, so the release and the quantization cannot be told apart from the host here. "
     "It stays a miss; the tensor-parallel residual classes carry it in the ranges.\n"
-    "- **Why TTFT misses**: lone prompts are close (range {ttft_lone}); under load the simulation queues where the "
-    "public runs did not: at 16 requests/s on an RTX 4090 (Llama-3.1-8B) or one H100 PCIe (Qwen2.5-32B) vLLM 0.8.5 "
-    "served every prompt's first token in 0.09-0.22 s while its batch slowed (the runs' own output throughput is "
-    "below the offered load), and the simulation waits seconds; closed loops of fixed lengths form waves of "
-    "prompts the real runs (ShareGPT lengths) did not (range under load {ttft_load}). That is the serve simulation's "
-    "admission and preemption under KV pressure (kvcalc/serve_sim.py, issue 25's), not a GPU constant.\n"
+    "- **Why TTFT misses**: lone prompts are close (range {ttft_lone}); under load (range {ttft_load}) the misses "
+    "left are the KV-saturated io.net runs at 16 requests/s (Qwen2.5-32B on one H100 PCIe {e_q32ttft} / "
+    "{e_q32bttft}, Llama-3-70B on two {e_l70ttft}: the simulation still queues where vLLM 0.8.5 served first tokens "
+    "in 0.2-0.6 s on average while its running requests slowed) and the closed loops of gpustack's H100 SXM page (a "
+    "59 ms first token on that host, 'Rows added' below). The first depends on which answers are long (the "
+    "exponential draw, an assumption) and on the prompts' spread; the simulation's admission and preemption rules "
+    "are 0.8.5's (kvcalc/serve_sim.py, issue 25's).\n"
     "- **H100 SXM: which board** (item 2). Two sources do not name it. The Tenstorrent reference (2x H100, Qwen2.5-72B "
     "BF16, TPOT 30.9 ms) decides itself: each GPU reads 72.7 GB of weights a step, which at the PCIe board's 2.0 TB/s "
     "alone takes 36 ms, more than the measured step; only a 3.35 TB/s board (SXM, or NVL) fits, so SXM stays (kvcalc "
@@ -829,10 +878,10 @@ NOTES = (
     "compute-bound batch the measured W4A16/W8A16 kernels run at 0.69-0.93x cuBLAS BF16 where kvcalc prices their "
     "GEMMs at the BF16 tensor rate plus a dequantization per 64 rows. A kernel-efficiency class per quantized path "
     "would be fitted on this one page; it is left as the measured bias.\n"
-    "- **H100 PCIe** (io.net, vLLM 0.8.5): the bias is its loaded TTFTs and throughput at 16 requests/s, not its "
-    "decode (table 'Mean bias by metric' above): TTFT median {pcie_ttft_median} but mean {pcie_ttft_mean} (the "
-    "simulation queues for seconds where vLLM served first tokens in 0.1-0.2 s, 'Why TTFT misses' below), TPOT mean "
-    "{pcie_tpot_mean}.\n"
+    "- **H100 PCIe** (io.net, vLLM 0.8.5): its +33% mean bias was its loaded runs at 16 requests/s (TTFTs of "
+    "+1,074 .. +1,225% on the two Qwen2.5-32B runs and +1,111% on Llama-3-70B, throughput +29 .. +91%): the "
+    "mean-length runs ended too early and queued too long. With ShareGPT's answers spread (above): TTFT median "
+    "{pcie_ttft_median}, mean {pcie_ttft_mean}; TPOT mean {pcie_tpot_mean}.\n"
     "- **Known misses kept out of the fit** (outlier in the corpus): RTX 4090 TP 2-8 TTFTs of 0.4-8 s at 1-16 "
     "requests/s (a front-end or NCCL stall, not a prefill), the B200 report whose author calls it anomalous "
     "(vllm#20710), and the H100 NVL run of vllm#17788, a performance report whose BF16 and FP8 runs came out 'almost "

@@ -306,3 +306,20 @@ def test_releases_before_0_19_admit_a_prompt_whose_first_chunk_fits():
     assert chunk.ttft_s.min() == pytest.approx(4 * 2.024e-3) and chunk.preemptions >= 1
     assert np.sort(full.ttft_s)[1] > full.e2e_s.min()  # 0.19+: the second starts after the first is done
     assert chunk.metrics()["completed"] == full.metrics()["completed"] == 2
+
+
+def test_sharegpt_lengths_keep_the_means_the_filter_and_a_tail():
+    """A ShareGPT run's lengths (serve_sim.sharegpt_lengths): the run's stated means, vllm bench's filter (4 ..
+    1,024 prompt tokens, at most 2,048 with the output), and a tail: the longest answer of 200 is several times the
+    mean, which is what ends a run at a request rate (its throughput's duration)."""
+    import dataclasses
+
+    load = Load(205, 217, 200, request_rate=16.0, dataset="sharegpt")
+    prompt, out = sample_lengths(load)
+    assert abs(prompt.mean() - 205) < 2 and abs(out.mean() - 217) < 3
+    assert prompt.min() >= 4 and out.min() >= 4 and prompt.max() <= 1024 and (prompt + out).max() <= 2048
+    assert out.max() > 4 * 217
+    fixed = sample_lengths(dataclasses.replace(load, dataset="random"))
+    assert fixed[1].max() == 217  # the random dataset at range ratio 0 keeps every length
+    # the same seed draws the same run
+    assert (sample_lengths(load)[1] == out).all()
