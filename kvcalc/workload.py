@@ -219,8 +219,9 @@ def vllm_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFo
     cost = cost or step_cost(spec, gpu, weights, kv, tp, kv_bytes_per_token, enforce_eager, dtype_bytes)
     if sglang is not None:
         bs = 16
-        # decode batches up to cuda_graph_max_bs replay a CUDA graph; prefill (extend) batches run eager
-        graphs = None if enforce_eager else max(sglang.cuda_graph_max_bs, 1)
+        # decode batches up to cuda_graph_max_bs replay a CUDA graph; prefill (extend) batches too, up to the
+        # release's piecewise graphs (0.5.14: to 8,192 tokens), else they run eager
+        graphs = None if enforce_eager else max(sglang.cuda_graph_max_bs, sglang.prefill_graph_max_tokens, 1)
         cfg = EngineConfig(max(sglang.chunked_prefill_size, 1) if sglang.chunked_prefill_size > 0 else 1 << 30,
                            max(1, sglang.max_running_requests),
                            # a pool short of one request: the row does not fit; simulate one request's worth

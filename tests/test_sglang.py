@@ -50,6 +50,19 @@ def test_default_mem_fraction_by_release_on_h200():
     assert len(S.piecewise_graph_sizes(4096, "0.5.14")) == 50 and short == 0.904
 
 
+def test_prefill_batches_replay_the_releases_piecewise_graphs():
+    """0.5.14 captures piecewise prefill graphs by default up to the chunk (the H200 start-up log: "Capture target
+    prefill CUDA graph begin. backend=tc_piecewise, num_tokens=[4, ..., 8192]"), clamped to --context-length; none
+    with --disable-cuda-graph; 0.5.4, where they are opt-in, none unless asked."""
+    spec, h200 = load_model("llama-3.1-8b"), get_gpu("h200")
+    assert S.estimate(spec, h200, settings(version="0.5.14")).prefill_graph_max_tokens == 8192
+    assert S.estimate(spec, h200, settings(version="0.5.14", context_length=4096)).prefill_graph_max_tokens == 4096
+    assert S.estimate(spec, h200, settings(version="0.5.14", disable_cuda_graph=True)).prefill_graph_max_tokens == 0
+    assert S.estimate(spec, h200, settings(version="0.5.4")).prefill_graph_max_tokens == 0
+    opt = settings(version="0.5.4", enable_piecewise_cuda_graph=True, piecewise_cuda_graph_max_tokens=2048)
+    assert S.estimate(spec, h200, opt).prefill_graph_max_tokens == 2048
+
+
 def test_pool_is_free_times_mfs_less_weights_over_cell():
     spec, gpu = load_model("llama-3.1-8b"), get_gpu("h100-sxm")
     est = S.estimate(spec, gpu, settings(mem_fraction_static=0.88))

@@ -123,6 +123,10 @@ class SglangEstimate:
     layout: str = "mha"  # mha, mla, hybrid-swa
     pool_cell_bytes: int = 0  # one token as the pool's buffers hold it (NSA fp8: 656 bytes a layer); 0: cell_bytes
     max_prefill_tokens: int = 16384  # --max-prefill-tokens: a prefill batch's input budget (the scheduler's)
+    # the largest prefill (extend) batch that replays a piecewise CUDA graph: the release's default piecewise graphs
+    # (captured up to the chunk, clamped to --context-length; the start-up log's "Capture target prefill CUDA graph
+    # begin. backend=tc_piecewise, num_tokens=[4, ..., 8192]" on 0.5.14) or the opt-in flag's; 0: prefill runs eager
+    prefill_graph_max_tokens: int = 0
 
     @property
     def logged_kv_tokens(self) -> int:
@@ -667,7 +671,15 @@ def estimate(spec: ModelSpec, gpu: GpuProfile, s: SglangSettings) -> SglangEstim
                      f"{free / GiB:.2f} GiB free: SGLang stops with 'Not enough memory. Please try to increase "
                      "--mem-fraction-static'")
     kv_per_token = int(cell) if layout != "hybrid-swa" else int(cell + swa_cell * n_swa)
+    prefill_graphs = 0
+    if not s.disable_cuda_graph and rules.piecewise_graph_reserve:
+        prefill_graphs = chunk if chunk > 0 else 4096
+        if rules.piecewise_sizes == "0.5.14" and s.context_length:  # server_args.py:3264-3267
+            prefill_graphs = min(prefill_graphs, s.context_length)
+    elif not s.disable_cuda_graph and s.enable_piecewise_cuda_graph:
+        prefill_graphs = s.piecewise_cuda_graph_max_tokens or (chunk if chunk > 0 else 4096)
     return SglangEstimate(
+        prefill_graph_max_tokens=prefill_graphs,
         gpu_memory_mib=gpu_mib, total_memory=total, free_at_start=free, mem_fraction_static=mfs,
         mem_fraction_source=source, weights_bytes=weights, kv_budget_bytes=budget, cell_bytes=cell,
         max_total_num_tokens=tokens, swa_tokens=swa_tokens, page_size=page, context_len=context_len,

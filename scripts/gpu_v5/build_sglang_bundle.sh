@@ -49,7 +49,11 @@ $PY "$HERE/fatbin_keep_units.py" sgl_kernel/flash_ops.abi3.so \
   --keep '^flash_fwd_combine$' --keep '^flash_prepare' | tail -1
 $PY "$SHARED/fatbin_keep_sm90.py" sgl_kernel/flash_ops.abi3.so sgl_kernel/sm90/common_ops.abi3.so sgl_kernel/spatial_ops.abi3.so
 rm -rf sgl_kernel/sm100 sgl_kernel/flashmla_ops.abi3.so  # Hopper loads sm90/common_ops; MLA runs on FA3
-rm -rf flashinfer/data                                   # JIT sources: nothing is compiled on the host
+# flashinfer's JIT sources: only what its norm module needs stays. sgl_kernel's rmsnorm / fused_add_rmsnorm call
+# flashinfer.norm, which compiles csrc/norm.cu with the host's nvcc at first use (35 s on the H200 host, 2026-12-02;
+# the first run, without these sources, failed every server start at "ninja: error: .../flashinfer/data/csrc/norm.cu
+# ... missing"). The rest of data/ (cutlass, the other kernels) is never read.
+find flashinfer/data -mindepth 1 -maxdepth 1 ! -name csrc ! -name include ! -name cccl ! -name spdlog -exec rm -rf {} +
 find cuda -name "*.cpp" -delete -o -name "*.pyx" -delete -o -name "*.pxd" -delete  # Cython sources (63 MB)
 rm -rf xgrammar/lib  # libxgrammar.a: a static library for C++ users (62 MB)
 rm -rf sglang/multimodal_gen sglang/test bin  # not hardware_backend/npu: compressed_tensors imports it everywhere
