@@ -65,3 +65,33 @@ def test_rows_keep_complete_workloads_with_the_logs_figures(tmp_path):
     assert "| llama8b-default | c1 | 55.0 / 50.0 / +10.0%" in text
     assert "logged KV cache tokens:" in text  # check_sglang_log's rows for the log that has memory lines
     assert "qwen3moe-default: no SGLang memory lines" in text and "dsv2lite-default" in text
+
+
+def test_a_later_ingest_adds_its_cases_and_keeps_the_committed_ones(tmp_path, monkeypatch):
+    """A run served over several commands: the second ingest brings one case; the first ingest's case stays, with
+    its raw files, and both commands' status files are kept under their own names."""
+    monkeypatch.setattr(ingest_sglang, "DATA", tmp_path / "data")
+    first = _tarball(tmp_path)
+    docs, files = ingest_sglang.read_results([str(first)])
+    rows, raw, cases, files = ingest_sglang.merge(*ingest_sglang.ingest(docs, files), files)
+    ingest_sglang.write(rows, raw, "x")
+    status = {"run": "t", "environment": {}, "cases": [
+        {"case": "gemma3-1b-default", "catalog": "gemma-3-1b", "started": True,
+         "workloads": [{"id": "c1", "ok": True, "bench_command": "python -m sglang.bench_serving --num-prompts 4"}]}]}
+    second = tmp_path / "sglang-t2.tar.gz"
+    with tarfile.open(second, "w:gz") as tar:
+        for name, data in (("status.json", json.dumps(status).encode()), ("gemma3-1b-default.c1.jsonl", _bench(4))):
+            info = tarfile.TarInfo(f"sg_t2/{name}")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    docs, files = ingest_sglang.read_results([str(second)])
+    rows, raw, cases, files = ingest_sglang.merge(*ingest_sglang.ingest(docs, files), files)
+    assert [(r["case"], r["workload"]) for r in rows] == [("llama8b-default", "c1"), ("gemma3-1b-default", "c1")]
+    assert {"llama8b-default.server.log", "gemma3-1b-default.c1.jsonl", "status-t.json", "status-t.2.json"} <= set(raw["t"])
+    assert [c["case"] for c in cases][:1] == ["llama8b-default"] and "gemma3-1b-default" in [c["case"] for c in cases]
+    ingest_sglang.write(rows, raw, "x")
+    # the same command ingested again adds nothing
+    docs, files = ingest_sglang.read_results([str(second)])
+    rows2, raw2, _, _ = ingest_sglang.merge(*ingest_sglang.ingest(docs, files), files)
+    assert sorted(json.dumps(r) for r in rows2) == sorted(json.dumps(r) for r in rows)
+    assert sorted(raw2["t"]) == sorted(raw["t"])

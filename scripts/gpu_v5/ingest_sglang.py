@@ -7,7 +7,7 @@ Writes into docs/validation/data/v5/sglang/:
 - runs.jsonl: one row per (case, workload) that ran with every request completed: {"case", "workload", "run",
   "catalog", "serve_command", ...bench_serving's summary (its --output-file line without per-request lists or
   server_info)}, plus "startup": the figures the server's log states (validate/sglang_log.py parse_sglang_log).
-  Rows already there for the same run are replaced, so a second ingest does not duplicate them.
+  A case already there is replaced when this ingest brings it again; every other committed case stays (merge).
 - raw-RUN.tar.xz per run: the server logs, bench logs, /server_info captures, bench lines with per-request lists
   (generated texts dropped) and status.json (commands, versions, GPU, driver).
 - compare.md: per case, the log through `kvcalc validate --from-log`'s SGLang check (check_sglang_log, kvcalc as it
@@ -61,8 +61,10 @@ def ingest(docs: list[dict], files: dict[str, bytes]) -> tuple[list[dict], dict[
                 continue  # a skip in a later command keeps the earlier attempt
             cases[c["case"]] = dict(c, run=doc.get("run"), environment=doc.get("environment"))
     rows, raw = [], {}
-    for doc in docs:
-        raw.setdefault(doc.get("run") or "run", {})[f"status-{doc.get('run')}.json"] = json.dumps(doc, indent=1).encode()
+    for doc in docs:  # every command's status, each under its own name
+        members = raw.setdefault(doc.get("run") or "run", {})
+        n = sum(1 for m in members if m.startswith("status-"))
+        members[f"status-{doc.get('run')}{f'.{n + 1}' if n else ''}.json"] = json.dumps(doc, indent=1).encode()
     for name, c in cases.items():
         run = c["run"]
         for suffix in ("server.log", "bench.log", "server_info.json"):
@@ -136,12 +138,58 @@ def compare(cases: list[dict], files: dict[str, bytes], rows: list[dict], predic
     return "\n".join(out) + "\n"
 
 
-def write(rows: list[dict], raw: dict[str, dict[str, bytes]], text: str) -> None:
-    DATA.mkdir(parents=True, exist_ok=True)
+def committed() -> tuple[list[dict], dict[str, dict[str, bytes]]]:
+    """What is already in DATA: runs.jsonl's rows and each raw-RUN.tar.xz's members by base name."""
     path = DATA / "runs.jsonl"
-    runs = {r["run"] for r in rows}
-    kept = [ln for ln in (path.read_text().splitlines() if path.exists() else []) if json.loads(ln)["run"] not in runs]
-    path.write_text("\n".join(kept + [json.dumps(r) for r in rows]) + "\n")
+    rows = [json.loads(ln) for ln in (path.read_text().splitlines() if path.exists() else []) if ln.strip()]
+    raw = {}
+    for tarball in sorted(DATA.glob("raw-*.tar.xz")):
+        with tarfile.open(fileobj=io.BytesIO(lzma.decompress(tarball.read_bytes()))) as tar:
+            raw[tarball.name[len("raw-"):-len(".tar.xz")]] = {
+                Path(m.name).name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}
+    return rows, raw
+
+
+def merge(rows: list[dict], raw: dict[str, dict[str, bytes]], cases: list[dict], files: dict[str, bytes]
+          ) -> tuple[list[dict], dict[str, dict[str, bytes]], list[dict], dict[str, bytes]]:
+    """This ingest added to what is committed. A run is often served over several commands and leases (cases cut off
+    by a deadline are served later with --only), so an ingest adds the cases it brings and replaces only those: a
+    case that ran again replaces its earlier rows and raw files, every other committed case stays. Each command's
+    status.json is kept under its own name (status-RUN.json, status-RUN.2.json, ...)."""
+    old_rows, old_raw = committed()
+    brought = {c["case"] for c in cases if "skipped" not in c}
+    kept = [r for r in old_rows if r["case"] not in brought]
+    merged_raw = {run: {n: d for n, d in members.items()
+                        if n.startswith("status-") or n.split(".")[0] not in brought}
+                  for run, members in old_raw.items()}
+    for run, members in raw.items():
+        into = merged_raw.setdefault(run, {})
+        for name, data in members.items():
+            if name.startswith("status-"):
+                if any(n.startswith("status-") and d == data for n, d in into.items()):
+                    continue  # the same command ingested again
+                k = 1
+                while name in into:
+                    k += 1
+                    name = f"status-{run}.{k}.json"
+            into[name] = data
+    seen = {c["case"] for c in cases if "skipped" not in c}
+    earlier = []
+    for r in kept:  # the cases of earlier ingests, as compare() needs them
+        if r["case"] not in seen:
+            seen.add(r["case"])
+            earlier.append({"case": r["case"], "run": r["run"], "catalog": r.get("catalog"), "started": True,
+                            "startup": r.get("startup", {})})
+    later = [c for c in cases if "skipped" not in c or c["case"] not in seen]
+    all_files = {n: d for members in merged_raw.values() for n, d in members.items()}
+    all_files.update(files)
+    return kept + rows, merged_raw, earlier + later, all_files
+
+
+def write(rows: list[dict], raw: dict[str, dict[str, bytes]], text: str) -> None:
+    """rows and raw as merge() gives them: the whole of runs.jsonl and of each raw tarball."""
+    DATA.mkdir(parents=True, exist_ok=True)
+    (DATA / "runs.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     for run, members in raw.items():
         buf = io.BytesIO()
         with tarfile.open(fileobj=buf, mode="w") as tar:
@@ -166,6 +214,7 @@ def main(argv: list[str]) -> int:
         return 2
     docs, files = read_results(argv)
     rows, raw, cases = ingest(docs, files)
+    rows, raw, cases, files = merge(rows, raw, cases, files)
     text = compare(cases, files, rows, json.loads(pred_path.read_text()) if pred_path.exists() else {})
     print(text)
     if not check:
