@@ -115,6 +115,9 @@ class Load:
     prefix_len: int = 0  # --random-prefix-len
     seed: int = 0  # --seed
     ready_check: bool = False  # --ready-check-timeout-sec > 0: the first prompt is sent once before the run
+    # a fresh server's first request: its one-time cost before the engine sees it (0: a warm server, or the ready
+    # check's prompt took it); the run's first request pays it, in its TTFT
+    first_request_s: float = 0.0
     client_send_s: float = 0.0  # the bench client's own time to get one request out (one asyncio loop)
     api_cpu_s: float = 0.0  # the API server's loop time per request, shared among the requests it holds at once
     # "sharegpt": the lengths spread as a chat dataset's do (sharegpt_lengths) around input_len / output_len, the
@@ -271,6 +274,8 @@ def simulate(cost, cfg: EngineConfig, load: Load, frontend_s: float = 0.0, trace
             if send[i] > api_end:  # an idle loop takes the request through at once: it leads the busy period alone
                 period, api_end = [], send[i] + load.api_cpu_s
                 arrive[i] = send[i] + frontend_s
+                if i == 0 and not load.ready_check:
+                    arrive[i] += load.first_request_s
             else:
                 period = [j for j in period if arrive[j] > now]
                 api_end += load.api_cpu_s

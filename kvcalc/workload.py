@@ -58,6 +58,10 @@ class Workload:
     # --dataset-name: "random", or "sharegpt" (input_len / output_len the run's means, the lengths spread as
     # serve_sim.sharegpt_lengths draws them)
     dataset: str = "random"
+    # the run is the server's first: vllm bench 0.26 skips its ready check by default (benchmarks/serve.py
+    # --ready-check-timeout-sec, default 0), so the first timed request is the server's first and pays its one-time
+    # cost (kvcalc/data/serve.yaml first_request_s). False: a server that has served before (the steady state)
+    fresh_server: bool = False
 
     @property
     def context(self) -> int:
@@ -175,6 +179,12 @@ def api_cpu_s(entrypoint: str = "serve") -> float:
     return float(load("serve")["frontend"].get("api_cpu_s", 0.0)) if entrypoint == "serve" else 0.0
 
 
+def first_request_s(entrypoint: str = "serve") -> float:
+    """A fresh OpenAI server's one-time cost on its first request (kvcalc/data/serve.yaml first_request_s); the LLM
+    class has no server."""
+    return float(load("serve")["frontend"].get("first_request_s", 0.0)) if entrypoint == "serve" else 0.0
+
+
 def bench_load(wl: Workload, entrypoint: str = "serve", api_cpu: float | None = None):
     """The serve_sim.Load of a workload."""
     from .serve_sim import Load
@@ -187,7 +197,8 @@ def bench_load(wl: Workload, entrypoint: str = "serve", api_cpu: float | None = 
                 request_rate=wl.request_rate if wl.request_rate is not None else math.inf,
                 burstiness=wl.burstiness, random_range_ratio=wl.random_range_ratio, prefix_len=wl.prefix_len,
                 seed=wl.seed, client_send_s=client_send_s(entrypoint), dataset=wl.dataset,
-                api_cpu_s=api_cpu_s(entrypoint) if api_cpu is None else api_cpu)
+                api_cpu_s=api_cpu_s(entrypoint) if api_cpu is None else api_cpu,
+                first_request_s=first_request_s(entrypoint) if wl.fresh_server else 0.0)
 
 
 def vllm_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFormat, wl: Workload, *,

@@ -49,11 +49,11 @@ FIT = ("llama-3.1-8b.c1_1k_256",)  # the front-end cost's fit set; everything el
 # runs whose kvcalc figures were committed before they ran (predictions-efg.json, commit 538b526): their split is
 # "pre-registered"; the blind errors are those figures' (blind_summary), the table's are the current model's
 PREDICTIONS = {"e": DATA / "predictions-efg.json", "f": DATA / "predictions-efg.json", "g": DATA / "predictions-efg.json",
-               "h": DATA / "predictions-hi.json", "i": DATA / "predictions-hi.json"}
+               "h": DATA / "predictions-hi.json", "i": DATA / "predictions-hi.json", "j": DATA / "predictions-j.json"}
 PRE_REGISTERED = tuple(PREDICTIONS)
 # the pre-registered runs by the commit that made their figures: scored apart, each the honest number of its session
-PRE_GROUPS = {"e-g": ("e", "f", "g"), "h-i": ("h", "i")}
-PRE_COMMITS = {"e-g": "538b526", "h-i": "3599840"}
+PRE_GROUPS = {"e-g": ("e", "f", "g"), "h-i": ("h", "i"), "j": ("j",)}
+PRE_COMMITS = {"e-g": "538b526", "h-i": "3599840", "j": "16ce30e"}
 # run b's rows that run a's leftover 3B server answered: the case file names them llama-3.1-8b-awq (data README)
 RELABEL = {("b", "llama-3.1-8b-awq", "c4_8k_256"): "llama-3.2-3b-fp8kv",
            ("b", "llama-3.1-8b-awq", "rate8_1k_256"): "llama-3.2-3b-fp8kv"}
@@ -79,7 +79,9 @@ def _cases() -> dict:
         for si, shape in enumerate(json.loads(path.read_text())["shapes"]):
             for wi, wl in enumerate(shape["workloads"]):
                 served = RELABEL.get((run, shape["name"], wl["id"]), shape["name"])
-                out[(run, served, wl["id"])] = (shape, wl, _seed(run, si, shape["name"], wi, wl["id"]))
+                # the server's first workload (a warm-up counts; a relabelled row was served by an older server)
+                fresh = wi == 0 and served == shape["name"]
+                out[(run, served, wl["id"])] = (shape, wl, _seed(run, si, shape["name"], wi, wl["id"]), fresh)
     return out
 
 
@@ -94,9 +96,9 @@ def runs() -> list[dict]:
     for line in (DATA / "runs.jsonl").read_text().splitlines():
         row = json.loads(line)
         key = (row["run"], row["shape"], row["workload"])
-        shape, wl, seed = cases[key]
+        shape, wl, seed, fresh = cases[key]
         out.append({"id": f"{row['shape']}.{row['workload']}", "run": row["run"], "shape": shapes[row["shape"]],
-                    "wl": wl, "seed": seed, "bench": row})
+                    "wl": wl, "seed": seed, "fresh": fresh, "bench": row})
     return out
 
 
@@ -222,7 +224,8 @@ def _simulate(case: dict, frontend_s: float | None = None, trace: list | None = 
     work = Workload(wl["input_len"], wl["output_len"], concurrency=wl.get("max_concurrency"),
                     request_rate=wl.get("request_rate"), num_prompts=wl["num_prompts"],
                     random_range_ratio=wl.get("range_ratio", 0.0), prefix_len=wl.get("prefix_len", 0),
-                    burstiness=wl.get("burstiness", 1.0), percentiles=(50.0, 90.0, 99.0), seed=case["seed"])
+                    burstiness=wl.get("burstiness", 1.0), percentiles=(50.0, 90.0, 99.0), seed=case["seed"],
+                    fresh_server=case.get("fresh", False))
     cost = step_cost(spec, gpu, weights, kv, 1, est.deployment_kv_bytes_per_token,
                      cpu_scale=_cpu_scale(session_of_case(case)))
     cfg = EngineConfig(est.max_num_batched_tokens, est.max_num_seqs, est.num_gpu_blocks, est.layout.block_size,
@@ -354,6 +357,34 @@ def fit_api_cpu(cases: list[dict], fe: float) -> float:
     return best[1]
 
 
+def first_request_extra(case: dict) -> float:
+    """Seconds the run's first request (the earliest send) took to its first token beyond the mean of the others:
+    measured, model-free. On a fresh server's first workload it is the server's one-time first-request cost."""
+    d = detailed(case)
+    first = min(range(len(d["start_times"])), key=lambda i: d["start_times"][i])
+    rest = [t for i, t in enumerate(d["ttfts"]) if i != first]
+    return d["ttfts"][first] - statistics.fmean(rest)
+
+
+def fit_first_request(cases: list[dict]) -> float:
+    """kvcalc/data/serve.yaml frontend.first_request_s: first_request_extra over FIT (a lone-request run, the
+    server's first workload), not scaled by the host's CPU figure. The other lone-request runs are its held-out
+    check (first_request_rows)."""
+    return statistics.fmean(first_request_extra(c) for c in cases if c["id"] in FIT)
+
+
+def first_request_rows(cases: list[dict]) -> list[dict]:
+    """Every lone-request closed loop (concurrency 1, so no other request shares the first's time): the measured
+    first-request extra, whether the run was its server's first workload, and the host's session."""
+    out = []
+    for c in cases:
+        if c["wl"].get("max_concurrency") == 1 and c["bench"]["completed"] > 2:
+            out.append({"id": c["id"], "run": c["run"], "fresh": c.get("fresh", False),
+                        "extra_ms": first_request_extra(c) * 1e3, "fit": c["id"] in FIT and c["run"] == "a",
+                        "host_cpu_scale": _cpu_scale(session_of_case(c))})
+    return out
+
+
 def fit_frontend(cases: list[dict]) -> float:
     """The front-end cost at kvcalc's reference host CPU: mean over FIT of measured TTFT minus the engine's simulated
     TTFT, over the fit run's session CPU scale (it is the host's CPU work; _simulate scales it back per session)."""
@@ -397,7 +428,8 @@ def report(frontend: float | None = None) -> dict:
             "client_send_s": statistics.fmean(gaps), "held_out_burst_spacing_s": [min(spacing), max(spacing)],
             "rows": rows,
             "held_out_summary": summary, "pre_registered_summary": pre, "blind_summary": {g: blind_summary(cases, rs) for g, rs in PRE_GROUPS.items()},
-            "steady_state": steady_report(cases), "lone_request_path": lone_request_path(cases)}
+            "steady_state": steady_report(cases), "lone_request_path": lone_request_path(cases),
+            "first_request": {"fitted_s": fit_first_request(cases), "rows": first_request_rows(cases)}}
 
 
 def split_of(case: dict) -> str:
@@ -460,7 +492,7 @@ def raw_members(suffixes=(".json", ".metrics.txt")) -> dict:
     return _RAW[key]
 
 
-RAW_TARBALLS = ("raw.tar.gz", "raw-efg.tar.xz", "raw-h.tar.xz", "raw-i.tar.xz")
+RAW_TARBALLS = ("raw.tar.gz", "raw-efg.tar.xz", "raw-h.tar.xz", "raw-i.tar.xz", "raw-j.tar.xz")
 
 
 _RAW: dict = {}
@@ -612,6 +644,14 @@ def markdown(rep: dict) -> str:
                  "without CUDA graphs. The bench client's own cost per request: "
                  f"{1e3 * rep['client_send_s']:.2f} ms (fit set: a request's end to the next send; the held-out bursts send one every "
                  f"{1e3 * rep['held_out_burst_spacing_s'][0]:.2f}-{1e3 * rep['held_out_burst_spacing_s'][1]:.2f} ms).")
+    fr = rep["first_request"]
+    fresh = sorted(r["extra_ms"] for r in fr["rows"] if r["fresh"] and not r["fit"])
+    warm = sorted(r["extra_ms"] for r in fr["rows"] if not r["fresh"])
+    lines.append(f"A fresh server's first request (vllm bench skips its ready check by default): "
+                 f"{1e3 * fr['fitted_s']:.1f} ms beyond the run's other requests on the fit set, modelled "
+                 f"(serve.yaml first_request_s); held out, the lone-request runs that opened their server "
+                 f"{fresh[0]:.0f}-{fresh[-1]:.0f} ms (median {statistics.median(fresh):.0f}, {len(fresh)} runs), those "
+                 f"that followed another workload " + ", ".join(f"{x:.0f}" for x in warm) + " ms.")
     st = rep["steady_state"]
     lines.append("Steady state (each run's first request dropped from measured and simulated figures, front-end "
                  f"refitted the same way: {1e3 * st['frontend_per_request_s']:.1f} ms): runs a-d " + "; ".join(

@@ -237,6 +237,28 @@ def test_the_api_servers_loop_holds_a_burst_until_its_busy_period_ends():
     assert lone.ttft_s == pytest.approx(plain.ttft_s) and lone.ttft_s[0] == pytest.approx(fe + 1e-3 + 100e-6)
 
 
+def test_a_fresh_servers_first_request_pays_its_one_time_cost_alone():
+    """first_request_s: in a closed loop of one, the run's first request reaches the engine that much later and
+    every later one is as on a warm server; a ready check's prompt (sent before the run) takes the cost instead."""
+    x, fe = 23e-3, 7e-3
+    cfg = EngineConfig(8192, 64, 10_000, 16, 4096, prefix_caching=False, async_scheduling=False)
+    warm = simulate(ToyCost(), cfg, Load(100, 5, 3, max_concurrency=1), frontend_s=fe)
+    fresh = simulate(ToyCost(), cfg, Load(100, 5, 3, max_concurrency=1, first_request_s=x), frontend_s=fe)
+    assert fresh.ttft_s[0] == pytest.approx(warm.ttft_s[0] + x)
+    assert fresh.ttft_s[1:] == pytest.approx(warm.ttft_s[1:]) and fresh.itl_s == pytest.approx(warm.itl_s)
+    checked = simulate(ToyCost(), cfg, Load(100, 5, 3, max_concurrency=1, first_request_s=x, ready_check=True),
+                       frontend_s=fe)
+    assert checked.ttft_s == pytest.approx(warm.ttft_s)
+
+
+def test_workload_fresh_server_reaches_the_simulation():
+    from kvcalc.workload import Workload, bench_load, first_request_s
+
+    assert first_request_s("serve") > 0 and first_request_s("llm") == 0.0
+    assert bench_load(Workload(1024, 256, concurrency=1, fresh_server=True)).first_request_s == first_request_s()
+    assert bench_load(Workload(1024, 256, concurrency=1)).first_request_s == 0.0
+
+
 def test_sglang_runs_a_prefill_batch_before_the_decodes():
     """SGLang (prefill_first): request A (100-token prompt, 5 outputs) decodes alone; B is sent 5 ms in. vLLM
     schedules B's prompt beside A's decode; SGLang runs B's prefill batch alone (A waits a step), then both decode:
