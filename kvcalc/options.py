@@ -355,6 +355,8 @@ PLAN_OPTIONS: list[Option] = [
            "batch (the scheduler's budget) [default: 16384].", into="request"),
     Option("stream_interval", POSITIVE, 1, "SGLang --stream-interval: tokens per streamed chunk (spaces ITL; TTFT, "
            "TPOT and e2e unchanged).", show_default=True, into="request"),
+    Option("disable_radix_cache", is_flag=True, help="SGLang --disable-radix-cache: no prefix reuse (the workload's "
+           "requests, bench_serving's warm-up prompt included, prefill whole).", into="request", convert=bool),
     Option("sglang_command", NAME, None, "an SGLang command line: its model and flags set the options above "
            "(options given here win); it selects --engine sglang unless --engine is given.",
            metavar="'python -m sglang.launch_server ...'"),

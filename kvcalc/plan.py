@@ -230,6 +230,7 @@ class PlanRequest:
     max_prefill_tokens: int | None = None  # SGLang --max-prefill-tokens (None: its 16384)
     cuda_graph_max_bs: int | None = None  # SGLang --cuda-graph-max-bs (None: its default for the GPU and TP)
     stream_interval: int = 1  # SGLang --stream-interval: tokens per streamed chunk (the workload's ITL)
+    disable_radix_cache: bool = False  # SGLang --disable-radix-cache: no prefix reuse in the workload's simulation
     dp_size: int = 1
     enable_dp_attention: bool = False
     read_files: bool = True  # False (the web API): no file named in the request is read (an EAGLE head's folder)
@@ -506,6 +507,23 @@ def _vllm_row(req: PlanRequest, choice: FormatChoice) -> Row | None:
                quality_evidence=quality_cell(w.name, k.name), vllm=est, bench=bench, speed=speed)
 
 
+def sglang_decode(speed: DecodeEstimate, spec: ModelSpec, gpu: GpuProfile, batch: int) -> DecodeEstimate:
+    """The shared decode step plus what SGLang's model implementation adds to it (step_cost.sglang_step_extra: the
+    eager norm chains of Gemma 3); `speed` unchanged for architectures SGLang runs fused."""
+    from .step_cost import sglang_step_extra
+
+    per_step, per_token = sglang_step_extra(spec, gpu)
+    if not per_step:
+        return speed
+    add = per_step + per_token * batch
+    step = speed.step_s + add
+    return replace(speed, step_s=step, tokens_per_s=speed.tokens_per_s * speed.step_s / step,
+                   fixed_s=speed.fixed_s + add, notes=speed.notes + [
+                       f"SGLang runs this architecture's norms as eager PyTorch chains inside its CUDA graphs "
+                       f"(Gemma3RMSNorm.forward_native): +{add * 1e3:.2f} ms a step (engines/sglang.py "
+                       "eager_norm_kernels; the kernel time fitted on one H200 run, docs/validation/sglang.md)"])
+
+
 def _sglang_row(req: PlanRequest, choice: FormatChoice) -> Row | None:
     """SGLang's row: its pool (max_total_num_tokens) and how many --context requests it holds at once. Decode speed
     and the workload come from the shared speed and scheduler models with SGLang's chunk and running-request cap;
@@ -519,14 +537,15 @@ def _sglang_row(req: PlanRequest, choice: FormatChoice) -> Row | None:
     fits = est.fits and concurrency >= req.batch
     shortfall = est.shortfall_bytes if not est.fits else (
         0 if fits else max(req.batch * req.context - est.max_total_num_tokens, 0) * est.cell_bytes)
-    speed = decode_speed(req.spec, req.gpu, "vllm", w, k, req.batch, req.context, req.enforce_eager, req.tp,
-                         pp=req.pp, kv_bytes_per_token=est.deployment_kv_bytes_per_token)
+    speed = sglang_decode(decode_speed(req.spec, req.gpu, "vllm", w, k, req.batch, req.context, req.enforce_eager,
+                                       req.tp, pp=req.pp, kv_bytes_per_token=est.deployment_kv_bytes_per_token),
+                          req.spec, req.gpu, req.batch)
     bench = None
     if req.workload is not None:
         bench = vllm_bench(req.spec, req.gpu, w, k, req.workload, chunk_tokens=max(est.chunked_prefill_size, 1),
                            slots=est.max_running_requests, kv_bytes_per_token=est.deployment_kv_bytes_per_token,
                            tp=req.tp, pp=req.pp, enforce_eager=req.enforce_eager, sglang=est,
-                           stream_interval=req.stream_interval)
+                           stream_interval=req.stream_interval, prefix_caching=not req.disable_radix_cache)
     notes = est.notes + ["speed: the shared decode model with vLLM's per-step overhead, SGLang's scheduler (prefill "
                          "batches first, decodes wait for them); its held-out error on public SGLang benchmarks: "
                          "docs/validation/sglang.md (scripts/sglang_speed_report.py)"]

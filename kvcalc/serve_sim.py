@@ -531,7 +531,8 @@ def _decode_stretch(cost, r, computed, generated, out, held, shares, prefix_bloc
         return 1, None
     b = len(r)
     c0 = float((computed[r] + 1).sum())
-    base = cost.fixed_s + cost.weights_s(b, False) + cost.sampler_per_row_s * b
+    base = (cost.fixed_s + cost.weights_s(b, False) + cost.sampler_per_row_s * b
+            + getattr(cost, "extra_step_s", 0.0) + getattr(cost, "extra_per_token_s", 0.0) * b)
     floor = cost.eager_floor_s
     if graph_max_tokens is not None and b > graph_max_tokens:  # more decodes than the largest graph: no graph
         floor = max(floor, cost.launch_s)

@@ -31,12 +31,13 @@ FLAGS: dict[str, tuple[str, str]] = {
     "--cuda-graph-max-bs": ("cuda_graph_max_bs", "int"),
     "--max-prefill-tokens": ("max_prefill_tokens", "int"),
     "--stream-interval": ("stream_interval", "int"),
+    "--disable-radix-cache": ("disable_radix_cache", "flag"),
 }
 KV_NAMES = {"auto": "auto", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8-e5m2", "bf16": "auto", "bfloat16": "auto"}
 IGNORED = {"--host", "--port", "--served-model-name", "--api-key", "--tokenizer-path", "--revision",
            "--download-dir", "--chat-template", "--log-level", "--random-seed", "--tool-call-parser",
            "--reasoning-parser", "--load-format", "--trust-remote-code", "--enable-metrics", "--attention-backend",
-           "--sampling-backend", "--disable-radix-cache", "--enable-torch-compile", "--schedule-policy", "--watchdog-timeout", "--decode-log-interval",
+           "--sampling-backend", "--enable-torch-compile", "--schedule-policy", "--watchdog-timeout", "--decode-log-interval",
            "--enable-cache-report", "--disable-overlap-schedule", "--enable-mixed-chunk", "--nnodes", "--node-rank",
            "--dist-init-addr", "--moe-runner-backend", "--ep-size", "--max-total-tokens"}
 SWITCHES = {"--trust-remote-code", "--enable-metrics", "--disable-radix-cache", "--enable-torch-compile",

@@ -569,6 +569,34 @@ def _nsa_settings(spec: ModelSpec, gpu: GpuProfile, s: SglangSettings) -> Sglang
     return replace(s, page_size=s.page_size or (1 if gpu.vendor == "amd" else 64), kv=kv)
 
 
+# SGLang model implementations whose norms run as eager PyTorch chains (issue 20, the time part). Gemma 3's
+# Gemma3RMSNorm.forward_cuda returns forward_native (layers/layernorm.py:826-849 in 0.5.14; the same in 0.5.4, 0.5.8
+# and 0.5.10): x.float(), pow(2), mean(-1), + eps, rsqrt, x * rsqrt, weight.float(), 1.0 + w, x * (1 + w), type_as:
+# 10 kernels where a fused norm is one. models/gemma3_causal.py runs six per decoder layer (input_layernorm, q_norm,
+# k_norm, post_attention_layernorm, pre_feedforward_layernorm, post_feedforward_layernorm, :230-395) and one after
+# the last layer (:661), and adds each residual on its own (`residual + hidden_states`, twice a layer). The decode
+# CUDA graph ("backend=full") and the piecewise prefill graphs (tc_compiler='eager' in the start-up log's
+# server_args: no inductor fusion) capture every one of those kernels, so each still costs the GPU a kernel's time.
+EAGER_NORM_MODEL_TYPES = frozenset({"gemma3", "gemma3_text"})
+EAGER_NORM_KERNELS = 10  # Gemma3RMSNorm.forward_native's kernels
+EAGER_NORMS_PER_LAYER = 6
+
+
+def eager_norm_kernels(spec: ModelSpec) -> tuple[int, float]:
+    """(kernels a forward launches beyond a fused implementation's, their extra bytes per token) of SGLang's model
+    implementation (EAGER_NORM_MODEL_TYPES; (0, 0.0) for every other architecture). Per norm of width w: 9 kernels
+    more than one fused norm, and 36 w bytes per token more (bf16 in, float32 between the steps: 40 w read and
+    written against a fused norm's 4 w); each unfused residual add one kernel and 6 w bytes (two bf16 reads, one
+    write). The widths: hidden for the four layer norms and the final norm, heads x head_dim for q_norm and k_norm."""
+    if spec.model_type not in EAGER_NORM_MODEL_TYPES:
+        return 0, 0.0
+    extra = EAGER_NORM_KERNELS - 1
+    h, hq, hk = spec.hidden_size, spec.num_heads * spec.head_dim, spec.num_kv_heads * spec.head_dim
+    kernels = spec.num_layers * (EAGER_NORMS_PER_LAYER * extra + 2) + extra
+    per_layer = 4 * 36 * h + 36 * (hq + hk) + 2 * 6 * h
+    return kernels, float(spec.num_layers * per_layer + 36 * h)
+
+
 def estimate(spec: ModelSpec, gpu: GpuProfile, s: SglangSettings) -> SglangEstimate:
     """Predict what SGLang logs at start-up ("KV Cache is allocated. #tokens: N", "max_total_num_tokens=N, ...,
     max_running_requests=M") for this model, GPU and settings."""
