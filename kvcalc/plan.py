@@ -231,6 +231,8 @@ class PlanRequest:
     cuda_graph_max_bs: int | None = None  # SGLang --cuda-graph-max-bs (None: its default for the GPU and TP)
     stream_interval: int = 1  # SGLang --stream-interval: tokens per streamed chunk (the workload's ITL)
     disable_radix_cache: bool = False  # SGLang --disable-radix-cache: no prefix reuse in the workload's simulation
+    enable_torch_compile: bool = False  # SGLang --enable-torch-compile (engines/sglang.py SglangSettings)
+    torch_compile_max_bs: int = 32  # SGLang --torch-compile-max-bs
     dp_size: int = 1
     enable_dp_attention: bool = False
     read_files: bool = True  # False (the web API): no file named in the request is read (an EAGLE head's folder)
@@ -317,7 +319,8 @@ class PlanRequest:
             dp_size=self.dp_size, enable_dp_attention=self.enable_dp_attention, dtype_bytes=dtype_bytes_for(self.dtype),
             version=self.sglang_version, other_processes_bytes=self.other_processes_bytes,
             max_prefill_tokens=self.max_prefill_tokens or sglang_engine.SglangSettings.max_prefill_tokens,
-            cuda_graph_max_bs=self.cuda_graph_max_bs)
+            cuda_graph_max_bs=self.cuda_graph_max_bs, enable_torch_compile=self.enable_torch_compile,
+            torch_compile_max_bs=self.torch_compile_max_bs)
 
     @property
     def text_only(self) -> bool:
@@ -507,13 +510,15 @@ def _vllm_row(req: PlanRequest, choice: FormatChoice) -> Row | None:
                quality_evidence=quality_cell(w.name, k.name), vllm=est, bench=bench, speed=speed)
 
 
-def sglang_decode(speed: DecodeEstimate, spec: ModelSpec, gpu: GpuProfile, batch: int) -> DecodeEstimate:
+def sglang_decode(speed: DecodeEstimate, spec: ModelSpec, gpu: GpuProfile, batch: int,
+                  fused_max_bs: int = 0) -> DecodeEstimate:
     """The shared decode step plus what SGLang's model implementation adds to it (step_cost.sglang_step_extra: the
-    eager norm chains of Gemma 3); `speed` unchanged for architectures SGLang runs fused."""
+    eager norm chains of Gemma 3); `speed` unchanged for architectures SGLang runs fused, and for batches of at most
+    `fused_max_bs` (--enable-torch-compile's inductor graphs fuse the chains)."""
     from .step_cost import sglang_step_extra
 
     per_step, per_token = sglang_step_extra(spec, gpu)
-    if not per_step:
+    if not per_step or batch <= fused_max_bs:
         return speed
     add = per_step + per_token * batch
     step = speed.step_s + add
@@ -539,7 +544,7 @@ def _sglang_row(req: PlanRequest, choice: FormatChoice) -> Row | None:
         0 if fits else max(req.batch * req.context - est.max_total_num_tokens, 0) * est.cell_bytes)
     speed = sglang_decode(decode_speed(req.spec, req.gpu, "vllm", w, k, req.batch, req.context, req.enforce_eager,
                                        req.tp, pp=req.pp, kv_bytes_per_token=est.deployment_kv_bytes_per_token),
-                          req.spec, req.gpu, req.batch)
+                          req.spec, req.gpu, req.batch, est.fused_decode_max_bs)
     bench = None
     if req.workload is not None:
         bench = vllm_bench(req.spec, req.gpu, w, k, req.workload, chunk_tokens=max(est.chunked_prefill_size, 1),

@@ -220,7 +220,7 @@ def vllm_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFo
     # adds its own kernels where it runs a norm as an eager chain (step_cost.sglang_step_extra: Gemma 3)
     extra = sglang_step_extra(spec, gpu) if sglang is not None else (0.0, 0.0)
     cost = cost or step_cost(spec, gpu, weights, kv, tp, kv_bytes_per_token, enforce_eager, dtype_bytes,
-                             extra=extra)
+                             extra=extra, fused_decode_max=getattr(sglang, "fused_decode_max_bs", 0))
     if sglang is not None:
         bs = 16
         # decode batches up to cuda_graph_max_bs replay a CUDA graph; prefill (extend) batches too, up to the

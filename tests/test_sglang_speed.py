@@ -116,3 +116,25 @@ def test_h200_runs_scored_held_out():
     # the 8B's lone TTFT: what is left is its 1k prefill (the report's text), not the front end
     assert all(0.0 < rep._err(by[(c, 1)]["ttft"]) < 0.30 for c in
                ("llama8b-default", "llama8b-fp8kv", "llama8b-mfs070", "llama8b-ctx8k"))
+
+
+def test_enable_torch_compile_fuses_the_decode_floor_and_drops_piecewise_prefill():
+    """--enable-torch-compile (0.5.14): decode batches up to --torch-compile-max-bs run inductor graphs (no eager norm
+    chain), prefill graphs and their reserve are off (server_args.py:3008, before the memory default)."""
+    from kvcalc.sglang_command import parse_sglang_command
+
+    g1, h200 = load_model("gemma-3-1b"), get_gpu("h200")
+    base, comp = _est(g1, h200), _est(g1, h200, enable_torch_compile=True, torch_compile_max_bs=8)
+    assert base.prefill_graph_max_tokens == 8192 and comp.prefill_graph_max_tokens == 0
+    assert comp.mem_fraction_static > base.mem_fraction_static  # no piecewise reserve
+    assert (base.fused_decode_max_bs, comp.fused_decode_max_bs) == (0, 8)
+    extra = sglang_step_extra(g1, h200)
+    w, kv = weight_format("bf16"), kv_format("auto")
+    cost = step_cost(g1, h200, w, kv, 1, extra=extra, fused_decode_max=8)
+    bare = step_cost(g1, h200, w, kv, 1)
+    assert cost.step_s(8, 8000) == pytest.approx(bare.step_s(8, 8000))
+    assert cost.step_s(9, 9000) == pytest.approx(bare.step_s(9, 9000) + extra[0] + 9 * extra[1])
+    assert cost.step_s(0, 0, ((0, 8),)) > bare.step_s(0, 0, ((0, 8),))  # prefill is not compiled
+    values, _ = parse_sglang_command("python -m sglang.launch_server --model-path m --enable-torch-compile "
+                                     "--torch-compile-max-bs 16 --disable-radix-cache")
+    assert values["enable_torch_compile"] and values["torch_compile_max_bs"] == 16 and values["disable_radix_cache"]
