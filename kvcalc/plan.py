@@ -532,8 +532,8 @@ def sglang_decode(speed: DecodeEstimate, spec: ModelSpec, gpu: GpuProfile, batch
 def _sglang_row(req: PlanRequest, choice: FormatChoice) -> Row | None:
     """SGLang's row: its pool (max_total_num_tokens) and how many --context requests it holds at once. Decode speed
     and the workload come from the shared speed and scheduler models with SGLang's chunk and running-request cap;
-    SGLang's per-step overhead is taken as vLLM's with CUDA graphs (not fitted on SGLang: public SGLang benchmarks
-    test it held out, scripts/sglang_speed_report.py)."""
+    SGLang's per-step overhead is taken as vLLM's with CUDA graphs, plus the kernels SGLang's model code adds
+    (sglang_decode; the H200 runs and public SGLang benchmarks test it, scripts/sglang_speed_report.py)."""
     w, k = choice.weights, choice.kv_vllm
     if k is None or k.name not in sglang_engine.KV_DTYPES or "vllm" not in w.engines:
         return None

@@ -2,7 +2,9 @@
 (docs/validation/data/speed-corpus/corpus.jsonl, rows with "engine": "sglang"), through `kvcalc plan --engine sglang`'s
 own path (plan.plan: the shared speed and scheduler models with SGLang's chunked_prefill_size and
 max_running_requests, vLLM's per-step overhead). Every row is held out: scripts/speed_corpus_report.py fits its class
-constants on vLLM rows only and skips these, and nothing is fitted on them here.
+constants on vLLM rows only and skips these, and nothing is fitted on them here. A second block scores the SGLang
+0.5.14 runs on the project's H200 (docs/validation/data/v5/sglang): every row held out but the one graph_kernel_s
+is fitted on (fit_graph_kernel), 16-client first-use waves and sub-floor MoE decode flagged from their own data.
 
     python3 scripts/sglang_speed_report.py            # the table on stdout
     python3 scripts/sglang_speed_report.py --write    # also docs/validation/sglang.md (between the AUTO markers)
