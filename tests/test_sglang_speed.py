@@ -83,6 +83,10 @@ def test_bench_warmup_caches_the_first_prompt_for_sglang_only():
     sims = []
     vllm_bench(spec, h200, w, kv, wl, chunk_tokens=8192, slots=256, sim_out=sims)
     assert sims[0].prefix_hit_tokens == 0 and sims[0].ttft_s.max() - sims[0].ttft_s.min() < 1e-4
+    sims = []  # --disable-radix-cache: the warm-up leaves nothing behind
+    vllm_bench(spec, h200, w, kv, wl, chunk_tokens=est.chunked_prefill_size, slots=est.max_running_requests,
+               kv_bytes_per_token=est.deployment_kv_bytes_per_token, sglang=est, prefix_caching=False, sim_out=sims)
+    assert sims[0].prefix_hit_tokens == 0 and sims[0].ttft_s.max() - sims[0].ttft_s.min() < 1e-4
 
 
 def test_graph_kernel_s_is_the_fit_on_its_one_run():
