@@ -592,6 +592,9 @@ def _nsa_settings(spec: ModelSpec, gpu: GpuProfile, s: SglangSettings) -> Sglang
 # the last layer (:661), and adds each residual on its own (`residual + hidden_states`, twice a layer). The decode
 # CUDA graph ("backend=full") and the piecewise prefill graphs (tc_compiler='eager' in the start-up log's
 # server_args: no inductor fusion) capture every one of those kernels, so each still costs the GPU a kernel's time.
+# SGLang's main has since fused them (sgl-project/sglang#32383, July 2026: the 2-D norms and the residual path, 105 of
+# Gemma 3 1B's 157 norm calls; #32670, open: the q/k norms), after 0.5.14: a release with #32383 keeps only the
+# q/k chains, which this rule (0.5.4-0.5.14's code) does not know yet.
 EAGER_NORM_MODEL_TYPES = frozenset({"gemma3", "gemma3_text"})
 EAGER_NORM_KERNELS = 10  # Gemma3RMSNorm.forward_native's kernels
 EAGER_NORMS_PER_LAYER = 6
