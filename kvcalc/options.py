@@ -355,6 +355,13 @@ PLAN_OPTIONS: list[Option] = [
            "batch (the scheduler's budget) [default: 16384].", into="request"),
     Option("stream_interval", POSITIVE, 1, "SGLang --stream-interval: tokens per streamed chunk (spaces ITL; TTFT, "
            "TPOT and e2e unchanged).", show_default=True, into="request"),
+    Option("enable_torch_compile", is_flag=True, help="SGLang --enable-torch-compile: decode batches up to "
+           "--torch-compile-max-bs replay inductor-compiled graphs; the default piecewise prefill graphs (and their "
+           "memory reserve) are off.", into="request", convert=bool),
+    Option("torch_compile_max_bs", POSITIVE, 32, "SGLang --torch-compile-max-bs: the largest decode batch "
+           "--enable-torch-compile compiles.", show_default=True, into="request"),
+    Option("disable_radix_cache", is_flag=True, help="SGLang --disable-radix-cache: no prefix reuse (the workload's "
+           "requests, bench_serving's warm-up prompt included, prefill whole).", into="request", convert=bool),
     Option("sglang_command", NAME, None, "an SGLang command line: its model and flags set the options above "
            "(options given here win); it selects --engine sglang unless --engine is given.",
            metavar="'python -m sglang.launch_server ...'"),

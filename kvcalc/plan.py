@@ -230,6 +230,9 @@ class PlanRequest:
     max_prefill_tokens: int | None = None  # SGLang --max-prefill-tokens (None: its 16384)
     cuda_graph_max_bs: int | None = None  # SGLang --cuda-graph-max-bs (None: its default for the GPU and TP)
     stream_interval: int = 1  # SGLang --stream-interval: tokens per streamed chunk (the workload's ITL)
+    disable_radix_cache: bool = False  # SGLang --disable-radix-cache: no prefix reuse in the workload's simulation
+    enable_torch_compile: bool = False  # SGLang --enable-torch-compile (engines/sglang.py SglangSettings)
+    torch_compile_max_bs: int = 32  # SGLang --torch-compile-max-bs
     dp_size: int = 1
     enable_dp_attention: bool = False
     read_files: bool = True  # False (the web API): no file named in the request is read (an EAGLE head's folder)
@@ -316,7 +319,8 @@ class PlanRequest:
             dp_size=self.dp_size, enable_dp_attention=self.enable_dp_attention, dtype_bytes=dtype_bytes_for(self.dtype),
             version=self.sglang_version, other_processes_bytes=self.other_processes_bytes,
             max_prefill_tokens=self.max_prefill_tokens or sglang_engine.SglangSettings.max_prefill_tokens,
-            cuda_graph_max_bs=self.cuda_graph_max_bs)
+            cuda_graph_max_bs=self.cuda_graph_max_bs, enable_torch_compile=self.enable_torch_compile,
+            torch_compile_max_bs=self.torch_compile_max_bs)
 
     @property
     def text_only(self) -> bool:
@@ -506,11 +510,30 @@ def _vllm_row(req: PlanRequest, choice: FormatChoice) -> Row | None:
                quality_evidence=quality_cell(w.name, k.name), vllm=est, bench=bench, speed=speed)
 
 
+def sglang_decode(speed: DecodeEstimate, spec: ModelSpec, gpu: GpuProfile, batch: int,
+                  fused_max_bs: int = 0) -> DecodeEstimate:
+    """The shared decode step plus what SGLang's model implementation adds to it (step_cost.sglang_step_extra: the
+    eager norm chains of Gemma 3); `speed` unchanged for architectures SGLang runs fused, and for batches of at most
+    `fused_max_bs` (--enable-torch-compile's inductor graphs fuse the chains)."""
+    from .step_cost import sglang_step_extra
+
+    per_step, per_token = sglang_step_extra(spec, gpu)
+    if not per_step or batch <= fused_max_bs:
+        return speed
+    add = per_step + per_token * batch
+    step = speed.step_s + add
+    return replace(speed, step_s=step, tokens_per_s=speed.tokens_per_s * speed.step_s / step,
+                   fixed_s=speed.fixed_s + add, notes=speed.notes + [
+                       f"SGLang runs this architecture's norms as eager PyTorch chains inside its CUDA graphs "
+                       f"(Gemma3RMSNorm.forward_native): +{add * 1e3:.2f} ms a step (engines/sglang.py "
+                       "eager_norm_kernels; the kernel time fitted on one H200 run, docs/validation/sglang.md)"])
+
+
 def _sglang_row(req: PlanRequest, choice: FormatChoice) -> Row | None:
     """SGLang's row: its pool (max_total_num_tokens) and how many --context requests it holds at once. Decode speed
     and the workload come from the shared speed and scheduler models with SGLang's chunk and running-request cap;
-    SGLang's per-step overhead is taken as vLLM's with CUDA graphs (not fitted on SGLang: public SGLang benchmarks
-    test it held out, scripts/sglang_speed_report.py)."""
+    SGLang's per-step overhead is taken as vLLM's with CUDA graphs, plus the kernels SGLang's model code adds
+    (sglang_decode; the H200 runs and public SGLang benchmarks test it, scripts/sglang_speed_report.py)."""
     w, k = choice.weights, choice.kv_vllm
     if k is None or k.name not in sglang_engine.KV_DTYPES or "vllm" not in w.engines:
         return None
@@ -519,14 +542,15 @@ def _sglang_row(req: PlanRequest, choice: FormatChoice) -> Row | None:
     fits = est.fits and concurrency >= req.batch
     shortfall = est.shortfall_bytes if not est.fits else (
         0 if fits else max(req.batch * req.context - est.max_total_num_tokens, 0) * est.cell_bytes)
-    speed = decode_speed(req.spec, req.gpu, "vllm", w, k, req.batch, req.context, req.enforce_eager, req.tp,
-                         pp=req.pp, kv_bytes_per_token=est.deployment_kv_bytes_per_token)
+    speed = sglang_decode(decode_speed(req.spec, req.gpu, "vllm", w, k, req.batch, req.context, req.enforce_eager,
+                                       req.tp, pp=req.pp, kv_bytes_per_token=est.deployment_kv_bytes_per_token),
+                          req.spec, req.gpu, req.batch, est.fused_decode_max_bs)
     bench = None
     if req.workload is not None:
         bench = vllm_bench(req.spec, req.gpu, w, k, req.workload, chunk_tokens=max(est.chunked_prefill_size, 1),
                            slots=est.max_running_requests, kv_bytes_per_token=est.deployment_kv_bytes_per_token,
                            tp=req.tp, pp=req.pp, enforce_eager=req.enforce_eager, sglang=est,
-                           stream_interval=req.stream_interval)
+                           stream_interval=req.stream_interval, prefix_caching=not req.disable_radix_cache)
     notes = est.notes + ["speed: the shared decode model with vLLM's per-step overhead, SGLang's scheduler (prefill "
                          "batches first, decodes wait for them); its held-out error on public SGLang benchmarks: "
                          "docs/validation/sglang.md (scripts/sglang_speed_report.py)"]

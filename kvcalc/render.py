@@ -124,7 +124,8 @@ def render_table(req: PlanRequest, rows: list[Row]) -> None:
     if sglang is not None:  # engines/sglang.py: what SGLang's rows count
         _console().print(f"SGLang: KV capacity = the max_total_num_tokens it logs at mem_fraction_static "
                          f"{sglang.mem_fraction_static:.3f}; max conc. = min(max_running_requests, pool / --context); "
-                         "decode speed uses vLLM's per-step overhead (its error on public SGLang runs: docs/validation/sglang.md).",
+                         "decode speed uses vLLM's per-step overhead, plus the eager norm kernels SGLang runs for Gemma 3 (errors on "
+                         "SGLang's H200 and public runs: docs/validation/sglang.md).",
                          style="dim")
 
 

@@ -10,7 +10,7 @@ the GPU, TP and context). A replica holds min(max_running_requests, max_total_nu
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -18,6 +18,7 @@ from . import latency
 from .engines import sglang as sglang_engine
 from .errors import UnsupportedModelError, UsageError
 from .plan import RISK_LEVELS, _risk, parallel_refusal
+from .step_cost import sglang_step_extra
 
 
 @dataclass
@@ -99,6 +100,9 @@ def sglang_search(req, sglang_version: str | None = None) -> tuple[list[SglangDe
                 if not est.fits or est.concurrency_at(wl.context) < 1:
                     continue
                 line = latency.decode_line(spec, gpu, w, k, 1, False, tp)
+                per_step, per_token = sglang_step_extra(spec, gpu)  # SGLang's eager norm chains (Gemma 3)
+                if per_step:
+                    line = replace(line, fixed=line.fixed + per_step, pre0=line.prefill_terms()[0] + per_token)
                 ratio = latency.weight_time_table(spec, gpu, w, k, tp, max(est.max_running_requests, 1))
                 cands.append(_Candidate(None, _risk(spec, w, k), price, line, ratio))
                 ests.append(est)

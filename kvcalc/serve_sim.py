@@ -536,7 +536,8 @@ def _decode_stretch(cost, r, computed, generated, out, held, shares, prefix_bloc
         return 1, None
     b = len(r)
     c0 = float((computed[r] + 1).sum())
-    base = cost.fixed_s + cost.weights_s(b, False) + cost.sampler_per_row_s * b
+    base = (cost.fixed_s + cost.weights_s(b, False) + cost.sampler_per_row_s * b
+            + (cost.extra_s(b, False) if hasattr(cost, "extra_s") else 0.0))
     floor = cost.eager_floor_s
     if graph_max_tokens is not None and b > graph_max_tokens:  # more decodes than the largest graph: no graph
         floor = max(floor, cost.launch_s)

@@ -31,12 +31,15 @@ FLAGS: dict[str, tuple[str, str]] = {
     "--cuda-graph-max-bs": ("cuda_graph_max_bs", "int"),
     "--max-prefill-tokens": ("max_prefill_tokens", "int"),
     "--stream-interval": ("stream_interval", "int"),
+    "--disable-radix-cache": ("disable_radix_cache", "flag"),
+    "--enable-torch-compile": ("enable_torch_compile", "flag"),
+    "--torch-compile-max-bs": ("torch_compile_max_bs", "int"),
 }
 KV_NAMES = {"auto": "auto", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8-e5m2", "bf16": "auto", "bfloat16": "auto"}
 IGNORED = {"--host", "--port", "--served-model-name", "--api-key", "--tokenizer-path", "--revision",
            "--download-dir", "--chat-template", "--log-level", "--random-seed", "--tool-call-parser",
            "--reasoning-parser", "--load-format", "--trust-remote-code", "--enable-metrics", "--attention-backend",
-           "--sampling-backend", "--disable-radix-cache", "--enable-torch-compile", "--schedule-policy", "--watchdog-timeout", "--decode-log-interval",
+           "--sampling-backend", "--schedule-policy", "--watchdog-timeout", "--decode-log-interval",
            "--enable-cache-report", "--disable-overlap-schedule", "--enable-mixed-chunk", "--nnodes", "--node-rank",
            "--dist-init-addr", "--moe-runner-backend", "--ep-size", "--max-total-tokens"}
 SWITCHES = {"--trust-remote-code", "--enable-metrics", "--disable-radix-cache", "--enable-torch-compile",
@@ -107,7 +110,7 @@ def apply_sglang_command(text: str, given: dict, explicit: set[str]) -> tuple[di
         if name == "mem_fraction_static" and not 0 < value < 1:
             raise UsageError(f"--sglang-command: --mem-fraction-static must be in (0, 1), got {shown(value)}")
         if name in ("tp", "dp_size", "pp", "max_num_seqs", "block_size", "max_model_len", "cuda_graph_max_bs",
-                    "max_prefill_tokens", "stream_interval") and value < 1:
+                    "max_prefill_tokens", "stream_interval", "torch_compile_max_bs") and value < 1:
             raise UsageError(f"--sglang-command: {name.replace('_', '-')} must be at least 1, got {value}")
         out[name] = value
     return out, warnings

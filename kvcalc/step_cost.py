@@ -58,6 +58,11 @@ class StepCost:
     sampler_per_row_s: float
     prefill_attention: Kernel  # parts per cached-prefix token (memory, ALU) and per causal pair (compute)
     launch_s: float = 0.0  # the CPU's launch of one forward without CUDA graphs (see the module doc)
+    # an engine's own kernels on top of the shared model's (SGLang's eager norm chains: sglang_step_extra), per step
+    # and per token of the step
+    extra_step_s: float = 0.0
+    extra_per_token_s: float = 0.0
+    fused_decode_max: int = 0  # decode-only steps of at most this many requests skip the extra (inductor fused it)
     _weights: dict = field(default_factory=dict, repr=False)
 
     def _weights_at(self, tokens: int, prefill: bool) -> float:
@@ -84,6 +89,12 @@ class StepCost:
         a, b = self._weights_at(lo, True), self._weights_at(lo + 64, True)
         return a + (b - a) * (tokens - lo) / 64
 
+    def extra_s(self, tokens: int, prefill: bool) -> float:
+        """The engine's own kernels in a step of `tokens` tokens (0 in a decode-only step the compiled graphs fuse)."""
+        if not prefill and tokens <= self.fused_decode_max:
+            return 0.0
+        return self.extra_step_s + self.extra_per_token_s * tokens
+
     def prefill_attention_s(self, start: int, n: int) -> float:
         """Causal attention of a chunk of n prompt tokens after `start` cached ones."""
         if n <= 0:
@@ -101,7 +112,7 @@ class StepCost:
         if tokens <= 0:
             return 0.0
         rows = decodes + len(chunks) if sampled is None else sampled
-        t = (self.fixed_s + self.weights_s(tokens, prefill_tokens > 0)
+        t = (self.fixed_s + self.extra_s(tokens, prefill_tokens > 0) + self.weights_s(tokens, prefill_tokens > 0)
              + self.decode_attention_per_token_s * decode_context + self.sampler_per_row_s * rows)
         for start, n in chunks:
             t += self.prefill_attention_s(start, n)
@@ -112,22 +123,42 @@ _CACHE: dict = {}  # recent step models, by their inputs (the objects are kept w
 
 
 def step_cost(spec, gpu, weights, kv, tp: int = 1, kv_bytes_per_token: float | None = None,
-              enforce_eager: bool = False, dtype_bytes: int = 2, cpu_scale: float = 1.0) -> StepCost:
+              enforce_eager: bool = False, dtype_bytes: int = 2, cpu_scale: float = 1.0,
+              extra: tuple[float, float] = (0.0, 0.0), fused_decode_max: int = 0) -> StepCost:
     """The step model of one deployment (the same inputs give the same object: its memo of weight times is shared
-    by the search's rows and a plan's configurations)."""
+    by the search's rows and a plan's configurations). `extra`: (seconds per step, seconds per token) an engine's
+    implementation adds to the shared model's kernels (sglang_step_extra); `fused_decode_max`: decode-only steps
+    of at most that many requests run without it (SGLang --enable-torch-compile's inductor graphs)."""
     from . import throughput
 
     override = getattr(throughput, "_CLASS_OVERRIDE", None)  # class constants under evaluation change every rate
     key = (id(spec), id(gpu), id(weights), id(kv), tp, kv_bytes_per_token, enforce_eager, dtype_bytes, id(override),
-           cpu_scale)
+           cpu_scale, tuple(extra), fused_decode_max)
     hit = _CACHE.get(key)
     if hit is not None and hit[0] is spec and hit[1] is gpu and hit[5] is override:
         return hit[2]
     cost = _build(spec, gpu, weights, kv, tp, kv_bytes_per_token, enforce_eager, dtype_bytes, cpu_scale)
+    if any(extra):
+        cost = replace(cost, extra_step_s=float(extra[0]), extra_per_token_s=float(extra[1]),
+                       fused_decode_max=int(fused_decode_max))
     if len(_CACHE) >= 64:
         _CACHE.pop(next(iter(_CACHE)))
     _CACHE[key] = (spec, gpu, cost, weights, kv, override)
     return cost
+
+
+def sglang_step_extra(spec, gpu) -> tuple[float, float]:
+    """(seconds per step, seconds per token) SGLang's model implementation adds to the shared step model: the eager
+    norm chains of engines.sglang.eager_norm_kernels (Gemma 3), each kernel `graph_kernel_s` of GPU time inside a
+    CUDA graph (throughput.yaml engines.sglang, fitted on one run: scripts/sglang_speed_report.py fit_graph_kernel)
+    plus its bytes at the GPU's bandwidth. (0, 0) for architectures SGLang runs fused."""
+    from .engines.sglang import eager_norm_kernels
+
+    kernels, nbytes = eager_norm_kernels(spec)
+    if not kernels:
+        return 0.0, 0.0
+    per_kernel = load("throughput")["engines"]["sglang"]["graph_kernel_s"]
+    return kernels * per_kernel, nbytes / gpu_rates(gpu).bandwidth
 
 
 def compiled_launch_s(spec, weights, kv, cpu_scale: float = 1.0) -> float:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from typing import Any
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from .constants import load
 from .engines.hf import hf_cache_bytes
@@ -206,7 +206,7 @@ def vllm_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFo
                enforce_eager: bool = False, est=None, entrypoint: str = "serve", prefix_caching: bool = True,
                cost=None, dtype_bytes: int = 2, first_token_s: float | None = None,
                vllm_version: str | None = None, async_scheduling: bool | None = None,
-               sglang: Any = None, stream_interval: int = 1) -> BenchEstimate:
+               sglang: Any = None, stream_interval: int = 1, sim_out: list | None = None) -> BenchEstimate:
     """The workload on vLLM, simulated (kvcalc/serve_sim.py). `est`: the engine's VllmEstimate (num_gpu_blocks,
     block size, layout, max_num_seqs, max_model_len); without it, a pool that holds `slots` requests of the
     workload's longest context and max_num_seqs = slots. `cost`: a step_cost.StepCost to reuse. `first_token_s`:
@@ -216,18 +216,22 @@ def vllm_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFo
     is named). `sglang`: an engines.sglang.SglangEstimate to simulate SGLang's scheduler instead (serve_sim.py
     SGLANG: prefill batches first, decodes wait for them; its pool, chunk, max_prefill_tokens, max_running_requests
     and cuda_graph_max_bs; the overlap scheduler's timing). `stream_interval`: SGLang's --stream-interval (tokens
-    per streamed chunk: the ITL, serve_sim.EngineConfig.stream_interval)."""
+    per streamed chunk: the ITL, serve_sim.EngineConfig.stream_interval). `sim_out`: a list the simulation's
+    SimResult is appended to (its per-request arrays, for the validation reports)."""
     from .engines.vllm_graphs import max_graph_tokens
     from .engines.vllm_versions import async_scheduling_default, reserve_full_prompt_default
     from .serve_sim import EngineConfig, simulate
-    from .step_cost import step_cost
+    from .step_cost import sglang_step_extra, step_cost
 
     if async_scheduling is None:
         async_scheduling = async_scheduling_default(vllm_version, pp) if vllm_version else True
     reserve_full = reserve_full_prompt_default(vllm_version) if vllm_version else True
 
-    # dtype_bytes: vLLM's --dtype (float32 steps read twice a bf16 model's weights)
-    cost = cost or step_cost(spec, gpu, weights, kv, tp, kv_bytes_per_token, enforce_eager, dtype_bytes)
+    # dtype_bytes: vLLM's --dtype (float32 steps read twice a bf16 model's weights); SGLang's model implementation
+    # adds its own kernels where it runs a norm as an eager chain (step_cost.sglang_step_extra: Gemma 3)
+    extra = sglang_step_extra(spec, gpu) if sglang is not None else (0.0, 0.0)
+    cost = cost or step_cost(spec, gpu, weights, kv, tp, kv_bytes_per_token, enforce_eager, dtype_bytes,
+                             extra=extra, fused_decode_max=getattr(sglang, "fused_decode_max_bs", 0))
     if sglang is not None:
         bs = 16
         # decode batches up to cuda_graph_max_bs replay a CUDA graph; prefill (extend) batches too, up to the
@@ -253,7 +257,15 @@ def vllm_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFo
                            async_scheduling=async_scheduling, reserve_full_prompt=reserve_full)
     # the API loop's busy period is vLLM's OpenAI server's, fitted on it; SGLang's tokenizer manager is unmeasured
     load = bench_load(wl, entrypoint, api_cpu=0.0 if sglang is not None else None)
+    if sglang is not None and prefix_caching:
+        # sglang.bench_serving sends its first prompt once before the run (--warmup-requests, default 1; 0.5.14
+        # bench_serving.py:1325-1398: test_request = input_requests[0]) and flushes nothing (/flush_cache only with
+        # --flush-cache), so the radix cache holds that prompt when the run starts: the run's first request prefills
+        # its last token only (the H200 runs' logs: "#new-token: 1, #cached-token: 1023")
+        load = replace(load, ready_check=True)
     res = simulate(cost, cfg, load, frontend_s(entrypoint, gpu) if first_token_s is None else first_token_s)
+    if sim_out is not None:
+        sim_out.append(res)
     m = res.metrics(wl.percentiles)
     notes = []
     if pp > 1:

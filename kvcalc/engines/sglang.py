@@ -83,6 +83,11 @@ class SglangSettings:
     # from 0.5.6 the flag adds a reserve to the default mem_fraction_static (SglangRules.optin_piecewise)
     enable_piecewise_cuda_graph: bool = False
     piecewise_cuda_graph_max_tokens: int | None = None
+    # --enable-torch-compile: decode batches up to --torch-compile-max-bs (default 32) replay inductor-compiled graphs
+    # (decode_cuda_graph_runner.py compile_bs), and the default piecewise prefill graphs are off ("full torch.compile
+    # mode", server_args.py:3008 in 0.5.14; 0.5.10's _handle_piecewise_cuda_graph rule 4), before the memory default
+    enable_torch_compile: bool = False
+    torch_compile_max_bs: int = 32
 
     @property
     def rules(self) -> SglangRules:
@@ -127,6 +132,9 @@ class SglangEstimate:
     # (captured up to the chunk, clamped to --context-length; the start-up log's "Capture target prefill CUDA graph
     # begin. backend=tc_piecewise, num_tokens=[4, ..., 8192]" on 0.5.14) or the opt-in flag's; 0: prefill runs eager
     prefill_graph_max_tokens: int = 0
+    # --enable-torch-compile: decode batches up to this replay inductor-compiled graphs, whose fused kernels leave no
+    # eager norm chain (eager_norm_kernels); 0 without the flag or without CUDA graphs
+    fused_decode_max_bs: int = 0
 
     @property
     def logged_kv_tokens(self) -> int:
@@ -188,6 +196,13 @@ def start_context_bytes(gpu: GpuProfile, world: int) -> int:
     c = engine_constants("sglang")
     fast_link = class_keys(gpu)["comm"] in ("nvlink", "xgmi")  # the link class the speed model uses
     return int(c["context_bytes_tp"] if world > 1 and fast_link else c["context_bytes"])
+
+
+def default_piecewise(rules: SglangRules, s: SglangSettings) -> bool:
+    """Whether the release's default piecewise prefill graphs are captured (and reserved for): on from 0.5.10 unless
+    CUDA graphs are off or --enable-torch-compile turns them off (server_args.py:3008 in 0.5.14, before
+    _handle_gpu_memory_settings)."""
+    return rules.piecewise_graph_reserve and not s.disable_cuda_graph and not s.enable_torch_compile
 
 
 def piecewise_graph_sizes(max_tokens: int, sizes_of: str = "0.5.10") -> list[int]:
@@ -284,7 +299,7 @@ def default_mem_fraction(rules: SglangRules, gpu_mib: int, s: SglangSettings, ch
         reserved = 512 + tokens * 1.5 + graph_bs * 2 + parallel / 8 * 1024
         if s.enable_dp_attention:
             reserved += graph_bs * s.dp_size * 3 + (graph_bs * s.dp_size * 1.5 if graph_bs > 300 else 0)
-        if rules.piecewise_graph_reserve and not s.disable_cuda_graph:
+        if default_piecewise(rules, s):
             top = chunk if chunk > 0 else 4096
             if rules.piecewise_sizes == "0.5.14" and s.context_length:  # server_args.py:3264-3267
                 top = min(top, s.context_length)
@@ -300,7 +315,7 @@ def default_mem_fraction(rules: SglangRules, gpu_mib: int, s: SglangSettings, ch
             reserved += optin
         why = (f"reserve {reserved / 1024:.2f} GiB = 0.5 + 1.5 MiB x {tokens:,} prefill tokens + 2 MiB x "
                f"{graph_bs} graph batch sizes + TP x PP {parallel} / 8 GiB"
-               + (" + piecewise graphs" if rules.piecewise_graph_reserve and not s.disable_cuda_graph else "")
+               + (" + piecewise graphs" if default_piecewise(rules, s) else "")
                + (f" + {optin:,.0f} MiB for --enable-piecewise-cuda-graph" if optin else "")
                + (", at least 10 GiB" if gpu_mib > 60 * 1024 else "") + f" of {gpu_mib:,} MiB")
     mfs = round((gpu_mib - reserved) / gpu_mib, 3)
@@ -569,6 +584,37 @@ def _nsa_settings(spec: ModelSpec, gpu: GpuProfile, s: SglangSettings) -> Sglang
     return replace(s, page_size=s.page_size or (1 if gpu.vendor == "amd" else 64), kv=kv)
 
 
+# SGLang model implementations whose norms run as eager PyTorch chains (issue 20, the time part). Gemma 3's
+# Gemma3RMSNorm.forward_cuda returns forward_native (layers/layernorm.py:826-849 in 0.5.14; the same in 0.5.4, 0.5.8
+# and 0.5.10): x.float(), pow(2), mean(-1), + eps, rsqrt, x * rsqrt, weight.float(), 1.0 + w, x * (1 + w), type_as:
+# 10 kernels where a fused norm is one. models/gemma3_causal.py runs six per decoder layer (input_layernorm, q_norm,
+# k_norm, post_attention_layernorm, pre_feedforward_layernorm, post_feedforward_layernorm, :230-395) and one after
+# the last layer (:661), and adds each residual on its own (`residual + hidden_states`, twice a layer). The decode
+# CUDA graph ("backend=full") and the piecewise prefill graphs (tc_compiler='eager' in the start-up log's
+# server_args: no inductor fusion) capture every one of those kernels, so each still costs the GPU a kernel's time.
+# SGLang's main has since fused them (sgl-project/sglang#32383, July 2026: the 2-D norms and the residual path, 105 of
+# Gemma 3 1B's 157 norm calls; #32670, open: the q/k norms), after 0.5.14: a release with #32383 keeps only the
+# q/k chains, which this rule (0.5.4-0.5.14's code) does not know yet.
+EAGER_NORM_MODEL_TYPES = frozenset({"gemma3", "gemma3_text"})
+EAGER_NORM_KERNELS = 10  # Gemma3RMSNorm.forward_native's kernels
+EAGER_NORMS_PER_LAYER = 6
+
+
+def eager_norm_kernels(spec: ModelSpec) -> tuple[int, float]:
+    """(kernels a forward launches beyond a fused implementation's, their extra bytes per token) of SGLang's model
+    implementation (EAGER_NORM_MODEL_TYPES; (0, 0.0) for every other architecture). Per norm of width w: 9 kernels
+    more than one fused norm, and 36 w bytes per token more (bf16 in, float32 between the steps: 40 w read and
+    written against a fused norm's 4 w); each unfused residual add one kernel and 6 w bytes (two bf16 reads, one
+    write). The widths: hidden for the four layer norms and the final norm, heads x head_dim for q_norm and k_norm."""
+    if spec.model_type not in EAGER_NORM_MODEL_TYPES:
+        return 0, 0.0
+    extra = EAGER_NORM_KERNELS - 1
+    h, hq, hk = spec.hidden_size, spec.num_heads * spec.head_dim, spec.num_kv_heads * spec.head_dim
+    kernels = spec.num_layers * (EAGER_NORMS_PER_LAYER * extra + 2) + extra
+    per_layer = 4 * 36 * h + 36 * (hq + hk) + 2 * 6 * h
+    return kernels, float(spec.num_layers * per_layer + 36 * h)
+
+
 def estimate(spec: ModelSpec, gpu: GpuProfile, s: SglangSettings) -> SglangEstimate:
     """Predict what SGLang logs at start-up ("KV Cache is allocated. #tokens: N", "max_total_num_tokens=N, ...,
     max_running_requests=M") for this model, GPU and settings."""
@@ -672,7 +718,7 @@ def estimate(spec: ModelSpec, gpu: GpuProfile, s: SglangSettings) -> SglangEstim
                      "--mem-fraction-static'")
     kv_per_token = int(cell) if layout != "hybrid-swa" else int(cell + swa_cell * n_swa)
     prefill_graphs = 0
-    if not s.disable_cuda_graph and rules.piecewise_graph_reserve:
+    if default_piecewise(rules, s):
         prefill_graphs = chunk if chunk > 0 else 4096
         if rules.piecewise_sizes == "0.5.14" and s.context_length:  # server_args.py:3264-3267
             prefill_graphs = min(prefill_graphs, s.context_length)
@@ -680,6 +726,8 @@ def estimate(spec: ModelSpec, gpu: GpuProfile, s: SglangSettings) -> SglangEstim
         prefill_graphs = s.piecewise_cuda_graph_max_tokens or (chunk if chunk > 0 else 4096)
     return SglangEstimate(
         prefill_graph_max_tokens=prefill_graphs,
+        fused_decode_max_bs=min(s.torch_compile_max_bs, graph_bs) if s.enable_torch_compile and not s.disable_cuda_graph
+        else 0,
         gpu_memory_mib=gpu_mib, total_memory=total, free_at_start=free, mem_fraction_static=mfs,
         mem_fraction_source=source, weights_bytes=weights, kv_budget_bytes=budget, cell_bytes=cell,
         max_total_num_tokens=tokens, swa_tokens=swa_tokens, page_size=page, context_len=context_len,

@@ -1,0 +1,144 @@
+"""SGLang's time model (issue 20): the shared step model plus SGLang's own kernels (Gemma 3's eager norm chains),
+bench_serving's warm-up request in the simulation, and the H200 runs of docs/validation/data/v5/sglang scored by
+scripts/sglang_speed_report.py."""
+
+import pytest
+
+from kvcalc.catalog import load_model
+from kvcalc.constants import load
+from kvcalc.engines import sglang as S
+from kvcalc.formats import kv_format, weight_format
+from kvcalc.hardware import get_gpu
+from kvcalc.step_cost import sglang_step_extra, step_cost
+from kvcalc.throughput import decode_speed, gpu_rates
+from kvcalc.workload import Workload, vllm_bench
+
+from script_loader import load_script
+
+
+def _est(spec, gpu, **kw):
+    return S.estimate(spec, gpu, S.SglangSettings(weights=weight_format("bf16"), kv=kv_format("auto"),
+                                                  version="0.5.14", cuda_graph_max_bs=16, **kw))
+
+
+def test_eager_norm_kernels_count_gemma3_only():
+    """Gemma3RMSNorm.forward_native is 10 kernels where a fused norm is 1; six norms a layer plus the final one, and
+    two unfused residual adds a layer: 26 x (6 x 9 + 2) + 9 = 1,465 extra kernels for Gemma 3 1B (26 layers). Bytes:
+    36 x width per norm and token (4 hidden norms, q_norm over 4 x 256, k_norm over 1 x 256), 6 x hidden per add."""
+    g1 = load_model("gemma-3-1b")
+    kernels, nbytes = S.eager_norm_kernels(g1)
+    assert kernels == 26 * (6 * 9 + 2) + 9 == 1465
+    assert nbytes == 26 * (4 * 36 * 1152 + 36 * (4 * 256 + 256) + 12 * 1152) + 36 * 1152
+    assert S.eager_norm_kernels(load_model("gemma-3-4b"))[0] == 34 * 56 + 9  # the multimodal wrapper's decoder too
+    for fused in ("llama-3.1-8b", "qwen3-30b-a3b", "deepseek-v2-lite", "gemma-2-9b"):
+        assert S.eager_norm_kernels(load_model(fused)) == (0, 0.0)
+
+
+def test_sglang_step_adds_the_eager_kernels_to_the_shared_step():
+    """SGLang's Gemma 3 step = the shared (vLLM) step + kernels x graph_kernel_s + bytes / bandwidth; vLLM's own
+    decode of the same model is untouched, and a fused architecture gets nothing."""
+    h200, g1 = get_gpu("h200"), load_model("gemma-3-1b")
+    w, kv = weight_format("bf16"), kv_format("auto")
+    per_step, per_token = sglang_step_extra(g1, h200)
+    k = load("throughput")["engines"]["sglang"]["graph_kernel_s"]
+    assert per_step == pytest.approx(1465 * k)
+    assert per_token == pytest.approx(S.eager_norm_kernels(g1)[1] / gpu_rates(h200).bandwidth)
+    bare = step_cost(g1, h200, w, kv, 1)
+    sg = step_cost(g1, h200, w, kv, 1, extra=(per_step, per_token))
+    assert sg.step_s(1, 1000) == pytest.approx(bare.step_s(1, 1000) + per_step + per_token)
+    assert sg.step_s(0, 0, ((0, 1024),)) == pytest.approx(bare.step_s(0, 0, ((0, 1024),)) + per_step + 1024 * per_token)
+    assert bare.step_s(1, 1000) == pytest.approx(decode_speed(g1, h200, "vllm", w, kv, 1, 1000).step_s)
+    assert sglang_step_extra(load_model("llama-3.1-8b"), h200) == (0.0, 0.0)
+
+
+def test_sglang_plan_row_decode_carries_the_floor_and_vllm_does_not():
+    from kvcalc.plan import PlanRequest, plan
+
+    g1, h200 = load_model("gemma-3-1b"), get_gpu("h200")
+    rows = plan(PlanRequest(spec=g1, gpu=h200, engines=("vllm", "sglang"), context=2048, batch=1,
+                            weights="bf16", kv="auto"))
+    by = {r.engine: r for r in rows}
+    per_step, per_token = sglang_step_extra(g1, h200)
+    w, kv = weight_format("bf16"), kv_format("auto")
+    shared = {e: decode_speed(g1, h200, "vllm", w, kv, 1, 2048, kv_bytes_per_token=by[e].kv_bytes_per_token).step_s
+              for e in by}  # each engine's own KV layout (SGLang keeps Gemma's sliding layers at full length)
+    assert by["sglang"].speed.step_s == pytest.approx(shared["sglang"] + per_step + per_token, rel=1e-9)
+    assert by["vllm"].speed.step_s == pytest.approx(shared["vllm"], rel=1e-9)
+    assert any("eager" in n for n in by["sglang"].notes)
+
+
+def test_bench_warmup_caches_the_first_prompt_for_sglang_only():
+    """sglang.bench_serving sends input_requests[0] once before the run and keeps the radix cache: the run's first
+    request prefills one page; vLLM's bench (no ready check by default) prefills every prompt whole."""
+    spec, h200 = load_model("llama-3.1-8b"), get_gpu("h200")
+    w, kv = weight_format("bf16"), kv_format("auto")
+    est = _est(spec, h200)
+    wl = Workload(1024, 128, concurrency=1, num_prompts=4)
+    sims = []
+    vllm_bench(spec, h200, w, kv, wl, chunk_tokens=est.chunked_prefill_size, slots=est.max_running_requests,
+               kv_bytes_per_token=est.deployment_kv_bytes_per_token, sglang=est, sim_out=sims)
+    t = sims[0].ttft_s
+    assert t[0] < 0.6 * t[1] and t[1:].max() - t[1:].min() < 1e-4
+    assert sims[0].prefix_hit_tokens == 1008  # 63 blocks of the simulation's 16 (SGLang's radix: 1,023 tokens)
+    sims = []
+    vllm_bench(spec, h200, w, kv, wl, chunk_tokens=8192, slots=256, sim_out=sims)
+    assert sims[0].prefix_hit_tokens == 0 and sims[0].ttft_s.max() - sims[0].ttft_s.min() < 1e-4
+    sims = []  # --disable-radix-cache: the warm-up leaves nothing behind
+    vllm_bench(spec, h200, w, kv, wl, chunk_tokens=est.chunked_prefill_size, slots=est.max_running_requests,
+               kv_bytes_per_token=est.deployment_kv_bytes_per_token, sglang=est, prefix_caching=False, sim_out=sims)
+    assert sims[0].prefix_hit_tokens == 0 and sims[0].ttft_s.max() - sims[0].ttft_s.min() < 1e-4
+
+
+def test_graph_kernel_s_is_the_fit_on_its_one_run():
+    """throughput.yaml engines.sglang graph_kernel_s = fit_graph_kernel() on gemma3-1b-default c1_1k_128 (4.42 ms a
+    token measured, 1.66 ms without the eager kernels), and a plausible GPU time per graph kernel node (1-3 us)."""
+    rep = load_script("sglang_speed_report")
+    k = load("throughput")["engines"]["sglang"]["graph_kernel_s"]
+    assert k == pytest.approx(rep.fit_graph_kernel(), rel=1e-3)
+    assert 1e-6 < k < 3e-6
+
+
+def test_h200_runs_scored_held_out():
+    """Every H200 run is scored; the fit row is marked; the 16-client rows whose first request waited for first-use
+    work are flagged from their own data (the MoE ones among them, as the data README says); DeepSeek-V2-Lite's
+    16-client TPOT sits below what independent routing must read (random weights), so it is not scored. The held-out
+    decode targets (10%) hold on every scored row; lone-request TTFT is within 20% on the non-8B shapes."""
+    rep = load_script("sglang_speed_report")
+    rs = rep.h200_results()
+    assert len(rs) == 14
+    by = {(r["case"], r["concurrency"]): r for r in rs}
+    assert by[("gemma3-1b-default", 1)]["tpot_split"] == "fit"
+    for case in ("qwen3moe-default", "dsv2lite-default"):
+        assert by[(case, 16)]["split"].startswith("first-use")
+    assert by[("llama8b-mfs070", 16)]["split"] == "held out"
+    assert by[("dsv2lite-default", 16)]["tpot_split"] == "below the weight-read floor"
+    for r in rs:
+        if r["tpot_split"] == "held out":
+            assert abs(rep._err(r["tpot"])) <= 0.10, r
+    for case in ("gemma3-1b-default", "qwen3moe-default", "dsv2lite-default"):
+        assert abs(rep._err(by[(case, 1)]["ttft"])) <= 0.20
+    # the 8B's lone TTFT: what is left is its 1k prefill (the report's text), not the front end
+    assert all(0.0 < rep._err(by[(c, 1)]["ttft"]) < 0.30 for c in
+               ("llama8b-default", "llama8b-fp8kv", "llama8b-mfs070", "llama8b-ctx8k"))
+
+
+def test_enable_torch_compile_fuses_the_decode_floor_and_drops_piecewise_prefill():
+    """--enable-torch-compile (0.5.14): decode batches up to --torch-compile-max-bs run inductor graphs (no eager norm
+    chain), prefill graphs and their reserve are off (server_args.py:3008, before the memory default)."""
+    from kvcalc.sglang_command import parse_sglang_command
+
+    g1, h200 = load_model("gemma-3-1b"), get_gpu("h200")
+    base, comp = _est(g1, h200), _est(g1, h200, enable_torch_compile=True, torch_compile_max_bs=8)
+    assert base.prefill_graph_max_tokens == 8192 and comp.prefill_graph_max_tokens == 0
+    assert comp.mem_fraction_static > base.mem_fraction_static  # no piecewise reserve
+    assert (base.fused_decode_max_bs, comp.fused_decode_max_bs) == (0, 8)
+    extra = sglang_step_extra(g1, h200)
+    w, kv = weight_format("bf16"), kv_format("auto")
+    cost = step_cost(g1, h200, w, kv, 1, extra=extra, fused_decode_max=8)
+    bare = step_cost(g1, h200, w, kv, 1)
+    assert cost.step_s(8, 8000) == pytest.approx(bare.step_s(8, 8000))
+    assert cost.step_s(9, 9000) == pytest.approx(bare.step_s(9, 9000) + extra[0] + 9 * extra[1])
+    assert cost.step_s(0, 0, ((0, 8),)) > bare.step_s(0, 0, ((0, 8),))  # prefill is not compiled
+    values, _ = parse_sglang_command("python -m sglang.launch_server --model-path m --enable-torch-compile "
+                                     "--torch-compile-max-bs 16 --disable-radix-cache")
+    assert values["enable_torch_compile"] and values["torch_compile_max_bs"] == 16 and values["disable_radix_cache"]
