@@ -265,3 +265,53 @@ def test_hf_decode_split_was_named_before_the_second_session():
     r = rows[0]  # the shipped figure is hf_bench's: measured x (1 + error)
     assert r["predicted_ms"] == pytest.approx(r["measured_ms"] * (1 + r["error"]), rel=1e-3)
     assert "held out" in report.markdown(rows)
+
+
+def test_v0_releases_pay_the_hosts_per_sequence_work_between_steps():
+    """The V0 engine (releases before 0.8.0) schedules, prepares inputs and processes outputs per sequence between
+    steps while the GPU waits (vllm#6801: ~20 ms at batch 200); V1 and an unnamed release do not."""
+    from kvcalc.constants import load
+    from kvcalc.engines.vllm_versions import serial_host_per_seq_s
+
+    per = load("throughput")["engines"]["vllm"]["v0_host_per_seq_s"]
+    assert per == pytest.approx(20e-3 / 200)  # the figure of the comment cited beside it
+    assert serial_host_per_seq_s("0.6.2") == serial_host_per_seq_s("0.5.3") == per
+    assert serial_host_per_seq_s("0.8.0") == serial_host_per_seq_s("0.8.5") == serial_host_per_seq_s(None) == 0.0
+
+
+def test_the_host_cost_adds_per_sequence_per_step_in_the_simulation_and_the_closed_form():
+    """4 prompts at once, one prefill step then 10 decode steps of 4: each step 4 x host longer, TTFT too."""
+    import numpy as np
+
+    from kvcalc.serve_sim import EngineConfig, Load, simulate
+    from kvcalc.step_cost import step_cost
+    from kvcalc.workload import Workload, closed_form_bench
+
+    spec, gpu, bf16, auto = load_model("llama-3.2-3b"), get_gpu("h200"), weight_format("bf16"), kv_format("auto")
+    cost = step_cost(spec, gpu, bf16, auto)
+    base = dict(prefix_caching=False, async_scheduling=False)
+    a = simulate(cost, EngineConfig(8192, 64, 10_000, 16, 4096, **base), Load(100, 11, 4))
+    b = simulate(cost, EngineConfig(8192, 64, 10_000, 16, 4096, host_per_seq_s=5e-4, **base), Load(100, 11, 4))
+    assert np.allclose(b.tpot_s - a.tpot_s, 4 * 5e-4) and np.allclose(b.ttft_s - a.ttft_s, 4 * 5e-4)
+    wl = Workload(128, 128, concurrency=32, burst=True)
+    kw = dict(chunk_tokens=2048, slots=256, tp=1)
+    v1 = closed_form_bench(spec, gpu, bf16, auto, wl, **kw, vllm_version="0.8.5")
+    v0 = closed_form_bench(spec, gpu, bf16, auto, wl, **kw, vllm_version="0.6.2")
+    assert v0.tpot_s - v1.tpot_s == pytest.approx(32 * serial_host_per_seq(), rel=1e-6)
+
+
+def serial_host_per_seq():
+    from kvcalc.engines.vllm_versions import serial_host_per_seq_s
+
+    return serial_host_per_seq_s("0.6.2")
+
+
+def test_the_oracle_mi300x_rows_name_a_v0_release_and_say_why():
+    """The post states no release; its date (2024-10-10) is before v0.6.3 (2024-10-14): V0 either way."""
+    from kvcalc.engines.vllm_versions import rules_for
+
+    rows = [r for r in _rows() if r["source"] == "oracle-mi300x-405b"]
+    assert len(rows) == 9
+    for r in rows:
+        assert rules_for(r["vllm_version"]).engine == "v0"
+        assert "2024-10-10" in r["vllm_version_basis"] and "v0.6.3" in r["vllm_version_basis"]
