@@ -247,6 +247,10 @@ def vllm_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFo
     res = simulate(cost, cfg, load, frontend_s(entrypoint, gpu) if first_token_s is None else first_token_s)
     m = res.metrics(wl.percentiles)
     notes = []
+    if host_per_seq:
+        notes.append(f"vLLM {vllm_version} runs the V0 engine: its host schedules, prepares inputs and processes "
+                     f"outputs per sequence between steps, {host_per_seq * 1e3:.2f} ms a sequence in every step "
+                     "(vllm#6801; throughput.yaml v0_host_per_seq_s)")
     if pp > 1:
         notes.append("pipeline parallel: the simulation times each step as one GPU's (no stage overlap modelled)")
     if res.preemptions:

@@ -298,6 +298,12 @@ def test_the_host_cost_adds_per_sequence_per_step_in_the_simulation_and_the_clos
     v1 = closed_form_bench(spec, gpu, bf16, auto, wl, **kw, vllm_version="0.8.5")
     v0 = closed_form_bench(spec, gpu, bf16, auto, wl, **kw, vllm_version="0.6.2")
     assert v0.tpot_s - v1.tpot_s == pytest.approx(32 * serial_host_per_seq(), rel=1e-6)
+    # the simulation (what plan shows) says so in its notes, for a V0 release only
+    from kvcalc.workload import vllm_bench
+
+    sim = dict(chunk_tokens=2048, slots=256, entrypoint="offline")
+    assert any("V0 engine" in n for n in vllm_bench(spec, gpu, bf16, auto, wl, vllm_version="0.6.2", **sim).notes)
+    assert not any("V0 engine" in n for n in vllm_bench(spec, gpu, bf16, auto, wl, vllm_version="0.8.5", **sim).notes)
 
 
 def serial_host_per_seq():
