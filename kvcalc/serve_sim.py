@@ -99,6 +99,10 @@ class EngineConfig:
     # default from the release in vllm_versions.reserve_full_prompt_default) or only those of the chunk it is
     # scheduled (the earlier releases: v1/core/sched/scheduler.py allocate_slots(request, num_new_tokens ...) in 0.8.5)
     reserve_full_prompt: bool = True
+    # the host's serial work per scheduled request per step (vllm_versions.serial_host_per_seq_s: the V0 engine's
+    # scheduling, input preparation, sampler bookkeeping and output processing run between steps, per sequence,
+    # while the GPU waits; 0 for V1, whose per-request work overlaps or is not modelled)
+    host_per_seq_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -436,7 +440,7 @@ def simulate(cost, cfg: EngineConfig, load: Load, frontend_s: float = 0.0, trace
                     int(tokens[waiting[0]]), cfg.max_num_batched_tokens - len(running))) - prefix_blocks > free):
             stretch, dts = _decode_stretch(cost, r, computed, generated, out, held, shares, prefix_blocks, need, free,
                                            t, float(arrive[pending[0]]) if pending else math.inf,
-                                           cfg.async_scheduling, cfg.graph_max_tokens)
+                                           cfg.async_scheduling, cfg.graph_max_tokens, cfg.host_per_seq_s)
         if stretch > 1:  # a pure decode stretch in one vector step: each request gains `stretch` tokens
             starts = t + np.concatenate(([0.0], np.cumsum(dts)[:-1]))
             ends = starts + dts
@@ -475,6 +479,7 @@ def simulate(cost, cfg: EngineConfig, load: Load, frontend_s: float = 0.0, trace
             dt = cost.step_s(int(is_dec.sum()), ctx, chunks)
             if cfg.graph_max_tokens is not None and int(kk.sum()) > cfg.graph_max_tokens:
                 dt = max(dt, cost.launch_s)  # no CUDA graph: the CPU launches the forward, the GPU runs behind it
+            dt += cfg.host_per_seq_s * len(r)  # V0: the host's per-sequence work between steps (EngineConfig)
             s_prev, t = t, t + dt
             steps += 1
             if trace is not None:
@@ -527,7 +532,7 @@ def simulate(cost, cfg: EngineConfig, load: Load, frontend_s: float = 0.0, trace
 
 
 def _decode_stretch(cost, r, computed, generated, out, held, shares, prefix_blocks, need, free, t, arrival,
-                    async_scheduling=True, graph_max_tokens=None):
+                    async_scheduling=True, graph_max_tokens=None, host_per_seq_s=0.0):
     """How many pure decode steps the batch `r` runs before something changes (a request finishes, the next arrival
     reaches the schedule, or the pool cannot give every request its next block), and their step times. The step is
     affine in the summed context, which grows by the batch each step."""
@@ -541,7 +546,7 @@ def _decode_stretch(cost, r, computed, generated, out, held, shares, prefix_bloc
     floor = cost.eager_floor_s
     if graph_max_tokens is not None and b > graph_max_tokens:  # more decodes than the largest graph: no graph
         floor = max(floor, cost.launch_s)
-    dts = np.maximum(base + cost.decode_attention_per_token_s * (c0 + b * np.arange(kmax)), floor)
+    dts = np.maximum(base + cost.decode_attention_per_token_s * (c0 + b * np.arange(kmax)), floor) + host_per_seq_s * b
     k = kmax
     if math.isfinite(arrival):  # stop before the step whose schedule sees the next arrival: step j is scheduled when
         # step j-1 starts (async scheduling), else when it ends

@@ -219,13 +219,14 @@ def vllm_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFo
     per streamed chunk: the ITL, serve_sim.EngineConfig.stream_interval). `sim_out`: a list the simulation's
     SimResult is appended to (its per-request arrays, for the validation reports)."""
     from .engines.vllm_graphs import max_graph_tokens
-    from .engines.vllm_versions import async_scheduling_default, reserve_full_prompt_default
+    from .engines.vllm_versions import async_scheduling_default, reserve_full_prompt_default, serial_host_per_seq_s
     from .serve_sim import EngineConfig, simulate
     from .step_cost import sglang_step_extra, step_cost
 
     if async_scheduling is None:
         async_scheduling = async_scheduling_default(vllm_version, pp) if vllm_version else True
     reserve_full = reserve_full_prompt_default(vllm_version) if vllm_version else True
+    host_per_seq = serial_host_per_seq_s(vllm_version) if sglang is None else 0.0
 
     # dtype_bytes: vLLM's --dtype (float32 steps read twice a bf16 model's weights); SGLang's model implementation
     # adds its own kernels where it runs a norm as an eager chain (step_cost.sglang_step_extra: Gemma 3)
@@ -249,12 +250,13 @@ def vllm_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFo
         cfg = EngineConfig(est.max_num_batched_tokens, est.max_num_seqs, est.num_gpu_blocks, est.layout.block_size,
                            est.max_model_len, est.layout.blocks_per_request, prefix_caching,
                            async_scheduling=async_scheduling, graph_max_tokens=graphs,
-                           reserve_full_prompt=reserve_full)
+                           reserve_full_prompt=reserve_full, host_per_seq_s=host_per_seq)
     else:
         bs = 16
         per = -(-wl.context // bs)
         cfg = EngineConfig(chunk_tokens, max(1, slots), max(1, slots) * per + 1, bs, wl.context, None, prefix_caching,
-                           async_scheduling=async_scheduling, reserve_full_prompt=reserve_full)
+                           async_scheduling=async_scheduling, reserve_full_prompt=reserve_full,
+                           host_per_seq_s=host_per_seq)
     # the API loop's busy period is vLLM's OpenAI server's, fitted on it; SGLang's tokenizer manager is unmeasured
     load = bench_load(wl, entrypoint, api_cpu=0.0 if sglang is not None else None)
     if sglang is not None and prefix_caching:
@@ -268,6 +270,10 @@ def vllm_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFo
         sim_out.append(res)
     m = res.metrics(wl.percentiles)
     notes = []
+    if host_per_seq:
+        notes.append(f"vLLM {vllm_version} runs the V0 engine: its host schedules, prepares inputs and processes "
+                     f"outputs per sequence between steps, {host_per_seq * 1e3:.2f} ms a sequence in every step "
+                     "(vllm#6801; throughput.yaml v0_host_per_seq_s)")
     if pp > 1:
         notes.append("pipeline parallel: the simulation times each step as one GPU's (no stage overlap modelled)")
     if res.preemptions:
@@ -301,12 +307,17 @@ def vllm_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFo
 
 def closed_form_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFormat, wl: Workload, *,
                       chunk_tokens: int, slots: int, kv_bytes_per_token: float | None = None, tp: int = 1,
-                      pp: int = 1, enforce_eager: bool = False, dtype_bytes: int = 2) -> BenchEstimate:
+                      pp: int = 1, enforce_eager: bool = False, dtype_bytes: int = 2,
+                      vllm_version: str | None = None) -> BenchEstimate:
     """A closed form of the workload, for `kvcalc calibrate --bench`'s fit (which evaluates the model thousands of
     times): exact where the simulation reduces to it (a lone prompt's prefill, decode steps with no prefill in them:
     tests/test_serve_sim.py), coarse under load (TTFT = one prefill, the other requests' prefills spread over TPOT;
     a burst's i-th prompt waits for the i-1 before it; Little's law for a rate). `plan` and every surface show
-    vllm_bench, the simulation."""
+    vllm_bench, the simulation. `vllm_version`: a V0 release adds its host's per-sequence work to each decode step
+    (vllm_versions.serial_host_per_seq_s), as the simulation does."""
+    from .engines.vllm_versions import serial_host_per_seq_s
+
+    host = serial_host_per_seq_s(vllm_version)
     notes: list[str] = []
     slots = max(1, slots)
     prefill = prefill_s(spec, gpu, weights, kv, wl.input_len, chunk_tokens, tp, dtype_bytes=dtype_bytes,
@@ -314,7 +325,7 @@ def closed_form_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, k
 
     def at(n: int) -> tuple[float, float]:
         step = decode_speed(spec, gpu, "vllm", weights, kv, n, wl.input_len + wl.output_len / 2, enforce_eager, tp,
-                            dtype_bytes, pp=pp, kv_bytes_per_token=kv_bytes_per_token).step_s
+                            dtype_bytes, pp=pp, kv_bytes_per_token=kv_bytes_per_token).step_s + host * n
         if wl.burst:
             # n prompts at once: the i-th waits for the i-1 before it (mean (n+1)/2 prefills) and then decodes while
             # the n-i after it prefill (mean (n-1)/2 prefills spread over its output)
@@ -339,7 +350,7 @@ def closed_form_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, k
         out = _finish(wl, n, ttft, tpot, notes)
         if wl.burst:  # the run lasts until the last prompt, prefilled last, has decoded its output
             step = decode_speed(spec, gpu, "vllm", weights, kv, n, wl.input_len + wl.output_len / 2, enforce_eager,
-                                tp, dtype_bytes, pp=pp, kv_bytes_per_token=kv_bytes_per_token).step_s
+                                tp, dtype_bytes, pp=pp, kv_bytes_per_token=kv_bytes_per_token).step_s + host * n
             duration = n * prefill + (wl.output_len - 1) * step
             out.output_tokens_per_s, out.request_throughput = n * wl.output_len / duration, n / duration
         return out

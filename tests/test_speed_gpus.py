@@ -265,3 +265,144 @@ def test_hf_decode_split_was_named_before_the_second_session():
     r = rows[0]  # the shipped figure is hf_bench's: measured x (1 + error)
     assert r["predicted_ms"] == pytest.approx(r["measured_ms"] * (1 + r["error"]), rel=1e-3)
     assert "held out" in report.markdown(rows)
+
+
+def test_v0_releases_pay_the_hosts_per_sequence_work_between_steps():
+    """The V0 engine (releases before 0.8.0) schedules, prepares inputs and processes outputs per sequence between
+    steps while the GPU waits (vllm#6801: ~20 ms at batch 200); V1 and an unnamed release do not."""
+    from kvcalc.constants import load
+    from kvcalc.engines.vllm_versions import serial_host_per_seq_s
+
+    per = load("throughput")["engines"]["vllm"]["v0_host_per_seq_s"]
+    assert per == pytest.approx(20e-3 / 200)  # the figure of the comment cited beside it
+    assert serial_host_per_seq_s("0.6.2") == serial_host_per_seq_s("0.5.3") == per
+    assert serial_host_per_seq_s("0.8.0") == serial_host_per_seq_s("0.8.5") == serial_host_per_seq_s(None) == 0.0
+
+
+def test_the_host_cost_adds_per_sequence_per_step_in_the_simulation_and_the_closed_form():
+    """4 prompts at once, one prefill step then 10 decode steps of 4: each step 4 x host longer, TTFT too."""
+    import numpy as np
+
+    from kvcalc.serve_sim import EngineConfig, Load, simulate
+    from kvcalc.step_cost import step_cost
+    from kvcalc.workload import Workload, closed_form_bench
+
+    spec, gpu, bf16, auto = load_model("llama-3.2-3b"), get_gpu("h200"), weight_format("bf16"), kv_format("auto")
+    cost = step_cost(spec, gpu, bf16, auto)
+    base = dict(prefix_caching=False, async_scheduling=False)
+    a = simulate(cost, EngineConfig(8192, 64, 10_000, 16, 4096, **base), Load(100, 11, 4))
+    b = simulate(cost, EngineConfig(8192, 64, 10_000, 16, 4096, host_per_seq_s=5e-4, **base), Load(100, 11, 4))
+    assert np.allclose(b.tpot_s - a.tpot_s, 4 * 5e-4) and np.allclose(b.ttft_s - a.ttft_s, 4 * 5e-4)
+    wl = Workload(128, 128, concurrency=32, burst=True)
+    kw = dict(chunk_tokens=2048, slots=256, tp=1)
+    v1 = closed_form_bench(spec, gpu, bf16, auto, wl, **kw, vllm_version="0.8.5")
+    v0 = closed_form_bench(spec, gpu, bf16, auto, wl, **kw, vllm_version="0.6.2")
+    assert v0.tpot_s - v1.tpot_s == pytest.approx(32 * serial_host_per_seq(), rel=1e-6)
+    # the simulation (what plan shows) says so in its notes, for a V0 release only
+    from kvcalc.workload import vllm_bench
+
+    sim = dict(chunk_tokens=2048, slots=256, entrypoint="offline")
+    assert any("V0 engine" in n for n in vllm_bench(spec, gpu, bf16, auto, wl, vllm_version="0.6.2", **sim).notes)
+    assert not any("V0 engine" in n for n in vllm_bench(spec, gpu, bf16, auto, wl, vllm_version="0.8.5", **sim).notes)
+
+
+def serial_host_per_seq():
+    from kvcalc.engines.vllm_versions import serial_host_per_seq_s
+
+    return serial_host_per_seq_s("0.6.2")
+
+
+def test_the_oracle_mi300x_rows_name_a_v0_release_and_say_why():
+    """The post states no release; its date (2024-10-10) is before v0.6.3 (2024-10-14): V0 either way."""
+    from kvcalc.engines.vllm_versions import rules_for
+
+    rows = [r for r in _rows() if r["source"] == "oracle-mi300x-405b"]
+    assert len(rows) == 9
+    for r in rows:
+        assert rules_for(r["vllm_version"]).engine == "v0"
+        assert "2024-10-10" in r["vllm_version_basis"] and "v0.6.3" in r["vllm_version_basis"]
+
+
+def test_session_reference_never_puts_a_row_in_its_own_host_scale():
+    """Item 4: a row's host scale comes from its session's OTHER default-cache rows: moving one default row's
+    measurement moves the scaled prediction of its session's other rows, never its own."""
+    report = load_script("hf_decode_report")
+    rows = report.rows()
+    base = {r["case"] + r["time"]: r for r in report.session_reference(rows)}
+    target = next(r for r in rows if r["case"] == "v4hf-llama-3.2-1b-bf16-auto-b1")
+    moved = [dict(r, measured_ms=r["measured_ms"] * 3) if r is target else r for r in rows]
+    after = {r["case"] + r["time"]: r for r in report.session_reference(moved)}
+    key = target["case"] + target["time"]
+    assert after[key]["scaled_ms"] == pytest.approx(base[key]["scaled_ms"])
+    same = [k for k, r in after.items() if r["host_session"] == after[key]["host_session"] and k != key]
+    assert same and any(after[k]["scaled_ms"] != pytest.approx(base[k]["scaled_ms"]) for k in same)
+    # a session with one default-cache row (the 2026-12-02 18h and 19h repeats) tests nothing
+    lone = [r for r in after.values() if r["host_refs"] == 0]
+    assert lone and all(r["scaled_error"] is None for r in lone)
+    s = report.summary(rows)
+    assert s["tested_scaled"]["n"] == len(rows) - len(lone)
+
+
+def _interleaved_rows(tmp_path, measured):
+    """Synthetic interleaved rows (2 models x default/HQQ x batch 1, 3 rounds) with measured = measured(pred,
+    launch, probe, round)."""
+    report = load_script("hf_decode_report")
+    lines = []
+    for rnd, probe in enumerate((10.0, 14.0, 20.0)):
+        for model in ("llama-3.2-1b", "llama-3.1-8b"):
+            for kv in ("auto", "hqq-4"):
+                st = {"model": model, "weights": "bf16", "kv": kv, "batch": 1, "prompt_len": 1024, "new_tokens": 96}
+                pred, launch = report._kvcalc_step(st)
+                lines.append(json.dumps({"case_id": f"{model}-{kv}", "round": rnd, "status": "ok", "settings": st,
+                                         "decode_ms_per_step": measured(pred, launch, probe, rnd, kv),
+                                         "probe_before": {"launch_us": probe}, "probe_after": {"launch_us": probe}}))
+    path = tmp_path / "hfi.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    return report.interleaved_summary(path)
+
+
+def test_interleaved_ratio_cancels_the_host_and_the_probe_scales_it(tmp_path):
+    # a host that slows every step of a round by the same factor: the ratio test is exact, whatever the factor
+    s = _interleaved_rows(tmp_path, lambda pred, launch, probe, rnd, kv: pred * (1.0, 1.7, 0.8)[rnd])
+    assert s["ratio"]["n"] == 2 and all(abs(c["ratio_error"]) < 1e-9 for c in s["cases"].values()
+                                        if c["ratio_error"] is not None)
+    # a host whose launch part follows the probe (0.09 x the probe's us): the probe test is exact
+    s = _interleaved_rows(tmp_path, lambda pred, launch, probe, rnd, kv: pred + (0.09 * probe - 1) * launch)
+    assert s["probe"]["n"] == 4 and all(abs(c["probe_error"]) < 1e-9 for c in s["cases"].values())
+    assert s["probe"]["within_15"] == 4
+    # and a quantized cache that costs 30% more than kvcalc says (same host factor per round) reads -23% there
+    s = _interleaved_rows(tmp_path, lambda pred, launch, probe, rnd, kv: pred * (1.0, 1.7, 0.8)[rnd]
+                          * (1.3 if kv != "auto" else 1.0))
+    errs = [c["ratio_error"] for c in s["cases"].values() if c["ratio_error"] is not None]
+    assert len(errs) == 2 and all(e == pytest.approx(1 / 1.3 - 1) for e in errs)
+    assert s["ratio"]["within_15"] == 0
+
+
+@pytest.mark.cpu_engine
+def test_interleaved_runner_visits_every_case_once_a_round_with_a_probe(tmp_path):
+    """The measurement item 4 asks the lead to run (scripts/gpu_v5/hf_decode_interleaved.py), smoke-run on the CPU
+    with a tiny catalog model: every case once per round, a shuffled order that differs between rounds, a host probe
+    before and after each measurement; the case file's parts name real catalog models."""
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    pytest.importorskip("optimum.quanto")
+    from kvcalc.catalog import load_model
+
+    runner = load_script("gpu_v5/hf_decode_interleaved")  # registered as that name; it imports nothing of scripts/
+    spec = json.loads(runner.CASES.read_text())
+    assert all(load_model(m) for p in spec["parts"].values() for m in p["models"])
+    assert sum(p["estimate_s"] for p in spec["parts"].values()) / len(spec["parts"]) < 530
+    cases = tmp_path / "cases.json"
+    cases.write_text(json.dumps({"seed": 3, "rounds": 3, "probe_launches": 20, "prompt_len": 8, "new_tokens": 3,
+                                 "kvs": ["auto", "quanto-4"], "batches": [1],
+                                 "parts": {"t": {"models": ["smollm2-135m"]}}}))
+    out = tmp_path / "rows.jsonl"
+    assert runner.main(["--part", "t", "--cases", str(cases), "--out", str(out), "--device", "cpu"]) == 0
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(rows) == 6 and all(r["status"] == "ok" for r in rows)
+    by_round = {}
+    for r in rows:
+        by_round.setdefault(r["round"], []).append(r["case_id"])
+        assert r["probe_before"]["launch_us"] > 0 and r["probe_after"]["python_ns_per_iter"] > 0
+    assert all(sorted(v) == sorted(by_round[0]) and len(set(v)) == 2 for v in by_round.values())
+    assert len({tuple(v) for v in by_round.values()}) > 1  # shuffled differently

@@ -295,6 +295,25 @@ def reserve_full_prompt_default(version: str) -> bool:
     return version_key(version) >= version_key(RESERVE_FULL_PROMPT_SINCE)
 
 
+def serial_host_per_seq_s(version: str | None) -> float:
+    """Seconds of host work per scheduled sequence per step that the GPU waits for, on this release's default engine.
+
+    V0 (the default engine before 0.8.0, vllm_versions VERSION_RULES) runs the scheduler, the next step's input
+    preparation (SequenceGroupMetadata and the input tensors, per sequence), the sampler's Python bookkeeping and the
+    output processing (incremental detokenization, stop checks) between two forwards, so its step grows with the
+    batch even where the GPU's work does not: throughput.yaml engines.vllm v0_host_per_seq_s, from vllm#6801 (a V0
+    profile of August 2024: 'When BS is 200, all this together can be 20ms': sampling, prepare input,
+    process_model_output and the scheduler, 0.1 ms a sequence). V1 (0.8.0+) moved that work into a busy loop that
+    overlaps the forward (and, from 0.14, async scheduling): 0 there, as before. None (no release named): 0."""
+    if not version:
+        return 0.0
+    if rules_for(version).engine != "v0":
+        return 0.0
+    from ..constants import load
+
+    return float(load("throughput")["engines"]["vllm"].get("v0_host_per_seq_s", 0.0))
+
+
 def async_scheduling_default(version: str, pp: int = 1) -> bool:
     """Whether `vllm serve` of this release schedules asynchronously when the user sets nothing."""
     return version_key(version) >= version_key(ASYNC_SCHEDULING_SINCE) and pp == 1

@@ -68,7 +68,9 @@
   function trustRange(r) {
     const t = r.trust && r.trust.speed;
     if (!t) return "-";
-    const pct = (x) => `${x >= 0 ? "+" : ""}${Math.round(x * 100)}%`;
+    // as Python's f"{x:+.0%}" (render.py): x * 100 rounded half to even, the sign kept for -0
+    const even = (v) => { const f = Math.floor(v), d = v - f; return d > 0.5 || (d === 0.5 && f % 2 !== 0) ? f + 1 : f; };
+    const pct = (x) => `${x >= 0 ? "+" : "-"}${even(Math.abs(x) * 100)}%`;
     return `${pct(t.low)}/${pct(t.high)} (${t.label})`;
   }
 
