@@ -269,8 +269,8 @@ class PlanRequest:
     @property
     def vllm_util(self) -> float:
         """gpu_memory_utilization vLLM runs with: --util, else the version's default."""
-        return self.util if self.util is not None else rules_with_engine(self.vllm_version,
-                                                                          self.vllm_engine).default_util
+        return self.util if self.util is not None else rules_with_engine(
+            self.vllm_version, self.vllm_engine).default_util_for(bool(self.kv_cache_memory_bytes))
 
     @property
     def asked(self) -> bool:

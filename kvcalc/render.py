@@ -248,6 +248,12 @@ def explain_text(req: PlanRequest, row: Row) -> str:
                          f"({fmt_gib(req.other_processes_bytes)})")
         if req.kv_cache_memory_bytes:
             lines.append("  (--kv-cache-memory-bytes: the budget below is given, not the difference above)")
+        elif rules_with_engine(req.vllm_version, req.vllm_engine).extensible_kv_cache:
+            cap = (v.requested_memory - v.weights_bytes - v.activation_bytes - v.non_torch_bytes - v.cudagraph_bytes
+                   - v.available_kv_bytes)
+            if cap > 0:  # engines/vllm.py stage_budgets: the free memory at start, less the margin, binds
+                lines.append(f"- free-memory cap (0.34+)        = {cap:,} B ({fmt_gib(cap)}): the extensible KV "
+                             "cache keeps the CUDA context, other processes and max(1 GiB, 0.75 x peak) free")
         lines += [
             f"= available KV memory            = {v.available_kv_bytes:,} B ({fmt_gib(v.available_kv_bytes)})",
             f"KV per token (all layers, rank)  = {v.kv_bytes_per_token:,} B; block = {v.block_size} tokens = "

@@ -49,7 +49,7 @@ SIMULATED_ROWS = 50  # rows re-timed by the simulation (~0.1 s each); more --top
 
 def preferred_util(vllm_version: str) -> float:
     """The util a deployment keeps when it works: what `vllm serve` uses without --gpu-memory-utilization."""
-    return rules_for(vllm_version).default_util
+    return rules_for(vllm_version).default_util_for()
 
 
 @dataclass
@@ -354,7 +354,12 @@ def evaluate(req: SearchRequest, cands: list[_Candidate], unsupported: list[Reje
         empty.rejected = unsupported[:20]
         return empty
     structures = [c.structure for c in cands]
-    utils = np.array(sp.utils, dtype=float)
+    grid_utils = tuple(sp.utils)
+    if grid_utils == DEFAULT_UTILS and preferred_util(req.vllm_version) not in grid_utils:
+        # vLLM 0.34+: 1.0 by default with the extensible KV cache (config/cache.py:495-501): the default grid
+        # offers the release's own default beside 0.80-0.95
+        grid_utils += (preferred_util(req.vllm_version),)
+    utils = np.array(grid_utils, dtype=float)
     seqs = np.array(sp.seqs, dtype=np.int64)
     max_r = sp.max_replicas if wl.concurrency is None else min(sp.max_replicas, wl.concurrency)
     replicas = np.arange(1, max_r + 1)

@@ -9,6 +9,7 @@ and plan._fits_batch apply to those quantities:
 
     requested = ceil(total * util)                       (v1/worker/utils.py rounds up)
     available = requested - weights - activation(seqs) - non_torch - cudagraph        (per stage)
+                (vLLM 0.34+, extensible KV cache: min(requested, free at start - margin(peak)) in place of requested)
     blocks    = available // page_bytes  if available > 0 else 0
     kv_fits   = available >= min_kv_bytes                 (one max_model_len request)
     stage     = the one with the fewest blocks, or any whose KV does not fit (as estimate() picks it)
@@ -54,6 +55,10 @@ class Structure:
     notes: list[str] = field(default_factory=list)
     layouts: list = field(default_factory=list)  # per stage: the engine's KvLayout (for the logged KV tokens)
     logged_mode: str = "concurrency"  # the release's rules.logged_tokens
+    # vLLM 0.34+ extensible KV cache: per stage, per max_num_seqs, the cap free memory puts on `requested`
+    # (free at the first snapshot less the margin on the stage's transient peak, engines/vllm.py stage_budgets);
+    # None where the release sizes the cache from util alone
+    free_cap_bytes: list[list[int]] | None = None
 
     def kv_capacity_tokens(self, blocks: int, stage: int = 0) -> int:
         """vLLM's logged 'GPU KV cache size' at this many blocks: engines.vllm.logged_kv_tokens, plan's rule."""
@@ -75,7 +80,8 @@ def build_structure(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv:
     # at util 1.0 the whole GPU is requested, so the overflow estimate() reports is the capture itself
     capture = est.cudagraph_overflow_bytes
     v2 = vllm_engine.uses_v2_model_runner(spec, vllm_engine.parse_version(vllm_version))
-    base, act, page, min_kv, need = [], [], [], [], []
+    base, act, page, min_kv, need, cap = [], [], [], [], [], []
+    free = vllm_engine.extensible_free_bytes(settings, gpu)
     # non_torch_bytes holds the V2 sampler's state of vLLM 0.27+ (engines/vllm.py sampler_state_bytes), which scales
     # with max_num_seqs: the grid adds it per max_num_seqs on the last stage instead
     plain_non_torch = est.non_torch_bytes - est.sampler_state_bytes
@@ -91,11 +97,15 @@ def build_structure(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv:
                         for a, q in zip(per_seqs, seqs_grid)]
             if per_seqs[0] != st.activation_bytes:  # the engine changed how it calls its own formula
                 raise AssertionError("activation_bytes() no longer reproduces estimate(); update search_core")
+            transient = list(per_seqs)
             v2_sampler = vllm_engine.uses_v2_runner(spec, settings)
             per_seqs = [a + vllm_engine.sampler_state_bytes(spec, settings, q, v2_sampler)
                         for a, q in zip(per_seqs, seqs_grid)]
         else:
             per_seqs = [st.activation_bytes] * len(seqs_grid)
+            transient = per_seqs
+        if free is not None:
+            cap.append([free - vllm_engine.extensible_margin(gpu, a) for a in transient])
         act.append(per_seqs)
         page.append(st.layout.bytes_per_block)
         min_kv.append(st.layout.min_kv_bytes)
@@ -103,7 +113,7 @@ def build_structure(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv:
     return Structure(gpu, weights, kv, tp, pp, est.total_memory, base, act, page, min_kv, need, capture,
                      est.block_size,
                      est.max_num_batched_tokens, max(s.weights_bytes for s in stages), list(est.notes),
-                     [st.layout for st in stages], settings.rules.logged_tokens)
+                     [st.layout for st in stages], settings.rules.logged_tokens, cap if free is not None else None)
 
 
 @dataclass
@@ -128,6 +138,7 @@ def evaluate_grid(structures: list[Structure], utils: np.ndarray, seqs_grid: lis
     page = np.ones((n, k_max), dtype=np.int64)
     min_kv = np.zeros((n, k_max), dtype=np.int64)
     need = np.ones((n, k_max), dtype=np.int64)
+    cap = np.full((n, k_max, q), np.iinfo(np.int64).max // 4, dtype=np.int64)  # no cap: util alone
     for i, s in enumerate(structures):
         k = len(s.page_bytes)
         valid[i, :k] = True
@@ -136,13 +147,16 @@ def evaluate_grid(structures: list[Structure], utils: np.ndarray, seqs_grid: lis
         page[i, :k] = s.page_bytes
         min_kv[i, :k] = s.min_kv_bytes
         need[i, :k] = s.blocks_per_request
+        if s.free_cap_bytes is not None:
+            cap[i, :k] = s.free_cap_bytes
     utils = np.asarray(utils, dtype=np.float64)
     # math.ceil(total * util) in float64, exactly as estimate() computes it
     requested = np.ceil(total[:, None].astype(np.float64) * utils[None, :]).astype(np.int64)  # (n, u)
     best_blocks = best_starts = best_need = best_stage = None
     for k in range(k_max):
         over = base[:, k, None] + act[:, k, :]  # (n, q)
-        avail = requested[:, :, None] - over[:, None, :]  # (n, u, q)
+        # 0.34+ extensible KV cache: min(requested, free - margin) - over (engines/vllm.py stage_budgets)
+        avail = np.minimum(requested[:, :, None], cap[:, k, None, :]) - over[:, None, :]  # (n, u, q)
         blocks = np.where(avail > 0, avail // page[:, k, None, None], 0)
         starts = avail >= min_kv[:, k, None, None]
         stage_need = np.broadcast_to(need[:, k, None, None], blocks.shape)

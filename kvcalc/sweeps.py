@@ -239,8 +239,13 @@ def memory_segments(req: PlanRequest, rows: list[Row]) -> list[MemoryBar]:
             e = r.vllm
             segs = [("weights", e.weights_bytes), ("activation peak", e.activation_bytes),
                     ("non-torch", e.non_torch_bytes), ("CUDA graphs", e.cudagraph_bytes),
-                    ("KV cache", max(e.available_kv_bytes, 0)),
-                    ("unused (1 - util)", e.total_memory - e.requested_memory)]
+                    ("KV cache", max(e.available_kv_bytes, 0))]
+            # what vLLM leaves unused: total x (1 - util); with 0.34's extensible KV cache, where free memory binds,
+            # also the CUDA context and the sizing margin (engines/vllm.py stage_budgets): the rest of the GPU either way
+            unused = e.total_memory - e.requested_memory
+            if e.available_kv_bytes > 0:
+                unused = e.total_memory - sum(b for _, b in segs)
+            segs.append(("unused (1 - util)", unused))
             bars.append(MemoryBar(f"vLLM  {r.config}", r.config, "vllm", r.fits, segs, e.logged_kv_tokens,
                                   r.shortfall_bytes, starts=e.fits, held=r.max_concurrency))
         elif r.engine == "hf" and r.hf is not None:

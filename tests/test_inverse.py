@@ -74,7 +74,7 @@ def test_min_util_by_hand():
     row = row_for(replace(req, util=a.value))
     est = row.vllm
     need = est.weights_bytes + est.activation_bytes + est.non_torch_bytes + est.cudagraph_bytes + \
-        (2 * 256 + 1) * est.page_bytes_all_layers  # 4096 / 16 = 256 blocks per request, one null block
+        (2 * 64 + 1) * est.page_bytes_all_layers  # 4096 / 64 = 64 blocks per request (0.34: 64-token blocks), one null block
     assert est.requested_memory >= need
     lower = row_for(replace(req, util=round(a.value - 0.01, 2))).vllm
     assert lower.requested_memory < need
@@ -121,16 +121,18 @@ def test_auto_max_model_len_is_the_largest_that_starts(model, gpu, w, k, tp):
 def test_fit_cli_prints_answer_and_proof():
     code, out, err = invoke(["fit", "max-context", "--gpu", "l4", "--model", "llama-3.1-8b", "--batch", "16"])
     assert code == 0, err
-    # 1,584 at 0.33 (1,648 before 0.27's V2 sampler state, 0.13 GiB, was counted; 2,064 before 0.29's V2 runner took
+    # 1,664 at 0.34 (util 1.0 with the extensible KV cache, capped by free memory less its 1 GiB margin, and
+    # 64-token blocks); 1,584 at 0.33 (1,648 before 0.27's V2 sampler state, 0.13 GiB, was counted; 2,064 before 0.29's V2 runner took
     # its 0.8 GiB of CUDA graphs out of the KV budget; 2,064 since
     # issue 10: vLLM serve defaults (2048 batched tokens) and the default util 0.92; was 1,920 at 0.9)
-    assert "max-context: 1,584 tokens" in out and "+1 token: does not fit" in out
+    assert "max-context: 1,664 tokens" in out and "+1 token: does not fit" in out
     code, out, _ = invoke(["fit", "auto", "--gpu", "l4", "--model", "llama-3.1-8b", "--json"])
     data = json.loads(out)
-    # 25,568 at the 0.33 default: 0.27+ counts the V2 sampler's state (26,608 without it) and 0.29+ subtracts the V2
+    # 27,584 at the 0.34 default (util 1.0, the extensible KV cache's free-memory cap, 64-token blocks); 25,568 at
+    # 0.33: 0.27+ counts the V2 sampler's state (26,608 without it) and 0.29+ subtracts the V2
     # runner's CUDA graphs (33,168 before: one block held back
     # for the null block from 0.28.1, vLLM PR #47272)
-    assert code == 0 and data["schema"] == "kvcalc.fit/1" and data["value"] == 25568
+    assert code == 0 and data["schema"] == "kvcalc.fit/1" and data["value"] == 27584
     assert data["fits_at_answer"] is True and data["fits_one_step_beyond"] is False
     code, out, _ = invoke(["fit", "auto", "--gpu", "l4", "--model", "llama-3.1-8b", "--json", "--vllm-version", "0.26.0"])
     # 33,184 at 0.26 (30,832 before issue 10: util 0.9, LLM-class batch defaults; 33,168 before the profile peak by

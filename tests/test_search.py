@@ -24,8 +24,11 @@ def _search(model="llama-3.1-8b", gpus=("l4", "a10g", "h100-sxm"), **kw):
     tg = Targets(kw.pop("max_ttft_ms", None), kw.pop("max_tpot_ms", None), kw.pop("min_context", None),
                  kw.pop("max_quality_risk", None))
     top = kw.pop("top", 12)  # every shown row is simulated: keep the tests' runs short
+    version = kw.pop("vllm_version", None)
     space = Space([get_gpu(g) for g in gpus], **kw)
-    return run_search(SearchRequest(load_model(model), wl, tg, space, load_prices(use_user_file=False), top=top))
+    extra = {"vllm_version": version} if version else {}
+    return run_search(SearchRequest(load_model(model), wl, tg, space, load_prices(use_user_file=False), top=top,
+                                    **extra))
 
 
 def test_every_result_meets_its_targets_on_the_scalar_plan_path():
@@ -83,11 +86,16 @@ def test_util_is_the_versions_default_when_it_works():
                                        vllm_version=version))
         assert res.results and all(d.util == default and d.min_util < default for d in res.results)
         assert f"--gpu-memory-utilization {default:.2f}" in res.results[0].command
-    # a grid without the default: the closest util below it where that works, else the closest above
-    res = _search(gpus=("h100-sxm",), weights=("bf16",), kv=("auto",), utils=(0.85, 0.93, 0.95))
+    # a grid without the default: the closest util below it where that works, else the closest above (0.33: 0.92)
+    res = _search(gpus=("h100-sxm",), weights=("bf16",), kv=("auto",), utils=(0.85, 0.93, 0.95), vllm_version="0.33.0")
     assert {d.util for d in res.results} == {0.85}
-    res = _search(gpus=("h100-sxm",), weights=("bf16",), kv=("auto",), utils=(0.93, 0.95))
+    res = _search(gpus=("h100-sxm",), weights=("bf16",), kv=("auto",), utils=(0.93, 0.95), vllm_version="0.33.0")
     assert {d.util for d in res.results} == {0.93}
+    # 0.34: 1.0 with the extensible KV cache; the default grid (0.80-0.95) gains it, an explicit grid does not
+    res = _search(gpus=("h100-sxm",), weights=("bf16",), kv=("auto",))
+    assert res.results and {d.util for d in res.results} == {1.0}
+    res = _search(gpus=("h100-sxm",), weights=("bf16",), kv=("auto",), utils=(0.85, 0.93, 0.95))
+    assert {d.util for d in res.results} == {0.95}
 
 
 def test_unmeetable_tpot_names_the_binding_constraint_and_closest_value():
@@ -128,7 +136,8 @@ def test_json_schema_and_evaluated():
     res = _search()
     data = search_json(res)
     assert data["schema"] == "kvcalc.search/1"
-    assert data["evaluated"] == res.structures * 16 * 11 * 8  # utils x max_num_seqs x replicas
+    # utils (0.80-0.95 and 0.34's default 1.0) x max_num_seqs x replicas
+    assert data["evaluated"] == res.structures * 17 * 11 * 8
     assert data["results"][0]["rank"] == 1 and data["winner_command"].startswith("vllm serve")
     json.dumps(data)
 
@@ -264,11 +273,12 @@ def test_quality_target_binds_when_every_format_is_riskier():
 
 
 def test_memory_rejections_do_not_start_on_the_scalar_path():
-    """Every deployment the search rejects on memory fails to start in `kvcalc plan` even at the grid's largest util;
+    """Every deployment the search rejects on memory fails to start in `kvcalc plan` even at the grid's largest util
+    (vLLM 0.33: 0.95; at 0.34's util 1.0 no combination here is short of concurrency only);
     every one rejected on concurrency starts there but holds fewer requests than it needs (max_num_seqs 32: the
     smallest of the grid that holds 24, so the one that leaves the most KV memory)."""
     res = _search(model="llama-3.1-70b", gpus=("l4", "a100-80gb"), tp=(1, 2, 4), kv=("auto",), weights=("bf16", "awq"),
-                  concurrency=24, max_replicas=2)
+                  concurrency=24, max_replicas=2, vllm_version="0.33.0")
     spec = load_model("llama-3.1-70b")
     seen = set()
     for tp in (1, 2, 4):
@@ -276,14 +286,16 @@ def test_memory_rejections_do_not_start_on_the_scalar_path():
             for w in ("bf16", "awq"):
                 req = PlanRequest(spec=spec, gpu=get_gpu(gpu), context=2048 + 256, batch=24, engines=("vllm",),
                                   weights=w, kv="auto", util=0.95, max_num_batched_tokens=None, max_num_seqs=32,
+                                  vllm_version="0.33.0",
                                   tp=tp)
                 from kvcalc.engines.vllm import batch_defaults
 
-                req.max_num_batched_tokens = batch_defaults(get_gpu(gpu), "serve")[0]
+                req.max_num_batched_tokens = batch_defaults(get_gpu(gpu), "serve", version="0.33.0")[0]
                 row = row_for(req)
                 feasible = any(d.gpu == gpu and d.tp == tp and d.weights_format == w and d.replicas == 1
                                for d in _search(model="llama-3.1-70b", gpus=(gpu,), tp=(tp,), kv=("auto",),
-                                                weights=(w,), concurrency=24, max_replicas=1).results)
+                                                weights=(w,), concurrency=24, max_replicas=1,
+                                                vllm_version="0.33.0").results)
                 if not row.vllm.fits:
                     assert not feasible
                     seen.add("memory")

@@ -75,8 +75,12 @@ def test_default_util_by_version():
     # vllm#38284: 0.9 -> 0.92 with CUDA-graph profiling on by default, from 0.21.0
     assert rules_for("0.20.2").default_util == 0.9 and not rules_for("0.20.2").cudagraph_estimate
     assert rules_for("0.21.0").default_util == 0.92 and rules_for("0.21.0").cudagraph_estimate
-    code, out, _ = invoke(["plan", "--model", "llama-3.2-3b", "--engine", "vllm", "--json"])
+    code, out, _ = invoke(["plan", "--model", "llama-3.2-3b", "--engine", "vllm", "--json", "--vllm-version",
+                           "0.33.0"])
     assert json.loads(out)["settings"]["util"] == 0.92
+    # 0.34.0: 1.0 with the extensible KV cache, the default (config/cache.py:495-501)
+    code, out, _ = invoke(["plan", "--model", "llama-3.2-3b", "--engine", "vllm", "--json"])
+    assert json.loads(out)["settings"]["util"] == 1.0
     code, out, _ = invoke(["plan", "--model", "llama-3.2-3b", "--engine", "vllm", "--json", "--vllm-version",
                            "0.19.0"])
     assert json.loads(out)["settings"]["util"] == 0.9
@@ -86,7 +90,7 @@ def test_default_util_by_version():
     ("0.4.0", "0.4.0", "v0"), ("0.6.3", "0.5.3", "v0"), ("0.6.5", "0.6.4", "v0"), ("0.7.3", "0.6.4", "v0"),
     ("0.8.5.dev169+gce17db808.d20250423", "0.8.5", "v1"), ("0.10.1.1", "0.9.2", "v1"),
     ("0.19.0", "0.9.2", "v1"), ("0.26.0rc1", "0.26.0", "v1"), ("0.26", "0.26.0", "v1"), ("0.28.0rc3", "0.28.0", "v1"), ("0.28.1", "0.28.1", "v1"),
-    ("0.29.1rc1.dev17+gd2d649e67", "0.29.0", "v1"), ("1.2.0", "0.33.0", "v1")])
+    ("0.29.1rc1.dev17+gd2d649e67", "0.29.0", "v1"), ("0.33.0", "0.33.0", "v1"), ("0.34.0", "0.34.0", "v1"), ("1.2.0", "0.34.0", "v1")])
 def test_version_rows(version, since, engine):
     r = rules_for(version)
     assert (r.since, r.engine) == (since, engine)
@@ -102,8 +106,8 @@ def test_version_table_is_ordered_and_cited():
 
 
 def test_unknown_newer_version_warns_and_uses_the_newest_rules():
-    code, out, err = invoke(["plan", "--model", "llama-3.2-3b", "--engine", "vllm", "--vllm-version", "0.34.0rc2"])
-    assert code == 0 and "newer than the newest release kvcalc has rules for (0.33.0)" in err
+    code, out, err = invoke(["plan", "--model", "llama-3.2-3b", "--engine", "vllm", "--vllm-version", "0.35.0rc2"])
+    assert code == 0 and "newer than the newest release kvcalc has rules for (0.34.0)" in err
     code, out, err = invoke(["plan", "--model", "llama-3.2-3b", "--engine", "vllm", "--vllm-version", "0.31.0rc2"])
     assert code == 0 and "newer than the newest" not in err
 
@@ -119,7 +123,8 @@ def test_evidence_of_each_release_is_stated():
     assert "0.26.0's, measured on the H200" in evidence_note("0.28.0")
     assert "unverified" in evidence_note("0.33.0")
     code, out, _ = invoke(["explain", "--model", "llama-3.2-3b", "--gpu", "h200", "--engine", "vllm"])
-    assert code == 0 and "vLLM 0.33.0 rules (row 0.33.0): not read line by line" in out
+    assert code == 0 and "vLLM 0.34.0 rules (row 0.34.0): read from vLLM's source" in out
+    assert rules_for("0.34.0").evidence == "source-only"
 
 
 def test_160_gib_batching_tier_from_0_28():
@@ -164,7 +169,8 @@ def test_kv_cache_memory_bytes_is_the_budget():
     assert code == 0, err
     b = json.loads(out)["rows"][0]["vllm_breakdown"]
     assert b["available_kv_bytes"] == 20 * GiB
-    assert b["num_gpu_blocks"] == 20 * GiB // (16 * 131072)  # Llama-3.1-8B: 128 KiB per token
+    # Llama-3.1-8B: 128 KiB per token; 64-token blocks, the 0.34.0 default (config/cache.py:185)
+    assert b["num_gpu_blocks"] == 20 * GiB // (64 * 131072)
 
 
 # ------------------------------------------------------------------------------------------ --vllm-command
@@ -297,7 +303,8 @@ def test_drafter_adds_weights_and_kv_layers():
     base = dict(weights=weight_format("bf16"), kv=kv_format("auto"), max_model_len=8192)
     plain = vllm.estimate(spec, gpu, vllm.VllmSettings(**base))
     eagle = vllm.estimate(spec, gpu, vllm.VllmSettings(**base, speculative_method="eagle", num_speculative_tokens=3))
-    per_layer_kv = 16 * 8 * 256 * 2  # one Llama-3.1-8B layer's block: 16 tokens x 8 KV heads x (128 + 128) x 2 B
+    # one Llama-3.1-8B layer's block: 64 tokens (0.34.0's default) x 8 KV heads x (128 + 128) x 2 B
+    per_layer_kv = 64 * 8 * 256 * 2
     assert eagle.page_bytes_all_layers - plain.page_bytes_all_layers == per_layer_kv
     assert eagle.weights_bytes > plain.weights_bytes
 

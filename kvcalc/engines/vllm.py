@@ -39,6 +39,44 @@ from .weights import vllm_text_weight_bytes, weight_bytes
 DEFAULT_VERSION = NEWEST_RELEASE_KNOWN  # --vllm-version defaults to the newest release kvcalc has rules for
 VOCAB_PADDING = 64  # vocab_parallel_embedding.py DEFAULT_VOCAB_PADDING_SIZE
 
+# The extensible KV cache (vLLM 0.34.0+, v1/worker/extensible_kv_cache.py at v0.34.0): after warmup and CUDA-graph
+# capture, measure_kv_cache_bytes (:592-618) gives the cache
+#     min(requested - non_kv_used, free + committed - margin) - max(transient peak, torch reserve growth),
+# non_kv_used = init_free - free - committed (everything this instance holds but the KV cache: weights, non-torch,
+# the graphs, the sampler state), margin = max(KV_CACHE_MARGIN_FLOOR_BYTES, KV_CACHE_MARGIN_FRACTION x transient peak)
+EXTENSIBLE_MARGIN_FLOOR = 1 << 30  # :64 KV_CACHE_MARGIN_FLOOR_BYTES on CUDA
+EXTENSIBLE_MARGIN_FLOOR_ROCM = 3 << 30  # :64 on ROCm ("ROCr also maps kernel scratch outside the allocator")
+EXTENSIBLE_MARGIN_FRACTION = 0.75  # :65 KV_CACHE_MARGIN_FRACTION
+# Device memory already in use when the worker takes its first snapshot (init_free = total - this - other
+# processes): the CUDA context and the cuBLAS/cuBLASLt handles gpu_worker.py creates before it. Read, not fitted:
+# 139.80 - 139.29 GiB on every H200 start of this project (tests/fixtures/vllm_logs/real_v0.26.0_*.log, 'Free
+# memory on device (139.29/139.8 GiB)') and 79.19 - 78.68 on the public 1 x H100 llm-d logs; with TP/PP NCCL's
+# communicators come first too: 79.19 - 77.66 on the llm-d 2 x H100 TP 2 logs (1.53 GiB; 1.55 at TP 4, 1.43 at PP 2,
+# 0.96 on 4 x RTX PRO 6000 without NVLink: kubesimplify-4xrtxpro6000-qwen3-235b-fp8-tp4-v0.27)
+INIT_USED_BYTES = int(0.51 * (1 << 30))
+INIT_USED_BYTES_MULTI = int(1.53 * (1 << 30))
+
+
+def extensible_kv_cache_on(s: "VllmSettings", gpu: GpuProfile) -> bool:
+    """Whether this start sizes an extensible KV cache (0.34+): the release default on CUDA and ROCm, off with
+    --kv-cache-memory-bytes (config/vllm.py:3180-3254 _resolve_extensible_kv_cache at v0.34.0)."""
+    return bool(s.rules.extensible_kv_cache and not s.kv_cache_memory_bytes and gpu.vendor in ("nvidia", "amd"))
+
+
+def extensible_free_bytes(s: "VllmSettings", gpu: GpuProfile) -> int | None:
+    """The first snapshot's free memory on the fullest GPU when the start sizes an extensible KV cache (0.34+):
+    total less what the CUDA context (and NCCL, for several ranks) and other processes hold; None otherwise."""
+    if not extensible_kv_cache_on(s, gpu):
+        return None
+    world = s.tensor_parallel * s.pipeline_parallel
+    return gpu.memory_total_bytes - (INIT_USED_BYTES_MULTI if world > 1 else INIT_USED_BYTES) - s.other_processes_bytes
+
+
+def extensible_margin(gpu: GpuProfile, transient_peak: int) -> int:
+    """measure_kv_cache_bytes's margin (extensible_kv_cache.py:615 at v0.34.0)."""
+    floor = EXTENSIBLE_MARGIN_FLOOR_ROCM if gpu.vendor == "amd" else EXTENSIBLE_MARGIN_FLOOR
+    return max(floor, int(transient_peak * EXTENSIBLE_MARGIN_FRACTION))
+
 
 def parse_version(text: str) -> tuple[int, int, int]:
     """The release as (major, minor, micro), read with packaging (rc, post, dev and local parts ignored).
@@ -55,7 +93,7 @@ def parse_version(text: str) -> tuple[int, int, int]:
 class VllmSettings:
     weights: WeightFormat
     kv: KvFormat
-    gpu_memory_utilization: float | None = None  # None: the version's default (0.9; 0.92 from 0.21)
+    gpu_memory_utilization: float | None = None  # None: the version's default (0.9; 0.92 from 0.21; 1.0 from 0.34)
     max_model_len: int | None = None  # None: the model's max_position_embeddings
     max_num_batched_tokens: int | None = None  # None: vLLM's default for this GPU and entrypoint
     max_num_seqs: int | None = None
@@ -99,7 +137,9 @@ class VllmSettings:
     @property
     def util(self) -> float:
         """gpu_memory_utilization as vLLM runs it: the user's, else the version's default."""
-        return self.gpu_memory_utilization if self.gpu_memory_utilization is not None else self.rules.default_util
+        if self.gpu_memory_utilization is not None:
+            return self.gpu_memory_utilization
+        return self.rules.default_util_for(bool(self.kv_cache_memory_bytes))
 
 
 COMPILE_CACHE_STATES = ("cold", "warm")
@@ -117,6 +157,7 @@ class StageBudget:
     kv_fits: bool  # the budget holds one max_model_len request (_check_enough_kv_cache_memory)
     kv_bytes_per_token: int
     sampler_state_bytes: int = 0  # the V2 sampler's penalty state, counted as consumed from 0.27 (last stage)
+    extensible_free_bound: bool = False  # 0.34+ extensible KV cache: free memory less the margin binds, not util
 
 
 @dataclass
@@ -208,7 +249,8 @@ def batch_defaults(gpu: GpuProfile, entrypoint: str, world_size: int = 1, versio
     world_size is accepted for the call's shape but unused: the defaults depend on the GPU's memory and name and on
     the entrypoint, not on the number of ranks (the same table applies to every rank)."""
     rules = rules_for(version)
-    return batch_defaults_for(rules, gpu.memory_total_bytes, gpu.name, entrypoint, max_model_len)
+    return batch_defaults_for(rules, gpu.memory_total_bytes, gpu.name, entrypoint, max_model_len,
+                              gpu.compute_capability)
 
 
 def release_caveats(s: VllmSettings, gpu: GpuProfile) -> list[str]:
@@ -239,7 +281,7 @@ def resolve_batching(gpu: GpuProfile, s: VllmSettings, max_model_len: int) -> tu
             else chunked_prefill_on(rules, max_model_len)
         return (2048 if chunked else max(max_model_len, 2048)), seqs
     default_mnbt, default_seqs = batch_defaults_for(rules, gpu.memory_total_bytes, gpu.name, s.entrypoint,
-                                                    max_model_len)
+                                                    max_model_len, gpu.compute_capability)
     seqs = s.max_num_seqs or default_seqs
     if s.max_num_batched_tokens:
         mnbt = s.max_num_batched_tokens
@@ -613,11 +655,17 @@ def _estimate(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings) -> VllmEstimate
     v2_estimate = v2 and rules.v2_cudagraph_estimate
     cudagraph = 0 if (s.enforce_eager or (v2 and not v2_estimate) or not rules.cudagraph_estimate) else \
         int(c["cudagraph_capture_bytes" if v2_estimate else "cudagraph_bytes"])
+    extensible = extensible_kv_cache_on(s, gpu)
+    if extensible:
+        # 0.34+: no estimate (gpu/model_runner.py:1121-1125); the graphs are captured before the cache is sized and
+        # their pool is part of the measured use (gpu_worker.py:1103, extensible_kv_cache.py:613): same size
+        cudagraph = 0 if s.enforce_eager else int(c["cudagraph_capture_bytes" if v2 else "cudagraph_bytes"])
     if s.calibration is not None:  # measured in the user's environment (kvcalc/calibrate.py)
         non_torch, cudagraph = (s.calibration.non_torch(s.tensor_parallel, pp, non_torch),
                                 s.calibration.cudagraph(s.tensor_parallel, pp, cudagraph))
     # graphs captured after the KV cache is allocated, on top of gpu_memory_utilization (engines/vllm_graphs.py)
-    placement = graph_placement(s.enforce_eager, v2 and not v2_estimate, rules.cudagraph_estimate)
+    placement = graph_placement(s.enforce_eager, v2 and not v2_estimate and not extensible,
+                                rules.cudagraph_estimate or extensible)
     capture = int(c["cudagraph_capture_bytes"]) if placement == "after_kv" else 0
     others_outside = 0 if rules.others_reduce_kv else s.other_processes_bytes  # else inside `requested` already
     graph_overflow = max(capture - max(total - requested - others_outside, 0), 0)
@@ -683,8 +731,13 @@ def _estimate(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings) -> VllmEstimate
     elif others:
         notes.append(f"{others / GiB:.2f} GiB held by other processes: not taken from the KV budget, but vLLM needs "
                      f"total x util free at start ({(total - others) / GiB:.2f} of {requested / GiB:.2f} GiB free)")
+    free_budget = None
+    if extensible:
+        # extensible_kv_cache.py:613-617 at v0.34.0: what the device has free at the first snapshot, less what this
+        # instance holds beyond its KV cache (the stage's weights, activation and sampler state come off per stage)
+        free_budget = extensible_free_bytes(s, gpu) - non_torch - cudagraph
     stages = stage_budgets(spec, gpu, s, requested - non_torch - cudagraph - (others if rules.others_reduce_kv else 0),
-                           max_model_len, mnbt, seqs, v2)
+                           max_model_len, mnbt, seqs, v2, free_budget=free_budget)
     # kv_cache_utils.py:get_kv_cache_configs: "change the num_blocks of each rank to the smallest among all ranks"
     low = stages[0]
     for stage in stages[1:]:
@@ -707,7 +760,15 @@ def _estimate(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings) -> VllmEstimate
     concurrency = layout.max_concurrency(blocks) if blocks else 0.0
     logged = logged_kv_tokens(layout, blocks, rules.logged_tokens)
     shortfall = (0 if low.kv_fits else layout.min_kv_bytes - available) + graph_overflow
-    if others and not rules.others_reduce_kv and requested + others > total:
+    if extensible:
+        margin = extensible_margin(gpu, low.activation_bytes)
+        bound = "free memory" if low.extensible_free_bound else "gpu_memory_utilization"
+        notes.append(f"vLLM {release_of(s.version)} sizes an extensible KV cache after warmup and CUDA-graph capture "
+                     f"(v1/worker/extensible_kv_cache.py:592-618): min(util x total - used, free at start - used - "
+                     f"margin {margin / GiB:.2f} GiB) - transient peak {low.activation_bytes / GiB:.2f} GiB, "
+                     f"the margin max({'3' if gpu.vendor == 'amd' else '1'} GiB, 0.75 x peak); here {bound} binds"
+                     + ("" if s.gpu_memory_utilization is not None else " (util 1.0, the default with it)"))
+    if others and not rules.others_reduce_kv and requested + others > total and not extensible:
         # v1/worker/gpu_worker.py: "Free memory on device ... is less than desired GPU memory utilization"
         shortfall += requested + others - total
         notes.append(f"vLLM refuses to start: {(total - others) / GiB:.2f} GiB free is less than the "
@@ -753,9 +814,11 @@ def _estimate(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings) -> VllmEstimate
 
 
 def stage_budgets(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings, budget: int, max_model_len: int, mnbt: int,
-                  seqs: int, v2: bool) -> list[StageBudget]:
+                  seqs: int, v2: bool, free_budget: int | None = None) -> list[StageBudget]:
     """Each stage's KV budget: `budget` (requested less the stage-invariant non-torch and CUDA-graph terms) less its
-    own weights and activation peak, laid out over its own layers."""
+    own weights and activation peak, laid out over its own layers. free_budget (the extensible KV cache, 0.34+):
+    the free memory at the first snapshot less the same terms; the stage's budget is then
+    min(budget, free_budget - margin(its peak)) less its own terms (extensible_kv_cache.py:616-617 at v0.34.0)."""
     pp = s.pipeline_parallel
     out = []
     start = 0
@@ -778,7 +841,8 @@ def stage_budgets(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings, budget: int
                                     compute_capability=gpu.compute_capability or 9.0,
                                     mamba_speculative_blocks=vllm_draft.mamba_speculative_blocks(
                                         spec, s.speculative_method, s.num_speculative_tokens),
-                                    null_block_first=s.rules.null_block_first)
+                                    null_block_first=s.rules.null_block_first,
+                                    default_block_size=s.rules.default_block_size)
         except (NotImplementedError, ValueError) as exc:
             raise UnsupportedModelError(f"vLLM cannot serve {spec.name} this way: {exc}") from None
         act = activation_bytes(spec, s, mnbt, seqs, v2, last_stage=last, gpu=gpu, max_model_len=max_model_len,
@@ -789,10 +853,16 @@ def stage_budgets(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings, budget: int
         act += encoder_profile_bytes(spec, s, mnbt, act, seqs, max_model_len, v2)  # multimodal: the encoder's dummy items
         held = sampler_state_bytes(spec, s, seqs, v2) if last else 0
         available = budget - w - act - held
+        free_bound = False
+        if free_budget is not None:
+            capped = free_budget - extensible_margin(gpu, act) - w - act - held
+            free_bound = capped < available
+            available = min(available, capped)
         if s.kv_cache_memory_bytes:
             # gpu_worker.py:determine_available_memory: kv_cache_memory_bytes set -> no profile, that budget as is
             available = s.kv_cache_memory_bytes
         start += n_layers
         out.append(StageBudget(w, act, available, layout, layout.num_blocks(max(available, 0)),
-                               available >= layout.min_kv_bytes, int(round(layout.kv_bytes_per_token)), held))
+                               available >= layout.min_kv_bytes, int(round(layout.kv_bytes_per_token)), held,
+                               free_bound))
     return out

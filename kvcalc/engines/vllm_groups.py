@@ -353,6 +353,7 @@ def _vllm_kv_layout(
     mamba_cache_mode: str = "none",
     mamba_speculative_blocks: int = 0,
     null_block_first: bool = False,
+    default_block_size: int = DEFAULT_BLOCK_SIZE,
 ) -> KvLayout:
     """The KV-cache layout vLLM 0.26 builds for these layers on one rank (TP `tp`), step by step as
     kv_cache_utils.py:get_kv_cache_groups dispatches.
@@ -372,10 +373,12 @@ def _vllm_kv_layout(
                                       if isinstance(layer, MambaState) and layer.ssm_dtype_bytes), None)
     conv_bytes, ssm_bytes = _mamba_dtype_bytes(model_type, dtype_bytes, mamba_conv_dtype_bytes,
                                                mamba_ssm_dtype_bytes)
-    choice = choose_block_size(cached, kv, dtype_bytes, block_size, tp, compute_capability, conv_bytes, ssm_bytes)
+    choice = choose_block_size(cached, kv, dtype_bytes, block_size, tp, compute_capability, conv_bytes, ssm_bytes,
+                               default_block_size)
     notes = list(choice.notes)
     specs = layer_specs(cached, kv, dtype_bytes, tp, choice, max_model_len, conv_bytes, ssm_bytes,
-                        mamba_speculative_blocks, model_type=model_type)
+                        mamba_speculative_blocks, model_type=model_type,
+                        sliding_follows_block=default_block_size != DEFAULT_BLOCK_SIZE)
     if not hybrid_allocator:
         specs = unify_hybrid_specs(specs, notes)
 

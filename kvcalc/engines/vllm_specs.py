@@ -194,6 +194,17 @@ def mla_backend_block(compute_capability: float, fp8: bool, qk_nope_head_dim: in
     return "TRITON_MLA", 16  # triton_mla.py: MultipleOf(16)
 
 
+# Kernel block sizes of the MLA backends (v1/attention/backends/mla/*.py get_supported_kernel_block_sizes at v0.34.0):
+# None = MultipleOf(16)
+_MLA_KERNEL_BLOCKS = {"FLASHMLA_SPARSE": (64,), "FLASHINFER_MLA": (32, 64), "CUTLASS_MLA": (128,),
+                      "FLASH_ATTN_MLA": None, "FLASHMLA": (64,), "TRITON_MLA": None}
+
+
+def mla_accepts_block(backend: str, block: int) -> bool:
+    sizes = _MLA_KERNEL_BLOCKS.get(backend, ())
+    return block % 16 == 0 if sizes is None else block in sizes
+
+
 def mamba2_extra_groups(n_groups: int, tp: int) -> int:
     """mamba_utils.py:extra_groups_for_head_shards: groups are replicated so every rank holds whole ones."""
     return 0 if n_groups % tp == 0 else tp - n_groups
@@ -219,7 +230,8 @@ class BlockChoice:
 
 
 def choose_block_size(cached: list[LayerCache], kv: KvFormat, dtype_bytes: int, block_size: int | None, tp: int,
-                      compute_capability: float, conv_bytes: int, ssm_bytes: int) -> BlockChoice:
+                      compute_capability: float, conv_bytes: int, ssm_bytes: int,
+                      default_block_size: int = DEFAULT_BLOCK_SIZE) -> BlockChoice:
     """Step 1: the backend's preferred block (MLA backends by GPU generation) unless --block-size is given, then
     interface.py:_align_hybrid_block_size for attention + Mamba hybrids (runs even over a user --block-size)."""
     elem = vllm_element_bytes(kv, dtype_bytes)
@@ -233,11 +245,15 @@ def choose_block_size(cached: list[LayerCache], kv: KvFormat, dtype_bytes: int, 
         backend, preferred = mla_backend_block(compute_capability, fp8, mla_layers[0].qk_nope_head_dim,
                                                sparse=bool(mla_layers[0].index_head_dim))
         kernel_min = preferred  # the chosen backend's smallest kernel block (fixed-size kernels: that size)
+        if default_block_size != DEFAULT_BLOCK_SIZE and mla_accepts_block(backend, default_block_size):
+            # v1/attention/backend.py:158-166 get_preferred_block_size: the default when the kernel takes it
+            preferred = default_block_size
         if block_size is None:
             notes.append(f"MLA on sm{int(compute_capability * 10)}: {backend} backend, block size {preferred} "
                          "(platforms/cuda.py:_get_backend_priorities, get_preferred_block_size)")
     else:
-        preferred = DEFAULT_BLOCK_SIZE
+        # FLASH_ATTN / TRITON_ATTN take MultipleOf(16), FlashInfer [16, 32, 64]: the release's default as is
+        preferred = default_block_size
     bs = block_size if block_size is not None else preferred
 
     padded: int | None = None
@@ -280,7 +296,7 @@ def gemma4_padded_page(layer: LayerCache, block_size: int, kv: KvFormat, tp: int
 
 def layer_specs(cached: list[LayerCache], kv: KvFormat, dtype_bytes: int, tp: int, choice: BlockChoice,
                 max_model_len: int, conv_bytes: int, ssm_bytes: int, mamba_spec_blocks: int = 0,
-                model_type: str = "") -> list[PageSpec]:
+                model_type: str = "", sliding_follows_block: bool = False) -> list[PageSpec]:
     """Step 2: one PageSpec per layer that keeps a cache (kv_cache_interface.py), pages from vllm_page_bytes (or a
     model's own padded page: gemma4_padded_page)."""
     elem = vllm_element_bytes(kv, dtype_bytes)
@@ -298,6 +314,10 @@ def layer_specs(cached: list[LayerCache], kv: KvFormat, dtype_bytes: int, tp: in
         elif isinstance(layer, SlidingWindow):
             heads = vllm_kv_heads_per_rank(layer.num_kv_heads, tp)
             sw_bs = SMALLEST_KERNEL_BLOCK  # attention.py:_largest_kernel_block_within(page_budget=None)
+            if sliding_follows_block:
+                # 0.34.0 attention.py:686-693: page_budget = per-token page x block_size, divisor_of=block_size:
+                # the largest MultipleOf(16) block within it, the primary block itself
+                sw_bs = bs
             specs.append(PageSpec("sliding", sw_bs, vllm_page_bytes(layer, sw_bs, kv, dtype_bytes, tp),
                                   window=layer.window, shape=(heads, layer.head_dim, layer.v_head_dim, elem)))
         elif isinstance(layer, FullAttention):

@@ -16,7 +16,7 @@ from functools import lru_cache
 from ..errors import UsageError, shown
 from .release_rows import newest_at_or_below
 
-NEWEST_RELEASE_KNOWN = "0.33.0"  # the newest release kvcalc has a rules row for; later ones warn
+NEWEST_RELEASE_KNOWN = "0.34.0"  # the newest release kvcalc has a rules row for; later ones warn
 MEASURED_RELEASE = "0.26.0"  # the release whose rules were measured on a GPU (the H200 runs, docs/validation/data)
 OLDEST_RELEASE = "0.4.0"
 
@@ -41,6 +41,7 @@ class VersionRules:
     profile: str = "fitted"
     # How the row is known (explain prints it): "measured" (run on a GPU by this project: 0.26 on the H200),
     # "source" (read from vLLM's source at the release and checked on public start-up logs, never run here),
+    # "source-only" (read from the source, no public start-up log of the release found to check it),
     # "carried" (the release was not read line by line: no rule change found in the sources read, so the previous
     # row's rules apply unverified)
     evidence: str = "source"
@@ -66,6 +67,23 @@ class VersionRules:
     # summed non_torch_increase, which leaves torch tensors out), so torch tensors allocated after the weights are
     # measured and before the profile (the V2 sampler's penalty state) come out of the KV budget
     consumed_from_free_memory: bool = False
+    # 0.34.0+: config/cache.py:185 CacheConfig.DEFAULT_BLOCK_SIZE 64 (16 through 0.33.0, :185), the value
+    # platforms/interface.py:782-791 passes to each attention backend's get_preferred_block_size
+    default_block_size: int = 16
+    # 0.33.0+: engine/arg_utils.py:2960-2962 at v0.33.0 keeps GB10 (DGX Spark, compute capability 12.1) on the small
+    # batching tier whatever its memory ("has the memory but not the compute of a large discrete GPU"); absent in
+    # 0.32.0's get_batch_defaults
+    batch_gb10_small: bool = False
+    # 0.34.0+: the extensible KV cache (config/cache.py:395, on by default on CUDA and ROCm unless
+    # kv_cache_memory_bytes is set: config/vllm.py:3180-3254): the cache is sized after warmup and CUDA-graph
+    # capture from measured free memory (v1/worker/extensible_kv_cache.py:592-618 measure_kv_cache_bytes), and
+    # gpu_memory_utilization defaults to 1.0 (config/cache.py:495-501 resolved_gpu_memory_utilization)
+    extensible_kv_cache: bool = False
+
+    def default_util_for(self, fixed_kv_budget: bool = False) -> float:
+        """gpu_memory_utilization when the user sets none: 1.0 with the extensible KV cache (0.34+; off when
+        --kv-cache-memory-bytes fixes the budget, config/vllm.py:3204-3208), else default_util."""
+        return 1.0 if self.extensible_kv_cache and not fixed_kv_budget else self.default_util
 
 
 # Sampler peak per logit, before the V2 runner: fp32 logits (4 B) + the top-k/top-p path's sorted copy (4 B) and
@@ -182,7 +200,27 @@ VERSION_RULES: tuple[VersionRules, ...] = (
                  "0.28: its CacheDType lists turboquant_* and nvfp4_4over6); the 0.29 rules apply. Checked in the release "
                  "wheel: util 0.92 (config/cache.py:215), batch tiers (engine/arg_utils.py:2973-2990), the V2 graph "
                  "estimate subtracted (v1/worker/gpu_worker.py:748-756)",
-                 consumed_from_free_memory=True, logged_peak_with_graphs=True, profile="mechanism", evidence="carried", null_block_first=True, v2_cudagraph_estimate=True, v2_runner_for_all=True),
+                 consumed_from_free_memory=True, logged_peak_with_graphs=True, profile="mechanism", evidence="carried", null_block_first=True, v2_cudagraph_estimate=True, v2_runner_for_all=True, batch_gb10_small=True),
+    VersionRules("0.34.0", "v1", 0.92, "v1_memory_160", "always", True, True, True, True, "concurrency", False,
+                 None, "read in the release wheel (vllm-0.34.0, cp38-abi3 manylinux_2_28): the extensible KV cache, on "
+                 "by default on CUDA and ROCm (config/cache.py:395-406; config/vllm.py:3180-3254 turns it off for "
+                 "kv_cache_memory_bytes, num_gpu_blocks_override, elastic EP and some KV connectors), sizes the cache "
+                 "after warmup and CUDA-graph capture: KV = min(requested - non-KV used, free + committed - margin) "
+                 "- transient peak, margin = max(1 GiB (3 on ROCm), 0.75 x transient peak) "
+                 "(v1/worker/extensible_kv_cache.py:64-65, 592-618; the transient peak is the profile's, "
+                 "gpu_worker.py:946-948, folded with the sizing warmup's, :1087-1092); the graph estimate is "
+                 "skipped (v1/worker/gpu/model_runner.py:1121-1125), the real capture (:1103) is in the measured "
+                 "use; gpu_memory_utilization defaults to 1.0 with it, 0.92 without (config/cache.py:186, 216, "
+                 "495-501), and the start check against free memory is skipped (v1/worker/utils.py:783-786); "
+                 "default block size 16 -> 64 (config/cache.py:185). Unchanged: batch tiers "
+                 "(engine/arg_utils.py:3007-3043, GB10 on the small tier since 0.33), logged tokens "
+                 "(v1/core/kv_cache_utils.py:1141-1157), the V2 sampler's penalty state. Not modelled: the "
+                 "torch-reservation growth of the sizing steps (taken as at most the transient peak) and the "
+                 "sizing warmup's own peak beyond the profile's (mixed prefill/decode step with prompt logprobs, "
+                 "chunked at 1024 rows: v1/worker/gpu/warmup.py:483-526, gpu/sample/prompt_logprob.py:20)",
+                 consumed_from_free_memory=True, logged_peak_with_graphs=False, profile="mechanism",
+                 null_block_first=True, v2_cudagraph_estimate=True, v2_runner_for_all=True, batch_gb10_small=True,
+                 default_block_size=64, extensible_kv_cache=True, evidence="source-only"),
 )
 
 
@@ -254,16 +292,19 @@ def is_newer_than_known(version: str) -> bool:
 # max_num_batched_tokens / max_num_seqs defaults when the user sets neither, by entry point ("llm": the offline
 # LLM class; "serve": the OpenAI server). V0 has one default for both.
 def batch_defaults_for(rules: VersionRules, memory_bytes: int, gpu_name: str, entrypoint: str,
-                       max_model_len: int) -> tuple[int, int]:
+                       max_model_len: int, compute_capability: float | None = None) -> tuple[int, int]:
     """(max_num_batched_tokens, max_num_seqs) vLLM picks for this GPU, entry point and max_model_len."""
     if rules.batch_defaults == "v0":
         return max(max_model_len, 2048), 256  # config.py SchedulerConfig (chunked prefill off)
     if rules.batch_defaults in ("v1_memory", "v1_memory_160"):
         if rules.batch_defaults == "v1_memory_160" and memory_bytes >= 160 * 2**30:
-            # 0.28 arg_utils.py:2582-2591: serve 16384 on >= 160 GiB GPUs (the LLM-class value was not read: the
-            # 70 GiB tier's 16384 is kept, and its 1024 sequences)
+            # 0.28 arg_utils.py:2582-2591: 16384 tokens and 1024 seqs for both entry points on >= 160 GiB GPUs
+            # (the same at v0.34.0 :3010-3018)
             return 16384, 1024
         large = memory_bytes >= 70 * 2**30 and "a100" not in gpu_name.lower()
+        if large and rules.batch_gb10_small and compute_capability is not None \
+                and round(compute_capability, 1) == 12.1:
+            large = False  # GB10 (DGX Spark) stays on the small tier from 0.33 (arg_utils.py:2960-2962)
         if large:
             return (16384 if entrypoint == "llm" else 8192), 1024
     return (8192 if entrypoint == "llm" else 2048), 256
@@ -322,6 +363,7 @@ def async_scheduling_default(version: str, pp: int = 1) -> bool:
 EVIDENCE_TEXT = {
     "measured": "measured on a GPU (the H200 runs, docs/validation/data/v3)",
     "source": "read from vLLM's source and public start-up logs of the release, not run here",
+    "source-only": "read from vLLM's source at the release; no public start-up log of it checked, not run here",
     "carried": "not read line by line: no rule change found in the sources read, so the previous release's rules "
                "apply unverified",
 }
