@@ -71,6 +71,26 @@ def test_entrypoint_sets_vllm_batch_defaults():
     assert mnbt("--vllm-version", "0.6.3") == (8192, 256)  # V0: max(max_model_len 8192, 2048), 256 seqs
 
 
+def test_a100_joins_the_large_batch_tier_only_before_0_9():
+    """engine/arg_utils.py at v0.8.5:1596 gives every >= 70 GiB GPU the large defaults; v0.9.0:1495 adds
+    `"a100" not in device_name` (vllm#17885). A100 80GB (79.25 GiB as the driver reports, >= 70): 0.8.5 serve
+    8192 tokens / 1024 seqs, LLM 16384 / 1024; 0.9.0 and later 2048 / 256 and 8192 / 256. The H100 keeps the large
+    tier in both."""
+    a100, h100 = get_gpu("a100-80gb"), get_gpu("h100")
+    assert a100.memory_total_bytes >= 70 * 2**30 and "a100" in a100.name.lower()
+    assert vllm.batch_defaults(a100, "serve", version="0.8.5") == (8192, 1024)
+    assert vllm.batch_defaults(a100, "llm", version="0.8.5") == (16384, 1024)
+    for version in ("0.9.0", "0.9.1", "0.33.0"):
+        assert vllm.batch_defaults(a100, "serve", version=version) == (2048, 256)
+        assert vllm.batch_defaults(a100, "llm", version=version) == (8192, 256)
+    for version in ("0.8.5", "0.9.0"):
+        assert vllm.batch_defaults(h100, "serve", version=version) == (8192, 1024)
+    # the 0.9.0 row changes nothing else
+    from dataclasses import asdict
+    diff = {k for k, v in asdict(rules_for("0.8.5")).items() if asdict(rules_for("0.9.0"))[k] != v}
+    assert diff == {"since", "batch_defaults", "sources"}
+
+
 def test_default_util_by_version():
     # vllm#38284: 0.9 -> 0.92 with CUDA-graph profiling on by default, from 0.21.0
     assert rules_for("0.20.2").default_util == 0.9 and not rules_for("0.20.2").cudagraph_estimate
@@ -88,7 +108,7 @@ def test_default_util_by_version():
 
 @pytest.mark.parametrize("version,since,engine", [
     ("0.4.0", "0.4.0", "v0"), ("0.6.3", "0.5.3", "v0"), ("0.6.5", "0.6.4", "v0"), ("0.7.3", "0.6.4", "v0"),
-    ("0.8.5.dev169+gce17db808.d20250423", "0.8.5", "v1"), ("0.10.1.1", "0.9.2", "v1"),
+    ("0.8.5.dev169+gce17db808.d20250423", "0.8.5", "v1"), ("0.9.0", "0.9.0", "v1"), ("0.9.1", "0.9.0", "v1"), ("0.10.1.1", "0.9.2", "v1"),
     ("0.19.0", "0.9.2", "v1"), ("0.26.0rc1", "0.26.0", "v1"), ("0.26", "0.26.0", "v1"), ("0.28.0rc3", "0.28.0", "v1"), ("0.28.1", "0.28.1", "v1"),
     ("0.29.1rc1.dev17+gd2d649e67", "0.29.0", "v1"), ("0.33.0", "0.33.0", "v1"), ("0.34.0", "0.34.0", "v1"), ("1.2.0", "0.34.0", "v1")])
 def test_version_rows(version, since, engine):

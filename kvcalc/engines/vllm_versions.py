@@ -118,10 +118,16 @@ VERSION_RULES: tuple[VersionRules, ...] = (
                  "defaults (LLM class 8192, OpenAI server 2048 tokens; 256 seqs); prefix caching on; "
                  "v1/core/kv_cache_utils.py logs num_blocks // len(groups) * block_size tokens; V1's profile counts "
                  "other processes' memory as non-torch (vllm#19312)"),
-    VersionRules("0.8.5", "v1", 0.9, "v1_memory", "always", True, True, False, False, "per_group", True,
+    VersionRules("0.8.5", "v1", 0.9, "v1_memory_any", "always", True, True, False, False, "per_group", True,
                  _SORT_SAMPLER,
-                 "engine/arg_utils.py:_set_default_args_v1 / get_batch_defaults: GPUs with >= 70 GiB that are not "
-                 "A100 get 16384 (LLM) / 8192 (server) tokens and 1024 seqs (approximate release)"),
+                 "engine/arg_utils.py:1596-1609 at v0.8.5 (_set_default_args_v1): every GPU with >= 70 GiB, A100 "
+                 "80GB included (no device-name check), gets 16384 (LLM) / 8192 (server) tokens and 1024 seqs "
+                 "(approximate release for the tier itself)"),
+    VersionRules("0.9.0", "v1", 0.9, "v1_memory", "always", True, True, False, False, "per_group", True,
+                 _SORT_SAMPLER,
+                 "engine/arg_utils.py:1492-1495 at v0.9.0: the >= 70 GiB tier skips A100s ('a100' in the device "
+                 "name: larger max_num_batched_tokens lowers A100 throughput, vllm#17885); nothing else changed "
+                 "from the 0.8.5 row"),
     VersionRules("0.9.2", "v1", 0.9, "v1_memory", "always", True, True, False, False, "per_group", False,
                  _SORT_SAMPLER,
                  "vllm#18974 / #19312 (v1/worker/gpu_worker.py on utils memory_profiling): other processes' memory "
@@ -296,12 +302,14 @@ def batch_defaults_for(rules: VersionRules, memory_bytes: int, gpu_name: str, en
     """(max_num_batched_tokens, max_num_seqs) vLLM picks for this GPU, entry point and max_model_len."""
     if rules.batch_defaults == "v0":
         return max(max_model_len, 2048), 256  # config.py SchedulerConfig (chunked prefill off)
-    if rules.batch_defaults in ("v1_memory", "v1_memory_160"):
+    if rules.batch_defaults in ("v1_memory", "v1_memory_160", "v1_memory_any"):
         if rules.batch_defaults == "v1_memory_160" and memory_bytes >= 160 * 2**30:
             # 0.28 arg_utils.py:2582-2591: 16384 tokens and 1024 seqs for both entry points on >= 160 GiB GPUs
             # (the same at v0.34.0 :3010-3018)
             return 16384, 1024
-        large = memory_bytes >= 70 * 2**30 and "a100" not in gpu_name.lower()
+        # the A100 exclusion from 0.9.0 (arg_utils.py:1495 at v0.9.0; absent at v0.8.5 :1596)
+        large = memory_bytes >= 70 * 2**30 and (rules.batch_defaults == "v1_memory_any"
+                                                 or "a100" not in gpu_name.lower())
         if large and rules.batch_gb10_small and compute_capability is not None \
                 and round(compute_capability, 1) == 12.1:
             large = False  # GB10 (DGX Spark) stays on the small tier from 0.33 (arg_utils.py:2960-2962)
