@@ -97,3 +97,42 @@ def test_gb10_small_tier_from_0_33():
     h200 = get_gpu("h200")
     assert batch_defaults_for(r33, h200.memory_total_bytes, h200.name, "serve", 8192,
                               h200.compute_capability) == (8192, 1024)
+
+
+def test_replicated_weights_under_tp_by_hand():
+    """What vLLM keeps whole on every TP rank (engines/vllm.py replicated_params, vLLM 0.34.0 source):
+    Gemma-3-1B (1 KV head of 256, hidden 1152, 26 layers) at TP 2: QKVParallelLinear gives each rank the one head
+    (linear.py:1114-1119), so a rank holds 1 x (256 + 256) x 1152 of k/v per layer, not half: extra
+    512 x 1152 x (2 - 1) / 2 x 26 = 7,667,712 params, 2 B each in bf16. Qwen3-30B-A3B at TP 8: 4 KV heads of 128 ->
+    256 x 2048 x 4 / 8 x 48 layers = 12,582,912; its router (GateLinear = ReplicatedLinear) 128 x 2048 x 48 x 7 / 8 =
+    11,010,048. DeepSeek-V3 at TP 8: q_a_proj + kv_a_proj_with_mqa (disable_tp=True) 7168 x (1536 + 512 + 64) x 61 x
+    7 / 8 = 808,034,304; router 256 x 7168 x 58 x 7 / 8 = 93,126,656. Llama-3.1-8B at TP 8 (8 KV heads): none."""
+    gemma, qwen, dsv3 = load_model("gemma-3-1b"), load_model("qwen3-30b-a3b"), load_model("deepseek-v3")
+    assert vllm.replicated_params(gemma, 2) == (7_667_712, 0)
+    assert vllm.replicated_params(gemma, 1) == (0, 0)
+    assert vllm.replicated_params(qwen, 8) == (12_582_912, 11_010_048)
+    assert vllm.replicated_params(dsv3, 8) == (808_034_304, 93_126_656)
+    assert vllm.replicated_params(load_model("llama-3.1-8b"), 8) == (0, 0)
+
+    def weights(spec, tp, w="bf16"):
+        return vllm.vllm_weight_bytes(spec, replace(settings(), weights=weight_format(w), tensor_parallel=tp))
+
+    real = {("gemma", 2): weights(gemma, 2), ("qwen", 8): weights(qwen, 8), ("dsv3", 8): weights(dsv3, 8, "fp8")}
+    import kvcalc.engines.vllm as engine
+
+    original = engine.replicated_parts
+    try:
+        engine.replicated_parts = lambda spec, tp: (0, 0, 0)  # the even split alone
+        split = {("gemma", 2): weights(gemma, 2), ("qwen", 8): weights(qwen, 8), ("dsv3", 8): weights(dsv3, 8, "fp8")}
+    finally:
+        engine.replicated_parts = original
+    # bf16: 2 B per parameter for the k/v heads and the router alike
+    assert real[("gemma", 2)] - split[("gemma", 2)] == 7_667_712 * 2
+    assert real[("qwen", 8)] - split[("qwen", 8)] == (12_582_912 + 11_010_048) * 2
+    # FP8 DeepSeek-V3: the down projections at the checkpoint's mean bytes per body parameter (~1 B: fp8 with block
+    # scales), the router in bf16: 0.75 + 0.17 GiB more per rank than the even split
+    extra = real[("dsv3", 8)] - split[("dsv3", 8)]
+    assert 808_034_304 * 1.0 + 93_126_656 * 2 <= extra <= 808_034_304 * 1.1 + 93_126_656 * 2
+    # SGLang adds its own MLA and router replicas (engines/sglang.py replicated_weight_bytes): only the K/V heads here
+    s = replace(settings(), tensor_parallel=8)
+    assert vllm.vllm_weight_bytes(qwen, s, kv_heads_only=True) - split[("qwen", 8)] == 12_582_912 * 2

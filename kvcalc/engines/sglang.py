@@ -454,7 +454,10 @@ def sglang_weight_bytes(spec: ModelSpec, s: SglangSettings, amd: bool = False) -
     from .vllm import VllmSettings, vllm_weight_bytes
 
     v = VllmSettings(weights=s.weights, kv=s.kv, tensor_parallel=s.tensor_parallel, dtype_bytes=s.dtype_bytes)
-    per_rank = (vllm_weight_bytes(spec, v) + allocator_rounding_bytes(spec, s) + mla_absorbed_bytes(spec, s)
+    # the one weight model's replicated K/V heads (engines/vllm.py replicated_parts; SGLang's QKVParallelLinear is
+    # vLLM's); the MLA and router replicas come from replicated_weight_bytes below, SGLang's own
+    per_rank = (vllm_weight_bytes(spec, v, kv_heads_only=True) + allocator_rounding_bytes(spec, s)
+                + mla_absorbed_bytes(spec, s)
                 + replicated_weight_bytes(spec, s, amd))
     if s.attn_tp != s.tensor_parallel:
         # DP attention: each attention group of tp / dp ranks holds a whole copy of the attention projections

@@ -297,8 +297,43 @@ def _padded_vocab(vocab: int, tp: int) -> int:
     return padded // tp if tp > 1 else padded
 
 
+def replicated_params(spec: ModelSpec, tp: int) -> tuple[int, int]:
+    """Parameters every TP rank holds beyond a 1/tp share of the model: (projection params, router params), the
+    extra over the even split (summed over the model's layers). Read in vLLM 0.34.0's layers:
+    - K/V heads when tp exceeds them: QKVParallelLinear gives each rank max(1, kv // tp) heads
+      (model_executor/layers/linear.py:1114-1119, num_kv_head_replicas = tp // kv), so a rank holds one head's k/v
+      projections, not kv / tp of them: extra (head_dim + v_head_dim) x hidden x (tp - kv) / tp per attention layer.
+    - MLA's down projections: q_a_proj and kv_a_proj_with_mqa, fused as DeepSeekV2FusedQkvAProjLinear
+      (MergedColumnParallelLinear with disable_tp=True, models/deepseek_v2.py:953-967) or ReplicatedLinear
+      (:1059-1065): hidden x (q_lora_rank + kv_lora_rank + qk_rope_head_dim) per layer, whole on every rank.
+    - The MoE router: GateLinear is a ReplicatedLinear (layers/fused_moe/router/gate_linear.py:26; mixtral.py:111,
+      qwen3_moe.py:170, deepseek_v2.py:321): num_experts x hidden per MoE layer on every rank.
+    Norms are replicated too and counted apart (vllm_weight_bytes)."""
+    kv, mla, router = replicated_parts(spec, tp)
+    return kv + mla, router
+
+
+def replicated_parts(spec: ModelSpec, tp: int) -> tuple[int, int, int]:
+    """replicated_params split as (K/V heads, MLA down projections, router): SGLang's engine adds its own MLA and
+    router terms (engines/sglang.py replicated_weight_bytes) and takes the K/V heads from here."""
+    if tp <= 1:
+        return 0, 0, 0
+    h, kv, mla = spec.hidden_size, 0, 0
+    for layer in spec.layers:
+        attn = getattr(layer, "attention", layer)  # ParallelHybrid keeps its attention beside the Mamba mixer
+        if type(attn).__name__ in ("FullAttention", "SlidingWindow", "ChunkedLocal") and attn.num_kv_heads < tp:
+            kv += (attn.head_dim + attn.v_head_dim) * h * (tp - attn.num_kv_heads) // tp
+        elif type(attn).__name__ == "MultiLatentAttention":
+            q_lora = int(spec.config.get("q_lora_rank") or 0)
+            mla += h * (q_lora + attn.kv_lora_rank + attn.qk_rope_head_dim) * (tp - 1) // tp
+    router = 0
+    if spec.moe is not None and spec.moe.moe_layers:
+        router = spec.moe.num_experts * h * spec.moe.moe_layers * (tp - 1) // tp
+    return kv, mla, router
+
+
 def vllm_weight_bytes(spec: ModelSpec, s: VllmSettings, rank_layers: int | None = None,
-                      has_embedding: bool = True, has_lm_head: bool = True) -> int:
+                      has_embedding: bool = True, has_lm_head: bool = True, kv_heads_only: bool = False) -> int:
     """Weights one rank loads: its share of the model (TP shards projections and the vocabulary, norms replicate),
     the vocabulary padded to a multiple of 64, the rotary cos/sin cache (max_position x rotary_dim), and the
     multimodal encoders (vllm_encoders.py: every stage, sharded over TP; none with every modality limited to 0)."""
@@ -311,6 +346,15 @@ def vllm_weight_bytes(spec: ModelSpec, s: VllmSettings, rank_layers: int | None 
     body = body * layers // spec.num_layers
     norms_replicated = spec.params.norms * s.dtype_bytes * layers // spec.num_layers
     per_rank = (body - norms_replicated) // tp + norms_replicated
+    kv, mla, router = replicated_parts(spec, tp)
+    proj = kv if kv_heads_only else kv + mla  # kv_heads_only: SGLang adds its own MLA and router terms
+    router = 0 if kv_heads_only else router
+    if proj or router:
+        # what vLLM replicates beyond the even split (replicated_params): projections at the body's mean bytes per
+        # parameter (the checkpoint's format), the router in the model dtype (never quantized); this stage's layers
+        body_params = max(spec.params.total - spec.params.embedding - spec.params.lm_head, 1)
+        per_param = (total - embed_bytes - head_bytes) / body_params
+        per_rank += int((proj * per_param + router * s.dtype_bytes) * layers / spec.num_layers)
     pad_rows = _padded_vocab(spec.vocab_size, tp) - (spec.vocab_size // tp if tp > 1 else spec.vocab_size)
     vocab_bytes = (spec.vocab_size // tp + pad_rows) * spec.hidden_size * s.dtype_bytes
     if has_embedding:
@@ -695,7 +739,8 @@ def _estimate(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings) -> VllmEstimate
                      + (f"; each Mamba layer keeps {blocks} extra state block(s) per request" if blocks else "")
                      + f"; {'V2' if v2 else 'V1'} model runner")
     if s.tensor_parallel > spec.num_kv_heads:
-        notes.append(f"tp {s.tensor_parallel} > {spec.num_kv_heads} KV heads: each rank holds a replicated KV head")
+        notes.append(f"tp {s.tensor_parallel} > {spec.num_kv_heads} KV heads: each rank holds a replicated KV head, "
+                     "its cache and its k/v projections (QKVParallelLinear, model_executor/layers/linear.py)")
     if s.weights.name == "bf16" and gpu.vendor == "nvidia" and cc < 8.0:
         notes.append(f"{gpu.name} has no bf16: vLLM casts the model to fp16 (same bytes)")
     elif s.weights.name == "fp8" and gpu.vendor == "nvidia" and cc < 8.9:
