@@ -379,6 +379,10 @@ PLAN_OPTIONS: list[Option] = [
     Option("prefix_len", TOKENS, None, "a prefix every prompt shares, before its --input-len tokens (vllm bench "
            "--random-prefix-len); prefix caching computes it once.", aliases=("--random-prefix-len",),
            into="workload"),
+    Option("fresh_server", is_flag=True, help="the run is the server's first: vllm bench (0.26) skips its ready "
+           "check by default, so its first request pays the server's one-time first-request cost (+23.5 ms to that "
+           "request's TTFT); default: a server that has served before.", into="workload",
+           convert=lambda v: True if v else None, web=False),
     Option("burstiness", click.FloatRange(0, min_open=True), None, "vllm bench --burstiness of --request-rate "
            "arrivals: gamma-distributed gaps, 1 = Poisson, < 1 burstier [default: 1].", into="workload"),
     Option("percentiles", NAME, None, "vllm bench --metric-percentiles of TTFT, TPOT, ITL and e2e "
@@ -488,6 +492,7 @@ SEARCH_OPTIONS: list[Option] = [
     same("random_range_ratio"),
     same("prefix_len"),
     same("burstiness"),
+    same("fresh_server"),
     same("percentiles"),
     Option("max_ttft_ms", float, None, "target: time to first token.", callback=positive_float("--max-ttft-ms")),
     Option("max_tpot_ms", float, None, "target: time per output token after the first.",

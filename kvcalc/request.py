@@ -24,7 +24,7 @@ def _workload(given: dict):
               for o in PLAN_OPTIONS if o.into == "workload"}
     if fields["input_len"] is None:
         others = [o for o in PLAN_OPTIONS if o.into == "workload" and o.name != "input_len"
-                  and given.get(o.name) is not None]
+                  and given.get(o.name) not in (None, False)]
         if others:
             raise UsageError(f"{others[0].spellings[0]} describes a vllm bench workload and needs --input-len")
         return None
@@ -211,7 +211,7 @@ def build_search(options: dict, load_model=None, explicit: set[str] = frozenset(
                     num_prompts=kw.get("num_prompts"), random_range_ratio=kw.get("random_range_ratio") or 0.0,
                     prefix_len=kw.get("prefix_len") or 0,
                     burstiness=kw["burstiness"] if kw.get("burstiness") is not None else 1.0,
-                    percentiles=parse_percentiles(kw.get("percentiles")))
+                    percentiles=parse_percentiles(kw.get("percentiles")), fresh_server=bool(kw.get("fresh_server")))
     wl.check()
     targets = S.Targets(kw["max_ttft_ms"], kw["max_tpot_ms"], kw["min_context"], kw["max_quality_risk"])
     req = S.SearchRequest(spec, wl, targets, space, prices, version, kw["max_num_batched_tokens"], kw["top"],

@@ -118,3 +118,23 @@ def test_hf_rows_take_the_prompt_and_output_of_the_workload():
         req = PlanRequest(SPEC, get_gpu("l4"), context=i + o, engines=("hf",), workload=Workload(i, o))
         return next(r for r in plan(req) if r.config == "baseline").hf_memory_bytes
     assert hf_total(8000, 192) > hf_total(192, 8000)
+
+
+def test_fresh_server_adds_the_first_requests_cost_to_plan_and_search_alike():
+    """--fresh-server: the run's first request pays serve.yaml first_request_s, so a closed loop of one over N
+    prompts has a mean TTFT first_request_s / N higher; plan and search carry it in their JSON the same."""
+    import json
+
+    from cli_helper import invoke
+    from kvcalc.workload import first_request_s
+
+    args = ["--model", "llama-3.1-8b", "--input-len", "1k", "--concurrency", "1", "--num-prompts", "8", "--json"]
+    warm = json.loads(invoke(["plan", "--gpu", "h200", *args])[1])
+    fresh = json.loads(invoke(["plan", "--gpu", "h200", *args, "--fresh-server"])[1])
+    assert fresh["workload"]["fresh_server"] is True and warm["workload"]["fresh_server"] is False
+    gap = fresh["rows"][0]["bench"]["ttft_s"] - warm["rows"][0]["bench"]["ttft_s"]
+    assert abs(gap - first_request_s() / 8) < 1e-9
+    found = json.loads(invoke(["search", "--gpus", "h200", *args, "--fresh-server"])[1])
+    assert found["workload"]["fresh_server"] is True
+    code, out, err = invoke(["plan", "--fresh-server"])
+    assert code == 2 and "needs --input-len" in out + err
