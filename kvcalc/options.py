@@ -350,7 +350,7 @@ PLAN_OPTIONS: list[Option] = [
            aliases=("--dp",), show_default=True, into="request"),
     Option("enable_dp_attention", is_flag=True, help="SGLang --enable-dp-attention.", into="request", convert=bool),
     Option("speculative_algorithm", NAME, None, "SGLang --speculative-algorithm (EAGLE, EAGLE3, NEXTN, STANDALONE, "
-           "NGRAM): its drafter reserve in the default --mem-fraction-static; from 0.5.10 to 0.5.13 the default "
+           "NGRAM): its drafter reserve in the default --mem-fraction-static; on 0.5.10 (not 0.5.14) the default "
            "piecewise prefill graphs are off (the drafter's weights are not modelled).", into="request"),
     Option("moe_a2a_backend", NAME, None, "SGLang --moe-a2a-backend (deepep, mooncake, ...): anything but none "
            "switches the default piecewise prefill graphs off [default: none].", into="request"),
