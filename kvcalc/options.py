@@ -322,7 +322,8 @@ PLAN_OPTIONS: list[Option] = [
            "(V0 before 0.11, V1 from 0.7).", show_default=True, into="request"),
     Option("enable_chunked_prefill", None, None, "vLLM's chunked prefill (V0 only: V1 always chunks) [default: the "
            "version's; V0 on when max_model_len > 32K].", secondary="--no-enable-chunked-prefill", into="request"),
-    Option("enable_lora", is_flag=True, help="vLLM --enable-lora: adapter slots preallocated.", into="request"),
+    Option("enable_lora", is_flag=True, help="vLLM --enable-lora: adapter slots preallocated (SGLang --enable-lora / "
+           "--lora-paths: its default piecewise prefill graphs are off).", into="request"),
     Option("max_loras", POSITIVE, 1, "vLLM --max-loras.", show_default=True, into="request"),
     Option("max_lora_rank", POSITIVE, 16, "vLLM --max-lora-rank.", show_default=True, into="request"),
     Option("speculative_config", NAME, None, 'vLLM --speculative-config, e.g. \'{"method": "ngram", '
@@ -348,6 +349,11 @@ PLAN_OPTIONS: list[Option] = [
     Option("dp_size", POSITIVE, 1, "SGLang --dp-size (with --enable-dp-attention: attention TP is tp / dp).",
            aliases=("--dp",), show_default=True, into="request"),
     Option("enable_dp_attention", is_flag=True, help="SGLang --enable-dp-attention.", into="request", convert=bool),
+    Option("speculative_algorithm", NAME, None, "SGLang --speculative-algorithm (EAGLE, EAGLE3, NEXTN, STANDALONE, "
+           "NGRAM): its drafter reserve in the default --mem-fraction-static; on 0.5.10 (not 0.5.14) the default "
+           "piecewise prefill graphs are off (the drafter's weights are not modelled).", into="request"),
+    Option("moe_a2a_backend", NAME, None, "SGLang --moe-a2a-backend (deepep, mooncake, ...): anything but none "
+           "switches the default piecewise prefill graphs off [default: none].", into="request"),
     Option("cuda_graph_max_bs", POSITIVE, None, "SGLang --cuda-graph-max-bs: the largest decode batch a CUDA graph "
            "replays; it sizes the graph reserve in the default --mem-fraction-static [default: SGLang's for the GPU "
            "and TP].", into="request"),

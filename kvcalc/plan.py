@@ -235,6 +235,8 @@ class PlanRequest:
     torch_compile_max_bs: int = 32  # SGLang --torch-compile-max-bs
     dp_size: int = 1
     enable_dp_attention: bool = False
+    speculative_algorithm: str | None = None  # SGLang --speculative-algorithm
+    moe_a2a_backend: str | None = None  # SGLang --moe-a2a-backend (None: none)
     read_files: bool = True  # False (the web API): no file named in the request is read (an EAGLE head's folder)
     # --weights/--kv resolved once, here; everything below uses these objects, never the names
     asked_weights: WeightFormat | None = field(init=False, default=None, repr=False, compare=False)
@@ -320,7 +322,8 @@ class PlanRequest:
             version=self.sglang_version, other_processes_bytes=self.other_processes_bytes,
             max_prefill_tokens=self.max_prefill_tokens or sglang_engine.SglangSettings.max_prefill_tokens,
             cuda_graph_max_bs=self.cuda_graph_max_bs, enable_torch_compile=self.enable_torch_compile,
-            torch_compile_max_bs=self.torch_compile_max_bs)
+            torch_compile_max_bs=self.torch_compile_max_bs, speculative_algorithm=self.speculative_algorithm,
+            enable_lora=self.enable_lora, moe_a2a_backend=self.moe_a2a_backend or "none")
 
     @property
     def text_only(self) -> bool:

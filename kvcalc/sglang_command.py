@@ -34,6 +34,9 @@ FLAGS: dict[str, tuple[str, str]] = {
     "--disable-radix-cache": ("disable_radix_cache", "flag"),
     "--enable-torch-compile": ("enable_torch_compile", "flag"),
     "--torch-compile-max-bs": ("torch_compile_max_bs", "int"),
+    "--speculative-algorithm": ("speculative_algorithm", "text"),
+    "--moe-a2a-backend": ("moe_a2a_backend", "text"),
+    "--enable-lora": ("enable_lora", "flag"),
 }
 KV_NAMES = {"auto": "auto", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8-e5m2", "bf16": "auto", "bfloat16": "auto"}
 IGNORED = {"--host", "--port", "--served-model-name", "--api-key", "--tokenizer-path", "--revision",
@@ -44,7 +47,7 @@ IGNORED = {"--host", "--port", "--served-model-name", "--api-key", "--tokenizer-
            "--dist-init-addr", "--moe-runner-backend", "--ep-size", "--max-total-tokens"}
 SWITCHES = {"--trust-remote-code", "--enable-metrics", "--disable-radix-cache", "--enable-torch-compile",
             "--enable-cache-report", "--disable-overlap-schedule", "--enable-mixed-chunk", "--enable-dp-attention",
-            "--disable-cuda-graph"}
+            "--disable-cuda-graph", "--enable-lora"}
 
 
 def _sglang_part(words: list[str]) -> list[str]:
@@ -81,9 +84,18 @@ def parse_sglang_command(text: str) -> tuple[dict, list[str]]:
             raise UsageError(f"--sglang-command: --kv-cache-dtype {shown(value)}: kvcalc models "
                              f"{', '.join(KV_NAMES)}")
 
+    def special(flag: str, eq: str, inline: str, i: int) -> int | None:
+        """--lora-paths takes any number of NAME=PATH words (server_args.py nargs="*"): LoRA on."""
+        if flag != "--lora-paths":
+            return None
+        while not eq and i < len(args) and not args[i].startswith("--"):
+            i += 1
+        values["enable_lora"] = True
+        return i
+
     # argparse reads a next word that is not a --flag as the value (-1 turns chunked prefill off)
     read_flags(args, 0, "--sglang-command", FLAGS, IGNORED, SWITCHES, ("flag",), lambda w: not w.startswith("--"),
-               store, warnings)
+               store, warnings, special)
     if "model" not in values:
         raise UsageError("--sglang-command names no model (--model-path MODEL)")
     if values.get("max_num_batched_tokens", 1) <= 0:  # server_args.py: -1 turns chunked prefill off

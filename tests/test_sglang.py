@@ -490,3 +490,99 @@ def test_sglang_rows_simulate_prefill_batches_first():
     assert a["mean_ttft_ms"] > b["mean_ttft_ms"] and a["mean_tpot_ms"] < b["mean_tpot_ms"]
     assert a["output_throughput"] <= b["output_throughput"]
     assert bench.tpot_s * 1e3 == pytest.approx(a["mean_tpot_ms"], rel=1e-9)
+
+
+H200_MIB = 143771  # nvidia-smi's memory.total, what SGLang's defaults read
+BASE_MIB = 512 + 1.5 * 8192 + 2 * 256 + 1024 / 8  # 13,440 MiB: llama-3.1-8b's 0.5.x reserve on an H200 at TP 1
+
+
+def _mfs(reserve_mib):
+    return round((H200_MIB - reserve_mib) / H200_MIB, 3)
+
+
+@pytest.mark.parametrize("kw, reason", [
+    (dict(enable_lora=True), "LoRA"),  # 0.5.14 server_args.py:3020
+    (dict(moe_a2a_backend="deepep"), "MoE A2A backend"),  # :3019
+    (dict(enable_torch_compile=True), "full torch.compile mode"),  # :3008
+])
+def test_piecewise_prefill_graphs_off_drop_the_reserve_and_the_replay(kw, reason):
+    """0.5.14's _disable_tc_piecewise_cudagraph_if_incompatible (server_args.py:2998-3057) runs from
+    _handle_cuda_graph_config (:2517) before _handle_gpu_memory_settings (:2524): these configurations lose the
+    58 x 8 MiB prefill-graph reserve (0.903 -> 0.907 for llama-3.1-8b on an H200) and prefill runs eager."""
+    spec, h200 = load_model("llama-3.1-8b"), get_gpu("h200")
+    on, off = S.estimate(spec, h200, settings(version="0.5.14")), S.estimate(spec, h200, settings(version="0.5.14", **kw))
+    assert on.mem_fraction_static == _mfs(BASE_MIB + 58 * 8) == 0.903
+    assert off.mem_fraction_static == _mfs(BASE_MIB) == 0.907
+    assert (on.prefill_graph_max_tokens, off.prefill_graph_max_tokens) == (8192, 0)
+    assert S.piecewise_off(rules_for("0.5.14"), settings(**kw)) == reason
+    assert any(reason in n for n in off.notes) and not any("prefill CUDA graphs off" in n for n in on.notes)
+
+
+def test_dp_attention_drops_the_piecewise_reserve():
+    """DP attention (0.5.14 server_args.py:3007; 0.5.10 rule 3, :1091-1093): at tp = dp = 1 the reserve is the base
+    + 3 MiB x 256 graph batch sizes x dp (:3289-3291), without the 464 MiB of prefill graphs: 0.901 (0.898 with)."""
+    spec, h200 = load_model("llama-3.1-8b"), get_gpu("h200")
+    est = S.estimate(spec, h200, settings(version="0.5.14", enable_dp_attention=True))
+    assert est.mem_fraction_static == _mfs(BASE_MIB + 256 * 3) == 0.901 != _mfs(BASE_MIB + 256 * 3 + 464)
+    assert est.prefill_graph_max_tokens == 0
+
+
+def test_pipeline_parallel_drops_the_piecewise_reserve():
+    """pp_size > 1 (0.5.14 server_args.py:3009; 0.5.10 rule 5): kvcalc plans SGLang at --pp 1 only, so the rule is
+    checked on the memory default itself: TP x PP 2 / 8 GiB = 256 MiB, no prefill graphs: 0.906 (0.902 with)."""
+    spec = load_model("llama-3.1-8b")
+    rules = rules_for("0.5.14")
+    mfs, why = S.default_mem_fraction(rules, H200_MIB, settings(pipeline_parallel=2), 8192, 256, False, spec)
+    assert mfs == round((H200_MIB - (512 + 1.5 * 8192 + 2 * 256 + 256)) / H200_MIB, 3) == 0.906
+    assert "piecewise" not in why
+    one, _ = S.default_mem_fraction(rules, H200_MIB, settings(), 8192, 256, False, spec)
+    assert one == 0.903
+
+
+def test_speculative_decoding_drops_the_piecewise_graphs_on_0_5_10_only():
+    """0.5.10 rule 2 (server_args.py:1088-1090) turns the prefill graphs off for any --speculative-algorithm; 0.5.14's
+    list has no such rule (:3002-3053). 0.5.10: base + EAGLE's 4 GiB, without 74 x 8 MiB: 0.878 (0.874 with);
+    0.5.14 reserves nothing for EAGLE and keeps the graphs: 0.903."""
+    spec, h200 = load_model("llama-3.1-8b"), get_gpu("h200")
+    old = S.estimate(spec, h200, settings(version="0.5.10", speculative_algorithm="EAGLE"))
+    assert old.mem_fraction_static == _mfs(BASE_MIB + 4096) == 0.878 != _mfs(BASE_MIB + 4096 + 74 * 8)
+    assert old.prefill_graph_max_tokens == 0
+    assert S.estimate(spec, h200, settings(version="0.5.10")).mem_fraction_static == _mfs(BASE_MIB + 74 * 8) == 0.902
+    new = S.estimate(spec, h200, settings(version="0.5.14", speculative_algorithm="EAGLE"))
+    assert (new.mem_fraction_static, new.prefill_graph_max_tokens) == (0.903, 8192)
+
+
+def test_model_arch_blacklist_per_release():
+    """configs/model_config.py piecewise_cuda_graph_disabled_model_archs: Qwen3-Next in both 0.5.10 (:1352-1358)
+    and 0.5.14 (:1713-1719); DeepSeek V3.2 in 0.5.10 only (its list and is_deepseek_nsa, :212-215), so 0.5.14 adds
+    the MLA prefill-graph reserve of 1.5 GiB (server_args.py:3306) for it: 0.896 against 0.907 on 0.5.10."""
+    nxt, v32 = load_model("qwen3-next-80b-a3b"), load_model("deepseek-v3.2")
+    r10, r14 = rules_for("0.5.10"), rules_for("0.5.14")
+    assert S.piecewise_off(r14, settings(), nxt) == S.piecewise_off(r10, settings(), nxt) == \
+        "model-arch blacklist (Qwen3NextForCausalLM)"
+    assert S.default_mem_fraction(r14, H200_MIB, settings(), 8192, 256, False, nxt)[0] == _mfs(BASE_MIB) == 0.907
+    assert S.piecewise_off(r10, settings(), v32) == "model-arch blacklist (DeepseekV32ForCausalLM)"
+    assert S.piecewise_off(r14, settings(), v32) == ""
+    assert S.default_mem_fraction(r10, H200_MIB, settings(), 8192, 256, True, v32)[0] == _mfs(BASE_MIB) == 0.907
+    assert S.default_mem_fraction(r14, H200_MIB, settings(), 8192, 256, True, v32)[0] == _mfs(BASE_MIB + 1536) == 0.896
+
+
+def test_multimodal_and_non_cuda_drop_the_piecewise_graphs():
+    """A multimodal architecture (0.5.14 server_args.py:3021-3025, model_config.py:427-435; 0.5.10 rule 9) loses the
+    graphs unless SGLang serves it text-only by default (Gemma3ForConditionalGeneration, model_config.py:293-297)
+    or keeps them (Cohere2Vision); non-CUDA hardware (:3010-3013) loses them too."""
+    r14, s = rules_for("0.5.14"), settings()
+    assert S.piecewise_off(r14, s, load_model("qwen2.5-vl-7b")) == "multimodal model"
+    assert S.piecewise_off(r14, s, load_model("gemma-3-4b")) == ""
+    assert S.piecewise_off(r14, s, load_model("llama-3.1-8b"), get_gpu("mi300x")) == "non-CUDA hardware"
+    assert S.piecewise_off(r14, s, load_model("llama-3.1-8b"), get_gpu("h200")) == ""
+
+
+def test_sglang_command_reads_the_flags_that_switch_prefill_graphs_off():
+    values, warnings = parse_sglang_command(
+        "python -m sglang.launch_server --model-path m --lora-paths a=/x b=/y --moe-a2a-backend deepep "
+        "--speculative-algorithm EAGLE --enable-dp-attention --pp-size 2")
+    assert values["enable_lora"] and values["moe_a2a_backend"] == "deepep"
+    assert values["speculative_algorithm"] == "EAGLE" and values["enable_dp_attention"] and values["pp"] == 2
+    assert not warnings
+    assert parse_sglang_command("python -m sglang.launch_server --model-path m --enable-lora")[0]["enable_lora"]

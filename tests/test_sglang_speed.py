@@ -147,3 +147,23 @@ def test_enable_torch_compile_fuses_the_decode_floor_and_drops_piecewise_prefill
     values, _ = parse_sglang_command("python -m sglang.launch_server --model-path m --enable-torch-compile "
                                      "--torch-compile-max-bs 16 --disable-radix-cache")
     assert values["enable_torch_compile"] and values["torch_compile_max_bs"] == 16 and values["disable_radix_cache"]
+
+
+@pytest.mark.parametrize("kw", [dict(enable_lora=True), dict(moe_a2a_backend="deepep"), dict(enable_dp_attention=True)])
+def test_prefill_graphs_off_make_short_prefills_eager(kw):
+    """Where SGLang switches its piecewise prefill graphs off (engines/sglang.py piecewise_off: LoRA, an MoE A2A
+    backend, DP attention on 0.5.14), a 128-token prefill of Gemma 3 1B no longer replays a graph: it pays its
+    launches (the eager norm chains included), as under --enable-torch-compile, whose prefill is eager too. The
+    decode graphs (16 sequences) stay, so TPOT moves by nothing but the prefill steps."""
+    g1, h200 = load_model("gemma-3-1b"), get_gpu("h200")
+    w, kv = weight_format("bf16"), kv_format("auto")
+    wl = Workload(128, 16, concurrency=1, num_prompts=4)
+
+    def ttft(est):
+        return vllm_bench(g1, h200, w, kv, wl, chunk_tokens=est.chunked_prefill_size,
+                          slots=est.max_running_requests, kv_bytes_per_token=est.deployment_kv_bytes_per_token,
+                          sglang=est).ttft_s
+
+    on, off = _est(g1, h200), _est(g1, h200, **kw)
+    assert (on.prefill_graph_max_tokens, off.prefill_graph_max_tokens) == (8192, 0)
+    assert ttft(off) > 1.5 * ttft(on)

@@ -88,6 +88,10 @@ class SglangSettings:
     # mode", server_args.py:3008 in 0.5.14; 0.5.10's _handle_piecewise_cuda_graph rule 4), before the memory default
     enable_torch_compile: bool = False
     torch_compile_max_bs: int = 32
+    # --lora-paths / --enable-lora and --moe-a2a-backend: no memory figure of their own here; they switch the
+    # default piecewise prefill graphs off (piecewise_off), as --speculative-algorithm does in 0.5.10
+    enable_lora: bool = False
+    moe_a2a_backend: str = "none"
 
     @property
     def rules(self) -> SglangRules:
@@ -198,11 +202,51 @@ def start_context_bytes(gpu: GpuProfile, world: int) -> int:
     return int(c["context_bytes_tp"] if world > 1 and fast_link else c["context_bytes"])
 
 
-def default_piecewise(rules: SglangRules, s: SglangSettings) -> bool:
+# multimodal architectures SGLang serves text-only unless --enable-multimodal (configs/model_config.py
+# mm_disabled_models: 0.5.10:156-160, 0.5.14:293-297): not multimodal to the prefill-graph rule
+_MM_DISABLED = frozenset({"Gemma3ForConditionalGeneration", "Llama4ForConditionalGeneration",
+                          "Step3VLForConditionalGeneration"})
+
+
+def piecewise_off(rules: SglangRules, s: SglangSettings, spec: ModelSpec | None = None,
+                  gpu: GpuProfile | None = None) -> str:
+    """Why SGLang switches its default piecewise prefill graphs off for this configuration ("" when it keeps
+    them): 0.5.10's _handle_piecewise_cuda_graph (server_args.py:1078-1139, run at :778 before
+    _handle_gpu_memory_settings at :784) and 0.5.14's _disable_tc_piecewise_cudagraph_if_incompatible
+    (server_args.py:2998-3057, run from _handle_cuda_graph_config at :2517 before _handle_gpu_memory_settings at
+    :2524), so the memory default drops the reserve as well. The conditions kvcalc can express; the others
+    (GGUF, CPU offload and hierarchical cache, deterministic inference, PD disaggregation, symmetric memory, the
+    expert distribution recorder, context parallelism, DLLM, debug modes) are listed in docs/validation/sglang.md."""
+    arch = ((spec.config or {}).get("architectures") or [""])[0] if spec is not None else ""
+    if arch in rules.piecewise_off_archs:
+        return f"model-arch blacklist ({arch})"
+    if rules.piecewise_off_nsa and spec is not None and any(
+            isinstance(x, MultiLatentAttention) and x.index_head_dim for x in flatten(spec.layers)):
+        return "DeepSeek sparse attention (is_deepseek_nsa)"
+    if rules.piecewise_off_speculative and s.speculative_algorithm:
+        return "speculative decoding"
+    if s.enable_dp_attention:
+        return "DP attention"
+    if s.enable_torch_compile:
+        return "full torch.compile mode"
+    if s.pipeline_parallel > 1:
+        return "pipeline parallelism (pp_size > 1)"
+    if gpu is not None and gpu.vendor != "nvidia":
+        return "non-CUDA hardware"
+    if s.moe_a2a_backend and s.moe_a2a_backend != "none":
+        return "MoE A2A backend"
+    if s.enable_lora:
+        return "LoRA"
+    if spec is not None and spec.encoders and arch not in _MM_DISABLED and arch not in rules.piecewise_mm_kept:
+        return "multimodal model"
+    return ""
+
+
+def default_piecewise(rules: SglangRules, s: SglangSettings, spec: ModelSpec | None = None,
+                      gpu: GpuProfile | None = None) -> bool:
     """Whether the release's default piecewise prefill graphs are captured (and reserved for): on from 0.5.10 unless
-    CUDA graphs are off or --enable-torch-compile turns them off (server_args.py:3008 in 0.5.14, before
-    _handle_gpu_memory_settings)."""
-    return rules.piecewise_graph_reserve and not s.disable_cuda_graph and not s.enable_torch_compile
+    CUDA graphs are off or the configuration is one SGLang switches them off for (piecewise_off)."""
+    return rules.piecewise_graph_reserve and not s.disable_cuda_graph and not piecewise_off(rules, s, spec, gpu)
 
 
 def piecewise_graph_sizes(max_tokens: int, sizes_of: str = "0.5.10") -> list[int]:
@@ -264,8 +308,9 @@ def _vlm_factor(spec: ModelSpec) -> float:
 
 
 def default_mem_fraction(rules: SglangRules, gpu_mib: int, s: SglangSettings, chunk: int, graph_bs: int,
-                         mla: bool, spec: ModelSpec) -> tuple[float, str]:
+                         mla: bool, spec: ModelSpec, gpu: GpuProfile | None = None) -> tuple[float, str]:
     """SGLang's default mem_fraction_static and how it came about (server_args.py, per release)."""
+    piecewise = default_piecewise(rules, s, spec, gpu)
     parallel = s.tensor_parallel * s.pipeline_parallel
     if rules.mfs_rule == "tp_only":
         tp = s.tensor_parallel
@@ -299,7 +344,7 @@ def default_mem_fraction(rules: SglangRules, gpu_mib: int, s: SglangSettings, ch
         reserved = 512 + tokens * 1.5 + graph_bs * 2 + parallel / 8 * 1024
         if s.enable_dp_attention:
             reserved += graph_bs * s.dp_size * 3 + (graph_bs * s.dp_size * 1.5 if graph_bs > 300 else 0)
-        if default_piecewise(rules, s):
+        if piecewise:
             top = chunk if chunk > 0 else 4096
             if rules.piecewise_sizes == "0.5.14" and s.context_length:  # server_args.py:3264-3267
                 top = min(top, s.context_length)
@@ -315,7 +360,7 @@ def default_mem_fraction(rules: SglangRules, gpu_mib: int, s: SglangSettings, ch
             reserved += optin
         why = (f"reserve {reserved / 1024:.2f} GiB = 0.5 + 1.5 MiB x {tokens:,} prefill tokens + 2 MiB x "
                f"{graph_bs} graph batch sizes + TP x PP {parallel} / 8 GiB"
-               + (" + piecewise graphs" if default_piecewise(rules, s) else "")
+               + (" + piecewise graphs" if piecewise else "")
                + (f" + {optin:,.0f} MiB for --enable-piecewise-cuda-graph" if optin else "")
                + (", at least 10 GiB" if gpu_mib > 60 * 1024 else "") + f" of {gpu_mib:,} MiB")
     mfs = round((gpu_mib - reserved) / gpu_mib, 3)
@@ -657,7 +702,7 @@ def estimate(spec: ModelSpec, gpu: GpuProfile, s: SglangSettings) -> SglangEstim
         notes.append(f"DP attention: {s.dp_size} attention groups of {s.attn_tp} rank(s); every group holds the whole "
                      "attention weights and KV heads of its TP size")
     if s.mem_fraction_static is None:
-        mfs, why = default_mem_fraction(rules, gpu_mib, asked, chunk, graph_bs, layout == "mla", spec)
+        mfs, why = default_mem_fraction(rules, gpu_mib, asked, chunk, graph_bs, layout == "mla", spec, gpu)
         source = f"SGLang {s.version}'s default: {why} (server_args.py)"
     else:
         mfs, source = s.mem_fraction_static, "--mem-fraction-static"
@@ -721,7 +766,12 @@ def estimate(spec: ModelSpec, gpu: GpuProfile, s: SglangSettings) -> SglangEstim
                      "--mem-fraction-static'")
     kv_per_token = int(cell) if layout != "hybrid-swa" else int(cell + swa_cell * n_swa)
     prefill_graphs = 0
-    if default_piecewise(rules, s):
+    off = piecewise_off(rules, asked, spec, gpu) if rules.piecewise_graph_reserve and not s.disable_cuda_graph else ""
+    if off:
+        notes.append(f"prefill CUDA graphs off: SGLang {s.version} switches its piecewise prefill graphs off for "
+                     f"{off} (server_args.py), so prefill runs eager and the default mem_fraction_static reserves "
+                     "nothing for them")
+    if default_piecewise(rules, asked, spec, gpu):
         prefill_graphs = chunk if chunk > 0 else 4096
         if rules.piecewise_sizes == "0.5.14" and s.context_length:  # server_args.py:3264-3267
             prefill_graphs = min(prefill_graphs, s.context_length)

@@ -62,6 +62,16 @@ class SglangRules:
     # "0.5.10" (server_args.py _generate_piecewise_cuda_graph_tokens) or "0.5.14" (a coarser list, 58 sizes to 8192;
     # max = chunked_prefill_size clamped to an explicit --context-length)
     piecewise_sizes: str = "0.5.10"
+    # the configurations whose default piecewise prefill graphs SGLang switches off before the memory default is
+    # computed (engines/sglang.py piecewise_off): the architectures of configs/model_config.py
+    # piecewise_cuda_graph_disabled_model_archs (0.5.10:1352-1358, 0.5.14:1713-1719), whether DeepSeek sparse
+    # attention is off too (0.5.10 model_config.py:212-215 is_deepseek_nsa; 0.5.14 drops it, :427-435), whether
+    # speculative decoding is (0.5.10 server_args.py:1088-1090, rule 2; not in 0.5.14's list, :3002-3053), and the
+    # multimodal architectures that keep the graphs (0.5.14 model_config.py:1725-1727 via :1795-1800; 0.5.10 none)
+    piecewise_off_archs: frozenset[str] = frozenset()
+    piecewise_off_nsa: bool = False
+    piecewise_off_speculative: bool = False
+    piecewise_mm_kept: frozenset[str] = frozenset()
 
 
 _GEMMA = frozenset({"Gemma2ForCausalLM", "Gemma3ForCausalLM", "Gemma3ForConditionalGeneration",
@@ -136,11 +146,17 @@ RULES: tuple[SglangRules, ...] = (
                 "sglang 0.5.10: server_args.py:1141-1325 (piecewise CUDA graphs on by default: +8 MiB per captured "
                 "token size, MLA +1.5 GiB, :1308; EAGLE +4 GiB); GPT-OSS now on hybrid SWA pools; "
                 "model_executor/model_runner_kv_cache_mixin.py:74-140 (cell size), :144-176 (profile), "
-                ":287-370 (hybrid SWA split), :840-858 (max_num_reqs = min(user // dp, estimate))", nsa_mode="tp"),
+                ":287-370 (hybrid SWA split), :840-858 (max_num_reqs = min(user // dp, estimate))", nsa_mode="tp",
+                piecewise_off_archs=frozenset({"DeepseekV32ForCausalLM", "Qwen3NextForCausalLM", "GlmMoeDsaForCausalLM",
+                                               "BailingMoeV2_5ForCausalLM", "LLaDAModelLM"}),
+                piecewise_off_nsa=True, piecewise_off_speculative=True),
     SglangRules("0.5.14", "activation", "buckets", 24, True, _GEMMA, True, 0, True, True,
                 "sglang 0.5.14: server_args.py:3276-3312 (no speculative reserve; prefill CUDA graphs +8 MiB per "
                 "captured size, :3303; sizes :3384-3400, max = chunked_prefill_size, 2048 with MLA, clamped to an explicit "
-                "context_length, :3239-3267)", nsa_mode="tp", piecewise_sizes="0.5.14"),
+                "context_length, :3239-3267)", nsa_mode="tp", piecewise_sizes="0.5.14",
+                piecewise_off_archs=frozenset({"DeepseekV4ForCausalLM", "DeepseekV4ForCausalLMNextN",
+                                               "Qwen3NextForCausalLM", "BailingMoeV2_5ForCausalLM", "LLaDAModelLM"}),
+                piecewise_mm_kept=frozenset({"Cohere2VisionForConditionalGeneration"})),
 )
 
 

@@ -50,6 +50,8 @@ _ARGS = {  # ServerArgs field -> kind
     "enable_dp_attention": "bool", "disable_cuda_graph": "bool", "cuda_graph_max_bs": "int",
     "speculative_algorithm": "text", "disable_hybrid_swa_memory": "bool", "swa_full_tokens_ratio": "float",
     "enable_piecewise_cuda_graph": "bool", "piecewise_cuda_graph_max_tokens": "int",
+    # the configurations that switch the default piecewise prefill graphs off (engines/sglang.py piecewise_off)
+    "enable_torch_compile": "bool", "enable_lora": "bool", "lora_paths": "text", "moe_a2a_backend": "text",
 }
 _ERRORS = (re.compile(r"Not enough memory\. Please try to increase --mem-fraction-static[^\n]*"),
            re.compile(r"(?:torch\.)?(?:cuda\.)?OutOfMemoryError[^\n]*|CUDA out of memory[^\n]*"))
@@ -216,6 +218,11 @@ def check_sglang_log(parsed: dict[str, Any], model: Any, gpu: Any, **overrides: 
         max_total_tokens=pick("max_total_tokens", None),
         enable_piecewise_cuda_graph=bool(pick("enable_piecewise_cuda_graph", False)),
         piecewise_cuda_graph_max_tokens=pick("piecewise_cuda_graph_max_tokens", None),
+        # stated in the log's server_args only (not recorded as assumed: they change no figure but the prefill graphs)
+        speculative_algorithm=stated.get("speculative_algorithm"),
+        enable_torch_compile=bool(stated.get("enable_torch_compile")),
+        enable_lora=bool(stated.get("enable_lora") or stated.get("lora_paths")),
+        moe_a2a_backend=str(stated.get("moe_a2a_backend") or "none"),
         version=overrides.get("version") or sglang_engine.DEFAULT_VERSION)
     # an SGLang log does not print its release: --sglang-version, else the newest rules kvcalc has
     assumed["sglang_version"] = {"value": s.version, "from": "override" if overrides.get("version") else "default"}
