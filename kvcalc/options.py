@@ -386,8 +386,8 @@ PLAN_OPTIONS: list[Option] = [
            "--random-prefix-len); prefix caching computes it once.", aliases=("--random-prefix-len",),
            into="workload"),
     Option("fresh_server", is_flag=True, help="the run is the server's first: vllm bench (0.26) skips its ready "
-           "check by default, so its first request pays the server's one-time first-request cost (+23.5 ms to that "
-           "request's TTFT); default: a server that has served before.", into="workload",
+           "check by default, so its first request pays the server's one-time first-request cost (added to that request's "
+           "TTFT; kvcalc/data/serve.yaml first_request_s); default: a server that has served before.", into="workload",
            convert=lambda v: True if v else None, web=False),
     Option("burstiness", click.FloatRange(0, min_open=True), None, "vllm bench --burstiness of --request-rate "
            "arrivals: gamma-distributed gaps, 1 = Poisson, < 1 burstier [default: 1].", into="workload"),

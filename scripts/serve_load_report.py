@@ -357,11 +357,16 @@ def fit_api_cpu(cases: list[dict], fe: float) -> float:
     return best[1]
 
 
+def first_sent(d: dict) -> int:
+    """The index of a --save-detailed run's first request: the earliest send."""
+    return min(range(len(d["start_times"])), key=lambda i: d["start_times"][i])
+
+
 def first_request_extra(case: dict) -> float:
     """Seconds the run's first request (the earliest send) took to its first token beyond the mean of the others:
     measured, model-free. On a fresh server's first workload it is the server's one-time first-request cost."""
     d = detailed(case)
-    first = min(range(len(d["start_times"])), key=lambda i: d["start_times"][i])
+    first = first_sent(d)
     rest = [t for i, t in enumerate(d["ttfts"]) if i != first]
     return d["ttfts"][first] - statistics.fmean(rest)
 
@@ -519,7 +524,7 @@ def measured_steady(case: dict) -> dict:
     """The run without its first request (the earliest send), from the per-request lists. vllm bench's TPOT:
     (e2e - ttft) / (output - 1), e2e = ttft + the sum of the ITLs (benchmarks/serve.py)."""
     d = detailed(case)
-    first = min(range(len(d["start_times"])), key=lambda i: d["start_times"][i])
+    first = first_sent(d)
     keep = [i for i in range(len(d["ttfts"])) if i != first]
     ttft = [d["ttfts"][i] for i in keep]
     tpot = [sum(d["itls"][i]) / (d["output_lens"][i] - 1) for i in keep if d["output_lens"][i] > 1]
