@@ -58,13 +58,13 @@ def test_rows_keep_complete_workloads_with_the_logs_figures(tmp_path):
     assert sorted(raw["t"]) == ["llama8b-default.c1.jsonl", "llama8b-default.c16.jsonl",
                                 "llama8b-default.server.log", "qwen3moe-default.server.log", "status-t.json"]
     assert "generated_texts" not in json.loads(raw["t"]["llama8b-default.c1.jsonl"])
-    text = ingest_sglang.compare(cases, files, rows, {"kvcalc_commit": "abc1234", "cases": [
-        {"case": "llama8b-default", "memory": {"mem_fraction_static": 0.9, "max_total_num_tokens": 400000},
+    text = ingest_sglang.compare(cases, files, rows, {"commits": {"predictions.json": "abc1234"}, "cases": [
+        {"run": "t", "case": "llama8b-default", "memory": {"mem_fraction_static": 0.9, "max_total_num_tokens": 400000},
          "workloads": [{"id": "c1", "mean_ttft_ms": 55.0, "p99_ttft_ms": 66.0, "mean_tpot_ms": 5.5,
                         "output_throughput": 171.0}]}]})
-    assert "| llama8b-default | c1 | 55.0 / 50.0 / +10.0%" in text
+    assert "| t | llama8b-default | c1 | 55.0 / 50.0 / +10.0%" in text and "predictions.json at kvcalc abc1234" in text
     assert "logged KV cache tokens:" in text  # check_sglang_log's rows for the log that has memory lines
-    assert "qwen3moe-default: no SGLang memory lines" in text and "dsv2lite-default" in text
+    assert "t qwen3moe-default: no SGLang memory lines" in text and "dsv2lite-default" in text
 
 
 def test_a_later_ingest_adds_its_cases_and_keeps_the_committed_ones(tmp_path, monkeypatch):
@@ -95,3 +95,30 @@ def test_a_later_ingest_adds_its_cases_and_keeps_the_committed_ones(tmp_path, mo
     rows2, raw2, _, _ = ingest_sglang.merge(*ingest_sglang.ingest(docs, files), files)
     assert sorted(json.dumps(r) for r in rows2) == sorted(json.dumps(r) for r in rows)
     assert sorted(raw2["t"]) == sorted(raw["t"])
+
+
+def test_a_case_of_the_same_name_in_another_run_is_a_case_of_its_own(tmp_path, monkeypatch):
+    """A rerun under its own run name (sglang-v5-warm serves servers named as sglang-v5-a's) adds rows beside the
+    first run's, never in their place, and each run's files stay apart."""
+    monkeypatch.setattr(ingest_sglang, "DATA", tmp_path / "data")
+    docs, files = ingest_sglang.read_results([str(_tarball(tmp_path))])
+    rows, raw, cases, files = ingest_sglang.merge(*ingest_sglang.ingest(docs, files), files)
+    ingest_sglang.write(rows, raw, "x")
+    status = {"run": "w", "environment": {}, "cases": [
+        {"case": "llama8b-default", "catalog": "llama-3.1-8b", "started": True,
+         "workloads": [{"id": "c1", "ok": True, "bench_command": "python -m sglang.bench_serving --num-prompts 2"}]}]}
+    rerun = tmp_path / "sglang-w.tar.gz"
+    with tarfile.open(rerun, "w:gz") as tar:
+        for name, data in (("status.json", json.dumps(status).encode()), ("llama8b-default.c1.jsonl", _bench(2)),
+                           ("llama8b-default.server.log", b"no memory lines\n")):
+            info = tarfile.TarInfo(f"sg_w/{name}")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    docs, files = ingest_sglang.read_results([str(rerun)])
+    rows, raw, cases, files = ingest_sglang.merge(*ingest_sglang.ingest(docs, files), files)
+    assert sorted((r["run"], r["case"], r["completed"]) for r in rows) == [("t", "llama8b-default", 4),
+                                                                          ("w", "llama8b-default", 2)]
+    assert raw["t"]["llama8b-default.server.log"] == LOG.read_bytes()
+    assert raw["w"]["llama8b-default.server.log"] == b"no memory lines\n"
+    text = ingest_sglang.compare(cases, files, rows, {"cases": []})
+    assert "- t llama8b-default: " in text and "- t llama8b-default: no SGLang" not in text and "- w llama8b-default: no SGLang memory" in text

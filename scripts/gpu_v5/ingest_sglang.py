@@ -11,7 +11,7 @@ Writes into docs/validation/data/v5/sglang/:
 - raw-RUN.tar.xz per run: the server logs, bench logs, /server_info captures, bench lines with per-request lists
   (generated texts dropped) and status.json (commands, versions, GPU, driver).
 - compare.md: per case, the log through `kvcalc validate --from-log`'s SGLang check (check_sglang_log, kvcalc as it
-  stands) and the pre-registered predictions.json (written before the runs) against the log's max_total_num_tokens
+  stands) and the pre-registered predictions*.json (written before the runs) against the log's max_total_num_tokens
   and the bench's mean/p99 TTFT, mean TPOT and output tokens/s.
 --check: print the comparison, write nothing.
 """
@@ -33,7 +33,8 @@ SPEED = (("mean_ttft_ms", "mean TTFT ms"), ("p99_ttft_ms", "p99 TTFT ms"), ("mea
 
 
 def read_results(tarballs: list[str]) -> tuple[list[dict], dict[str, bytes]]:
-    """(status.json documents, files by base name). A case run again in a later tarball replaces its first attempt."""
+    """(status.json documents, files as "RUN/base name": two runs may serve cases of the same name). A case run again
+    in a later tarball of its run replaces its first attempt."""
     files, docs = {}, []
     for path in tarballs:
         with tarfile.open(path) as tar:
@@ -41,7 +42,7 @@ def read_results(tarballs: list[str]) -> tuple[list[dict], dict[str, bytes]]:
         doc = json.loads(here.pop("status.json"))
         docs.append(doc)
         for name, data in here.items():
-            files[name] = data
+            files[f"{doc.get('run') or 'run'}/{name}"] = data
     return docs, files
 
 
@@ -54,29 +55,29 @@ def ingest(docs: list[dict], files: dict[str, bytes]) -> tuple[list[dict], dict[
     """(rows, raw members by run, the latest status row of each case)."""
     from kvcalc.validate.sglang_log import parse_sglang_log
 
-    cases: dict[str, dict] = {}
+    cases: dict[tuple[str, str], dict] = {}  # by (run, case)
     for doc in docs:
         for c in doc["cases"]:
-            if "skipped" in c and c["case"] in cases:
+            key = (doc.get("run") or "run", c["case"])
+            if "skipped" in c and key in cases:
                 continue  # a skip in a later command keeps the earlier attempt
-            cases[c["case"]] = dict(c, run=doc.get("run"), environment=doc.get("environment"))
+            cases[key] = dict(c, run=key[0], environment=doc.get("environment"))
     rows, raw = [], {}
     for doc in docs:  # every command's status, each under its own name
         members = raw.setdefault(doc.get("run") or "run", {})
         n = sum(1 for m in members if m.startswith("status-"))
         members[f"status-{doc.get('run')}{f'.{n + 1}' if n else ''}.json"] = json.dumps(doc, indent=1).encode()
-    for name, c in cases.items():
-        run = c["run"]
+    for (run, name), c in cases.items():
         for suffix in ("server.log", "bench.log", "server_info.json"):
-            if f"{name}.{suffix}" in files:
-                raw[run][f"{name}.{suffix}"] = files[f"{name}.{suffix}"]
-        log = files.get(f"{name}.server.log", b"").decode(errors="replace")
+            if f"{run}/{name}.{suffix}" in files:
+                raw[run][f"{name}.{suffix}"] = files[f"{run}/{name}.{suffix}"]
+        log = files.get(f"{run}/{name}.server.log", b"").decode(errors="replace")
         c["startup"] = parse_sglang_log(log)["values"] if log else {}
         for w in c.get("workloads", []):
             key = f"{name}.{w['id']}.jsonl"
-            if not w.get("ok") or key not in files:
+            if not w.get("ok") or f"{run}/{key}" not in files:
                 continue
-            full = last_json_line(files[key])
+            full = last_json_line(files[f"{run}/{key}"])
             full.pop("generated_texts", None)
             raw[run][key] = json.dumps(full).encode()
             expected = None
@@ -100,41 +101,42 @@ def pct(pred, obs) -> str:
 def compare(cases: list[dict], files: dict[str, bytes], rows: list[dict], predictions: dict) -> str:
     from kvcalc.validate.sglang_log import check_sglang_log, parse_sglang_log
 
-    pred = {p["case"]: p for p in predictions.get("cases", [])}
-    out = [f"# SGLang 0.5.14 on the H200: measured vs kvcalc (predictions.json at kvcalc "
-           f"{predictions.get('kvcalc_commit', '?')[:7]}, written before the runs)", ""]
+    pred = {(p.get("run"), p["case"]): p for p in predictions.get("cases", [])}
+    commits = ", ".join(f"{f} at kvcalc {c[:7]}" for f, c in predictions.get("commits", {}).items())
+    out = [f"# SGLang 0.5.14 on the H200: measured vs kvcalc (pre-registered predictions, written before the runs: "
+           f"{commits or '?'})", ""]
     env = next((c.get("environment") for c in cases if c.get("environment")), {}) or {}
     out += [f"Host: {env.get('nvidia_smi', '?')}; torch {env.get('torch', '?')}, sglang {env.get('sglang', '?')}, "
             f"sglang-kernel {env.get('sglang-kernel', '?')}, {env.get('glibc', '?')}.", ""]
     out += ["## KV pool (pre-registered)", "",
-            "| case | started | start s | predicted mfs | predicted tokens | logged max_total_num_tokens | error |",
-            "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+            "| run | case | started | start s | predicted mfs | predicted tokens | logged max_total_num_tokens | error |",
+            "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |"]
     for c in cases:
-        p = pred.get(c["case"], {}).get("memory", {})
+        p = pred.get((c["run"], c["case"]), {}).get("memory", {})
         logged = c.get("startup", {}).get("max_total_num_tokens", c.get("startup", {}).get("kv_cache_tokens"))
-        out.append(f"| {c['case']} | {c.get('started', c.get('skipped', '-'))} | {c.get('start_s', '-')} | "
+        out.append(f"| {c['run']} | {c['case']} | {c.get('started', c.get('skipped', '-'))} | {c.get('start_s', '-')} | "
                    f"{p.get('mem_fraction_static', '-')} | {p.get('max_total_num_tokens', '-'):,} | "
                    f"{'-' if logged is None else f'{logged:,}'} | {pct(p.get('max_total_num_tokens'), logged)} |"
-                   if p else f"| {c['case']} | {c.get('started')} | - | - | - | {logged} | - |")
+                   if p else f"| {c['run']} | {c['case']} | {c.get('started')} | - | - | - | {logged} | - |")
     out += ["", "## Speed (pre-registered)", "",
-            "| case | workload | " + " | ".join(f"{label} (pred / meas / err)" for _, label in SPEED) + " |",
-            "| --- | --- | " + " | ".join("---" for _ in SPEED) + " |"]
+            "| run | case | workload | " + " | ".join(f"{label} (pred / meas / err)" for _, label in SPEED) + " |",
+            "| --- | --- | --- | " + " | ".join("---" for _ in SPEED) + " |"]
     for r in rows:
-        pw = {w["id"]: w for w in pred.get(r["case"], {}).get("workloads", [])}.get(r["workload"], {})
+        pw = {w["id"]: w for w in pred.get((r["run"], r["case"]), {}).get("workloads", [])}.get(r["workload"], {})
         cells = [f"{pw.get(k, 0) or 0:.1f} / {r.get(k) or 0:.1f} / {pct(pw.get(k), r.get(k))}" for k, _ in SPEED]
-        out.append(f"| {r['case']} | {r['workload']} | " + " | ".join(cells) + " |")
+        out.append(f"| {r['run']} | {r['case']} | {r['workload']} | " + " | ".join(cells) + " |")
     out += ["", "## Start-up logs through `kvcalc validate --from-log` (kvcalc as it stands)", ""]
     for c in cases:
-        log = files.get(f"{c['case']}.server.log", b"").decode(errors="replace")
+        log = files.get(f"{c['run']}/{c['case']}.server.log", b"").decode(errors="replace")
         parsed = parse_sglang_log(log) if log else None
         if not parsed or not parsed["values"]:
-            out.append(f"- {c['case']}: no SGLang memory lines in the log" + (f" ({parsed['errors'][0][:120]})"
+            out.append(f"- {c['run']} {c['case']}: no SGLang memory lines in the log" + (f" ({parsed['errors'][0][:120]})"
                                                                               if parsed and parsed["errors"] else ""))
             continue
         report = check_sglang_log(parsed, c["catalog"], "h200", version="0.5.14")
         cells = "; ".join(f"{r['quantity']}: {r['verdict']} ({r['error'] * 100:+.2f}%)" if r.get("error") is not None
                           else f"{r['quantity']}: {r['verdict']}" for r in report["rows"])
-        out.append(f"- {c['case']}: {cells}")
+        out.append(f"- {c['run']} {c['case']}: {cells}")
     return "\n".join(out) + "\n"
 
 
@@ -157,10 +159,10 @@ def merge(rows: list[dict], raw: dict[str, dict[str, bytes]], cases: list[dict],
     case that ran again replaces its earlier rows and raw files, every other committed case stays. Each command's
     status.json is kept under its own name (status-RUN.json, status-RUN.2.json, ...)."""
     old_rows, old_raw = committed()
-    brought = {c["case"] for c in cases if "skipped" not in c}
-    kept = [r for r in old_rows if r["case"] not in brought]
+    brought = {(c["run"], c["case"]) for c in cases if "skipped" not in c}
+    kept = [r for r in old_rows if (r["run"], r["case"]) not in brought]
     merged_raw = {run: {n: d for n, d in members.items()
-                        if n.startswith("status-") or n.split(".")[0] not in brought}
+                        if n.startswith("status-") or (run, n.split(".")[0]) not in brought}
                   for run, members in old_raw.items()}
     for run, members in raw.items():
         into = merged_raw.setdefault(run, {})
@@ -173,15 +175,15 @@ def merge(rows: list[dict], raw: dict[str, dict[str, bytes]], cases: list[dict],
                     k += 1
                     name = f"status-{run}.{k}.json"
             into[name] = data
-    seen = {c["case"] for c in cases if "skipped" not in c}
+    seen = {(c["run"], c["case"]) for c in cases if "skipped" not in c}
     earlier = []
     for r in kept:  # the cases of earlier ingests, as compare() needs them
-        if r["case"] not in seen:
-            seen.add(r["case"])
+        if (r["run"], r["case"]) not in seen:
+            seen.add((r["run"], r["case"]))
             earlier.append({"case": r["case"], "run": r["run"], "catalog": r.get("catalog"), "started": True,
                             "startup": r.get("startup", {})})
-    later = [c for c in cases if "skipped" not in c or c["case"] not in seen]
-    all_files = {n: d for members in merged_raw.values() for n, d in members.items()}
+    later = [c for c in cases if "skipped" not in c or (c["run"], c["case"]) not in seen]
+    all_files = {f"{run}/{n}": d for run, members in merged_raw.items() for n, d in members.items()}
     all_files.update(files)
     return kept + rows, merged_raw, earlier + later, all_files
 
@@ -201,13 +203,25 @@ def write(rows: list[dict], raw: dict[str, dict[str, bytes]], text: str) -> None
     (DATA / "compare.md").write_text(text)
 
 
+def predictions(paths: list[Path]) -> dict:
+    """Every pre-registered predictions file in one: {"cases": [...], "commits": {file: kvcalc commit}}; a case is
+    (its run, its name), so the files never shadow one another."""
+    out: dict = {"cases": [], "commits": {}}
+    for path in paths:
+        if path.exists():
+            doc = json.loads(path.read_text())
+            out["cases"] += doc.get("cases", [])
+            out["commits"][path.name] = doc.get("kvcalc_commit", "?")
+    return out
+
+
 def main(argv: list[str]) -> int:
     check = "--check" in argv
     argv = [a for a in argv if a != "--check"]
-    pred_path = DATA / "predictions.json"
+    pred_paths = sorted(DATA.glob("predictions*.json"))
     if "--predictions" in argv:
         i = argv.index("--predictions")
-        pred_path = Path(argv[i + 1])
+        pred_paths = [Path(argv[i + 1])]
         argv = argv[:i] + argv[i + 2:]
     if not argv:
         print(__doc__)
@@ -215,7 +229,7 @@ def main(argv: list[str]) -> int:
     docs, files = read_results(argv)
     rows, raw, cases = ingest(docs, files)
     rows, raw, cases, files = merge(rows, raw, cases, files)
-    text = compare(cases, files, rows, json.loads(pred_path.read_text()) if pred_path.exists() else {})
+    text = compare(cases, files, rows, predictions(pred_paths))
     print(text)
     if not check:
         write(rows, raw, text)
