@@ -15,8 +15,9 @@ vLLM allocates the KV cache to fill gpu_memory_utilization first and captures CU
 - "none": --enforce-eager captures nothing.
 
 Such a server loads, profiles and allocates its cache, then dies in capture with a CUDA out-of-memory error: it
-"starts, then fails at graph capture". The size of the capture is the fitted constant `cudagraph_capture_bytes`
-(kvcalc/data/constants.yaml, from the H200 logs' "Graph capturing finished ... took X GiB").
+"starts, then fails at graph capture". The V2 runner's capture (and the 0.29+ estimate of it) is sized from its
+structure below (graph_pool, through engines/vllm.py v2_graph_pool); V1 before 0.21 and V0 keep the fitted constant
+`cudagraph_capture_bytes` (kvcalc/data/constants.yaml, from the H200 logs' "Graph capturing finished ... took X GiB").
 """
 
 from __future__ import annotations
