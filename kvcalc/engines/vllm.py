@@ -752,6 +752,11 @@ def _estimate(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings) -> VllmEstimate
     if s.gpu_memory_utilization is None:
         notes.append(f"gpu_memory_utilization {util}: vLLM {release_of(s.version)}'s default (config/cache.py)")
     notes.append(evidence_note(s.version))
+    if v2 and (v2_in_budget or v2_after_kv) and s.calibration is None:
+        mode = "estimate" if v2_estimate and not extensible else "capture"
+        notes.append(v2_graph_pool(spec, s, gpu, mnbt, seqs, mode).describe()
+                     + " (engines/vllm_graphs.py: per-graph bytes fitted on the H200's 0.26 captures"
+                     + ("; a HIP graph's read from an MI300X start" if gpu.vendor == "amd" else "") + ")")
     notes += release_caveats(s, gpu)
     if rules.engine == "v0":
         notes.append(f"vLLM {release_of(s.version)} runs the V0 engine: the profile covers {mnbt:,} batched tokens"
