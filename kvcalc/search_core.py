@@ -13,7 +13,7 @@ and plan._fits_batch apply to those quantities:
     blocks    = available // page_bytes  if available > 0 else 0
     kv_fits   = available >= min_kv_bytes                 (one max_model_len request)
     stage     = the one with the fewest blocks, or any whose KV does not fit (as estimate() picks it)
-    starts    = kv_fits and requested + graph_capture <= total   (V2 runner: graphs captured after the KV cache)
+    starts    = kv_fits and requested + graph_capture(seqs) <= total   (V2 runner: graphs captured after the KV cache)
     requests  = (blocks - 1) // blocks_per_request(context)   if it starts else 0     (the null block held back)
 
 tests/test_search_core.py checks, over random configurations, that these arrays equal the scalar plan path exactly.
@@ -48,7 +48,9 @@ class Structure:
     page_bytes: list[int]  # per stage: bytes one block takes across the stage's layers
     min_kv_bytes: list[int]  # per stage: a max_model_len request's blocks (vLLM refuses to start below)
     blocks_per_request: list[int]  # per stage: blocks one request of `context` tokens holds
-    capture_bytes: int  # CUDA-graph capture after the KV cache, beyond gpu_memory_utilization (V2 runner)
+    # CUDA-graph capture after the KV cache, beyond gpu_memory_utilization (V2 runner), per max_num_seqs of the grid
+    # (the V2 runner's graphs follow max_num_seqs: engines/vllm.py v2_graph_bytes)
+    capture_bytes: list[int]
     block_size: int
     max_num_batched_tokens: int
     weights_per_gpu_bytes: int
@@ -77,8 +79,17 @@ def build_structure(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv:
     est = vllm_engine.estimate(spec, gpu, settings)
     # every pipeline stage's own budget (engines/vllm.py keeps them beside the smallest one)
     stages = est.stages or [est]
-    # at util 1.0 the whole GPU is requested, so the overflow estimate() reports is the capture itself
-    capture = est.cudagraph_overflow_bytes
+    # at util 1.0 the whole GPU is requested, so the overflow estimate() reports is the capture itself; the V2
+    # runner's graphs follow max_num_seqs (their capture sizes, engines/vllm.py v2_graph_bytes): per grid value, in
+    # the budget (0.29+ estimate, 0.34 capture) or after it (0.26-0.28)
+    if vllm_engine.uses_v2_runner(spec, settings):
+        graphs = [vllm_engine.v2_graph_bytes(spec, replace(settings, max_num_seqs=q), gpu, est.max_num_batched_tokens,
+                                             q) for q in seqs_grid]
+    else:
+        graphs = [(0, 0)] * len(seqs_grid)
+    budget_step = [g[0] - graphs[0][0] for g in graphs]  # est.cudagraph_bytes holds the first value's
+    capture = [est.cudagraph_overflow_bytes + g[1] - graphs[0][1] if est.cudagraph_overflow_bytes else 0
+               for g in graphs]
     v2 = vllm_engine.uses_v2_model_runner(spec, vllm_engine.parse_version(vllm_version))
     base, act, page, min_kv, need, cap = [], [], [], [], [], []
     free = vllm_engine.extensible_free_bytes(settings, gpu)
@@ -106,6 +117,7 @@ def build_structure(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv:
             transient = per_seqs
         if free is not None:
             cap.append([free - vllm_engine.extensible_margin(gpu, a) for a in transient])
+        per_seqs = [a + step for a, step in zip(per_seqs, budget_step)]  # every stage captures its own graphs
         act.append(per_seqs)
         page.append(st.layout.bytes_per_block)
         min_kv.append(st.layout.min_kv_bytes)
@@ -131,7 +143,7 @@ def evaluate_grid(structures: list[Structure], utils: np.ndarray, seqs_grid: lis
     n, k_max = len(structures), max((len(s.page_bytes) for s in structures), default=1)
     q = len(seqs_grid)
     total = np.array([s.total_bytes for s in structures], dtype=np.int64)
-    capture = np.array([s.capture_bytes for s in structures], dtype=np.int64)
+    capture = np.array([s.capture_bytes for s in structures], dtype=np.int64)  # (n, q)
     valid = np.zeros((n, k_max), dtype=bool)
     base = np.zeros((n, k_max), dtype=np.int64)
     act = np.zeros((n, k_max, q), dtype=np.int64)
@@ -170,7 +182,7 @@ def evaluate_grid(structures: list[Structure], utils: np.ndarray, seqs_grid: lis
         best_starts = np.where(take, starts, best_starts)
         best_need = np.where(take, stage_need, best_need)
         best_stage = np.where(take, k, best_stage)
-    starts = best_starts & (requested + capture[:, None] <= total[:, None])[:, :, None]
+    starts = best_starts & (requested[:, :, None] + capture[:, None, :] <= total[:, None, None])
     concurrency = np.where(starts, np.maximum(best_blocks - 1, 0) // np.maximum(best_need, 1), 0)
     return GridResult(best_blocks, starts, concurrency, best_stage)
 

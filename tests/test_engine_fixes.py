@@ -8,6 +8,7 @@ from kvcalc.formats import kv_format, weight_format
 from kvcalc.hardware import get_gpu
 from kvcalc.plan import PlanRequest, plan
 from kvcalc.throughput import decode_speed
+from kvcalc.units import GiB
 
 from cli_helper import invoke
 
@@ -37,11 +38,14 @@ def test_tp_wider_than_kv_heads_is_noted():
 
 
 def test_util_1_leaves_no_room_for_v2_cuda_graphs():
-    """0.26-0.28's V2 runner captures graphs after the KV cache took total x util: at util 1.0 the ~0.8 GiB has no
-    room. (0.29+ subtracts them from the budget first: test_graph_capture.test_v0_29_subtracts_the_v2_capture...)"""
+    """0.26-0.28's V2 runner captures graphs after the KV cache took total x util: at util 1.0 the capture (0.56 GiB
+    for the L4's 256 seqs, engines/vllm_graphs.py) has no room. (0.29+ subtracts them from the budget first:
+    test_graph_capture.test_v0_29_subtracts_the_v2_capture...)"""
     spec, gpu = load_model("llama-3.1-8b"), get_gpu("l4")
-    capture = int(engine_constants("vllm")["cudagraph_capture_bytes"])
-    est = vllm.estimate(spec, gpu, settings(version="0.28.1", gpu_memory_utilization=1.0))
+    s = settings(version="0.28.1", gpu_memory_utilization=1.0)
+    est = vllm.estimate(spec, gpu, s)
+    capture = vllm.v2_graph_bytes(spec, s, gpu, est.max_num_batched_tokens, est.max_num_seqs)[1]
+    assert 0.5 * GiB < capture < 0.6 * GiB
     assert est.cudagraph_overflow_bytes == capture  # requested == total at util 1.0
     assert not est.fits and est.shortfall_bytes == capture
     ok = vllm.estimate(spec, gpu, settings(version="0.28.1", gpu_memory_utilization=0.9))
@@ -56,7 +60,8 @@ def test_util_1_warns_in_the_table():
     code, _, err = invoke(["plan", "--util", "1.0", "--engine", "vllm", "--gpu", "l4", "--model", "llama-3.1-8b",
                            "--vllm-version", "0.28.1"])
     assert code == 0
-    assert "CUDA graphs" in err and "--util 0.96" in err
+    # L4: (22.04 - 0.56 GiB of graphs) / 22.04 = 0.974 -> 0.97 (0.96 with the 0.80 GiB constant)
+    assert "CUDA graphs" in err and "--util 0.97" in err
 
 
 def test_context_beyond_max_model_len_is_a_usage_error():

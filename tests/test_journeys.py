@@ -120,7 +120,9 @@ def test_r7_weights_and_kv_take_lists():
 
 # ---------------------------------------------------------------------------------------------------------- R8
 def test_r8_the_pasted_command_is_marked_and_alone_with_its_engine():
-    # journey 2's command (flags kvcalc ignores included): the fp8-kv row holds 45,504 tokens, 5 requests of 8,192
+    # journey 2's command (flags kvcalc ignores included): the fp8-kv row holds 56,576 tokens, 6 requests of 8,192
+    # (max_num_seqs 64: 19 capture sizes up to 128, 0.12 GiB of graphs from their structure, engines/vllm_graphs.py;
+    # 45,504 and 5 with the 0.80 GiB constant)
     # (45,520 at 0.33: 0.34's 64-token blocks round the same budget down to 711 blocks of 64; 59,136 and 7 before 0.29's V2 runner took its CUDA graphs out of the KV budget and 0.27's accounting counted
     # the V2 sampler's state: 64 seqs x 128,256 x 4 B)
     rows = rows_of(["plan", "--gpu", "l4", "--vllm-command", "vllm serve meta-llama/Llama-3.1-8B-Instruct "
@@ -130,7 +132,7 @@ def test_r8_the_pasted_command_is_marked_and_alone_with_its_engine():
     assert {r["engine"] for r in rows} == {"vllm"}
     mine = [r for r in rows if "your command" in r["verdicts"]]
     assert len(mine) == 1 and mine[0]["kv_format"] == "fp8"
-    assert (mine[0]["kv_capacity_tokens"], mine[0]["max_concurrency"]) == (45_504, 5)
+    assert (mine[0]["kv_capacity_tokens"], mine[0]["max_concurrency"]) == (56_576, 6)
 
 
 # ---------------------------------------------------------------------------------------------------------- R9
@@ -148,10 +150,11 @@ def test_r9_an_assumed_constant_is_labelled_on_the_row():
 def test_r10_one_throughput_per_output_at_the_concurrency_vllm_holds():
     rows = rows_of(["plan", *L4_16, "--engine", "vllm"])
     base = next(r for r in rows if r["config"] == "baseline")
-    # 5 (7 before 0.29's V2 runner took its CUDA graphs out of the KV budget)
-    assert base["max_concurrency"] == 5 and base["decode_batch"] == 5
-    # the workload's "in flight" is vllm bench's (the clients' requests, queued ones too); the note says vLLM holds 5
-    assert base["bench"]["concurrency"] <= 16 and any("the 5 vLLM holds" in n for n in base["bench"]["notes"])
+    # 6 with the graphs sized from their structure (0.31 GiB for the L4's 256 seqs; 5 with the 0.80 GiB constant;
+    # 7 before 0.29's V2 runner took its CUDA graphs out of the KV budget)
+    assert base["max_concurrency"] == 6 and base["decode_batch"] == 6
+    # the workload's "in flight" is vllm bench's (the clients' requests, queued ones too); the note says vLLM holds 6
+    assert base["bench"]["concurrency"] <= 16 and any("the 6 vLLM holds" in n for n in base["bench"]["notes"])
     out, _ = ok(["plan", *L4_16, "--engine", "vllm"])
     table = out.split("Workload as vllm bench")[0]
     assert "decode tok/s" not in table.split("GiB = 2^30")[0]  # the speed is printed once, in the workload table
@@ -162,7 +165,7 @@ def test_r10_one_throughput_per_output_at_the_concurrency_vllm_holds():
     # without a workload: the decode column is at the held batch and says so
     out, _ = ok(["plan", "--gpu", "l4", "--model", "llama-3.1-8b", "--context", "4608", "--batch", "16",
                  "--engine", "vllm"])
-    assert re.search(r"\d @5 ", out) and "all requests" in out
+    assert re.search(r"\d @6 ", out) and "all requests" in out
 
 
 # --------------------------------------------------------------------------------------------------------- R11
@@ -214,8 +217,8 @@ def test_r15_plots_answer_the_question_and_draw_every_configuration():
                             "concurrency": 16}, {"gpu", "model", "input_len", "output_len", "concurrency"})
     rows = plan(req, [])
     status = {(b.engine, b.config): bar_status(req, b) for b in memory_segments(req, rows)}
-    assert status[("vllm", "baseline")] == "(holds 5 of 16 at once)"  # vLLM starts: not "does not fit"
+    assert status[("vllm", "baseline")] == "(holds 6 of 16 at once)"  # vLLM starts: not "does not fit"
     assert status[("vllm", "awq")] == "(fits)" and status[("hf", "baseline")] == "(out of memory)"
     series = config_speed_series(req)
     assert set(series) == {r.config for r in rows if r.engine == "vllm"}  # fitting ones too, not just BF16 weights
-    assert series["baseline"][0] == 5 and series["awq"][0] >= 16
+    assert series["baseline"][0] == 6 and series["awq"][0] >= 16

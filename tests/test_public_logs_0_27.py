@@ -177,7 +177,59 @@ def test_v2_logged_peak_less_its_graph_estimate_is_kvcalcs_transient_peak():
         rows = {r["quantity"]: r for r in result["rows"]}
         graphs = rows["CUDA-graph estimate"]
         assert graphs["observed"] == parsed["values"]["cudagraph_pool_estimated_bytes"] > 0
-        assert graphs["predicted"] == engine_constants("vllm")["cudagraph_capture_bytes"]
+        assert graphs["predicted"] != engine_constants("vllm")["cudagraph_capture_bytes"]  # the structure's size
         transient_kvcalc = rows["activation peak"]["predicted"] - graphs["predicted"]
         transient_log = rows["activation peak"]["observed"] - graphs["observed"]
         assert abs(transient_kvcalc - transient_log) <= 0.05 * GiB, (name, transient_kvcalc / GiB, transient_log / GiB)
+
+
+def test_v2_graph_estimate_from_the_capture_structure_matches_the_held_out_logs():
+    """The 0.29+ V2 runner's CUDA-graph estimate (v1/worker/gpu/cudagraph_utils.py:854-967 at v0.31.0: every
+    PIECEWISE graph captured, FULL graphs extrapolated from two with a 1 MiB floor) as engines/vllm_graphs.py
+    graph_pool sizes it: 51 capture sizes x (layers + 1) PIECEWISE graphs, the capture stream's BLAS workspace and
+    the FULL floor. The per-graph bytes come from the H200's 0.26 captures (CUDA) and the MI300X Gemma 4 E2B start
+    (HIP; scripts/fit_cudagraphs.py); these four starts print their estimate ('CUDA graph pool memory: A (actual),
+    E (estimated)') and were never fitted on: each within 0.05 GiB (the 0.80 GiB constant was 0.42 / 0.42 / 2.6 /
+    5.7 GiB off). A structure's size that ignored the 0.29 change of capture stream (FULL graphs keeping their own
+    pool, as on 0.26) would put the RTX 5060 Ti at 0.53 GiB, outside the bound."""
+    import json
+
+    from script_loader import load_script
+
+    report = load_script("public_logs_report")
+    index = {e["id"]: e for e in json.loads((report.PUBLIC / "index.json").read_text())["logs"]}
+    logged = {}
+    for name in ("prp-wp24-b-rtx5060ti-qwen3-4b-v0.29", "prp-wp24-a-rtx5060ti-qwen3-4b-v0.30",
+                 "xbill9-mi300x-gemma4-26b-a4b-bf16-v0.31", "xbill9-mi300x-gemma4-31b-bf16-v0.31"):
+        parsed = _public_log(name)
+        result, _ = report._check(index[name], parsed)
+        graphs = {r["quantity"]: r for r in result["rows"]}["CUDA-graph estimate"]
+        logged[name] = round(graphs["observed"] / GiB, 2)
+        assert abs(graphs["predicted"] - graphs["observed"]) <= 0.05 * GiB, (name, graphs["predicted"] / GiB,
+                                                                            graphs["observed"] / GiB)
+    assert logged == {"prp-wp24-b-rtx5060ti-qwen3-4b-v0.29": 0.38, "prp-wp24-a-rtx5060ti-qwen3-4b-v0.30": 0.38,
+                      "xbill9-mi300x-gemma4-26b-a4b-bf16-v0.31": 3.4, "xbill9-mi300x-gemma4-31b-bf16-v0.31": 6.54}
+
+
+def test_v2_graph_pool_by_hand():
+    """graph_pool's arithmetic, by hand. Qwen3-4B's 36 layers at max_num_seqs 256 and 2048 batched tokens: capture
+    sizes 1, 2, 4, 8..248 by 8, 256..512 by 16 = 51; PIECEWISE graphs 51 x 37 = 1,887; FULL decode graphs for the
+    sizes up to 256 = 35. On 0.30 (FULL graphs on the PIECEWISE graphs' stream) the estimate adds 34 x 1 MiB for them;
+    on 0.26 (their own side stream) each keeps bytes_per_hidden x hidden per token: 2560 x (7 + 3,968 + 256)
+    token-units. max_num_seqs 16 caps the sizes at 32: 1, 2, 4, 8, 16, 24, 32."""
+    from kvcalc.engines.vllm_graphs import capture_sizes, graph_pool
+
+    MiB = 1 << 20
+    est = graph_pool(36, 2560, 256, 2048, piece_graph_bytes=1000.0, full_token_bytes_per_hidden=2.0,
+                     workspace_bytes=32 * MiB, mode="estimate", release=(0, 30, 0))
+    assert (est.sizes, est.piece_graphs, est.full_graphs) == (51, 1887, 35)
+    assert est.total_bytes == 32 * MiB + 1887 * 1000 + 34 * MiB
+    cap = graph_pool(36, 2560, 256, 2048, piece_graph_bytes=1000.0, full_token_bytes_per_hidden=2.0,
+                     workspace_bytes=32 * MiB, mode="capture", release=(0, 30, 0))
+    assert cap.total_bytes == 32 * MiB + 1887 * 1000
+    old = graph_pool(36, 2560, 256, 2048, piece_graph_bytes=1000.0, full_token_bytes_per_hidden=2.0,
+                     workspace_bytes=32 * MiB, mode="capture", release=(0, 26, 0))
+    assert old.full_bytes == 2 * 2560 * (7 + 3968 + 256)
+    assert capture_sizes(16, 2048) == [1, 2, 4, 8, 16, 24, 32]
+    assert capture_sizes(1024, 16384, compute_capability=10.0, release=(0, 30, 0))[-1] == 1024
+    assert capture_sizes(1024, 16384, compute_capability=10.0, release=(0, 27, 1))[-1] == 512

@@ -510,6 +510,38 @@ def cudagraph_estimate_bytes(s: VllmSettings) -> int:
     return graphs
 
 
+def v2_graph_pool(spec: ModelSpec, s: VllmSettings, gpu: GpuProfile, mnbt: int, seqs: int,
+                  mode: str = "capture"):
+    """The V2 model runner's CUDA graphs on one rank (engines/vllm_graphs.py graph_pool): "capture" what the capture
+    takes (after the KV cache on 0.26-0.28, before it is sized on 0.34), "estimate" what the 0.29+ profile subtracts.
+    The piece graph's bytes are the platform's (CUDA, fitted on the H200's 0.26 captures; HIP, read from one MI300X
+    start: scripts/fit_cudagraphs.py); the layers are the largest pipeline stage's."""
+    from .vllm_graphs import graph_pool
+    from .vllm_profile import cublas_workspace_bytes
+
+    c = engine_constants("vllm")
+    piece = c["cudagraph_piece_graph_bytes_rocm" if gpu.vendor == "amd" else "cudagraph_piece_graph_bytes"]
+    layers = max(pp_layer_partition(spec.num_layers, s.pipeline_parallel))
+    return graph_pool(layers, spec.hidden_size, seqs, mnbt, piece_graph_bytes=float(piece),
+                      full_token_bytes_per_hidden=float(c["cudagraph_full_token_bytes_per_hidden"]),
+                      workspace_bytes=cublas_workspace_bytes(gpu), mode=mode,
+                      decode_query_len=1 + (s.num_speculative_tokens if s.speculative_method else 0),
+                      compute_capability=gpu.compute_capability, release=parse_version(s.version))
+
+
+def v2_graph_bytes(spec: ModelSpec, s: VllmSettings, gpu: GpuProfile, mnbt: int, seqs: int) -> tuple[int, int]:
+    """(subtracted from the budget, captured after the KV cache) for the V2 runner's graphs at these settings: the
+    0.29+ estimate or 0.34's measured capture in the budget, 0.26-0.28's capture after it; (0, 0) under
+    --enforce-eager."""
+    if s.enforce_eager:
+        return 0, 0
+    if extensible_kv_cache_on(s, gpu):
+        return v2_graph_pool(spec, s, gpu, mnbt, seqs, "capture").total_bytes, 0
+    if s.rules.v2_cudagraph_estimate:
+        return v2_graph_pool(spec, s, gpu, mnbt, seqs, "estimate").total_bytes, 0
+    return 0, v2_graph_pool(spec, s, gpu, mnbt, seqs, "capture").total_bytes
+
+
 def sampler_state_bytes(spec: ModelSpec, s: VllmSettings, seqs: int, v2: bool) -> int:
     """The V2 sampler's penalty state, allocated once per last-stage rank when load_model builds the sampler, after the
     weights are measured ("Model loading took" leaves it out): prompt_bin_mask [max_num_seqs, cdiv(vocab, 32)] and
@@ -692,25 +724,27 @@ def _estimate(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings) -> VllmEstimate
     nvls = uses_nccl_nvls(gpu, s)
     if nvls:
         non_torch += int(c["nccl_nvls_bytes"])
-    # the CUDA-graph estimate subtracted from the budget: V1 runner from 0.21; V2 runner from 0.29 (before, its
-    # profile_cudagraph_memory returned 0). V2's estimate is a throwaway capture of the same graphs the real capture
-    # makes after the KV cache (v1/worker/gpu/cudagraph_utils.py:718-806 at v0.29.0), so it is sized like that
-    # capture (cudagraph_capture_bytes, the H200's V2 captures)
+    # the CUDA-graph estimate subtracted from the budget: V1 runner from 0.21 (one fitted constant); V2 runner from
+    # 0.29 (before, its profile_cudagraph_memory returned 0): a throwaway capture of every PIECEWISE graph with the
+    # FULL graphs extrapolated from two (v1/worker/gpu/cudagraph_utils.py:854-967 at v0.31.0), sized from the
+    # capture's structure (v2_graph_pool, engines/vllm_graphs.py)
     v2_estimate = v2 and rules.v2_cudagraph_estimate
-    cudagraph = 0 if (s.enforce_eager or (v2 and not v2_estimate) or not rules.cudagraph_estimate) else \
-        int(c["cudagraph_capture_bytes" if v2_estimate else "cudagraph_bytes"])
     extensible = extensible_kv_cache_on(s, gpu)
+    v2_in_budget, v2_after_kv = v2_graph_bytes(spec, s, gpu, mnbt, seqs) if v2 else (0, 0)
+    cudagraph = 0 if (s.enforce_eager or (v2 and not v2_estimate) or not rules.cudagraph_estimate) else \
+        (v2_in_budget if v2_estimate else int(c["cudagraph_bytes"]))
     if extensible:
         # 0.34+: no estimate (gpu/model_runner.py:1121-1125); the graphs are captured before the cache is sized and
-        # their pool is part of the measured use (gpu_worker.py:1103, extensible_kv_cache.py:613): same size
-        cudagraph = 0 if s.enforce_eager else int(c["cudagraph_capture_bytes" if v2 else "cudagraph_bytes"])
+        # their pool is part of the measured use (gpu_worker.py:1103, extensible_kv_cache.py:613)
+        cudagraph = 0 if s.enforce_eager else (v2_in_budget if v2 else int(c["cudagraph_bytes"]))
     if s.calibration is not None:  # measured in the user's environment (kvcalc/calibrate.py)
         non_torch, cudagraph = (s.calibration.non_torch(s.tensor_parallel, pp, non_torch),
                                 s.calibration.cudagraph(s.tensor_parallel, pp, cudagraph))
     # graphs captured after the KV cache is allocated, on top of gpu_memory_utilization (engines/vllm_graphs.py)
     placement = graph_placement(s.enforce_eager, v2 and not v2_estimate and not extensible,
                                 rules.cudagraph_estimate or extensible)
-    capture = int(c["cudagraph_capture_bytes"]) if placement == "after_kv" else 0
+    # the V2 runner's own capture (0.26-0.28); V1 before 0.21 and V0 keep the fitted constant
+    capture = (v2_after_kv if v2 else int(c["cudagraph_capture_bytes"])) if placement == "after_kv" else 0
     others_outside = 0 if rules.others_reduce_kv else s.other_processes_bytes  # else inside `requested` already
     graph_overflow = max(capture - max(total - requested - others_outside, 0), 0)
 
@@ -718,6 +752,11 @@ def _estimate(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings) -> VllmEstimate
     if s.gpu_memory_utilization is None:
         notes.append(f"gpu_memory_utilization {util}: vLLM {release_of(s.version)}'s default (config/cache.py)")
     notes.append(evidence_note(s.version))
+    if v2 and (v2_in_budget or v2_after_kv) and s.calibration is None:
+        mode = "estimate" if v2_estimate and not extensible else "capture"
+        notes.append(v2_graph_pool(spec, s, gpu, mnbt, seqs, mode).describe()
+                     + " (engines/vllm_graphs.py: per-graph bytes fitted on the H200's 0.26 captures"
+                     + ("; a HIP graph's read from an MI300X start" if gpu.vendor == "amd" else "") + ")")
     notes += release_caveats(s, gpu)
     if rules.engine == "v0":
         notes.append(f"vLLM {release_of(s.version)} runs the V0 engine: the profile covers {mnbt:,} batched tokens"
