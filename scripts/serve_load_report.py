@@ -796,6 +796,83 @@ def api_loop_trial() -> dict:
             "pre_registered_summary": pre, "rows": rows}
 
 
+def _server_steps(case: dict) -> tuple[list, float] | None:
+    """The run's engine steps as its server logged them (--enable-logging-iteration-details, runs e-j) with each
+    step's time on the client's clock, and None where the server did not log steps. The offset between the two
+    clocks is the median, over the server's lone-request run (c1_1k_256), of its prompt steps' line times less the
+    client's first tokens (one perf_counter clock per server; the six agree within 1 ms on every server)."""
+    from kvcalc.validate.vllm_iterations import parse_steps
+
+    shape = case["id"].rsplit(".", 1)[0]
+    log = raw_members((".server.log",)).get(f"{shape}.{case['run']}.server.log")
+    lone = raw_members().get(f"{shape}.c1_1k_256.{case['run']}.json")
+    if log is None or lone is None:
+        return None
+    steps = parse_steps(log.decode())
+    d1 = json.loads(lone)
+    firsts = sorted(a + b for a, b in zip(d1["start_times"], d1["ttfts"]))
+    prompts = [x.t for x in steps if x.context_requests][:len(firsts)]
+    if not steps or len(prompts) < len(firsts):
+        return None
+    off = statistics.median(p - f for p, f in zip(prompts, firsts))
+    d = detailed(case)
+    lo, hi = min(d["start_times"]) + off, min(d["start_times"]) + d["duration"] + off
+    return [(x.t - off, x) for x in steps if lo <= x.t <= hi], off
+
+
+def engine_core_busy(case: dict) -> dict | None:
+    """The share of the run the engine core's main thread was not blocked on the GPU (1 - the logged steps' waits on
+    their futures over the run's span, vllm/v1/engine/core.py capture_iteration_details), overall and over the steps
+    with prompt tokens: the time it runs Python, holding the GIL its input thread needs."""
+    got = _server_steps(case)
+    if got is None or len(got[0]) < 10:
+        return None
+    steps = got[0]
+    span = steps[-1][0] - steps[0][0]
+    waits = sum(x.elapsed_ms for _, x in steps[1:]) / 1e3
+    pw = sum(x.elapsed_ms for _, x in steps[1:] if x.context_requests) / 1e3
+    ps = sum(b[0] - a[0] for a, b in zip(steps, steps[1:]) if b[1].context_requests)
+    return {"not_blocked": 1 - waits / span, "prompt_steps_not_blocked": 1 - pw / ps if ps else None}
+
+
+def engine_input_bounds(case: dict, bins=((0, 8), (8, 24), (24, 48), (48, 80), (80, 160)),
+                        budget: int = 8192) -> dict | None:
+    """When each prompt reached the engine, bounded by the step log. The engine takes prompts first come first
+    served, so the k-th prompt sent is the one whose tokens follow the first k prompts' in the logged context tokens
+    (no prefix hits: runs without a shared prefix). Where the step before its admission step had room for it in the
+    token budget (max_num_batched_tokens, 8,192 on every server here), it was not yet at the engine when that step
+    was scheduled (async scheduling: at the line of the step two before its own: `after_ms` from its send), and it
+    was there when its own was (the line of the step before: `before_ms`). Medians per number of running requests
+    at its admission; prompts whose step before was full are left out (they may have waited in the engine)."""
+    got = _server_steps(case)
+    if got is None:
+        return None
+    steps = got[0]
+    d = detailed(case)
+    order = sorted(range(len(d["start_times"])), key=lambda i: d["start_times"][i])
+    ends, cum = [], 0
+    for _, x in steps:
+        cum += x.context_tokens
+        ends.append(cum)
+    rows, need, j = [], 0, 0
+    for i in order:
+        while j < len(ends) and ends[j] <= need:
+            j += 1
+        if j >= len(ends):
+            break
+        if j >= 2 and steps[j - 1][1].tokens + d["input_lens"][i] <= budget:
+            send = d["start_times"][i]
+            rows.append((steps[j][1].generation_requests, steps[j - 2][0] - send, steps[j - 1][0] - send))
+        need += d["input_lens"][i]
+    out = {}
+    for a, b in bins:
+        sel = [r for r in rows if a <= r[0] < b]
+        if len(sel) >= 5:
+            out[f"{a}-{b}"] = {"prompts": len(sel), "after_ms": 1e3 * statistics.median(r[1] for r in sel),
+                               "before_ms": 1e3 * statistics.median(r[2] for r in sel)}
+    return out
+
+
 def evidence(cases: list[dict]) -> dict:
     by_id = {c["id"]: c for c in cases}
     spread = [x for x in (stream_spread(c) for c in cases) if x is not None]
@@ -803,7 +880,11 @@ def evidence(cases: list[dict]) -> dict:
                                                       "llama-3.1-8b.c16_1k_256", "llama-3.2-3b-fp8kv.c8_1k_256",
                                                       "qwen3-30b-a3b.c8_1k_256") if k in by_id}
     return {"stream_spread": spread, "first_token_waves": waves,
-            "merged_tokens": {c["id"] + "." + c["run"]: merged_tokens(c) for c in cases}}
+            "merged_tokens": {c["id"] + "." + c["run"]: merged_tokens(c) for c in cases},
+            "poisson_engine_core": {c["id"] + "." + c["run"]: {"busy": engine_core_busy(c),
+                                                               "input_bounds": engine_input_bounds(c)}
+                                    for c in cases if math.isfinite(float(c["bench"]["request_rate"]))
+                                    and engine_core_busy(c) is not None}}
 
 
 START, END = "<!-- load-table:start (scripts/serve_load_report.py --write) -->", "<!-- load-table:end -->"
