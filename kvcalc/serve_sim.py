@@ -48,6 +48,20 @@ requests that come while it is busy leave together at the end of its busy period
 N x api_cpu_s after it was sent, except its first request, which finds the loop idle and reaches the engine alone
 after frontend_s (as the real server lets it through, ~0.2 s ahead of the rest at 128 clients).
 
+API LOOP (Load.api_out_s / api_chunk_s > 0; off by default, tried on issue 25's H200 runs and not kept:
+docs/validation/README.md "Under load"): vLLM 0.26's OpenAI server runs one asyncio loop for the arriving requests
+and the streamed outputs alike (v1/engine/async_llm.py:656-707 `output_handler`: OutputProcessor.process_outputs
+over each engine step's outputs, in chunks of VLLM_V1_OUTPUT_PROC_CHUNK_SIZE with `await asyncio.sleep(0)` between;
+each request's stream generator, entrypoints/openai/completion/serving.py:282-470, writes one SSE chunk per
+RequestOutput it gets; v1/engine/output_processor.py:45-86 RequestOutputCollector merges the deltas that come while
+its consumer has not taken the last one). Here it is one first-come-first-served server: a request's input job
+(api_cpu_s; the lead of a burst leaves when it ends, the requests that come during an input busy period leave
+together at its end, as above), each step's output job (api_out_s per request in the step, at the step's end) and
+the SSE chunks it wakes (api_chunk_s each; a request with a chunk still queued gets no new one: its token rides in
+it). The client's TTFT, ITL and e2e are the chunks' times; a closed loop's next prompt follows the last chunk. The
+front end's other part (frontend_s less the loop's shares) is a latency before the engine, so a lone request's TTFT
+is as without the loop.
+
 SGLANG (EngineConfig.prefill_first; sglang 0.5.7, python/sglang/srt/managers/): `get_next_batch_to_run`
 (scheduler.py:1778-1859) builds a prefill batch first (`get_new_batch_prefill`, :1861) and runs it when it forms ("Run
 prefill first if possible", :1833-1835); the running requests decode only in a step where no prefill batch forms
@@ -65,6 +79,7 @@ completion, arrival or block shortage, so 1,000 requests take a fraction of a se
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections import deque
 from dataclasses import dataclass, field
@@ -74,6 +89,7 @@ import numpy as np
 from .units import ceil_div
 
 DEFAULT_PERCENTILES = (50.0, 99.0)
+_IN1, _IN2, _OUT, _CHUNKS, _FLUSH = 0, 1, 2, 3, 4  # the API loop's jobs (API LOOP in the module doc)
 
 
 @dataclass(frozen=True)
@@ -124,6 +140,11 @@ class Load:
     first_request_s: float = 0.0
     client_send_s: float = 0.0  # the bench client's own time to get one request out (one asyncio loop)
     api_cpu_s: float = 0.0  # the API server's loop time per request, shared among the requests it holds at once
+    # the API server's loop as one FIFO server shared by arriving requests and streamed outputs (API LOOP in the module
+    # doc; both 0: the busy-period rule above): its time per request output of an engine step (OutputProcessor) and
+    # per SSE chunk it writes (the request's stream generator); with either set, api_cpu_s is a request's input job
+    api_out_s: float = 0.0
+    api_chunk_s: float = 0.0
     # "sharegpt": the lengths spread as a chat dataset's do (sharegpt_lengths) around input_len / output_len, the
     # run's means; "random": the random dataset's draw (random_range_ratio)
     dataset: str = "random"
@@ -142,6 +163,7 @@ class SimResult:
     prefix_hit_tokens: int
     notes: list[str] = field(default_factory=list)
     send_s: np.ndarray | None = None  # when each request got its client slot (the client's clock starts)
+    merged_tokens: int = 0  # API LOOP: tokens that rode in another token's SSE chunk (a consumer lagged)
 
     @property
     def tpot_s(self) -> np.ndarray:
@@ -265,6 +287,121 @@ def simulate(cost, cfg: EngineConfig, load: Load, frontend_s: float = 0.0, trace
     in_flight = 0
 
     client_free = 0.0  # when the client's loop is free to send the next request
+    loop_mode = load.api_out_s > 0 or load.api_chunk_s > 0
+    if loop_mode and si != 1:
+        raise ValueError("the API loop streams vLLM's one token a chunk (stream_interval 1)")
+    heap: list = []  # API LOOP: (enqueued s, order, kind, payload)
+    loop = {"free": 0.0, "seq": 0, "merged": 0, "chunks": 0}
+    chunk_due = np.zeros(n, dtype=bool)  # a chunk of the request is queued on the loop, not yet written
+    undelivered = np.zeros(n, dtype=np.int64)  # tokens the loop has taken from the engine, not yet written
+    delivered = np.zeros(n, dtype=np.int64)
+    c_first = np.full(n, np.nan)  # the client's first and last token times (API LOOP)
+    c_last = np.full(n, np.nan)
+    c_itls: list[np.ndarray] = []
+    # the part of the front end that is not the loop's (HTTP transfer, ZMQ hop, the engine core's input thread)
+    lat = max(frontend_s - load.api_cpu_s - load.api_out_s - load.api_chunk_s, 0.0) if loop_mode else 0.0
+
+    def _push(enq: float, kind: int, payload) -> None:
+        loop["seq"] += 1
+        heapq.heappush(heap, (enq, loop["seq"], kind, payload))
+
+    deferred: list[int] = []  # requests held by the input busy period
+    loop["in_end"] = -math.inf  # when the last request's input work ended
+
+    def _leave(i: int, now: float) -> None:
+        arrive[i] = now + lat + (load.first_request_s if i == 0 and not load.ready_check else 0.0)
+        _insert(pending, i, arrive)
+
+    def _run_job() -> None:
+        """The loop's next job, first come first served (asyncio's ready queue)."""
+        nonlocal in_flight
+        enq, _, kind, x = heapq.heappop(heap)
+        start = max(loop["free"], enq)
+        if kind == _IN1:  # a request's input work (HTTP body, request model, tokenization, add_request)
+            lead = not deferred and loop["in_end"] <= enq  # it finds no other request's input on the loop
+            loop["free"] = loop["in_end"] = start + load.api_cpu_s
+            if lead:  # it goes through alone, its input done in one go
+                _leave(x, loop["free"])
+            else:  # it waits for the end of the input busy period (round robin: each await hands the loop on)
+                deferred.append(x)
+                _push(loop["free"], _FLUSH, loop["free"])
+        elif kind == _FLUSH:
+            loop["free"] = start
+            if x == loop["in_end"]:  # no request's input came since: the busy period ends, all it held leave
+                for j in deferred:
+                    _leave(j, start)
+                deferred.clear()
+        elif kind == _IN2:  # AsyncLLM.add_request: the request leaves for the engine core
+            loop["free"] = start
+            _leave(x, start)
+        elif kind == _OUT:  # output_handler: OutputProcessor.process_outputs over the step's requests
+            loop["free"] = start + load.api_out_s * len(x)
+            undelivered[x] += 1
+            new = x[~chunk_due[x]]  # a request whose consumer has not run yet: RequestOutputCollector merges
+            loop["merged"] += len(x) - len(new)
+            if len(new):
+                chunk_due[new] = True
+                _push(loop["free"], _CHUNKS, new)
+        else:  # each woken stream generator writes one SSE chunk with what its collector holds
+            times = start + load.api_chunk_s * np.arange(1, len(x) + 1)
+            loop["free"] = float(times[-1])
+            loop["chunks"] += len(x)
+            had = delivered[x] > 0
+            c_first[x[~had]] = times[~had]
+            if had.any():
+                c_itls.append(times[had] - c_last[x[had]])
+            c_last[x] = times
+            delivered[x] += undelivered[x]
+            undelivered[x] = 0
+            chunk_due[x] = False
+            ends = np.nonzero(delivered[x] >= out[x])[0]
+            for k in ends.tolist():  # the client has the request's last token: its slot frees
+                in_flight -= 1
+                release(float(times[k]))
+
+    def _advance(until: float) -> None:
+        """Run every loop job enqueued by `until` (the engine's clock: every step output before it is queued)."""
+        while heap and heap[0][0] <= until:
+            _run_job()
+
+    def _stream_stretch(r: np.ndarray, ends: np.ndarray) -> None:
+        """A decode stretch's outputs on the loop: one OUT job per step, or, when the loop is idle and keeps up
+        (nothing else queued before the stretch's end, a step's outputs written before the next step ends), the
+        same chunk times at once."""
+        nonlocal in_flight
+        b = len(r)
+        work = (load.api_out_s + load.api_chunk_s) * b
+        quiet = not heap or heap[0][0] > ends[-1] + work
+        if not (quiet and loop["free"] <= ends[0] and (len(ends) < 2 or work <= float(np.min(np.diff(ends))))
+                and not chunk_due[r].any() and (delivered[r] > 0).all()):
+            for e in ends.tolist():
+                _push(e, _OUT, r)
+            return
+        rank = load.api_out_s * b + load.api_chunk_s * np.arange(1, b + 1)
+        times = ends[None, :] + rank[:, None]  # request x step
+        c_itls.append(times[:, 0] - c_last[r])
+        if times.shape[1] > 1:
+            c_itls.append(np.diff(times, axis=1).ravel())
+        c_last[r] = times[:, -1]
+        delivered[r] += len(ends)
+        loop["chunks"] += times.size
+        loop["free"] = float(ends[-1] + work)
+        done_r = np.nonzero(delivered[r] >= out[r])[0]
+        for k in done_r[np.argsort(times[done_r, -1])].tolist():
+            in_flight -= 1
+            release(float(times[k, -1]))
+
+    def _arrival_bound() -> float:
+        """The earliest a request not yet at the engine can reach it (a decode stretch stops before it)."""
+        b = math.inf
+        for enq, _, kind, _x in heap:
+            if kind == _IN1:
+                b = min(b, enq + load.api_cpu_s + lat)
+            elif kind in (_IN2, _FLUSH):
+                b = min(b, enq + lat)
+            elif next_send < n:  # an output can end a request at the client, whose slot sends the next prompt
+                b = min(b, enq + load.client_send_s + load.api_cpu_s + lat)
+        return b
     api_end = -math.inf  # the end of the API server loop's busy period
     period: list[int] = []  # the requests the API server holds in it
 
@@ -273,6 +410,11 @@ def simulate(cost, cfg: EngineConfig, load: Load, frontend_s: float = 0.0, trace
         while next_send < n and in_flight < limit:
             i = next_send
             send[i] = client_free = max(planned[i], now, client_free) + load.client_send_s
+            if loop_mode:  # the request's input job on the API server's loop (API LOOP)
+                _push(float(send[i]), _IN1, i)
+                next_send += 1
+                in_flight += 1
+                continue
             # the API server's loop round-robins the requests it holds (each await hands it to the next): a request
             # that comes while it is busy lengthens the busy period by api_cpu_s, and all it holds leave at its end
             if send[i] > api_end:  # an idle loop takes the request through at once: it leads the busy period alone
@@ -293,7 +435,8 @@ def simulate(cost, cfg: EngineConfig, load: Load, frontend_s: float = 0.0, trace
     ready = cfg.prefix_caching and load.ready_check
     first_cached = int(((int(prompt[0]) - 1) // bs) * bs) if ready else 0  # the ready check's prompt
     prefix_ready = prefix_full if ready else 0  # shared-prefix tokens in the cache
-    pending = deque(sorted(range(next_send), key=lambda i: arrive[i]))  # sent, not yet in the engine's queue
+    pending = deque() if loop_mode else deque(sorted(range(next_send), key=lambda i: arrive[i]))  # sent, not yet
+    # in the engine's queue
     waiting: deque = deque()
     running: list[int] = []
     t = s_prev = 0.0
@@ -318,10 +461,15 @@ def simulate(cost, cfg: EngineConfig, load: Load, frontend_s: float = 0.0, trace
         return hit, share, cut, need1(tokens[i]) - cut + extra_prefix
 
     while done < n:
+        if loop_mode:
+            _advance(t)
         cutoff = s_prev if (cfg.async_scheduling and running) else t
         while pending and arrive[pending[0]] <= cutoff:
             waiting.append(pending.popleft())
         if not running and not waiting:
+            if loop_mode and not pending:  # the loop's work decides when the next request reaches the engine
+                while heap and not pending:
+                    _run_job()
             t = s_prev = max(t, float(arrive[pending[0]]))  # idle until the next request reaches the engine
             continue
         budget = cfg.max_num_batched_tokens
@@ -426,6 +574,9 @@ def simulate(cost, cfg: EngineConfig, load: Load, frontend_s: float = 0.0, trace
                 free += freed_later
                 freed_later = 0
                 continue
+            if loop_mode and not pending:
+                while heap and not pending:
+                    _run_job()
             if pending:  # nothing fits until the next arrival (or a finished request) changes the state
                 t = s_prev = max(t, float(arrive[pending[0]]))
                 continue
@@ -439,7 +590,8 @@ def simulate(cost, cfg: EngineConfig, load: Load, frontend_s: float = 0.0, trace
                 or need1(tokens[waiting[0]] if cfg.reserve_full_prompt else min(
                     int(tokens[waiting[0]]), cfg.max_num_batched_tokens - len(running))) - prefix_blocks > free):
             stretch, dts = _decode_stretch(cost, r, computed, generated, out, held, shares, prefix_blocks, need, free,
-                                           t, float(arrive[pending[0]]) if pending else math.inf,
+                                           t, float(arrive[pending[0]]) if pending else (
+                                               _arrival_bound() if loop_mode else math.inf),
                                            cfg.async_scheduling, cfg.graph_max_tokens, cfg.host_per_seq_s)
         if stretch > 1:  # a pure decode stretch in one vector step: each request gains `stretch` tokens
             starts = t + np.concatenate(([0.0], np.cumsum(dts)[:-1]))
@@ -472,6 +624,8 @@ def simulate(cost, cfg: EngineConfig, load: Load, frontend_s: float = 0.0, trace
             steps += stretch
             if trace is not None:
                 trace.extend((float(a), float(d), 0, 0, len(r)) for a, d in zip(starts, dts))
+            if loop_mode:
+                _stream_stretch(r, ends)
         else:  # one step
             chunk = ~is_dec
             ctx = float((computed[r[is_dec]] + 1).sum())
@@ -502,13 +656,16 @@ def simulate(cost, cfg: EngineConfig, load: Load, frontend_s: float = 0.0, trace
                     itls.append(t - last_emit[emit])
                     last_emit[emit] = t
             last_tok[caught] = t
+            if loop_mode and len(caught):
+                _push(t, _OUT, caught)
         free += freed_later  # blocks freed at the end of the step before the last one
         freed_later = 0
         fin = r[generated[r] >= out[r]]
         for i in fin.tolist():
             running.remove(i)
         done += len(fin)
-        in_flight -= len(fin)
+        if not loop_mode:  # API LOOP: the client's slot frees when the last token reaches it (a CHUNKS job)
+            in_flight -= len(fin)
         freed = int(held[fin].sum())
         held[fin] = 0
         users = int(shares[fin].sum())
@@ -520,10 +677,20 @@ def simulate(cost, cfg: EngineConfig, load: Load, frontend_s: float = 0.0, trace
             freed_later = freed
         else:
             free += freed
-        sent = next_send
-        release(t)
-        for j in range(sent, next_send):
-            _insert(pending, j, arrive)
+        if not loop_mode:
+            sent = next_send
+            release(t)
+            for j in range(sent, next_send):
+                _insert(pending, j, arrive)
+    if loop_mode:
+        _advance(math.inf)
+        ttft, e2e = c_first - send, c_last - send
+        itl = np.concatenate(c_itls) if c_itls else np.zeros(0)
+        res = SimResult(ttft, e2e, itl, out, prompt, float(np.max(c_last)), steps, preemptions, hit_tokens,
+                        send_s=send)
+        res.notes.append(f"api loop: {loop['chunks']} chunks, {loop['merged']} tokens merged")
+        res.merged_tokens = loop["merged"]
+        return res
     ttft = first - send
     e2e = last_tok - send
     itl = np.concatenate(itls) if itls else np.zeros(0)

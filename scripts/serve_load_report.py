@@ -16,6 +16,7 @@ fixed and are all held out.
     PYTHONPATH=. python3 scripts/serve_load_report.py --fit      # print the fitted front-end cost too
     PYTHONPATH=. python3 scripts/serve_load_report.py --evidence # the per-request figures docs/validation quotes
     PYTHONPATH=. python3 scripts/serve_load_report.py --predict e f g  # figures for case files before they run
+    PYTHONPATH=. python3 scripts/serve_load_report.py --api-loop-trial  # the shared API loop, tried, not kept
 
 Two more views of the same runs, both read off raw.tar.gz:
 - steady state: every run's first request is slower than the rest (20-45 ms on the lone-request runs: a cold path in
@@ -201,8 +202,12 @@ def session_of_case(case: dict) -> str | None:
     return session_of(date) if date else None
 
 
+LOOP = None  # (api_out_s, api_chunk_s) at the reference CPU: the shared API loop (serve_sim API LOOP), tried and not
+# kept (api_loop_trial); None: the model as it stands, whose busy-period rule has no output work
+
+
 def _simulate(case: dict, frontend_s: float | None = None, trace: list | None = None,
-              api_cpu: float | None = None):
+              api_cpu: float | None = None, loop: tuple | None = None):
     from kvcalc.catalog import load_model
     from kvcalc.checkpoint import baseline_weights
     from kvcalc.engines import vllm as vllm_engine
@@ -235,7 +240,12 @@ def _simulate(case: dict, frontend_s: float | None = None, trace: list | None = 
     # the front end is the host CPU's work: kvcalc's figure is at its reference host (scale 1). The API loop's share
     # per request stays as fitted (scaled the same way, the c128 runs of the 0.80-1.06x hosts fell to -22..-45% TTFT)
     fe = (default_frontend("serve") if frontend_s is None else frontend_s) * _cpu_scale(session_of_case(case))
-    res = simulate(cost, cfg, bench_load(work, api_cpu=api_cpu), fe, trace=trace)
+    load = bench_load(work, api_cpu=api_cpu)
+    loop = LOOP if loop is None else loop
+    if loop is not None:
+        scale = _cpu_scale(session_of_case(case))
+        load = replace(load, api_out_s=loop[0] * scale, api_chunk_s=loop[1] * scale)
+    res = simulate(cost, cfg, load, fe, trace=trace)
     return res, est, work
 
 
@@ -395,8 +405,8 @@ def fit_frontend(cases: list[dict]) -> float:
     TTFT, over the fit run's session CPU scale (it is the host's CPU work; _simulate scales it back per session)."""
     gaps = []
     for c in cases:
-        if c["id"] in FIT:
-            gaps.append((c["bench"]["mean_ttft_ms"] / 1e3 - predict(c, frontend_s=0.0)["mean_ttft_ms"] / 1e3)
+        if c["id"] in FIT:  # a lone request finds the API loop idle: its TTFT is the front end plus the engine's
+            gaps.append((c["bench"]["mean_ttft_ms"] / 1e3 - _simulate(c, 0.0, loop=(0.0, 0.0))[0].ttft_s.mean())
                         / _cpu_scale(session_of_case(c)))
     return statistics.fmean(gaps)
 
@@ -735,13 +745,146 @@ def first_token_waves(case: dict, limit: int = 12, gap_s: float = 0.002) -> list
     return [(round(1e3 * g[0], 1), len(g)) for g in groups[:limit]]
 
 
+def merged_tokens(case: dict) -> int:
+    """Tokens that reached the client inside another token's SSE chunk: each request's output less one less its ITLs
+    (vllm bench appends one ITL per chunk with choices, lib/endpoint_request_func.py:227-242 in 0.26.0, so a missing
+    one is a chunk the server merged: RequestOutputCollector, v1/engine/output_processor.py:45-86, adds the deltas
+    that come while the request's stream generator has not taken the last one). Model-free: it counts how often the
+    API server's loop fell a step behind that request."""
+    d = detailed(case)
+    return sum(o - 1 - len(itl) for o, itl in zip(d["output_lens"], d["itls"]))
+
+
+# The shared API loop (serve_sim API LOOP), tried on 2026-12-03 and not kept: its two per-token costs are fitted on
+# API_CPU_FIT (run a) alone: the SSE chunk's from their streaming spread, the output processor's from their merged
+# tokens (the grid value, 1 us apart, with the least mean |log| ratio of simulated to measured merged tokens), then
+# api_cpu_s on their mean TTFT as fit_api_cpu does
+def api_loop_trial() -> dict:
+    global LOOP
+    cases = runs()
+    fit = [c for c in cases if c["id"] in API_CPU_FIT]
+    scale = _cpu_scale(session_of_case(fit[0]))  # run a is one session
+    chunk = statistics.fmean(stream_spread(c)["per_request_us"] for c in fit
+                             if stream_spread(c) is not None) / 1e6 / scale
+    meas = {c["id"]: merged_tokens(c) for c in fit}
+    best = None
+    for us in range(10, 41):
+        sim = {c["id"]: _simulate(c, loop=(us / 1e6, chunk))[0].merged_tokens for c in fit}
+        err = statistics.fmean(abs(math.log((sim[k] + 1) / (meas[k] + 1))) for k in meas)
+        if best is None or err < best[0] - 1e-12:
+            best = (err, us / 1e6, sim)
+    out_s = best[1]
+    fe = fit_frontend(cases)
+    saved, LOOP = LOOP, (out_s, chunk)
+    try:
+        api = fit_api_cpu(cases, fe)
+        rows = []
+        for c in cases:
+            res, _, work = _simulate(c, fe, api_cpu=api)
+            m, b = res.metrics(work.percentiles), c["bench"]
+            row = {"id": c["id"], "run": c["run"], "split": split_of(c), "merged_simulated": res.merged_tokens,
+                   "merged_measured": merged_tokens(c)}
+            for name, key, _ in QUANTITIES:
+                row[f"{name}_error"] = m[key] / b[key] - 1
+            rows.append(row)
+    finally:
+        LOOP = saved
+    pre = {g: summarize([r for r in rows if r["split"] == "pre-registered" and r["run"] in rs])
+           for g, rs in PRE_GROUPS.items()}
+    return {"api_chunk_s": chunk, "api_out_s": out_s, "api_cpu_s": api, "fit_merged": {"measured": meas,
+            "simulated": best[2]}, "held_out_summary": summarize([r for r in rows if r["split"] == "held-out"]),
+            "pre_registered_summary": pre, "rows": rows}
+
+
+def _server_steps(case: dict) -> tuple[list, float] | None:
+    """The run's engine steps as its server logged them (--enable-logging-iteration-details, runs e-j) with each
+    step's time on the client's clock, and None where the server did not log steps. The offset between the two
+    clocks is the median, over the server's lone-request run (c1_1k_256), of its prompt steps' line times less the
+    client's first tokens (one perf_counter clock per server; the six agree within 1 ms on every server)."""
+    from kvcalc.validate.vllm_iterations import parse_steps
+
+    shape = case["id"].rsplit(".", 1)[0]
+    log = raw_members((".server.log",)).get(f"{shape}.{case['run']}.server.log")
+    lone = raw_members().get(f"{shape}.c1_1k_256.{case['run']}.json")
+    if log is None or lone is None:
+        return None
+    steps = parse_steps(log.decode())
+    d1 = json.loads(lone)
+    firsts = sorted(a + b for a, b in zip(d1["start_times"], d1["ttfts"]))
+    prompts = [x.t for x in steps if x.context_requests][:len(firsts)]
+    if not steps or len(prompts) < len(firsts):
+        return None
+    off = statistics.median(p - f for p, f in zip(prompts, firsts))
+    d = detailed(case)
+    lo, hi = min(d["start_times"]) + off, min(d["start_times"]) + d["duration"] + off
+    return [(x.t - off, x) for x in steps if lo <= x.t <= hi], off
+
+
+def engine_core_busy(case: dict) -> dict | None:
+    """The share of the run the engine core's main thread was not blocked on the GPU (1 - the logged steps' waits on
+    their futures over the run's span, vllm/v1/engine/core.py capture_iteration_details), overall and over the steps
+    with prompt tokens: the time it runs Python, holding the GIL its input thread needs."""
+    got = _server_steps(case)
+    if got is None or len(got[0]) < 10:
+        return None
+    steps = got[0]
+    span = steps[-1][0] - steps[0][0]
+    waits = sum(x.elapsed_ms for _, x in steps[1:]) / 1e3
+    pw = sum(x.elapsed_ms for _, x in steps[1:] if x.context_requests) / 1e3
+    ps = sum(b[0] - a[0] for a, b in zip(steps, steps[1:]) if b[1].context_requests)
+    return {"not_blocked": 1 - waits / span, "prompt_steps_not_blocked": 1 - pw / ps if ps else None}
+
+
+def engine_input_bounds(case: dict, bins=((0, 8), (8, 24), (24, 48), (48, 80), (80, 160)),
+                        budget: int = 8192) -> dict | None:
+    """When each prompt reached the engine, bounded by the step log. The engine takes prompts first come first
+    served, so the k-th prompt sent is the one whose tokens follow the first k prompts' in the logged context tokens
+    (no prefix hits: runs without a shared prefix). Where the step before its admission step had room for it in the
+    token budget (max_num_batched_tokens, 8,192 on every server here), it was not yet at the engine when that step
+    was scheduled (async scheduling: at the line of the step two before its own: `after_ms` from its send), and it
+    was there when its own was (the line of the step before: `before_ms`). Medians per number of running requests
+    at its admission; prompts whose step before was full are left out (they may have waited in the engine)."""
+    got = _server_steps(case)
+    if got is None:
+        return None
+    steps = got[0]
+    d = detailed(case)
+    order = sorted(range(len(d["start_times"])), key=lambda i: d["start_times"][i])
+    ends, cum = [], 0
+    for _, x in steps:
+        cum += x.context_tokens
+        ends.append(cum)
+    rows, need, j = [], 0, 0
+    for i in order:
+        while j < len(ends) and ends[j] <= need:
+            j += 1
+        if j >= len(ends):
+            break
+        if j >= 2 and steps[j - 1][1].tokens + d["input_lens"][i] <= budget:
+            send = d["start_times"][i]
+            rows.append((steps[j][1].generation_requests, steps[j - 2][0] - send, steps[j - 1][0] - send))
+        need += d["input_lens"][i]
+    out = {}
+    for a, b in bins:
+        sel = [r for r in rows if a <= r[0] < b]
+        if len(sel) >= 5:
+            out[f"{a}-{b}"] = {"prompts": len(sel), "after_ms": 1e3 * statistics.median(r[1] for r in sel),
+                               "before_ms": 1e3 * statistics.median(r[2] for r in sel)}
+    return out
+
+
 def evidence(cases: list[dict]) -> dict:
     by_id = {c["id"]: c for c in cases}
     spread = [x for x in (stream_spread(c) for c in cases) if x is not None]
     waves = {k: first_token_waves(by_id[k]) for k in ("llama-3.1-8b.all_at_once_64_1k_256",
                                                       "llama-3.1-8b.c16_1k_256", "llama-3.2-3b-fp8kv.c8_1k_256",
                                                       "qwen3-30b-a3b.c8_1k_256") if k in by_id}
-    return {"stream_spread": spread, "first_token_waves": waves}
+    return {"stream_spread": spread, "first_token_waves": waves,
+            "merged_tokens": {c["id"] + "." + c["run"]: merged_tokens(c) for c in cases},
+            "poisson_engine_core": {c["id"] + "." + c["run"]: {"busy": engine_core_busy(c),
+                                                               "input_bounds": engine_input_bounds(c)}
+                                    for c in cases if math.isfinite(float(c["bench"]["request_rate"]))
+                                    and engine_core_busy(c) is not None}}
 
 
 START, END = "<!-- load-table:start (scripts/serve_load_report.py --write) -->", "<!-- load-table:end -->"
@@ -787,6 +930,9 @@ if __name__ == "__main__":
     if "--predict" in sys.argv:  # --predict e f g: predictions for case files not yet measured
         names = sys.argv[sys.argv.index("--predict") + 1:]
         print(json.dumps(predictions(names), indent=1))
+        sys.exit(0)
+    if "--api-loop-trial" in sys.argv:  # the shared API loop, tried and not kept (docs/validation/README.md)
+        print(json.dumps(api_loop_trial(), indent=1))
         sys.exit(0)
     rep = report()
     if "--write" in sys.argv:

@@ -237,6 +237,41 @@ def test_the_api_servers_loop_holds_a_burst_until_its_busy_period_ends():
     assert lone.ttft_s == pytest.approx(plain.ttft_s) and lone.ttft_s[0] == pytest.approx(fe + 1e-3 + 100e-6)
 
 
+def test_the_shared_api_loop_makes_a_bursts_lead_wait_for_the_others_input():
+    """API LOOP (api_chunk_s set): the same burst as above. The inputs reach the engine as the busy-period rule has
+    them (the lead alone after its 10 ms, the other three together when the loop has done 4 x 10 ms of input work),
+    less the loop's own output share of the front end (the lone request's total is unchanged). But the lead's first
+    token now waits on the same loop: its step ends at ~21 ms, and the loop writes its chunk only after the other
+    three's input work, at 40.5 ms + one chunk (vLLM 0.26's asyncio loop runs one task at a time: a run's first request
+    takes 96-140 ms to its first token in the H200 bursts, where its engine step ends ~45 ms after the send)."""
+    c, a, fe, s = 0.5e-3, 10e-3, 20e-3, 50e-6
+    cfg = EngineConfig(8192, 64, 10_000, 16, 4096, prefix_caching=False, async_scheduling=False)
+    burst = simulate(ToyCost(), cfg, Load(100, 5, 4, client_send_s=c, api_cpu_s=a, api_chunk_s=s), frontend_s=fe)
+    first = burst.send_s + burst.ttft_s
+    assert first[0] == pytest.approx(c + 4 * a + s)  # the lead's chunk, after the loop's input work
+    three = c + 4 * a + (fe - a - s) + 1e-3 + 300e-6  # their step's end
+    assert first[1:] == pytest.approx([three + s * k for k in (1, 2, 3)])  # one chunk each, in turn
+    lone = simulate(ToyCost(), cfg, Load(100, 5, 3, max_concurrency=1, client_send_s=c, api_cpu_s=a, api_chunk_s=s),
+                    frontend_s=fe)
+    plain = simulate(ToyCost(), cfg, Load(100, 5, 3, max_concurrency=1, client_send_s=c), frontend_s=fe)
+    assert lone.ttft_s == pytest.approx(plain.ttft_s) and lone.e2e_s == pytest.approx(plain.e2e_s)
+
+
+def test_a_lagging_loop_merges_tokens_into_fewer_chunks():
+    """API LOOP: 4 requests decode in ~1 ms steps while the loop needs 0.5 ms per chunk (2 ms a round). Each
+    stream generator takes what its collector holds (RequestOutputCollector merges deltas while its consumer lags),
+    so chunks carry ~2 tokens and the last token reaches the client within two loop rounds of the engine's last step
+    (the round under way, then the one that writes it), not at 4 x 50 x 0.5 ms = 100 ms; the ITLs count chunks, as
+    vllm bench's do."""
+    cfg = EngineConfig(8192, 64, 10_000, 16, 4096, prefix_caching=False, async_scheduling=False)
+    engine = simulate(ToyCost(), cfg, Load(100, 50, 4))
+    res = simulate(ToyCost(), cfg, Load(100, 50, 4, api_chunk_s=0.5e-3))
+    assert res.merged_tokens > 50
+    assert len(res.itl_s) + 4 == 4 * 50 - res.merged_tokens  # one ITL per chunk after the first
+    assert (res.e2e_s >= engine.e2e_s - 1e-12).all()
+    assert res.duration_s <= engine.duration_s + 2 * 4 * 0.5e-3 + 1e-9
+
+
 def test_a_fresh_servers_first_request_pays_its_one_time_cost_alone():
     """first_request_s: in a closed loop of one, the run's first request reaches the engine that much later and
     every later one is as on a warm server; a ready check's prompt (sent before the run) takes the cost instead."""
