@@ -163,7 +163,9 @@ def render_bench(req: PlanRequest, rows: list[Row]) -> None:
         how += f", burstiness {wl.burstiness:g}"
     extra = "".join([f", prefix {wl.prefix_len:,}" if wl.prefix_len else "",
                      f", range ratio {wl.random_range_ratio:g}" if wl.random_range_ratio else "",
-                     ", a fresh server (its first request pays the server's one-time cost)" if wl.fresh_server else ""])
+                     (", a fresh server (vLLM: its first request pays the server's one-time cost"
+                      + ("; SGLang warms itself at start: see the notes" if "sglang" in req.engines else "") + ")")
+                     if wl.fresh_server else ""])
     table = Table(title=f"Workload as vllm bench reports it: input {wl.input_len:,} + output {wl.output_len:,} "
                         f"tokens, {how}{extra}, {wl.prompts():,} prompts", title_justify="left")
     pcts = [p for p in wl.percentiles if p != 50] or list(wl.percentiles)

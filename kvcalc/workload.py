@@ -259,6 +259,10 @@ def vllm_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFo
                            host_per_seq_s=host_per_seq)
     # the API loop's busy period is vLLM's OpenAI server's, fitted on it; SGLang's tokenizer manager is unmeasured
     load = bench_load(wl, entrypoint, api_cpu=0.0 if sglang is not None else None)
+    if sglang is not None:
+        # launch_server sends its own warm-up request before it reports ready (the H200 logs: a 6-token prefill, then
+        # "The server is fired up and ready to roll!"), so a fresh server's first request pays no one-time cost there
+        load = replace(load, first_request_s=0.0)
     if sglang is not None and prefix_caching:
         # sglang.bench_serving sends its first prompt once before the run (--warmup-requests, default 1; 0.5.14
         # bench_serving.py:1325-1398: test_request = input_requests[0]) and flushes nothing (/flush_cache only with
@@ -270,6 +274,11 @@ def vllm_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFo
         sim_out.append(res)
     m = res.metrics(wl.percentiles)
     notes = []
+    if sglang is not None and wl.fresh_server and (load.max_concurrency or load.num_prompts) > 1:
+        notes.append("a fresh SGLang server: its first wave of concurrent prompts waits for first-use work the "
+                     "server's own warm-up does not cover (the first batch of new shapes); on the H200 it took the "
+                     "first request 156-613 ms over a warm server's by model (docs/validation/sglang.md, warm rerun). "
+                     "Not in these figures: time a warm-up pass first")
     if host_per_seq:
         notes.append(f"vLLM {vllm_version} runs the V0 engine: its host schedules, prepares inputs and processes "
                      f"outputs per sequence between steps, {host_per_seq * 1e3:.2f} ms a sequence in every step "

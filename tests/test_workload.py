@@ -138,3 +138,26 @@ def test_fresh_server_adds_the_first_requests_cost_to_plan_and_search_alike():
     assert found["workload"]["fresh_server"] is True
     code, out, err = invoke(["plan", "--fresh-server"])
     assert code == 2 and "needs --input-len" in out + err
+
+
+def test_a_fresh_sglang_server_pays_no_first_request_cost_but_says_its_first_wave_is_not_modelled():
+    """SGLang's launch_server warms itself before it reports ready, so --fresh-server leaves a lone request's TTFT as a
+    warm server's (with and without the radix cache); with concurrent prompts the row says the first wave's first-use
+    work is not in the figures."""
+    import json
+
+    from cli_helper import invoke
+
+    def row(*extra, conc="1", cmd="python -m sglang.launch_server --model-path llama-3.1-8b"):
+        args = ["plan", "--gpu", "h200", "--engine", "sglang", "--sglang-command", cmd, "--input-len", "1k",
+                "--output-len", "64", "--concurrency", conc, "--num-prompts", "8", "--json", *extra]
+        code, out, err = invoke(args)
+        assert code == 0, out + err
+        return next(r for r in json.loads(out)["rows"] if r["engine"] == "sglang")
+
+    for cmd in ("python -m sglang.launch_server --model-path llama-3.1-8b",
+                "python -m sglang.launch_server --model-path llama-3.1-8b --disable-radix-cache"):
+        assert row(cmd=cmd)["bench"]["ttft_s"] == row("--fresh-server", cmd=cmd)["bench"]["ttft_s"]
+    notes = " ".join(row("--fresh-server", conc="16")["bench"]["notes"])
+    assert "first-use work" in notes and "Not in these figures" in notes
+    assert "first-use" not in " ".join(row(conc="16")["bench"]["notes"])
