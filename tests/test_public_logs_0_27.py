@@ -233,3 +233,26 @@ def test_v2_graph_pool_by_hand():
     assert capture_sizes(16, 2048) == [1, 2, 4, 8, 16, 24, 32]
     assert capture_sizes(1024, 16384, compute_capability=10.0, release=(0, 30, 0))[-1] == 1024
     assert capture_sizes(1024, 16384, compute_capability=10.0, release=(0, 27, 1))[-1] == 512
+
+
+def test_a_cold_compile_on_0_27_to_0_30_says_its_pinned_segment_may_cost_kv():
+    """0.27-0.30 count a freed block that a later small allocation pins as consumed (0.31 caps block splitting for
+    it): kvcalc states the range, the Inductor embedding copy's bytes (Qwen3-4B: 151,936 x 2,560 x 2 B = 0.72 GiB,
+    the 0.70 GiB the public RTX 5060 Ti 0.29 cold start lost against its warm start), on a cold compile only."""
+    from dataclasses import replace
+
+    from kvcalc.engines import vllm as vllm_engine
+    from kvcalc.formats import weight_format
+    from kvcalc.hardware import get_gpu
+
+    spec, gpu = load_model("qwen3-4b"), get_gpu("rtx-5060-ti")
+    base = vllm_engine.VllmSettings(weights=weight_format("bf16"), kv=kv_format("auto"), max_model_len=4096,
+                                    version="0.29.0")
+
+    def pin_notes(settings):
+        return [n for n in vllm_engine.estimate(spec, gpu, settings).notes if "pinned" in n]
+
+    notes = pin_notes(base)
+    assert len(notes) == 1 and f"up to {151_936 * 2_560 * 2 / GiB:.2f} GiB less KV" in notes[0]
+    assert not pin_notes(replace(base, compile_cache="warm")) and not pin_notes(replace(base, enforce_eager=True))
+    assert not pin_notes(replace(base, version="0.31.0")) and not pin_notes(replace(base, version="0.26.0"))

@@ -839,6 +839,18 @@ def _estimate(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings) -> VllmEstimate
         if v2 and not s.enforce_eager and s.compile_cache == "warm":  # cold, a first start, is the default
             notes.append("torch.compile cache warm: the stored AOT artifact is loaded, so the profile run holds no "
                          "Inductor compile buffers (compilation/decorators.py)")
+        elif v2 and not s.enforce_eager and rules.profile_may_pin_freed_blocks:
+            # the compile phase's largest buffer (engines/vllm_profile.py): the padded vocabulary's embedding rows
+            copy = _padded_vocab(spec.vocab_size, 1) // s.tensor_parallel * spec.hidden_size * s.dtype_bytes
+            if copy:
+                shown = logged_kv_tokens(layout, blocks, rules.logged_tokens) if blocks else 0
+                lost = f" (~{copy / available * shown:,.0f} of the {shown:,} KV tokens)" if available and shown else ""
+                notes.append(f"a cold compile on vLLM {release_of(s.version)} can leave the freed segment of its "
+                             f"Inductor compile buffers pinned, and vLLM then counts it as consumed: up to "
+                             f"{copy / GiB:.2f} GiB less KV{lost} than shown (0.31 caps block splitting during the "
+                             "profile for this: gpu_worker.py:612-626; public starts lost 0.70 GiB on an RTX 5060 Ti "
+                             "under 0.29 and 0.24 GiB on an RTX 4090 under 0.27). A warm compile cache "
+                             "(--compile-cache warm) or 0.31+ avoids it")
     if rules.profile == "mechanism" and s.speculative_method and not s.kv_cache_memory_bytes and low is stages[-1]:
         notes.append(drafter_profile_note(spec, s, mnbt, seqs, v2, gpu, max_model_len, layout.block_size))
     concurrency = layout.max_concurrency(blocks) if blocks else 0.0

@@ -80,6 +80,14 @@ class VersionRules:
     # gpu_memory_utilization defaults to 1.0 (config/cache.py:495-501 resolved_gpu_memory_utilization)
     extensible_kv_cache: bool = False
 
+    @property
+    def profile_may_pin_freed_blocks(self) -> bool:
+        """0.27-0.30: "consumed memory" is the drop in free device memory across the profile, and nothing stops a
+        later small allocation from being carved out of a freed multi-GiB block, which pins the whole segment past
+        empty_cache() (0.31.0 v1/worker/gpu_worker.py:612-626 caps block splitting during the profile for exactly
+        this); whether a start pins depends on the allocator's state, so it is a range, not a figure."""
+        return self.consumed_from_free_memory and _key("0.27.0") <= _key(self.since) < _key("0.31.0")
+
     def default_util_for(self, fixed_kv_budget: bool = False) -> float:
         """gpu_memory_utilization when the user sets none: 1.0 with the extensible KV cache (0.34+; off when
         --kv-cache-memory-bytes fixes the budget, config/vllm.py:3204-3208), else default_util."""
