@@ -112,6 +112,19 @@ def draft_config_at(model: str) -> dict | None:
     return load_config_file(path) if local else None
 
 
+def sglang_draft_config(path: str, read_files: bool = True) -> dict | None:
+    """SGLang's --speculative-draft-model-path as a config: a catalog model (short name or hub id) from the catalog,
+    a local config.json or its folder when read_files; None for a hub id outside the catalog (not fetched: an EAGLE
+    head is then taken to have the target's shape, as vLLM's draft_config_at does)."""
+    from .catalog import _by_hub_id, _entries
+
+    key = str(path).strip()
+    short = key.lower() if key.lower() in _entries() else _by_hub_id(key)
+    if short:
+        return dict(_entries()[short]["config"])
+    return draft_config_at(key) if read_files else None
+
+
 def dtype_bytes_for(name: str | None) -> int:
     if name is None:
         return 2
@@ -236,6 +249,13 @@ class PlanRequest:
     dp_size: int = 1
     enable_dp_attention: bool = False
     speculative_algorithm: str | None = None  # SGLang --speculative-algorithm
+    # SGLang's draft (engines/sglang_draft.py): --speculative-draft-model-path (a catalog name, a config.json or its
+    # folder is read for its shape; a hub id is not fetched), and the draft's steps, topk and tokens (None: SGLang's)
+    speculative_draft_model_path: str | None = None
+    speculative_num_steps: int | None = None
+    speculative_eagle_topk: int | None = None
+    speculative_num_draft_tokens: int | None = None
+    speculative_draft_config: Any = field(default=None, compare=False)  # set in __post_init__ from the path
     moe_a2a_backend: str | None = None  # SGLang --moe-a2a-backend (None: none)
     read_files: bool = True  # False (the web API): no file named in the request is read (an EAGLE head's folder)
     # --weights/--kv resolved once, here; everything below uses these objects, never the names
@@ -258,6 +278,17 @@ class PlanRequest:
             raise UsageError(f"--entrypoint {shown(self.entrypoint)} is not serve or offline")
         dtype_bytes_for(self.dtype)
         self.speculative_config = speculative_settings(self.speculative_config, self.read_files)
+        from .engines import sglang_draft
+
+        self.speculative_algorithm = sglang_draft.algorithm_of(self.speculative_algorithm)
+        drafting = [name for name in ("speculative_draft_model_path", "speculative_num_steps",
+                                      "speculative_eagle_topk", "speculative_num_draft_tokens")
+                    if getattr(self, name) is not None]
+        if drafting and not self.speculative_algorithm:
+            raise UsageError(f"--{drafting[0].replace('_', '-')} sets SGLang's drafter: give --speculative-algorithm "
+                             "(EAGLE, EAGLE3, NEXTN, STANDALONE, NGRAM) too")
+        if self.speculative_draft_model_path is not None and self.speculative_draft_config is None:
+            self.speculative_draft_config = sglang_draft_config(self.speculative_draft_model_path, self.read_files)
         rules_with_engine(self.vllm_version, self.vllm_engine)  # refuses an engine the release did not have
         if self.weights is not None:
             self.asked_weights = self.weights if isinstance(self.weights, WeightFormat) else weight_format(self.weights)
@@ -323,7 +354,11 @@ class PlanRequest:
             max_prefill_tokens=self.max_prefill_tokens or sglang_engine.SglangSettings.max_prefill_tokens,
             cuda_graph_max_bs=self.cuda_graph_max_bs, enable_torch_compile=self.enable_torch_compile,
             torch_compile_max_bs=self.torch_compile_max_bs, speculative_algorithm=self.speculative_algorithm,
-            enable_lora=self.enable_lora, moe_a2a_backend=self.moe_a2a_backend or "none")
+            enable_lora=self.enable_lora, moe_a2a_backend=self.moe_a2a_backend or "none",
+            speculative_draft_model_path=self.speculative_draft_model_path,
+            speculative_draft_config=self.speculative_draft_config, speculative_num_steps=self.speculative_num_steps,
+            speculative_eagle_topk=self.speculative_eagle_topk,
+            speculative_num_draft_tokens=self.speculative_num_draft_tokens)
 
     @property
     def text_only(self) -> bool:

@@ -278,8 +278,13 @@ def explain_text(req: PlanRequest, row: Row) -> str:
             "CUDA context (and NCCL at TP > 1)",
             f"mem_fraction_static              = {g.mem_fraction_static:.4g} ({g.mem_fraction_source})",
             f"- weights (per rank)             = {g.weights_bytes:,} B ({fmt_gib(g.weights_bytes)})",
+        ] + ([f"- draft weights (per rank)       = {g.draft_in_budget_bytes:,} B ({fmt_gib(g.draft_in_budget_bytes)}): "
+              f"{g.speculative_algorithm}'s drafter, loaded before the pool is sized"]
+             if g.draft_in_budget_bytes else []) + [
             f"= KV pool = free x mfs - weights = {g.kv_budget_bytes:,} B ({fmt_gib(g.kv_budget_bytes)})",
-            f"bytes per token ({g.layout})       = {g.cell_bytes:,} B; page_size {g.page_size}",
+            f"bytes per token ({g.layout})       = {g.cell_bytes:,} B; page_size {g.page_size}"
+            + (f"; {g.count_cell_bytes:,} B with the draft's layers (the pool's sizing)" if g.count_cell_bytes
+               else ""),
             f"max_total_num_tokens = pool // cell = {g.max_total_num_tokens:,}"
             + (f"; sliding-window pool {g.swa_tokens:,}" if g.swa_tokens is not None else ""),
             f"max_running_requests {g.max_running_requests:,} (req-to-token pool {g.req_pool_size:,}, "
