@@ -156,6 +156,11 @@ def drafter(spec: ModelSpec, s) -> SglangDraft | None:
     if algo in ("NGRAM", "STANDALONE") and s.enable_dp_attention:
         raise UsageError(f"SGLang's {algo} speculative decoding does not support DP attention "
                          "(arg_groups/speculative_hook.py:261-268, :466-470): drop --enable-dp-attention")
+    from .sglang_versions import version_key
+
+    if s.enable_lora and algo != "NGRAM" and version_key(s.version) >= (0, 5, 10):
+        raise UsageError(f"SGLang {s.version} runs LoRA only with NGRAM speculative decoding (server_args.py:6849-6852 "
+                         f"in 0.5.14, :6269-6272 in 0.5.10): drop --enable-lora or --speculative-algorithm {algo}")
     steps, topk, k = params(rules, spec, algo, s.speculative_num_steps, s.speculative_eagle_topk,
                             s.speculative_num_draft_tokens)
     if algo == "NGRAM":
