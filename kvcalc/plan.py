@@ -706,6 +706,19 @@ def request_warnings(req: PlanRequest) -> list[str]:
             since = unserved_gate(spec, req.vllm_version).since
             out.append(f"{unserved}; every vLLM row says no (its figures are vLLM {since}'s, the first release "
                        "that serves it)")
+    if "sglang" not in req.engines:
+        sglang_only = [flag for flag, on in (
+            ("--mem-fraction-static", req.mem_fraction_static is not None), ("--dp-size", req.dp_size != 1),
+            ("--enable-dp-attention", req.enable_dp_attention),
+            ("--speculative-algorithm", req.speculative_algorithm is not None),
+            ("--moe-a2a-backend", req.moe_a2a_backend not in (None, "", "none")),
+            ("--max-prefill-tokens", req.max_prefill_tokens is not None),
+            ("--cuda-graph-max-bs", req.cuda_graph_max_bs is not None),
+            ("--enable-torch-compile", req.enable_torch_compile), ("--stream-interval", req.stream_interval != 1),
+            ("--disable-radix-cache", req.disable_radix_cache)) if on]
+        if sglang_only:
+            out.append(f"{', '.join(sglang_only)}: SGLang's setting(s), and no SGLang row is planned (add --engine "
+                       "sglang, servers or all)")
     if "sglang" in req.engines:
         from .engines.sglang_versions import RULES as SGLANG_RULES, is_newer_than_known as sglang_newer
 

@@ -215,6 +215,7 @@ def build_search(options: dict, load_model=None, explicit: set[str] = frozenset(
     from .prices import load_prices
     from . import search as S
 
+    from .engines.sglang_versions import resolve_version as resolve_sglang
     from .search_sglang import check_settings, closed_form_notes, given_settings, settings_of
 
     kw, warnings = dict(options), []
@@ -247,6 +248,18 @@ def build_search(options: dict, load_model=None, explicit: set[str] = frozenset(
         if "vllm" not in weight_format(w).engines:
             raise UsageError(f"--weights {w}: vLLM does not load {weight_format(w).label} weights")
     kvs = tuple(dict.fromkeys(kv_format(k).name for k in kw["kv"] or ())) or S.DEFAULT_KV
+    if engine != "vllm":
+        from .engines.sglang import KV_DTYPES
+
+        if not any(k in KV_DTYPES for k in kvs):
+            raise UsageError(f"--kv {','.join(kvs)}: SGLang has no such cache (kvcalc models its auto, fp8, "
+                             "fp8-e5m2)")
+        from .engines import sglang_draft
+        from .engines.sglang import SglangSettings
+
+        # the drafter's settings once, before any candidate: a refusal is one line, not one note per structure
+        sglang_draft.drafter(spec, SglangSettings(weights=weight_format("bf16"), kv=kv_format("auto"),
+                                                  version=resolve_sglang(kw.get("sglang_version")), **sglang_base))
     for k in kvs:
         if kv_format(k).vllm_name is None:
             raise UsageError(f"--kv {k}: vLLM has no {kv_format(k).label} cache (auto, fp8, fp8-e5m2, int8/fp8/int4_per_token_head, nvfp4)")

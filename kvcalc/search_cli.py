@@ -110,7 +110,7 @@ def _run_search(kw) -> None:
             render_search(res)
         if sglang_rows is not None:
             render_sglang_search(res, sglang_rows, compare=engine == "both")
-    _gate(search_failure(res))
+    _gate(search_failure(res, sglang_rows, engine))
 
 
 def _gate(reason: str | None) -> None:

@@ -110,16 +110,16 @@ def closed_form_notes(given: dict) -> list[str]:
     """What the closed-form times of SGLang's candidates leave out for these settings (said once)."""
     out = []
     if given.get("speculative_algorithm"):
-        out.append("sglang: speculative decoding is in every candidate's memory (the drafter's weights and pool, "
+        out.append("sglang times: speculative decoding is in every candidate's memory (the drafter's weights and pool, "
                    "max_running_requests 48 unless given) but not in its times: kvcalc models no drafter speed-up "
                    "(nor does kvcalc plan)")
     off = [LAUNCH_FLAGS[k] for k in ("enable_lora", "moe_a2a_backend", "enable_dp_attention", "enable_torch_compile")
            if k in given]
     if off:
-        out.append(f"sglang: {', '.join(off)} switch SGLang's piecewise prefill graphs off; the closed form prices no "
+        out.append(f"sglang times: {', '.join(off)} switch SGLang's piecewise prefill graphs off; the closed form prices no "
                    "prefill graphs either way (kvcalc plan's simulation does)")
     if "stream_interval" in given:
-        out.append("sglang: --stream-interval spaces the ITL only (TTFT and TPOT unchanged); it is in the launch line")
+        out.append("sglang times: --stream-interval spaces the ITL only (TTFT and TPOT unchanged); it is in the launch line")
     return out
 
 
@@ -216,10 +216,16 @@ def sglang_search(req, sglang_version: str | None = None) -> tuple[list[SglangDe
     for gpu, price in priced_gpus(req, []):
         for w, k in searched_formats(sp, lambda kv: kv.name in sglang_engine.KV_DTYPES):
             for tp in sp.tp:
-                if tp > sp.max_gpus_per_replica or parallel_refusal(spec, tp):
+                if tp > sp.max_gpus_per_replica:
+                    continue
+                refusal = parallel_refusal(spec, tp)
+                if refusal:
+                    why = f"sglang: TP {tp} left out: {refusal.replace('vLLM', 'SGLang')}"
+                    notes += [why] if why not in notes else []
                     continue
                 if tp % dp:
-                    notes.append(f"sglang: TP {tp} left out: --dp-size {dp} must divide it with DP attention")
+                    why = f"sglang: TP {tp} left out: --dp-size {dp} must divide it with DP attention"
+                    notes += [why] if why not in notes else []
                     continue
                 for running in getattr(req, "sglang_running", None) or (None,):
                     s = sglang_engine.SglangSettings(weights=w, kv=k, context_length=context, tensor_parallel=tp,

@@ -115,3 +115,29 @@ def test_a_pasted_sglang_command_fixes_the_search():
 def test_settings_the_search_cannot_carry_are_usage_errors(extra, message):
     code, out, err = run_cli(BASE[:-3] + extra)
     assert code == 2 and message in err and "Traceback" not in err, (code, err)
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--tp", "3"], "TP 3 left out: --tp 3 does not divide"),
+    (["--tp", "2", "--enable-dp-attention", "--dp-size", "4"], "--dp-size 4 must divide it"),
+])
+def test_an_sglang_search_with_no_candidate_fails_its_gate_with_sglangs_reason(extra, message):
+    """--server sglang gates on SGLang's deployments (gate.search_failure), not on the vLLM search run beside them."""
+    code, out, err = run_cli(BASE[:-3] + ["--server", "sglang"] + extra)
+    assert code == 1 and "no SGLang deployment meets the targets" in err and message in err, err
+
+
+def test_kv_formats_sglang_lacks_and_refused_drafters_are_one_line():
+    code, out, err = run_cli(BASE[:-3] + ["--server", "sglang", "--kv", "nvfp4"])
+    assert code == 2 and "SGLang has no such cache" in err
+    code, out, err = run_cli(BASE[:-3] + ["--server", "sglang", "--speculative-algorithm", "STANDALONE"])
+    assert code == 2 and err.count("\n") == 1 and "--speculative-draft-model-path" in err
+
+
+def test_plan_says_when_sglang_settings_plan_no_sglang_row():
+    code, out, err = run_cli(["plan", "--gpu", "h200", "--model", "llama-3.1-8b", "--speculative-algorithm", "EAGLE",
+                              "--enable-dp-attention"])
+    assert code == 0 and "--enable-dp-attention, --speculative-algorithm: SGLang's setting(s), and no SGLang row" in err
+    code, out, err = run_cli(["plan", "--gpu", "h200", "--model", "llama-3.1-8b", "--engine", "sglang",
+                              "--speculative-algorithm", "NEXTN"])
+    assert code == 2 and "has none (num_nextn_predict_layers" in err and "Traceback" not in err

@@ -171,6 +171,10 @@ def drafter(spec: ModelSpec, s) -> SglangDraft | None:
     tp, d_bytes, h = s.tensor_parallel, s.dtype_bytes, spec.hidden_size
     given = bool(s.speculative_draft_model_path) or cfg is not None
     if algo == "NEXTN" or (algo in ("EAGLE", "EAGLE3") and not given and arch in MTP_ARCHS):
+        if vllm_draft.mtp_layers(spec) < 1:
+            raise UsageError(f"--speculative-algorithm {algo} drafts with the checkpoint's own MTP layers and "
+                             f"{spec.name} has none (num_nextn_predict_layers is 0 or absent): use EAGLE or EAGLE3 "
+                             "with a draft head (--speculative-draft-model-path), STANDALONE or NGRAM")
         d = vllm_draft.drafter(spec, "mtp", weights=s.weights, dtype_bytes=d_bytes, tp=tp)
         # its own embed_tokens and shared_head.head (VocabParallelEmbedding / ParallelLMHead) until init_lm_head
         ends = 2 * _padded_rows(spec.vocab_size, tp) * h * d_bytes
