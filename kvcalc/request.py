@@ -258,8 +258,11 @@ def build_search(options: dict, load_model=None, explicit: set[str] = frozenset(
         from .engines.sglang import SglangSettings
 
         # the drafter's settings once, before any candidate: a refusal is one line, not one note per structure
+        from .engines.sglang import kv_layout, sglang_weight_bytes
+
         sglang_draft.drafter(spec, SglangSettings(weights=weight_format("bf16"), kv=kv_format("auto"),
-                                                  version=resolve_sglang(kw.get("sglang_version")), **sglang_base))
+                                                  version=resolve_sglang(kw.get("sglang_version")), **sglang_base),
+                             kv_layout, sglang_weight_bytes)
     for k in kvs:
         if kv_format(k).vllm_name is None:
             raise UsageError(f"--kv {k}: vLLM has no {kv_format(k).label} cache (auto, fp8, fp8-e5m2, int8/fp8/int4_per_token_head, nvfp4)")

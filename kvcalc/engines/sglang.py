@@ -714,7 +714,7 @@ def estimate(spec: ModelSpec, gpu: GpuProfile, s: SglangSettings) -> SglangEstim
     notes: list[str] = []
     from . import sglang_draft
 
-    draft = sglang_draft.drafter(spec, s)
+    draft = sglang_draft.drafter(spec, s, kv_layout, sglang_weight_bytes)
     if nsa:
         how = (f"DP attention (dp = tp = {s.tensor_parallel})" if s.rules.nsa_mode == "dp" else
                f"the DP-attention flag at dp {s.dp_size}" if s.rules.nsa_mode == "dp-flag" else "TP attention")

@@ -124,10 +124,9 @@ def _padded_rows(rows: int, tp: int) -> int:
     return _padded(rows, tp)
 
 
-def _draft_cell(layer_spec: ModelSpec, s, layers: int | None = None) -> int:
-    """Bytes of one token of the draft's own pool on one rank: its attention layers as kv_layout lays out a pool."""
-    from .sglang import kv_layout
-
+def _draft_cell(kv_layout, layer_spec: ModelSpec, s, layers: int | None = None) -> int:
+    """Bytes of one token of the draft's own pool on one rank: its attention layers as kv_layout (engines/sglang.py)
+    lays out a pool."""
     plain = replace(s, speculative_algorithm=None, disable_hybrid_swa_memory=True)
     _, cell, n, _, _ = kv_layout(layer_spec, plain)
     if layers is not None and n:
@@ -144,8 +143,9 @@ def _draft_layers(cfg: dict[str, Any], fallback: int) -> int:
     return int(max(int(cfg.get("num_hidden_layers") or fallback), int(cfg.get("num_attention_layers") or 0)))
 
 
-def drafter(spec: ModelSpec, s) -> SglangDraft | None:
-    """The drafter SglangSettings `s` run, per rank; None without --speculative-algorithm."""
+def drafter(spec: ModelSpec, s, kv_layout=None, weight_bytes=None) -> SglangDraft | None:
+    """The drafter SglangSettings `s` run, per rank; None without --speculative-algorithm. kv_layout and weight_bytes:
+    engines/sglang.py's (passed in, so that this module does not import it back)."""
     from ..formats import weight_format
     from . import vllm_draft
 
@@ -178,7 +178,7 @@ def drafter(spec: ModelSpec, s) -> SglangDraft | None:
         d = vllm_draft.drafter(spec, "mtp", weights=s.weights, dtype_bytes=d_bytes, tp=tp)
         # its own embed_tokens and shared_head.head (VocabParallelEmbedding / ParallelLMHead) until init_lm_head
         ends = 2 * _padded_rows(spec.vocab_size, tp) * h * d_bytes
-        cell = _draft_cell(d.layer_spec, s, d.num_layers)
+        cell = _draft_cell(kv_layout, d.layer_spec, s, d.num_layers)
         return SglangDraft(algo, "mtp", steps, topk, k, d.weight_bytes + ends, d.weight_bytes, cell,
                            vllm_draft.mtp_layers(spec), given or arch in MTP_ARCHS,
                            f"{d.num_layers} MTP layer(s) of the checkpoint")
@@ -187,13 +187,12 @@ def drafter(spec: ModelSpec, s) -> SglangDraft | None:
             raise UsageError("--speculative-algorithm STANDALONE drafts with a model of its own: give "
                              "--speculative-draft-model-path as a catalog name, a config.json or its folder")
         from ..model import spec_from_config
-        from .sglang import sglang_weight_bytes
 
         draft = spec_from_config(cfg, str(s.speculative_draft_model_path or "the draft model"), trusted=False)
         plain = replace(s, speculative_algorithm=None, weights=weight_format("bf16"), speculative_draft_config=None)
-        w = sglang_weight_bytes(draft, plain)
+        w = weight_bytes(draft, plain)
         try:
-            cell = _draft_cell(draft, s)
+            cell = _draft_cell(kv_layout, draft, s)
         except UnsupportedModelError as exc:
             raise UnsupportedModelError(f"STANDALONE draft: {exc}") from None
         return SglangDraft(algo, "standalone", steps, topk, k, w, w, cell, _draft_layers(cfg, draft.num_layers), True,
@@ -206,7 +205,7 @@ def drafter(spec: ModelSpec, s) -> SglangDraft | None:
     ends = _padded_rows(draft_vocab, tp) * dh * d_bytes  # its own embed_tokens
     if not d.own_lm_head_rows and not tied:  # an lm_head of the target's vocabulary, swapped for the target's
         ends += _padded_rows(spec.vocab_size, tp) * dh * d_bytes
-    cell = _draft_cell(d.layer_spec, s)
+    cell = _draft_cell(kv_layout, d.layer_spec, s)
     return SglangDraft(algo, method, steps, topk, k, d.weight_bytes + ends, d.weight_bytes, cell,
                        _draft_layers(cfg or {}, d.num_layers), True, d.described.replace("; embedding shared", "")
                        .replace(", lm_head shared", ""))
