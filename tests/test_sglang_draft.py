@@ -141,3 +141,22 @@ def test_drafter_settings_sglang_refuses(kw, message):
 
 def test_topk_one_draft_tokens_follow_the_steps():
     assert sglang_draft.params(S.rules_for("0.5.14"), load_model("llama-3.1-8b"), "EAGLE", 3, 1, 9) == (3, 1, 4)
+
+
+def test_validate_reads_the_drafter_a_log_states():
+    """A start-up log's server_args carry the algorithm and the steps, topk and draft tokens SGLang resolved
+    (validate/sglang_log.py): the prediction it is compared with is the drafter's ledger, not the plain one. The
+    log below is made up for the parser (no public log has a speculative start): only its settings are read."""
+    from kvcalc.validate.sglang_log import check_sglang_log, parse_sglang_log
+
+    text = ("server_args=ServerArgs(model_path='meta-llama/Llama-3.1-8B-Instruct', tp_size=1, kv_cache_dtype='auto', "
+            "context_length=8192, speculative_algorithm='EAGLE3', speculative_num_steps=3, speculative_eagle_topk=1, "
+            "speculative_num_draft_tokens=4, max_running_requests=48)\n"
+            "[x TP0] KV Cache is allocated. #tokens: 1000, K size: 1.00 GB, V size: 1.00 GB\n")
+    out = check_sglang_log(parse_sglang_log(text), "llama-3.1-8b", "h200")
+    est = S.estimate(load_model("llama-3.1-8b"), get_gpu("h200"), settings(
+        speculative_algorithm="EAGLE3", speculative_num_steps=3, speculative_eagle_topk=1,
+        speculative_num_draft_tokens=4, max_running_requests=48))
+    row = next(r for r in out["rows"] if r["observed"] == 1000)
+    assert row["predicted"] == est.max_total_num_tokens == est.kv_budget_bytes // (LLAMA_8B_CELL * 33 // 32)
+    assert est.speculative_params == (3, 1, 4)
