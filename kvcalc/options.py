@@ -358,6 +358,8 @@ PLAN_OPTIONS: list[Option] = [
            "STANDALONE draft model (a catalog name, a config.json or its folder is read for its shape; a hub id "
            "outside the catalog is not fetched: an EAGLE head then has the target's shape) [default: the "
            "checkpoint's MTP layers on DeepSeek/GLM].", metavar="MODEL", into="request"),
+    Option("max_total_tokens", POSITIVE, None, "SGLang --max-total-tokens: a cap on the KV pool's tokens "
+           "(max_total_num_tokens) [default: none].", into="request"),
     Option("speculative_num_steps", POSITIVE, None, "SGLang --speculative-num-steps [default: SGLang's choice for "
            "the model].", into="request"),
     Option("speculative_eagle_topk", POSITIVE, None, "SGLang --speculative-eagle-topk.", into="request"),
@@ -540,7 +542,7 @@ SEARCH_OPTIONS: list[Option] = [
                               "speculative_draft_model_path", "speculative_num_steps", "speculative_eagle_topk",
                               "speculative_num_draft_tokens", "moe_a2a_backend", "enable_lora", "max_prefill_tokens",
                               "cuda_graph_max_bs", "enable_torch_compile", "torch_compile_max_bs", "block_size",
-                              "enforce_eager", "stream_interval", "disable_radix_cache")],
+                              "enforce_eager", "stream_interval", "disable_radix_cache", "max_total_tokens")],
     same("sglang_command", help="an SGLang command line: its model and flags fix the search's model, formats, TP, "
          "--max-running-requests and SGLang settings, and it searches SGLang's deployments unless --server is "
          "given (options given here as well win)."),

@@ -112,19 +112,6 @@ def draft_config_at(model: str) -> dict | None:
     return load_config_file(path) if local else None
 
 
-def sglang_draft_config(path: str, read_files: bool = True) -> dict | None:
-    """SGLang's --speculative-draft-model-path as a config: a catalog model (short name or hub id) from the catalog,
-    a local config.json or its folder when read_files; None for a hub id outside the catalog (not fetched: an EAGLE
-    head is then taken to have the target's shape, as vLLM's draft_config_at does)."""
-    from .catalog import _by_hub_id, _entries
-
-    key = str(path).strip()
-    short = key.lower() if key.lower() in _entries() else _by_hub_id(key)
-    if short:
-        return dict(_entries()[short]["config"])
-    return draft_config_at(key) if read_files else None
-
-
 def dtype_bytes_for(name: str | None) -> int:
     if name is None:
         return 2
@@ -252,6 +239,7 @@ class PlanRequest:
     # SGLang's draft (engines/sglang_draft.py): --speculative-draft-model-path (a catalog name, a config.json or its
     # folder is read for its shape; a hub id is not fetched), and the draft's steps, topk and tokens (None: SGLang's)
     speculative_draft_model_path: str | None = None
+    max_total_tokens: int | None = None  # SGLang --max-total-tokens: a cap on the pool
     speculative_num_steps: int | None = None
     speculative_eagle_topk: int | None = None
     speculative_num_draft_tokens: int | None = None
@@ -288,7 +276,8 @@ class PlanRequest:
             raise UsageError(f"--{drafting[0].replace('_', '-')} sets SGLang's drafter: give --speculative-algorithm "
                              "(EAGLE, EAGLE3, NEXTN, STANDALONE, NGRAM) too")
         if self.speculative_draft_model_path is not None and self.speculative_draft_config is None:
-            self.speculative_draft_config = sglang_draft_config(self.speculative_draft_model_path, self.read_files)
+            self.speculative_draft_config = sglang_draft.draft_config_of(self.speculative_draft_model_path,
+                                                                         self.read_files)
         rules_with_engine(self.vllm_version, self.vllm_engine)  # refuses an engine the release did not have
         if self.weights is not None:
             self.asked_weights = self.weights if isinstance(self.weights, WeightFormat) else weight_format(self.weights)
@@ -358,7 +347,7 @@ class PlanRequest:
             speculative_draft_model_path=self.speculative_draft_model_path,
             speculative_draft_config=self.speculative_draft_config, speculative_num_steps=self.speculative_num_steps,
             speculative_eagle_topk=self.speculative_eagle_topk,
-            speculative_num_draft_tokens=self.speculative_num_draft_tokens)
+            speculative_num_draft_tokens=self.speculative_num_draft_tokens, max_total_tokens=self.max_total_tokens)
 
     @property
     def text_only(self) -> bool:
@@ -714,6 +703,7 @@ def request_warnings(req: PlanRequest) -> list[str]:
             ("--moe-a2a-backend", req.moe_a2a_backend not in (None, "", "none")),
             ("--max-prefill-tokens", req.max_prefill_tokens is not None),
             ("--cuda-graph-max-bs", req.cuda_graph_max_bs is not None),
+            ("--max-total-tokens", req.max_total_tokens is not None),
             ("--enable-torch-compile", req.enable_torch_compile), ("--stream-interval", req.stream_interval != 1),
             ("--disable-radix-cache", req.disable_radix_cache)) if on]
         if sglang_only:

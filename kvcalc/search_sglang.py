@@ -34,7 +34,7 @@ SGLANG_SETTINGS = ("mem_fraction_static", "dp_size", "enable_dp_attention", "spe
                    "speculative_draft_model_path", "speculative_num_steps", "speculative_eagle_topk",
                    "speculative_num_draft_tokens", "moe_a2a_backend", "enable_lora", "max_prefill_tokens",
                    "cuda_graph_max_bs", "enable_torch_compile", "torch_compile_max_bs", "block_size", "enforce_eager",
-                   "stream_interval", "disable_radix_cache")
+                   "stream_interval", "disable_radix_cache", "max_total_tokens")
 # the option's name -> the SglangSettings field (the rest keep their names; stream_interval and disable_radix_cache
 # are the workload's and the launch line's, not the ledger's)
 _FIELD = {"block_size": "page_size", "enforce_eager": "disable_cuda_graph"}
@@ -49,7 +49,8 @@ LAUNCH_FLAGS = {"mem_fraction_static": "--mem-fraction-static", "dp_size": "--dp
                 "max_prefill_tokens": "--max-prefill-tokens", "cuda_graph_max_bs": "--cuda-graph-max-bs",
                 "enable_torch_compile": "--enable-torch-compile", "torch_compile_max_bs": "--torch-compile-max-bs",
                 "block_size": "--page-size", "enforce_eager": "--disable-cuda-graph",
-                "stream_interval": "--stream-interval", "disable_radix_cache": "--disable-radix-cache"}
+                "stream_interval": "--stream-interval", "disable_radix_cache": "--disable-radix-cache",
+                "max_total_tokens": "--max-total-tokens"}
 _DEFAULTS = {"dp_size": 1, "torch_compile_max_bs": 32, "stream_interval": 1}
 
 
@@ -91,7 +92,6 @@ def check_settings(given: dict, engine: str, kw: dict) -> None:
 def settings_of(given: dict, read_files: bool = True) -> dict:
     """SglangSettings keyword values for the given settings (the draft's config read as plan reads it)."""
     from .engines import sglang_draft
-    from .plan import sglang_draft_config
 
     out = {_FIELD.get(k, k): v for k, v in given.items() if k not in _NOT_SETTINGS}
     if "speculative_algorithm" in out:
@@ -100,7 +100,8 @@ def settings_of(given: dict, read_files: bool = True) -> dict:
         first = next(k for k in given if k.startswith("speculative_"))
         raise UsageError(f"{LAUNCH_FLAGS[first]} sets SGLang's drafter: give --speculative-algorithm too")
     if out.get("speculative_draft_model_path"):
-        out["speculative_draft_config"] = sglang_draft_config(out["speculative_draft_model_path"], read_files)
+        out["speculative_draft_config"] = sglang_draft.draft_config_of(out["speculative_draft_model_path"],
+                                                                       read_files)
     if "mem_fraction_static" in out and not 0 < out["mem_fraction_static"] < 1:
         raise UsageError(f"--mem-fraction-static must be in (0, 1), got {out['mem_fraction_static']}")
     return out
@@ -328,6 +329,8 @@ def search_payload(kw: dict, res, sglang_rows) -> dict:
     if engine == "vllm":  # the plain vLLM search: kvcalc.search/1 as the Python API gives it
         return out
     out["engine"] = engine
+    # the SGLang settings every SGLang candidate ran with (SGLANG_SETTINGS names, as given)
+    out["sglang_settings"] = dict(getattr(res.request, "sglang_given", None) or {})
     if engine == "sglang":
         out["results"], out["pareto"] = [d.to_json() for d in sglang_rows], []
         out["winner_command"] = sglang_rows[0].command if sglang_rows else None

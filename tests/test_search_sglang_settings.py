@@ -141,3 +141,19 @@ def test_plan_says_when_sglang_settings_plan_no_sglang_row():
     code, out, err = run_cli(["plan", "--gpu", "h200", "--model", "llama-3.1-8b", "--engine", "sglang",
                               "--speculative-algorithm", "NEXTN"])
     assert code == 2 and "has none (num_nextn_predict_layers" in err and "Traceback" not in err
+
+
+def test_max_total_tokens_caps_the_pool_in_plan_and_search():
+    """--max-total-tokens (a pasted command's too: it was ignored before) caps max_total_num_tokens, and on 0.5.14
+    the prefill graphs (server_args.py:3248-3252: 58 sizes to 8192 -> 42 to 2048, 16 x 8 MiB less reserve)."""
+    cmd = "python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B-Instruct --max-total-tokens 100000"
+    code, out, err = run_cli(["plan", "--gpu", "h200", "--sglang-command", cmd, "--context", "8k", "--json"])
+    assert code == 0, err
+    row = json.loads(out)["rows"][0]["sglang_breakdown"]
+    assert row["max_total_num_tokens"] == 100000
+    capped = estimate(max_total_tokens=2048)
+    assert capped.max_total_num_tokens == 2048 and capped.prefill_graph_max_tokens == 2048
+    assert len(S.piecewise_graph_sizes(2048, "0.5.14")) == 8 + 14 + 8 + 8 + 4 == 42
+    assert capped.mem_fraction_static == round((143771 - 13440 - 42 * 8) / 143771, 3)
+    d = search("--server", "sglang", "--tp", "1", "--max-total-tokens", "20000")["results"][0]
+    assert d["kv_capacity_tokens"] == 20000 and d["replicas"] == 8  # 20,000 // 2,304 = 8 requests a replica

@@ -365,6 +365,8 @@ def default_mem_fraction(rules: SglangRules, gpu_mib: int, s: SglangSettings, ch
             top = chunk if chunk > 0 else 4096
             if rules.piecewise_sizes == "0.5.14" and s.context_length:  # server_args.py:3264-3267
                 top = min(top, s.context_length)
+            if rules.piecewise_sizes == "0.5.14" and s.max_total_tokens:  # server_args.py:3248-3252
+                top = min(top, s.max_total_tokens)
             reserved += 1.5 * 1024 if mla else len(piecewise_graph_sizes(top, rules.piecewise_sizes)) * 8
         optin, after_floor = optin_piecewise_reserve_mib(rules, s, chunk, mla)
         if not after_floor:
@@ -847,6 +849,8 @@ def estimate(spec: ModelSpec, gpu: GpuProfile, s: SglangSettings) -> SglangEstim
         prefill_graphs = chunk if chunk > 0 else 4096
         if rules.piecewise_sizes == "0.5.14" and s.context_length:  # server_args.py:3264-3267
             prefill_graphs = min(prefill_graphs, s.context_length)
+        if rules.piecewise_sizes == "0.5.14" and s.max_total_tokens:  # server_args.py:3248-3252
+            prefill_graphs = min(prefill_graphs, s.max_total_tokens)
     elif not s.disable_cuda_graph and s.enable_piecewise_cuda_graph:
         prefill_graphs = s.piecewise_cuda_graph_max_tokens or (chunk if chunk > 0 else 4096)
     return SglangEstimate(

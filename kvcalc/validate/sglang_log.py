@@ -59,12 +59,12 @@ _ARGS = {  # ServerArgs field -> kind
 
 
 def _draft_config(path) -> dict | None:
-    """The draft model of a log's server_args, from the catalog only (plan.sglang_draft_config reading no file)."""
+    """The draft model of a log's server_args, from the catalog only (sglang_draft.draft_config_of reading no file)."""
     if not path:
         return None
-    from ..plan import sglang_draft_config
+    from ..engines.sglang_draft import draft_config_of
 
-    return sglang_draft_config(str(path), read_files=False)
+    return draft_config_of(str(path), read_files=False)
 
 
 def _draft_params(stated: dict) -> dict:
