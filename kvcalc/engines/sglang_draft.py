@@ -221,6 +221,9 @@ def drafter(spec: ModelSpec, s, kv_layout=None, weight_bytes=None) -> SglangDraf
         return SglangDraft(algo, "standalone", steps, topk, k, w, w, cell, _draft_layers(cfg, draft.num_layers), True,
                            f"draft model {draft.name} ({draft.num_layers} layers, its own embedding and lm_head)")
     method = "eagle3" if algo == "EAGLE3" else "eagle"
+    if algo == "EAGLE3" and s.enable_dp_attention:
+        # an EAGLE-3 head under DP attention loads in the attention TP group (eagle_worker_v2.py:169-172)
+        tp = s.attn_tp
     d = vllm_draft.drafter(spec, method, dtype_bytes=d_bytes, tp=tp, draft_config=cfg)
     dh = d.hidden_size
     tied = bool((cfg or {}).get("tie_word_embeddings"))
