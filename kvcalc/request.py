@@ -233,6 +233,9 @@ def build_search(options: dict, load_model=None, explicit: set[str] = frozenset(
     sglang_base = settings_of(sglang_given, load_model is None if read_files is None else read_files)
     if engine != "vllm":
         warnings += closed_form_notes(sglang_given)
+    if engine == "both" and "speculative_algorithm" in sglang_given:
+        warnings.append("vllm: its candidates run without a drafter (search takes no --speculative-config), beside "
+                        "SGLang's with one: compare them with kvcalc plan --engine servers")
     if (kw["concurrency"] is None) == (kw["request_rate"] is None):
         raise UsageError("give exactly one of --concurrency N and --request-rate R")
     if load_model is None:
