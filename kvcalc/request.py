@@ -235,7 +235,8 @@ def build_search(options: dict, load_model=None, explicit: set[str] = frozenset(
         warnings += closed_form_notes(sglang_given)
     if engine == "both" and "speculative_algorithm" in sglang_given:
         warnings.append("vllm: its candidates run without a drafter (search takes no --speculative-config), beside "
-                        "SGLang's with one: compare them with kvcalc plan --engine servers")
+                        "SGLang's with one: to compare like with like, plan both with kvcalc plan --engine servers "
+                        "--speculative-algorithm ... --speculative-config '{...}'")
     if (kw["concurrency"] is None) == (kw["request_rate"] is None):
         raise UsageError("give exactly one of --concurrency N and --request-rate R")
     if load_model is None:
