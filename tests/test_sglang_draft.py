@@ -35,6 +35,7 @@ def test_eagle3_head_is_charged_to_the_pool_budget_on_0_5_14():
     extra = (4096 + 2 * 1024) * 4096 + 3 * 4096 * 4096 + 4096 + 32000 * 4096
     kept = (layer + extra) * 2 + 32000 * 8 + 2048 * 128 * 2
     assert kept == 850_159_616
+    assert vllm_draft.drafter(spec, "eagle3").weight_bytes == kept  # what vLLM's ledger charges for the same head
     embedding = 128256 * 4096 * 2  # VocabParallelEmbedding, swapped for the target's only after the pool is sized
     assert eagle.draft_weights_bytes == kept + embedding == 1_900_832_768
     assert eagle.draft_in_budget_bytes == eagle.draft_weights_bytes
