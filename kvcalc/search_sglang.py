@@ -43,7 +43,8 @@ _NOT_SETTINGS = ("stream_interval", "disable_radix_cache")
 LAUNCH_FLAGS = {"mem_fraction_static": "--mem-fraction-static", "dp_size": "--dp-size",
                 "enable_dp_attention": "--enable-dp-attention", "speculative_algorithm": "--speculative-algorithm",
                 "speculative_draft_model_path": "--speculative-draft-model-path",
-                "speculative_num_steps": "--speculative-num-steps", "speculative_eagle_topk": "--speculative-eagle-topk",
+                "speculative_num_steps": "--speculative-num-steps",
+                "speculative_eagle_topk": "--speculative-eagle-topk",
                 "speculative_num_draft_tokens": "--speculative-num-draft-tokens",
                 "moe_a2a_backend": "--moe-a2a-backend", "enable_lora": "--enable-lora",
                 "max_prefill_tokens": "--max-prefill-tokens", "cuda_graph_max_bs": "--cuda-graph-max-bs",
@@ -117,10 +118,11 @@ def closed_form_notes(given: dict) -> list[str]:
     off = [LAUNCH_FLAGS[k] for k in ("enable_lora", "moe_a2a_backend", "enable_dp_attention", "enable_torch_compile")
            if k in given]
     if off:
-        out.append(f"sglang times: {', '.join(off)} switch SGLang's piecewise prefill graphs off; the closed form prices no "
-                   "prefill graphs either way (kvcalc plan's simulation does)")
+        out.append(f"sglang times: {', '.join(off)} switch SGLang's piecewise prefill graphs off; the closed form "
+                   "prices no prefill graphs either way (kvcalc plan's simulation does)")
     if "stream_interval" in given:
-        out.append("sglang times: --stream-interval spaces the ITL only (TTFT and TPOT unchanged); it is in the launch line")
+        out.append("sglang times: --stream-interval spaces the ITL only (TTFT and TPOT unchanged); it is in the "
+                   "launch line")
     return out
 
 

@@ -792,8 +792,8 @@ def estimate(spec: ModelSpec, gpu: GpuProfile, s: SglangSettings) -> SglangEstim
                       + sglang_draft.POOL_INFLATE_BUFFER) // page * page
         draft_kv = tokens * draft.cell_bytes
         if not s.max_running_requests:
-            notes.append(f"speculative decoding: max_running_requests {sglang_draft.SPEC_MAX_RUNNING_REQUESTS} (SGLang's "
-                         "value under speculative decoding unless --max-running-requests is given, "
+            notes.append(f"speculative decoding: max_running_requests {sglang_draft.SPEC_MAX_RUNNING_REQUESTS} "
+                         "(SGLang's value under speculative decoding unless --max-running-requests is given, "
                          "arg_groups/speculative_hook.py:270-275)")
         notes.append(f"speculative decoding ({draft.algorithm}, steps {draft.steps}, topk {draft.topk}, "
                      f"{draft.draft_tokens} draft tokens): {draft.described}"
@@ -834,8 +834,8 @@ def estimate(spec: ModelSpec, gpu: GpuProfile, s: SglangSettings) -> SglangEstim
     shortfall = 0 if fits else count_cell - budget
     if not fits:
         notes.append(f"weights ({(weights + (draft.weights_bytes if in_budget else 0)) / GiB:.2f} GiB"
-                     + (", the draft's included" if in_budget else "") + f") leave no KV pool under mem_fraction_static {mfs:.3f} of "
-                     f"{free / GiB:.2f} GiB free: SGLang stops with 'Not enough memory. Please try to increase "
+                     + (", the draft's included" if in_budget else "")
+                     + f") leave no KV pool under mem_fraction_static {mfs:.3f} of {free / GiB:.2f} GiB free: SGLang stops with 'Not enough memory. Please try to increase "
                      "--mem-fraction-static'")
     kv_per_token = int(cell) if layout != "hybrid-swa" else int(cell + swa_cell * n_swa)
     kv_per_token += draft.cell_bytes if draft is not None else 0  # the draft's attention layers, as vLLM's ledger

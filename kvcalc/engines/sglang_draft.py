@@ -17,7 +17,8 @@ Sources, sglang 0.5.14 unless said (paths under python/sglang/srt/):
   whole model, its own embed_tokens and lm_head included (models/llama_eagle3.py:137-141, :274-287;
   llama_eagle.py:66, :130-136; deepseek_nextn.py:96-100, :310-314). init_lm_head swaps them for the target's
   (eagle_worker_v2.py:318-345, llama.py:778-807: del, then torch.cuda.empty_cache) only in alloc_memory_pool
-  (:216-229), after the target's pool was sized (managers/scheduler.py:826-846, run from :859-868); STANDALONE keeps its own
+  (:216-229), after the target's pool was sized (managers/scheduler.py:826-846, run from :859-868); STANDALONE keeps
+  its own
   (standalone_worker_v2.py:117-151).
 - The pool: the draft runner shares the target's req_to_token pool and token indices and allocates a KV pool of the
   same token count over its own layers (model_runner_kv_cache_mixin.py:1020-1049, :1078-1088). From 0.5.14 the target
