@@ -161,3 +161,13 @@ def test_validate_reads_the_drafter_a_log_states():
     row = next(r for r in out["rows"] if r["observed"] == 1000)
     assert row["predicted"] == est.max_total_num_tokens == est.kv_budget_bytes // (LLAMA_8B_CELL * 33 // 32)
     assert est.speculative_params == (3, 1, 4)
+
+
+def test_dp_attention_workers_each_hold_their_own_requests():
+    """With --enable-dp-attention --dp 2 each DP rank schedules from its own pool with max_running_requests // 2
+    (model_runner_kv_cache_mixin.py:981-1000): one server holds both ranks' requests."""
+    spec, h200 = load_model("llama-3.1-8b"), get_gpu("h200")
+    est = S.estimate(spec, h200, settings(tensor_parallel=2, dp_size=2, enable_dp_attention=True,
+                                          max_running_requests=64))
+    assert est.max_running_requests == 32 and est.dp_workers == 2
+    assert est.concurrency_at(8192) == 2 * min(32, est.max_total_num_tokens // 8192) == 64

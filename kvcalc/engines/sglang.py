@@ -155,6 +155,9 @@ class SglangEstimate:
     speculative_params: tuple = ()
     draft_in_budget_bytes: int = 0  # the draft's weights inside the budget (0.5.14); 0 where they come out of the rest
     count_cell_bytes: int = 0  # the bytes per token the pool's size is cut by (the cell scaled for a draft); 0: cell
+    # DP attention: the dp schedulers of one server, each with its own pool (max_total_num_tokens) and request cap
+    # (max_running_requests = --max-running-requests // dp, model_runner_kv_cache_mixin.py:981-1000 in 0.5.14)
+    dp_workers: int = 1
 
     @property
     def logged_kv_tokens(self) -> int:
@@ -166,7 +169,7 @@ class SglangEstimate:
         if not self.fits or context < 1:
             return 0
         per = -(-context // self.page_size) * self.page_size
-        return min(self.max_running_requests, self.max_total_num_tokens // per)
+        return min(self.max_running_requests, self.max_total_num_tokens // per) * self.dp_workers
 
     def to_json(self) -> dict:
         keys = ("gpu_memory_mib", "total_memory", "free_at_start", "mem_fraction_static", "mem_fraction_source",
@@ -869,5 +872,6 @@ def estimate(spec: ModelSpec, gpu: GpuProfile, s: SglangSettings) -> SglangEstim
         speculative_params=(draft.steps, draft.topk, draft.draft_tokens) if draft is not None else (),
         draft_in_budget_bytes=draft.weights_bytes if in_budget else 0,
         count_cell_bytes=count_cell if count_cell != cell else 0,
+        dp_workers=s.dp_size if s.enable_dp_attention else 1,
         deployment_kv_bytes_per_token=kv_per_token * s.tensor_parallel,
         notes=notes, layout=layout, pool_cell_bytes=pool_cell, max_prefill_tokens=s.max_prefill_tokens)
