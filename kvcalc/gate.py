@@ -63,8 +63,15 @@ def fit_failure(answer) -> str | None:
     return f"fit {answer.question}: nothing in range fits ({answer.detail})"
 
 
-def search_failure(result) -> str | None:
-    """`kvcalc search`: no deployment meeting the targets is a failed gate (the binding constraint says why)."""
-    if result.results:
+def search_failure(result, sglang_rows=None, server: str = "vllm") -> str | None:
+    """`kvcalc search`: no deployment meeting the targets is a failed gate (the binding constraint says why). With
+    --server sglang SGLang's deployments are the answer (why its structures were left out: the result's
+    "sglang:" warnings); with --server both either server's."""
+    if server == "sglang":
+        if sglang_rows:
+            return None
+        why = next((w[len("sglang: "):] for w in result.warnings if w.startswith("sglang: ")), None)
+        return "search: no SGLang deployment meets the targets" + (f" ({why})" if why else "")
+    if result.results or (server == "both" and sglang_rows):
         return None
     return "search: " + (result.message or "no deployment meets the targets")

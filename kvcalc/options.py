@@ -299,7 +299,8 @@ PLAN_OPTIONS: list[Option] = [
            "version]; SGLang's --chunked-prefill-size.", aliases=("--chunked-prefill-size",), into="request"),
     Option("max_num_seqs", POSITIVE, None, f"vLLM max_num_seqs (at most {limits.MAX_BATCH:,}); SGLang's "
            "--max-running-requests.", aliases=("--max-running-requests",), into="request"),
-    Option("enforce_eager", is_flag=True, help="vLLM without CUDA graphs.", into="request"),
+    Option("enforce_eager", is_flag=True, help="vLLM without CUDA graphs (SGLang's --disable-cuda-graph).",
+           aliases=("--disable-cuda-graph",), into="request"),
     Option("vllm_version", NAME, None, "vLLM version whose rules apply, 0.4.0 and later [default: 0.26.0].",
            into="request"),
     Option("tp", POSITIVE, 1, f"tensor-parallel GPUs (at most {limits.MAX_PARALLEL}; must divide the attention "
@@ -350,8 +351,20 @@ PLAN_OPTIONS: list[Option] = [
            aliases=("--dp",), show_default=True, into="request"),
     Option("enable_dp_attention", is_flag=True, help="SGLang --enable-dp-attention.", into="request", convert=bool),
     Option("speculative_algorithm", NAME, None, "SGLang --speculative-algorithm (EAGLE, EAGLE3, NEXTN, STANDALONE, "
-           "NGRAM): its drafter reserve in the default --mem-fraction-static; on 0.5.10 (not 0.5.14) the default "
-           "piecewise prefill graphs are off (the drafter's weights are not modelled).", into="request"),
+           "NGRAM): the drafter's weights and KV pool (0.5.14 charges them to the pool's budget, earlier releases "
+           "to the rest), max_running_requests 48 unless given, the drafter reserve of earlier releases' default "
+           "--mem-fraction-static; on 0.5.10 the default piecewise prefill graphs are off.", into="request"),
+    Option("speculative_draft_model_path", NAME, None, "SGLang --speculative-draft-model-path: the EAGLE head or "
+           "STANDALONE draft model (a catalog name, a config.json or its folder is read for its shape; a hub id "
+           "outside the catalog is not fetched: an EAGLE head then has the target's shape) [default: the "
+           "checkpoint's MTP layers on DeepSeek/GLM].", metavar="MODEL", into="request"),
+    Option("max_total_tokens", POSITIVE, None, "SGLang --max-total-tokens: a cap on the KV pool's tokens "
+           "(max_total_num_tokens) [default: none].", into="request"),
+    Option("speculative_num_steps", POSITIVE, None, "SGLang --speculative-num-steps [default: SGLang's choice for "
+           "the model].", into="request"),
+    Option("speculative_eagle_topk", POSITIVE, None, "SGLang --speculative-eagle-topk.", into="request"),
+    Option("speculative_num_draft_tokens", POSITIVE, None, "SGLang --speculative-num-draft-tokens (topk 1: steps "
+           "+ 1).", into="request"),
     Option("moe_a2a_backend", NAME, None, "SGLang --moe-a2a-backend (deepep, mooncake, ...): anything but none "
            "switches the default piecewise prefill graphs off [default: none].", into="request"),
     Option("cuda_graph_max_bs", POSITIVE, None, "SGLang --cuda-graph-max-bs: the largest decode batch a CUDA graph "
@@ -523,6 +536,16 @@ SEARCH_OPTIONS: list[Option] = [
            "SGLang's (engines/sglang.py at its default mem_fraction_static), or both side by side.",
            flags=("--server",), show_default=True),
     same("sglang_version"),
+    # SGLang's settings: every SGLang candidate runs with them (search_sglang.py SGLANG_SETTINGS); refused with
+    # --server vllm
+    *[same(name) for name in ("mem_fraction_static", "dp_size", "enable_dp_attention", "speculative_algorithm",
+                              "speculative_draft_model_path", "speculative_num_steps", "speculative_eagle_topk",
+                              "speculative_num_draft_tokens", "moe_a2a_backend", "enable_lora", "max_prefill_tokens",
+                              "cuda_graph_max_bs", "enable_torch_compile", "torch_compile_max_bs", "block_size",
+                              "enforce_eager", "stream_interval", "disable_radix_cache", "max_total_tokens")],
+    same("sglang_command", help="an SGLang command line: its model and flags fix the search's model, formats, TP, "
+         "--max-running-requests and SGLang settings, and it searches SGLang's deployments unless --server is "
+         "given (options given here as well win)."),
     Option("price", None, None, "override a price (repeatable).", multiple=True, metavar="GPU=USD", web=False),
     Option("prices_file", None, None, "price file [default: $XDG_CONFIG_HOME/kvcalc/prices.yaml if present, over "
            "the shipped one].", flags=("--prices",), metavar="FILE", web=False),

@@ -236,6 +236,14 @@ class PlanRequest:
     dp_size: int = 1
     enable_dp_attention: bool = False
     speculative_algorithm: str | None = None  # SGLang --speculative-algorithm
+    # SGLang's draft (engines/sglang_draft.py): --speculative-draft-model-path (a catalog name, a config.json or its
+    # folder is read for its shape; a hub id is not fetched), and the draft's steps, topk and tokens (None: SGLang's)
+    speculative_draft_model_path: str | None = None
+    max_total_tokens: int | None = None  # SGLang --max-total-tokens: a cap on the pool
+    speculative_num_steps: int | None = None
+    speculative_eagle_topk: int | None = None
+    speculative_num_draft_tokens: int | None = None
+    speculative_draft_config: Any = field(default=None, compare=False)  # set in __post_init__ from the path
     moe_a2a_backend: str | None = None  # SGLang --moe-a2a-backend (None: none)
     read_files: bool = True  # False (the web API): no file named in the request is read (an EAGLE head's folder)
     # --weights/--kv resolved once, here; everything below uses these objects, never the names
@@ -258,6 +266,18 @@ class PlanRequest:
             raise UsageError(f"--entrypoint {shown(self.entrypoint)} is not serve or offline")
         dtype_bytes_for(self.dtype)
         self.speculative_config = speculative_settings(self.speculative_config, self.read_files)
+        from .engines import sglang_draft
+
+        self.speculative_algorithm = sglang_draft.algorithm_of(self.speculative_algorithm)
+        drafting = [name for name in ("speculative_draft_model_path", "speculative_num_steps",
+                                      "speculative_eagle_topk", "speculative_num_draft_tokens")
+                    if getattr(self, name) is not None]
+        if drafting and not self.speculative_algorithm:
+            raise UsageError(f"--{drafting[0].replace('_', '-')} sets SGLang's drafter: give --speculative-algorithm "
+                             "(EAGLE, EAGLE3, NEXTN, STANDALONE, NGRAM) too")
+        if self.speculative_draft_model_path is not None and self.speculative_draft_config is None:
+            self.speculative_draft_config = sglang_draft.draft_config_of(self.speculative_draft_model_path,
+                                                                         self.read_files)
         rules_with_engine(self.vllm_version, self.vllm_engine)  # refuses an engine the release did not have
         if self.weights is not None:
             self.asked_weights = self.weights if isinstance(self.weights, WeightFormat) else weight_format(self.weights)
@@ -323,7 +343,11 @@ class PlanRequest:
             max_prefill_tokens=self.max_prefill_tokens or sglang_engine.SglangSettings.max_prefill_tokens,
             cuda_graph_max_bs=self.cuda_graph_max_bs, enable_torch_compile=self.enable_torch_compile,
             torch_compile_max_bs=self.torch_compile_max_bs, speculative_algorithm=self.speculative_algorithm,
-            enable_lora=self.enable_lora, moe_a2a_backend=self.moe_a2a_backend or "none")
+            enable_lora=self.enable_lora, moe_a2a_backend=self.moe_a2a_backend or "none",
+            speculative_draft_model_path=self.speculative_draft_model_path,
+            speculative_draft_config=self.speculative_draft_config, speculative_num_steps=self.speculative_num_steps,
+            speculative_eagle_topk=self.speculative_eagle_topk,
+            speculative_num_draft_tokens=self.speculative_num_draft_tokens, max_total_tokens=self.max_total_tokens)
 
     @property
     def text_only(self) -> bool:
@@ -671,6 +695,20 @@ def request_warnings(req: PlanRequest) -> list[str]:
             since = unserved_gate(spec, req.vllm_version).since
             out.append(f"{unserved}; every vLLM row says no (its figures are vLLM {since}'s, the first release "
                        "that serves it)")
+    if "sglang" not in req.engines:
+        sglang_only = [flag for flag, on in (
+            ("--mem-fraction-static", req.mem_fraction_static is not None), ("--dp-size", req.dp_size != 1),
+            ("--enable-dp-attention", req.enable_dp_attention),
+            ("--speculative-algorithm", req.speculative_algorithm is not None),
+            ("--moe-a2a-backend", req.moe_a2a_backend not in (None, "", "none")),
+            ("--max-prefill-tokens", req.max_prefill_tokens is not None),
+            ("--cuda-graph-max-bs", req.cuda_graph_max_bs is not None),
+            ("--max-total-tokens", req.max_total_tokens is not None),
+            ("--enable-torch-compile", req.enable_torch_compile), ("--stream-interval", req.stream_interval != 1),
+            ("--disable-radix-cache", req.disable_radix_cache)) if on]
+        if sglang_only:
+            out.append(f"{', '.join(sglang_only)}: SGLang's setting(s), and no SGLang row is planned (add --engine "
+                       "sglang, servers or all)")
     if "sglang" in req.engines:
         from .engines.sglang_versions import RULES as SGLANG_RULES, is_newer_than_known as sglang_newer
 

@@ -123,7 +123,8 @@ def render_table(req: PlanRequest, rows: list[Row]) -> None:
     sglang = next((r.sglang for r in rows if r.sglang is not None), None)
     if sglang is not None:  # engines/sglang.py: what SGLang's rows count
         _console().print(f"SGLang: KV capacity = the max_total_num_tokens it logs at mem_fraction_static "
-                         f"{sglang.mem_fraction_static:.3f}; max conc. = min(max_running_requests, pool / --context); "
+                         f"{sglang.mem_fraction_static:.3f}; max conc. = min(max_running_requests, pool / --context) "
+                         "(x dp with DP attention); "
                          "decode speed uses vLLM's per-step overhead, plus the eager norm kernels SGLang runs for Gemma 3 (errors on "
                          "SGLang's H200 and public runs: docs/validation/sglang.md).",
                          style="dim")
@@ -280,11 +281,18 @@ def explain_text(req: PlanRequest, row: Row) -> str:
             "CUDA context (and NCCL at TP > 1)",
             f"mem_fraction_static              = {g.mem_fraction_static:.4g} ({g.mem_fraction_source})",
             f"- weights (per rank)             = {g.weights_bytes:,} B ({fmt_gib(g.weights_bytes)})",
+        ] + ([f"- draft weights (per rank)       = {g.draft_in_budget_bytes:,} B ({fmt_gib(g.draft_in_budget_bytes)}): "
+              f"{g.speculative_algorithm}'s drafter, loaded before the pool is sized"]
+             if g.draft_in_budget_bytes else []) + [
             f"= KV pool = free x mfs - weights = {g.kv_budget_bytes:,} B ({fmt_gib(g.kv_budget_bytes)})",
-            f"bytes per token ({g.layout})       = {g.cell_bytes:,} B; page_size {g.page_size}",
+            f"bytes per token ({g.layout})       = {g.cell_bytes:,} B; page_size {g.page_size}"
+            + (f"; {g.count_cell_bytes:,} B with the draft's layers (the pool's sizing)" if g.count_cell_bytes
+               else ""),
             f"max_total_num_tokens = pool // cell = {g.max_total_num_tokens:,}"
             + (f"; sliding-window pool {g.swa_tokens:,}" if g.swa_tokens is not None else ""),
-            f"max_running_requests {g.max_running_requests:,} (req-to-token pool {g.req_pool_size:,}, "
+            f"max_running_requests {g.max_running_requests:,}"
+            + (f" per DP worker, {g.dp_workers} workers each with its own pool" if g.dp_workers > 1 else "")
+            + f" (req-to-token pool {g.req_pool_size:,}, "
             f"{fmt_gib(g.req_to_token_bytes)}); chunked_prefill_size {g.chunked_prefill_size:,}; "
             f"outside the budget: {fmt_gib(g.headroom_bytes)}",
             f"requests of {req.context:,} tokens at once: {row.max_concurrency}",

@@ -169,9 +169,45 @@ def _search_command(kw: dict, explicit: set[str]) -> tuple[dict, list[str]]:
     return out, warnings
 
 
-def build_search(options: dict, load_model=None, explicit: set[str] = frozenset()):
+# --sglang-command value (as sglang_command.parse_sglang_command names it) -> the search option it fixes; a grid
+# option takes it as a one-value grid
+SEARCH_FROM_SGLANG = {"model": "model", "tp": "tp", "pp": "pp", "kv": "kv", "weights": "weights",
+                      "max_num_seqs": "max_num_seqs", "max_num_batched_tokens": "max_num_batched_tokens"}
+_SEARCH_GRIDS = ("tp", "pp", "kv", "weights", "max_num_seqs")
+
+
+def _search_sglang_command(kw: dict, explicit: set[str]) -> tuple[dict, list[str]]:
+    """Search options with an --sglang-command's model and flags filled in where no search option was typed: TP,
+    formats and --max-running-requests as one-value grids, --context-length as --min-context, the SGLang settings
+    (search_sglang.SGLANG_SETTINGS) as they are."""
+    from .errors import shown
+    from .plan import weights_for_quantization
+    from .search_sglang import SGLANG_SETTINGS
+    from .sglang_command import parse_sglang_command
+
+    values, warnings = parse_sglang_command(kw["sglang_command"])
+    out = dict(kw)
+    if "quantization" in values:
+        values["weights"] = weights_for_quantization(values.pop("quantization"))
+    for flag, value in values.items():
+        name = SEARCH_FROM_SGLANG.get(flag) or (flag if flag in SGLANG_SETTINGS else None)
+        if name is None:
+            if flag not in ("engine", "max_model_len"):
+                warnings.append(f"--sglang-command: {flag} is not searched over; search ignores it")
+            continue
+        if name in explicit:
+            warnings.append(f"--sglang-command sets {flag} {shown(value)}; the search option given wins")
+            continue
+        out[name] = (value,) if name in _SEARCH_GRIDS else value
+    if "max_model_len" in values and "min_context" not in explicit:
+        out["min_context"] = values["max_model_len"]
+    return out, warnings
+
+
+def build_search(options: dict, load_model=None, explicit: set[str] = frozenset(), read_files: bool | None = None):
     """(SearchRequest, warnings) for the parsed SEARCH_OPTIONS `options`; `load_model` as build_request's (the web
-    API's reads no file); `explicit`: the options typed, which win over --vllm-command's."""
+    API's reads no file); `explicit`: the options typed, which win over --vllm-command's / --sglang-command's.
+    read_files (default: when no load_model is given, the CLI): whether a draft model's local config may be read."""
     from .catalog import DEFAULT_MODEL
     from .engines.vllm import DEFAULT_VERSION, parse_version
     from .formats import kv_format, weight_format
@@ -179,9 +215,28 @@ def build_search(options: dict, load_model=None, explicit: set[str] = frozenset(
     from .prices import load_prices
     from . import search as S
 
+    from .engines.sglang_versions import resolve_version as resolve_sglang
+    from .search_sglang import check_settings, closed_form_notes, given_settings, settings_of
+
     kw, warnings = dict(options), []
+    if kw.get("vllm_command") and kw.get("sglang_command"):
+        raise UsageError("give --vllm-command or --sglang-command, not both")
     if kw.get("vllm_command"):
         kw, warnings = _search_command(kw, set(explicit))
+    if kw.get("sglang_command"):
+        kw, warnings = _search_sglang_command(kw, set(explicit))
+        if "search_engine" not in explicit:  # a pasted SGLang command searches SGLang's deployments
+            kw["search_engine"] = "sglang"
+    engine = kw.get("search_engine") or "vllm"
+    sglang_given = given_settings(kw)
+    check_settings(sglang_given, engine, kw)
+    sglang_base = settings_of(sglang_given, load_model is None if read_files is None else read_files)
+    if engine != "vllm":
+        warnings += closed_form_notes(sglang_given)
+    if engine == "both" and "speculative_algorithm" in sglang_given:
+        warnings.append("vllm: its candidates run without a drafter (search takes no --speculative-config), beside "
+                        "SGLang's with one: to compare like with like, plan both with kvcalc plan --engine servers "
+                        "--speculative-algorithm ... --speculative-config '{...}'")
     if (kw["concurrency"] is None) == (kw["request_rate"] is None):
         raise UsageError("give exactly one of --concurrency N and --request-rate R")
     if load_model is None:
@@ -197,6 +252,21 @@ def build_search(options: dict, load_model=None, explicit: set[str] = frozenset(
         if "vllm" not in weight_format(w).engines:
             raise UsageError(f"--weights {w}: vLLM does not load {weight_format(w).label} weights")
     kvs = tuple(dict.fromkeys(kv_format(k).name for k in kw["kv"] or ())) or S.DEFAULT_KV
+    if engine != "vllm":
+        from .engines.sglang import KV_DTYPES
+
+        if not any(k in KV_DTYPES for k in kvs):
+            raise UsageError(f"--kv {','.join(kvs)}: SGLang has no such cache (kvcalc models its auto, fp8, "
+                             "fp8-e5m2)")
+        from .engines import sglang_draft
+        from .engines.sglang import SglangSettings
+
+        # the drafter's settings once, before any candidate: a refusal is one line, not one note per structure
+        from .engines.sglang import kv_layout, sglang_weight_bytes
+
+        sglang_draft.drafter(spec, SglangSettings(weights=weight_format("bf16"), kv=kv_format("auto"),
+                                                  version=resolve_sglang(kw.get("sglang_version")), **sglang_base),
+                             kv_layout, sglang_weight_bytes)
     for k in kvs:
         if kv_format(k).vllm_name is None:
             raise UsageError(f"--kv {k}: vLLM has no {kv_format(k).label} cache (auto, fp8, fp8-e5m2, int8/fp8/int4_per_token_head, nvfp4)")
@@ -216,7 +286,10 @@ def build_search(options: dict, load_model=None, explicit: set[str] = frozenset(
     targets = S.Targets(kw["max_ttft_ms"], kw["max_tpot_ms"], kw["min_context"], kw["max_quality_risk"])
     req = S.SearchRequest(spec, wl, targets, space, prices, version, kw["max_num_batched_tokens"], kw["top"],
                           price_tier=kw.get("price_tier") or "on-demand",
-                          published_prices_only=bool(kw.get("published_prices_only")))
+                          published_prices_only=bool(kw.get("published_prices_only")),
+                          sglang=sglang_base, sglang_given=sglang_given,
+                          sglang_running=tuple(kw["max_num_seqs"] or ()) if engine != "vllm" else (),
+                          server=engine)
     return req, warnings
 
 

@@ -85,6 +85,12 @@ class SearchRequest:
     top: int = 10
     price_tier: str = "on-demand"  # on-demand | spot | reserved: which published price a rental is charged at
     published_prices_only: bool = False  # leave out GPUs whose price is an estimate
+    # SGLang's candidates (search_sglang.py): SglangSettings values, the search options that set them, and the
+    # --max-running-requests values searched (empty: SGLang's own)
+    sglang: dict = field(default_factory=dict)
+    sglang_given: dict = field(default_factory=dict)
+    sglang_running: tuple = ()
+    server: str = "vllm"  # --server: vllm, sglang or both (a pasted --sglang-command makes it sglang)
 
 
 @dataclass

@@ -85,10 +85,13 @@ def _print_answer(req, a) -> None:
 
 def _run_search(kw) -> None:
     from .request import search_result
-    from .search_sglang import search_payload, sglang_rows_for
+    from .search_sglang import search_payload, server_of, sglang_rows_for
 
     if kw["emit"] and kw["as_json"]:
         raise UsageError("--emit prints one deployment file: leave out --json")
+    if kw["emit"] and ((kw.get("search_engine") or "vllm") != "vllm" or kw.get("sglang_command")):
+        raise UsageError("--emit writes the vLLM winner's deployment files: SGLang's winner is its launch line "
+                         "(the last line of the table, winner_command in --json)")
     res = search_result(kw, None, given_names())
     if kw["emit"]:
         _gate(search_failure(res))
@@ -97,7 +100,7 @@ def _run_search(kw) -> None:
         click.echo(emit(from_search(res), kw["emit"]), nl=False)
         return
     sglang_rows = sglang_rows_for(kw, res)
-    engine = kw.get("search_engine") or "vllm"
+    engine = server_of(kw, res)
     if kw["as_json"]:
         click.echo(json.dumps(search_payload(kw, res, sglang_rows), indent=1))
     else:
@@ -107,7 +110,7 @@ def _run_search(kw) -> None:
             render_search(res)
         if sglang_rows is not None:
             render_sglang_search(res, sglang_rows, compare=engine == "both")
-    _gate(search_failure(res))
+    _gate(search_failure(res, sglang_rows, engine))
 
 
 def _gate(reason: str | None) -> None:

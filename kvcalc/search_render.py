@@ -110,8 +110,10 @@ def render_search(res) -> None:
 def render_sglang_search(res, rows, compare: bool = False) -> None:
     """SGLang's deployments of the same search (search_sglang.py), and with vLLM's beside them which is cheaper."""
     console = _console()
-    table = Table(title="SGLang deployments that meet the targets (ranked by $/h; default mem_fraction_static)",
-                  title_justify="left")
+    given = getattr(res.request, "sglang_given", None) or {}
+    mfs = ("mem_fraction_static " + f"{given['mem_fraction_static']:g}" if "mem_fraction_static" in given
+           else "default mem_fraction_static")
+    table = Table(title=f"SGLang deployments that meet the targets (ranked by $/h; {mfs})", title_justify="left")
     for name, justify in (("#", "right"), ("deployment", "left"), ("weights", "left"), ("KV", "left"),
                           ("mem\nfrac.", "right"), ("max\nrun. req", "right"), ("$/h", "right"),
                           ("$/M out\ntokens", "right"), ("TTFT\nms", "right"), ("TPOT\nms", "right"),

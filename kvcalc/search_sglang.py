@@ -5,12 +5,21 @@ The same space (GPU x weights x KV x TP x replicas, pipeline parallel 1) and the
 chunk), with SGLang's memory ledger in place of vLLM's: one engine/sglang.estimate per structure, at SGLang's default
 mem_fraction_static (SGLang has no util x max_num_seqs grid to search: its pool and max_running_requests follow from
 the GPU, TP and context). A replica holds min(max_running_requests, max_total_num_tokens // context) requests.
+
+The SGLang settings `kvcalc plan --engine sglang` takes (SGLANG_SETTINGS: --mem-fraction-static, DP attention, the
+speculative drafter, LoRA, the MoE A2A backend, CUDA-graph and torch.compile sizes, --page-size, --disable-cuda-graph,
+--max-prefill-tokens, or a pasted --sglang-command) go into every candidate's settings, so its pool, request cap,
+closed-form times and launch line are those of the server so started; --max-running-requests (search's
+--max-num-seqs grid) is searched over. What the closed form has no term for is said once in the warnings
+(closed_form_notes): the prefill graphs these settings switch off, --stream-interval (the ITL, which search does not
+report), speculative decoding's speed-up (plan does not model it either).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+import shlex
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -19,6 +28,102 @@ from .engines import sglang as sglang_engine
 from .errors import UnsupportedModelError, UsageError
 from .plan import RISK_LEVELS, _risk, parallel_refusal
 from .step_cost import sglang_step_extra
+
+# search options that only SGLang's candidates take (SglangSettings fields; `kvcalc plan`'s options of these names)
+SGLANG_SETTINGS = ("mem_fraction_static", "dp_size", "enable_dp_attention", "speculative_algorithm",
+                   "speculative_draft_model_path", "speculative_num_steps", "speculative_eagle_topk",
+                   "speculative_num_draft_tokens", "moe_a2a_backend", "enable_lora", "max_prefill_tokens",
+                   "cuda_graph_max_bs", "enable_torch_compile", "torch_compile_max_bs", "block_size", "enforce_eager",
+                   "stream_interval", "disable_radix_cache", "max_total_tokens")
+# the option's name -> the SglangSettings field (the rest keep their names; stream_interval and disable_radix_cache
+# are the workload's and the launch line's, not the ledger's)
+_FIELD = {"block_size": "page_size", "enforce_eager": "disable_cuda_graph"}
+_NOT_SETTINGS = ("stream_interval", "disable_radix_cache")
+# the SGLang flag each setting is launched with (sglang_command.FLAGS' spellings)
+LAUNCH_FLAGS = {"mem_fraction_static": "--mem-fraction-static", "dp_size": "--dp-size",
+                "enable_dp_attention": "--enable-dp-attention", "speculative_algorithm": "--speculative-algorithm",
+                "speculative_draft_model_path": "--speculative-draft-model-path",
+                "speculative_num_steps": "--speculative-num-steps",
+                "speculative_eagle_topk": "--speculative-eagle-topk",
+                "speculative_num_draft_tokens": "--speculative-num-draft-tokens",
+                "moe_a2a_backend": "--moe-a2a-backend", "enable_lora": "--enable-lora",
+                "max_prefill_tokens": "--max-prefill-tokens", "cuda_graph_max_bs": "--cuda-graph-max-bs",
+                "enable_torch_compile": "--enable-torch-compile", "torch_compile_max_bs": "--torch-compile-max-bs",
+                "block_size": "--page-size", "enforce_eager": "--disable-cuda-graph",
+                "stream_interval": "--stream-interval", "disable_radix_cache": "--disable-radix-cache",
+                "max_total_tokens": "--max-total-tokens"}
+_DEFAULTS = {"dp_size": 1, "torch_compile_max_bs": 32, "stream_interval": 1}
+
+
+def given_settings(kw: dict) -> dict:
+    """The SGLang settings a search's options set ({option name: value}, only those not at their default)."""
+    out = {}
+    for name in SGLANG_SETTINGS:
+        value = kw.get(name)
+        if value is None or value is False or value == _DEFAULTS.get(name):
+            continue
+        out[name] = value
+    return out
+
+
+def check_settings(given: dict, engine: str, kw: dict) -> None:
+    """Usage errors for settings the search cannot carry: SGLang's settings with --server vllm (vLLM's search has no
+    such setting), vLLM-only grids with --server sglang, and combinations SGLang refuses."""
+    if given and engine == "vllm":
+        name = next(iter(given))
+        raise UsageError(f"{LAUNCH_FLAGS[name]} is an SGLang setting and vLLM's search has none like it: add "
+                         "--server sglang (or both, where SGLang's candidates take it)")
+    if engine == "both":
+        for name in ("enable_lora", "enforce_eager", "block_size"):
+            if name in given:
+                raise UsageError(f"{LAUNCH_FLAGS[name]} is not searched for vLLM (its search has no "
+                                 f"{'LoRA' if name == 'enable_lora' else 'such setting'}): search SGLang alone "
+                                 "with --server sglang, or plan the vLLM deployment with kvcalc plan")
+    if engine == "sglang":
+        if kw.get("util"):
+            raise UsageError("--util is vLLM's gpu_memory_utilization; SGLang's share is --mem-fraction-static "
+                             "(default: SGLang's own for each GPU and TP)")
+        if kw.get("pp") and tuple(kw["pp"]) != (1,):
+            raise UsageError("kvcalc models SGLang at --pp 1: drop --pp from an SGLang search")
+    if "dp_size" in given and not given.get("enable_dp_attention"):
+        raise UsageError("--dp-size without --enable-dp-attention runs that many whole copies of the server: "
+                         "search them as replicas (--max-replicas)")
+
+
+def settings_of(given: dict, read_files: bool = True) -> dict:
+    """SglangSettings keyword values for the given settings (the draft's config read as plan reads it)."""
+    from .engines import sglang_draft
+
+    out = {_FIELD.get(k, k): v for k, v in given.items() if k not in _NOT_SETTINGS}
+    if "speculative_algorithm" in out:
+        out["speculative_algorithm"] = sglang_draft.algorithm_of(out["speculative_algorithm"])
+    elif any(k.startswith("speculative_") for k in out):
+        first = next(k for k in given if k.startswith("speculative_"))
+        raise UsageError(f"{LAUNCH_FLAGS[first]} sets SGLang's drafter: give --speculative-algorithm too")
+    if out.get("speculative_draft_model_path"):
+        out["speculative_draft_config"] = sglang_draft.draft_config_of(out["speculative_draft_model_path"],
+                                                                       read_files)
+    if "mem_fraction_static" in out and not 0 < out["mem_fraction_static"] < 1:
+        raise UsageError(f"--mem-fraction-static must be in (0, 1), got {out['mem_fraction_static']}")
+    return out
+
+
+def closed_form_notes(given: dict) -> list[str]:
+    """What the closed-form times of SGLang's candidates leave out for these settings (said once)."""
+    out = []
+    if given.get("speculative_algorithm"):
+        out.append("sglang times: speculative decoding is in every candidate's memory (the drafter's weights and pool, "
+                   "max_running_requests 48 unless given) but not in its times: kvcalc models no drafter speed-up "
+                   "(nor does kvcalc plan)")
+    off = [LAUNCH_FLAGS[k] for k in ("enable_lora", "moe_a2a_backend", "enable_dp_attention", "enable_torch_compile")
+           if k in given]
+    if off:
+        out.append(f"sglang times: {', '.join(off)} switch SGLang's piecewise prefill graphs off; the closed form "
+                   "prices no prefill graphs either way (kvcalc plan's simulation does)")
+    if "stream_interval" in given:
+        out.append("sglang times: --stream-interval spaces the ITL only (TTFT and TPOT unchanged); it is in the "
+                   "launch line")
+    return out
 
 
 @dataclass
@@ -47,9 +152,17 @@ class SglangDeployment:
     price_is_estimate: bool
     engine: str = "sglang"
     command: str = ""
+    settings: dict = field(default_factory=dict)  # the SGLang settings the search was given (SGLANG_SETTINGS names)
+    max_running_requests_given: int = 0  # --max-running-requests of this candidate (0: SGLang's own)
+    chunked_prefill_given: bool = False
+    speculative_algorithm: str = ""
+    draft_weights_bytes: int = 0  # per rank, as the pool is sized (engines/sglang_draft.py)
 
     def to_json(self) -> dict:
-        return dict(self.__dict__)
+        out = dict(self.__dict__)
+        for key in ("settings", "max_running_requests_given", "chunked_prefill_given"):
+            out.pop(key)
+        return out
 
 
 def launch_command(model: str, d: SglangDeployment) -> str:
@@ -70,11 +183,22 @@ def launch_command(model: str, d: SglangDeployment) -> str:
     parts += ["--context-length", str(d.context_length)]
     if d.kv_format != "auto":
         parts += ["--kv-cache-dtype", {"fp8": "fp8_e4m3", "fp8-e5m2": "fp8_e5m2"}[d.kv_format]]
+    if d.max_running_requests_given:
+        parts += ["--max-running-requests", str(d.max_running_requests_given)]
+    if d.chunked_prefill_given:
+        parts += ["--chunked-prefill-size", str(d.chunked_prefill_size)]
+    for name, value in d.settings.items():
+        if value is True:
+            parts.append(LAUNCH_FLAGS[name])
+        else:
+            parts += [LAUNCH_FLAGS[name], shlex.quote(str(value))]
     return " ".join(parts)
 
 
 def sglang_search(req, sglang_version: str | None = None) -> tuple[list[SglangDeployment], list[str]]:
-    """The feasible SGLang deployments of a search.SearchRequest, cheapest first, and why structures were left out."""
+    """The feasible SGLang deployments of a search.SearchRequest, cheapest first, and why structures were left out.
+    Every candidate runs with the request's SGLang settings (req.sglang: SglangSettings values) and, for each value
+    of req.sglang_running (--max-running-requests; SGLang's own when empty), that request cap."""
     from .catalog import catalog_entry
     from .prices import rent
     from .search import _Candidate, _latencies, _rate_concurrency, priced_gpus, searched_formats
@@ -83,30 +207,51 @@ def sglang_search(req, sglang_version: str | None = None) -> tuple[list[SglangDe
     version = sglang_version or sglang_engine.DEFAULT_VERSION
     context = max(wl.context, tg.min_context or 0)
     notes: list[str] = []
+    given = dict(getattr(req, "sglang_given", None) or {})
+    base = dict(getattr(req, "sglang", None) or {})
+    eager = bool(base.get("disable_cuda_graph"))
+    dp = int(base.get("dp_size") or 1) if base.get("enable_dp_attention") else 1
+    if given.get("disable_radix_cache") and wl.prefix_len:
+        # no prefix reuse: every prompt prefills its shared prefix too (the closed form's prompt is input_len)
+        wl = replace(wl, input_len=wl.input_len + wl.prefix_len, prefix_len=0)
     cands, ests, meta = [], [], []
     # the vLLM search already warned about the GPUs it left out (no price, or none at this tier)
     for gpu, price in priced_gpus(req, []):
         for w, k in searched_formats(sp, lambda kv: kv.name in sglang_engine.KV_DTYPES):
             for tp in sp.tp:
-                if tp > sp.max_gpus_per_replica or parallel_refusal(spec, tp):
+                if tp > sp.max_gpus_per_replica:
                     continue
-                s = sglang_engine.SglangSettings(weights=w, kv=k, context_length=context, tensor_parallel=tp,
-                                                 version=version, chunked_prefill_size=req.max_num_batched_tokens)
-                try:
-                    est = sglang_engine.estimate(spec, gpu, s)
-                except (UsageError, UnsupportedModelError) as exc:
-                    notes.append(f"sglang: {gpu.id} TP {tp} {w.name}/{k.name}: {exc}")
+                refusal = parallel_refusal(spec, tp)
+                if refusal:
+                    why = f"sglang: TP {tp} left out: {refusal.replace('vLLM', 'SGLang')}"
+                    notes += [why] if why not in notes else []
                     continue
-                if not est.fits or est.concurrency_at(wl.context) < 1:
+                if tp % dp:
+                    why = f"sglang: TP {tp} left out: --dp-size {dp} must divide it with DP attention"
+                    notes += [why] if why not in notes else []
                     continue
-                line = latency.decode_line(spec, gpu, w, k, 1, False, tp)
-                per_step, per_token = sglang_step_extra(spec, gpu)  # SGLang's eager norm chains (Gemma 3)
-                if per_step:
-                    line = replace(line, fixed=line.fixed + per_step, pre0=line.prefill_terms()[0] + per_token)
-                ratio = latency.weight_time_table(spec, gpu, w, k, tp, max(est.max_running_requests, 1))
-                cands.append(_Candidate(None, _risk(spec, w, k), price, line, ratio))
-                ests.append(est)
-                meta.append((gpu, w, k, tp))
+                for running in getattr(req, "sglang_running", None) or (None,):
+                    s = sglang_engine.SglangSettings(weights=w, kv=k, context_length=context, tensor_parallel=tp,
+                                                     version=version, chunked_prefill_size=req.max_num_batched_tokens,
+                                                     max_running_requests=running, **base)
+                    try:
+                        est = sglang_engine.estimate(spec, gpu, s)
+                    except (UsageError, UnsupportedModelError) as exc:
+                        notes.append(f"sglang: {gpu.id} TP {tp} {w.name}/{k.name}: {exc}")
+                        continue
+                    if not est.fits or est.concurrency_at(wl.context) < 1:
+                        continue
+                    line = latency.decode_line(spec, gpu, w, k, 1, eager, tp)
+                    per_step, per_token = sglang_step_extra(spec, gpu)  # SGLang's eager norm chains (Gemma 3)
+                    # --enable-torch-compile fuses them in the decode batches it compiles: when every batch this
+                    # candidate runs is one of those, the chains are gone (est.fused_decode_max_bs)
+                    fused = est.fused_decode_max_bs >= est.concurrency_at(wl.context)
+                    if per_step and not fused:
+                        line = replace(line, fixed=line.fixed + per_step, pre0=line.prefill_terms()[0] + per_token)
+                    ratio = latency.weight_time_table(spec, gpu, w, k, tp, max(est.max_running_requests, 1))
+                    cands.append(_Candidate(None, _risk(spec, w, k), price, line, ratio))
+                    ests.append(est)
+                    meta.append((gpu, w, k, tp, running))
     if not cands:
         return [], notes
     cap = np.array([e.concurrency_at(wl.context) for e in ests])
@@ -135,7 +280,7 @@ def sglang_search(req, sglang_version: str | None = None) -> tuple[list[SglangDe
         model = spec.name
     rows = []
     for si, ri in zip(*np.nonzero(ok)):
-        (gpu, w, k, tp), e, c, r = meta[si], ests[si], cands[si], int(replicas[ri])
+        (gpu, w, k, tp, running), e, c, r = meta[si], ests[si], cands[si], int(replicas[ri])
         rental = rent(c.price, tp, r, req.price_tier, req.published_prices_only)  # search.py evaluate's cost model
         if rental is None:
             continue
@@ -145,7 +290,10 @@ def sglang_search(req, sglang_version: str | None = None) -> tuple[list[SglangDe
             0, gpu.id, tp, r, tp * r, w.name, k.name, round(e.mem_fraction_static, 4), e.max_running_requests,
             e.chunked_prefill_size, context, cost, cost / (tps * 3600) * 1e6 if tps > 0 else math.inf,
             float(ttft[si]) * 1e3, float(tpot[si, ri]) * 1e3, tps, int(n[si, ri]), int(cap[si]) * r,
-            e.max_total_num_tokens, c.risk, rental.source, rental.estimate))
+            e.max_total_num_tokens, c.risk, rental.source, rental.estimate, settings=given,
+            max_running_requests_given=running or 0,
+            chunked_prefill_given=req.max_num_batched_tokens is not None,
+            speculative_algorithm=e.speculative_algorithm, draft_weights_bytes=e.draft_weights_bytes))
     rows.sort(key=lambda d: (round(d.cost_per_hour, 6), d.usd_per_million_output_tokens, d.tpot_ms, d.gpus_total,
                              d.gpu, d.weights_format, d.kv_format, d.tp))
     for i, d in enumerate(rows, 1):
@@ -155,10 +303,15 @@ def sglang_search(req, sglang_version: str | None = None) -> tuple[list[SglangDe
     return rows, notes
 
 
+def server_of(kw: dict, res) -> str:
+    """Whose deployments the search shows: the request's (--server, or sglang for a pasted --sglang-command)."""
+    return getattr(res.request, "server", None) or kw.get("search_engine") or "vllm"
+
+
 def sglang_rows_for(kw: dict, res) -> list[SglangDeployment] | None:
     """SGLang's deployments for `kvcalc search --server sglang|both` (None for --server vllm), --top of them; why
     structures were left out goes to the result's warnings."""
-    engine = kw.get("search_engine") or "vllm"
+    engine = server_of(kw, res)
     if engine not in ("sglang", "both"):
         return None
     from .engines.sglang_versions import resolve_version
@@ -174,10 +327,12 @@ def search_payload(kw: dict, res, sglang_rows) -> dict:
     from . import search as S
 
     out = S.search_json(res)
-    engine = kw.get("search_engine") or "vllm"
+    engine = server_of(kw, res)
     if engine == "vllm":  # the plain vLLM search: kvcalc.search/1 as the Python API gives it
         return out
     out["engine"] = engine
+    # the SGLang settings every SGLang candidate ran with (SGLANG_SETTINGS names, as given)
+    out["sglang_settings"] = dict(getattr(res.request, "sglang_given", None) or {})
     if engine == "sglang":
         out["results"], out["pareto"] = [d.to_json() for d in sglang_rows], []
         out["winner_command"] = sglang_rows[0].command if sglang_rows else None

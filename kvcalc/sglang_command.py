@@ -35,6 +35,12 @@ FLAGS: dict[str, tuple[str, str]] = {
     "--enable-torch-compile": ("enable_torch_compile", "flag"),
     "--torch-compile-max-bs": ("torch_compile_max_bs", "int"),
     "--speculative-algorithm": ("speculative_algorithm", "text"),
+    "--max-total-tokens": ("max_total_tokens", "int"),
+    "--speculative-draft-model-path": ("speculative_draft_model_path", "text"),
+    "--speculative-draft-model": ("speculative_draft_model_path", "text"),
+    "--speculative-num-steps": ("speculative_num_steps", "int"),
+    "--speculative-eagle-topk": ("speculative_eagle_topk", "int"),
+    "--speculative-num-draft-tokens": ("speculative_num_draft_tokens", "int"),
     "--moe-a2a-backend": ("moe_a2a_backend", "text"),
     "--enable-lora": ("enable_lora", "flag"),
 }
@@ -44,7 +50,7 @@ IGNORED = {"--host", "--port", "--served-model-name", "--api-key", "--tokenizer-
            "--reasoning-parser", "--load-format", "--trust-remote-code", "--enable-metrics", "--attention-backend",
            "--sampling-backend", "--schedule-policy", "--watchdog-timeout", "--decode-log-interval",
            "--enable-cache-report", "--disable-overlap-schedule", "--enable-mixed-chunk", "--nnodes", "--node-rank",
-           "--dist-init-addr", "--moe-runner-backend", "--ep-size", "--max-total-tokens"}
+           "--dist-init-addr", "--moe-runner-backend", "--ep-size"}
 SWITCHES = {"--trust-remote-code", "--enable-metrics", "--disable-radix-cache", "--enable-torch-compile",
             "--enable-cache-report", "--disable-overlap-schedule", "--enable-mixed-chunk", "--enable-dp-attention",
             "--disable-cuda-graph", "--enable-lora"}
@@ -122,7 +128,8 @@ def apply_sglang_command(text: str, given: dict, explicit: set[str]) -> tuple[di
         if name == "mem_fraction_static" and not 0 < value < 1:
             raise UsageError(f"--sglang-command: --mem-fraction-static must be in (0, 1), got {shown(value)}")
         if name in ("tp", "dp_size", "pp", "max_num_seqs", "block_size", "max_model_len", "cuda_graph_max_bs",
-                    "max_prefill_tokens", "stream_interval", "torch_compile_max_bs") and value < 1:
+                    "max_prefill_tokens", "stream_interval", "torch_compile_max_bs", "speculative_num_steps",
+                    "speculative_eagle_topk", "speculative_num_draft_tokens", "max_total_tokens") and value < 1:
             raise UsageError(f"--sglang-command: {name.replace('_', '-')} must be at least 1, got {value}")
         out[name] = value
     return out, warnings

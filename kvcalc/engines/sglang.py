@@ -92,6 +92,14 @@ class SglangSettings:
     # default piecewise prefill graphs off (piecewise_off), as --speculative-algorithm does in 0.5.10
     enable_lora: bool = False
     moe_a2a_backend: str = "none"
+    # speculative decoding (engines/sglang_draft.py): --speculative-draft-model-path as given, the draft's config.json
+    # when kvcalc could read it (an EAGLE head, a STANDALONE model; None: an EAGLE head of the target's shape), and
+    # --speculative-num-steps / --speculative-eagle-topk / --speculative-num-draft-tokens (None: SGLang's choice)
+    speculative_draft_model_path: str | None = None
+    speculative_draft_config: Any = field(default=None, compare=False)
+    speculative_num_steps: int | None = None
+    speculative_eagle_topk: int | None = None
+    speculative_num_draft_tokens: int | None = None
 
     @property
     def rules(self) -> SglangRules:
@@ -139,6 +147,17 @@ class SglangEstimate:
     # --enable-torch-compile: decode batches up to this replay inductor-compiled graphs, whose fused kernels leave no
     # eager norm chain (eager_norm_kernels); 0 without the flag or without CUDA graphs
     fused_decode_max_bs: int = 0
+    # speculative decoding (engines/sglang_draft.py): the drafter's weights per rank as the pool is sized, its own KV
+    # pool per rank (max_total_num_tokens x its layers), and (steps, topk, draft tokens)
+    speculative_algorithm: str = ""
+    draft_weights_bytes: int = 0
+    draft_kv_bytes: int = 0
+    speculative_params: tuple = ()
+    draft_in_budget_bytes: int = 0  # the draft's weights inside the budget (0.5.14); 0 where they come out of the rest
+    count_cell_bytes: int = 0  # the bytes per token the pool's size is cut by (the cell scaled for a draft); 0: cell
+    # DP attention: the dp schedulers of one server, each with its own pool (max_total_num_tokens) and request cap
+    # (max_running_requests = --max-running-requests // dp, model_runner_kv_cache_mixin.py:981-1000 in 0.5.14)
+    dp_workers: int = 1
 
     @property
     def logged_kv_tokens(self) -> int:
@@ -150,14 +169,15 @@ class SglangEstimate:
         if not self.fits or context < 1:
             return 0
         per = -(-context // self.page_size) * self.page_size
-        return min(self.max_running_requests, self.max_total_num_tokens // per)
+        return min(self.max_running_requests, self.max_total_num_tokens // per) * self.dp_workers
 
     def to_json(self) -> dict:
         keys = ("gpu_memory_mib", "total_memory", "free_at_start", "mem_fraction_static", "mem_fraction_source",
                 "weights_bytes", "kv_budget_bytes", "cell_bytes", "max_total_num_tokens", "swa_tokens", "page_size",
                 "context_len", "chunked_prefill_size", "cuda_graph_max_bs", "req_pool_size", "req_to_token_bytes",
                 "max_running_requests", "headroom_bytes", "kv_bytes_per_token", "fits", "shortfall_bytes",
-                "deployment_weights_bytes", "deployment_kv_bytes_per_token", "layout")
+                "deployment_weights_bytes", "deployment_kv_bytes_per_token", "layout", "speculative_algorithm",
+                "draft_weights_bytes", "draft_kv_bytes")
         return {k: getattr(self, k) for k in keys} | {"notes": list(self.notes)}
 
 
@@ -348,13 +368,17 @@ def default_mem_fraction(rules: SglangRules, gpu_mib: int, s: SglangSettings, ch
             top = chunk if chunk > 0 else 4096
             if rules.piecewise_sizes == "0.5.14" and s.context_length:  # server_args.py:3264-3267
                 top = min(top, s.context_length)
+            if rules.piecewise_sizes == "0.5.14" and s.max_total_tokens:  # server_args.py:3248-3252
+                top = min(top, s.max_total_tokens)
             reserved += 1.5 * 1024 if mla else len(piecewise_graph_sizes(top, rules.piecewise_sizes)) * 8
         optin, after_floor = optin_piecewise_reserve_mib(rules, s, chunk, mla)
         if not after_floor:
             reserved += optin
         if gpu_mib > 60 * 1024:
             reserved = max(reserved, 10 * 1024)
-        if s.speculative_algorithm and s.speculative_algorithm.upper() != "NGRAM":
+        if s.speculative_algorithm and s.speculative_algorithm.upper() != "NGRAM" and rules.speculative_reserve_mib:
+            # 0.5.14 reserves nothing for a drafter, STANDALONE included (server_args.py:3276-3312): it charges the
+            # draft's weights and pool to the budget itself (SglangRules.spec_draft_memory)
             reserved += 6 * 1024 if s.speculative_algorithm.upper() == "STANDALONE" else rules.speculative_reserve_mib
         if after_floor:
             reserved += optin
@@ -693,6 +717,9 @@ def estimate(spec: ModelSpec, gpu: GpuProfile, s: SglangSettings) -> SglangEstim
     layout, cell, n_full, n_swa, swa_cell = kv_layout(spec, s)
     pool_cell = nsa_fp8_pool_cell(spec, s, cell) if nsa else cell
     notes: list[str] = []
+    from . import sglang_draft
+
+    draft = sglang_draft.drafter(spec, s, kv_layout, sglang_weight_bytes)
     if nsa:
         how = (f"DP attention (dp = tp = {s.tensor_parallel})" if s.rules.nsa_mode == "dp" else
                f"the DP-attention flag at dp {s.dp_size}" if s.rules.nsa_mode == "dp-flag" else "TP attention")
@@ -716,7 +743,13 @@ def estimate(spec: ModelSpec, gpu: GpuProfile, s: SglangSettings) -> SglangEstim
     free = total - context - s.other_processes_bytes
     weights = sglang_weight_bytes(spec, s, amd=gpu.vendor == "amd")
     budget = int(free * mfs) - weights
-    tokens = max(budget, 0) // cell
+    count_cell = cell  # the bytes per token the pool's size is cut by
+    in_budget = draft is not None and draft.has_model and rules.spec_draft_memory == "budget"
+    if in_budget:
+        budget -= draft.weights_bytes  # loaded before the pool is sized (sglang_draft.py)
+        if draft.path_set and layout != "hybrid-swa" and n_full:
+            count_cell = int(cell * (1 + draft.layers / n_full))  # pool_configurator.py:129-145
+    tokens = max(budget, 0) // count_cell
     if s.max_total_tokens:
         tokens = min(tokens, s.max_total_tokens)
     page = s.page_size or 1
@@ -742,29 +775,73 @@ def estimate(spec: ModelSpec, gpu: GpuProfile, s: SglangSettings) -> SglangEstim
 
     estimated = max(min(int(tokens / max(context_len, 1) * 512), 4096), 2048)
     extra = 1 if rules.req_pool_extra_slot else 0
-    if s.max_running_requests:
-        pool = min(s.max_running_requests // (s.dp_size if s.enable_dp_attention else 1), estimated) \
-            if rules.clamped_requests else s.max_running_requests + extra
-        running = min(s.max_running_requests // (s.dp_size if s.enable_dp_attention else 1), pool)
+    # speculative decoding sets max_running_requests to 48 unless it is given (sglang_draft.py)
+    asked_running = s.max_running_requests or (sglang_draft.SPEC_MAX_RUNNING_REQUESTS if draft else None)
+    if asked_running:
+        pool = min(asked_running // (s.dp_size if s.enable_dp_attention else 1), estimated) \
+            if rules.clamped_requests else asked_running + extra
+        running = min(asked_running // (s.dp_size if s.enable_dp_attention else 1), pool)
     else:
         pool = min(estimated, tokens // 2) if rules.clamped_requests else estimated + extra
         running = min(tokens // 2, pool)
-    req_bytes = pool * (context_len + REQ_POOL_EXTRA) * 4
+    row_extra = REQ_POOL_EXTRA + (draft.draft_tokens if draft else 0)  # mem_cache/common.py:251-267
+    req_bytes = pool * (context_len + row_extra) * 4
+    draft_kv = 0
+    if draft is not None:
+        if draft.has_model and rules.spec_pool_inflate and tokens > 0:
+            # draft_runner_cache_size (0.5.4 model_runner.py:1666-1687): the shared token indices grow for the
+            # draft and verify tokens of every request slot
+            tokens = (tokens + pool * (draft.steps * draft.topk + draft.draft_tokens)
+                      + sglang_draft.POOL_INFLATE_BUFFER) // page * page
+        draft_kv = tokens * draft.cell_bytes
+        if not s.max_running_requests:
+            notes.append(f"speculative decoding: max_running_requests {sglang_draft.SPEC_MAX_RUNNING_REQUESTS} "
+                         "(SGLang's value under speculative decoding unless --max-running-requests is given, "
+                         "arg_groups/speculative_hook.py:270-275)")
+        notes.append(f"speculative decoding ({draft.algorithm}, steps {draft.steps}, topk {draft.topk}, "
+                     f"{draft.draft_tokens} draft tokens): {draft.described}"
+                     + (f"; {draft.weights_bytes / GiB:.2f} GiB of draft weights per rank while the pool is sized "
+                        f"({draft.kept_bytes / GiB:.2f} GiB once it shares the target's embedding and lm_head) and "
+                        f"a draft pool of {tokens:,} tokens x {draft.cell_bytes:,} B = {draft_kv / GiB:.2f} GiB"
+                        if draft.has_model else ""))
+        if draft.has_model and in_budget:
+            reserved = tokens * (count_cell - cell)
+            notes.append(f"SGLang {s.version} loads the draft before sizing the pool: its weights come out of the "
+                         "mem_fraction_static budget"
+                         + (f", and the cell is {count_cell:,} B for {draft.layers} draft layer(s) beside "
+                            f"{n_full} (pool_configurator.py)" if count_cell != cell else
+                            "; the draft's pool is not in the pool's sizing (a hybrid sliding-window pool, or no "
+                            "draft path): it comes out of the rest")
+                         + (f"; the draft's pool takes {(draft_kv - reserved) / GiB:.2f} GiB more than that "
+                            "reserved, out of the 1 - mem_fraction_static rest" if draft_kv - reserved > MiB else ""))
+        elif draft.has_model:
+            notes.append(f"SGLang {s.version} sizes the target's pool before it loads the draft: the draft's weights "
+                         f"and pool ({(draft.weights_bytes + draft_kv) / GiB:.2f} GiB) come out of the "
+                         "1 - mem_fraction_static rest, beside the req-to-token table")
     headroom = free - int(free * mfs)
-    notes.append(f"req-to-token table: {pool:,} requests x {context_len + REQ_POOL_EXTRA:,} int32 = "
+    notes.append(f"req-to-token table: {pool:,} requests x {context_len + row_extra:,} int32 = "
                  f"{req_bytes / GiB:.2f} GiB, outside mem_fraction_static (ReqToTokenPool)")
     if req_bytes > headroom:
         notes.append(f"the req-to-token table alone ({req_bytes / GiB:.2f} GiB) exceeds the "
                      f"{headroom / GiB:.2f} GiB that 1 - mem_fraction_static leaves: lower --context-length or "
                      "--max-running-requests, or SGLang runs out of memory at start")
+    elif draft is not None and draft.has_model:
+        outside = req_bytes + (draft_kv - tokens * (count_cell - cell) if in_budget else
+                               draft.weights_bytes + draft_kv)
+        if outside > headroom:
+            notes.append(f"the req-to-token table and the draft's share outside the budget ({outside / GiB:.2f} GiB) "
+                         f"exceed the {headroom / GiB:.2f} GiB that 1 - mem_fraction_static leaves: SGLang runs out "
+                         "of memory at start or in its CUDA-graph capture; lower --mem-fraction-static")
     notes.append(f"CUDA context and NCCL outside the budget: {c['source']}")
     fits = tokens > 0
-    shortfall = 0 if fits else cell - budget
+    shortfall = 0 if fits else count_cell - budget
     if not fits:
-        notes.append(f"weights ({weights / GiB:.2f} GiB) leave no KV pool under mem_fraction_static {mfs:.3f} of "
-                     f"{free / GiB:.2f} GiB free: SGLang stops with 'Not enough memory. Please try to increase "
+        notes.append(f"weights ({(weights + (draft.weights_bytes if in_budget else 0)) / GiB:.2f} GiB"
+                     + (", the draft's included" if in_budget else "")
+                     + f") leave no KV pool under mem_fraction_static {mfs:.3f} of {free / GiB:.2f} GiB free: SGLang stops with 'Not enough memory. Please try to increase "
                      "--mem-fraction-static'")
     kv_per_token = int(cell) if layout != "hybrid-swa" else int(cell + swa_cell * n_swa)
+    kv_per_token += draft.cell_bytes if draft is not None else 0  # the draft's attention layers, as vLLM's ledger
     prefill_graphs = 0
     off = piecewise_off(rules, asked, spec, gpu) if rules.piecewise_graph_reserve and not s.disable_cuda_graph else ""
     if off:
@@ -775,6 +852,8 @@ def estimate(spec: ModelSpec, gpu: GpuProfile, s: SglangSettings) -> SglangEstim
         prefill_graphs = chunk if chunk > 0 else 4096
         if rules.piecewise_sizes == "0.5.14" and s.context_length:  # server_args.py:3264-3267
             prefill_graphs = min(prefill_graphs, s.context_length)
+        if rules.piecewise_sizes == "0.5.14" and s.max_total_tokens:  # server_args.py:3248-3252
+            prefill_graphs = min(prefill_graphs, s.max_total_tokens)
     elif not s.disable_cuda_graph and s.enable_piecewise_cuda_graph:
         prefill_graphs = s.piecewise_cuda_graph_max_tokens or (chunk if chunk > 0 else 4096)
     return SglangEstimate(
@@ -786,6 +865,13 @@ def estimate(spec: ModelSpec, gpu: GpuProfile, s: SglangSettings) -> SglangEstim
         max_total_num_tokens=tokens, swa_tokens=swa_tokens, page_size=page, context_len=context_len,
         chunked_prefill_size=chunk, cuda_graph_max_bs=graph_bs, req_pool_size=pool, req_to_token_bytes=req_bytes,
         max_running_requests=running, headroom_bytes=headroom, kv_bytes_per_token=kv_per_token, fits=fits,
-        shortfall_bytes=shortfall, deployment_weights_bytes=weights * world,
+        shortfall_bytes=shortfall,
+        deployment_weights_bytes=(weights + (draft.kept_bytes if draft is not None else 0)) * world,
+        speculative_algorithm=draft.algorithm if draft is not None else "",
+        draft_weights_bytes=draft.weights_bytes if draft is not None else 0, draft_kv_bytes=draft_kv,
+        speculative_params=(draft.steps, draft.topk, draft.draft_tokens) if draft is not None else (),
+        draft_in_budget_bytes=draft.weights_bytes if in_budget else 0,
+        count_cell_bytes=count_cell if count_cell != cell else 0,
+        dp_workers=s.dp_size if s.enable_dp_attention else 1,
         deployment_kv_bytes_per_token=kv_per_token * s.tensor_parallel,
         notes=notes, layout=layout, pool_cell_bytes=pool_cell, max_prefill_tokens=s.max_prefill_tokens)

@@ -52,7 +52,29 @@ _ARGS = {  # ServerArgs field -> kind
     "enable_piecewise_cuda_graph": "bool", "piecewise_cuda_graph_max_tokens": "int",
     # the configurations that switch the default piecewise prefill graphs off (engines/sglang.py piecewise_off)
     "enable_torch_compile": "bool", "enable_lora": "bool", "lora_paths": "text", "moe_a2a_backend": "text",
+    # the drafter (engines/sglang_draft.py): ServerArgs prints the steps, topk and draft tokens it resolved
+    "speculative_draft_model_path": "text", "speculative_num_steps": "int", "speculative_eagle_topk": "int",
+    "speculative_num_draft_tokens": "int",
 }
+
+
+def _draft_config(path) -> dict | None:
+    """The draft model of a log's server_args, from the catalog only (sglang_draft.draft_config_of reading no file)."""
+    if not path:
+        return None
+    from ..engines.sglang_draft import draft_config_of
+
+    return draft_config_of(str(path), read_files=False)
+
+
+def _draft_params(stated: dict) -> dict:
+    """The steps, topk and draft tokens a log's server_args resolved (all three, or none: SGLang's choice)."""
+    names = ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")
+    if not stated.get("speculative_algorithm") or any(stated.get(n) is None for n in names):
+        return {}
+    return {n: int(stated[n]) for n in names}
+
+
 _ERRORS = (re.compile(r"Not enough memory\. Please try to increase --mem-fraction-static[^\n]*"),
            re.compile(r"(?:torch\.)?(?:cuda\.)?OutOfMemoryError[^\n]*|CUDA out of memory[^\n]*"))
 _RANK = re.compile(r"\b(?:DP\d+ )?TP(\d+)(?: EP\d+)?\]")
@@ -218,8 +240,12 @@ def check_sglang_log(parsed: dict[str, Any], model: Any, gpu: Any, **overrides: 
         max_total_tokens=pick("max_total_tokens", None),
         enable_piecewise_cuda_graph=bool(pick("enable_piecewise_cuda_graph", False)),
         piecewise_cuda_graph_max_tokens=pick("piecewise_cuda_graph_max_tokens", None),
-        # stated in the log's server_args only (not recorded as assumed: they change no figure but the prefill graphs)
+        # stated in the log's server_args only (not recorded as assumed: they change no figure but the prefill graphs,
+        # and the drafter's, whose head is read from the catalog only: a log's draft path is the poster's)
         speculative_algorithm=stated.get("speculative_algorithm"),
+        speculative_draft_model_path=stated.get("speculative_draft_model_path"),
+        speculative_draft_config=_draft_config(stated.get("speculative_draft_model_path")),
+        **_draft_params(stated),
         enable_torch_compile=bool(stated.get("enable_torch_compile")),
         enable_lora=bool(stated.get("enable_lora") or stated.get("lora_paths")),
         moe_a2a_backend=str(stated.get("moe_a2a_backend") or "none"),

@@ -1,0 +1,159 @@
+"""`kvcalc search --server sglang` takes the SGLang settings `kvcalc plan --engine sglang` takes (search_sglang.py
+SGLANG_SETTINGS, or a pasted --sglang-command) into every candidate: its memory (the same engines/sglang.estimate
+plan runs), its closed-form times and its launch line; settings it cannot search are usage errors."""
+
+import json
+
+import pytest
+
+from kvcalc.catalog import load_model
+from kvcalc.engines import sglang as S
+from kvcalc.formats import kv_format, weight_format
+from kvcalc.hardware import get_gpu
+from kvcalc.sglang_command import parse_sglang_command
+
+from cli_helper import invoke as run_cli
+
+BASE = ["search", "--model", "llama-3.1-8b", "--input-len", "2k", "--output-len", "256", "--concurrency", "64",
+        "--gpus", "h200", "--weights", "bf16", "--kv", "auto", "--json", "--top", "50"]
+
+
+def search(*extra):
+    code, out, err = run_cli(BASE + list(extra))
+    assert code == 0, err
+    return json.JSONDecoder().raw_decode(out)[0]
+
+
+def estimate(tp=1, **kw):
+    s = S.SglangSettings(weights=weight_format("bf16"), kv=kv_format("auto"), context_length=2048 + 256,
+                         tensor_parallel=tp, **kw)
+    return S.estimate(load_model("llama-3.1-8b"), get_gpu("h200"), s)
+
+
+def test_every_candidate_runs_the_drafter_plan_runs():
+    data = search("--server", "sglang", "--speculative-algorithm", "EAGLE3", "--tp", "1,2")
+    rows = data["results"]
+    assert rows and {d["tp"] for d in rows} == {1, 2}
+    for d in rows:
+        est = estimate(d["tp"], speculative_algorithm="EAGLE3")
+        assert d["kv_capacity_tokens"] == est.max_total_num_tokens
+        assert d["max_running_requests"] == 48  # speculative decoding's cap (speculative_hook.py:270-275)
+        assert d["max_concurrency"] == est.concurrency_at(2048 + 256) * d["replicas"]
+        assert d["speculative_algorithm"] == "EAGLE3" and d["draft_weights_bytes"] == est.draft_weights_bytes
+    # 64 clients over replicas of 48: two replicas at least, where the plain search serves them on one
+    assert min(d["replicas"] for d in rows) == 2
+    assert min(d["replicas"] for d in search("--server", "sglang", "--tp", "1,2")["results"]) == 1
+    assert "--speculative-algorithm EAGLE3" in data["winner_command"]
+    assert any("no drafter speed-up" in w for w in data["warnings"])
+
+
+def test_settings_reach_memory_and_the_launch_line_and_round_trip():
+    extra = ["--server", "sglang", "--tp", "2", "--mem-fraction-static", "0.8", "--enable-dp-attention", "--dp-size",
+             "2", "--max-running-requests", "32", "--page-size", "16", "--cuda-graph-max-bs", "64",
+             "--enable-torch-compile", "--moe-a2a-backend", "deepep", "--max-prefill-tokens", "8192"]
+    data = search(*extra)
+    d = data["results"][0]
+    est = estimate(2, mem_fraction_static=0.8, enable_dp_attention=True, dp_size=2, max_running_requests=32,
+                   page_size=16, cuda_graph_max_bs=64, enable_torch_compile=True, moe_a2a_backend="deepep",
+                   max_prefill_tokens=8192)
+    assert d["mem_fraction_static"] == 0.8 and d["kv_capacity_tokens"] == est.max_total_num_tokens
+    assert d["max_running_requests"] == est.max_running_requests == 16  # 32 over 2 DP ranks
+    # the winner's line, read back by kvcalc's own --sglang-command parser, is the configuration searched
+    values, warnings = parse_sglang_command(data["winner_command"])
+    assert not warnings
+    assert values | {"model": None} == {
+        "engine": "sglang", "model": None, "tp": 2, "max_model_len": 2304, "mem_fraction_static": 0.8,
+        "enable_dp_attention": True, "dp_size": 2, "max_num_seqs": 32, "block_size": 16, "cuda_graph_max_bs": 64,
+        "enable_torch_compile": True, "moe_a2a_backend": "deepep", "max_prefill_tokens": 8192}
+
+
+def test_max_running_requests_is_searched_over():
+    data = search("--server", "sglang", "--tp", "1", "--max-running-requests", "8,64")
+    rows = data["results"]
+    assert {d["max_running_requests"] for d in rows} == {8, 64}
+    assert min(d["replicas"] for d in rows if d["max_running_requests"] == 8) == 8  # 64 clients, 8 a replica
+    assert rows[0]["max_running_requests"] == 64 and rows[0]["replicas"] == 1
+    assert "--max-running-requests 64" in data["winner_command"]
+
+
+def test_a_pasted_sglang_command_fixes_the_search():
+    cmd = ("python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B-Instruct --tp 2 --kv-cache-dtype "
+           "fp8_e4m3 --speculative-algorithm EAGLE --speculative-num-steps 3 --speculative-eagle-topk 1 "
+           "--disable-cuda-graph")
+    code, out, err = run_cli(["search", "--input-len", "2k", "--output-len", "256", "--concurrency", "64", "--gpus",
+                              "h200", "--weights", "bf16", "--json", "--sglang-command", cmd])
+    assert code == 0, err
+    data = json.JSONDecoder().raw_decode(out)[0]
+    assert data["engine"] == "sglang" and data["results"]
+    est = S.estimate(load_model("llama-3.1-8b"), get_gpu("h200"), S.SglangSettings(
+        weights=weight_format("bf16"), kv=kv_format("fp8"), context_length=2048 + 256, tensor_parallel=2,
+        speculative_algorithm="EAGLE", speculative_num_steps=3, speculative_eagle_topk=1, disable_cuda_graph=True))
+    for d in data["results"]:
+        assert (d["tp"], d["kv_format"]) == (2, "fp8")
+        assert d["kv_capacity_tokens"] == est.max_total_num_tokens
+    assert est.speculative_params == (3, 1, 4)
+    # --disable-cuda-graph: the closed form's decode step pays the eager launch (decode_line enforce_eager)
+    graphs = search("--server", "sglang", "--tp", "2", "--kv", "fp8", "--speculative-algorithm", "EAGLE",
+                    "--speculative-num-steps", "3", "--speculative-eagle-topk", "1")["results"][0]
+    assert data["results"][0]["tpot_ms"] > graphs["tpot_ms"]
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--server", "vllm", "--enable-dp-attention"], "--enable-dp-attention is an SGLang setting"),
+    (["--speculative-algorithm", "EAGLE"], "--speculative-algorithm is an SGLang setting"),
+    (["--server", "both", "--enable-lora"], "not searched for vLLM"),
+    (["--server", "sglang", "--dp-size", "2"], "as replicas"),
+    (["--server", "sglang", "--utils", "0.9"], "--mem-fraction-static"),
+    (["--server", "sglang", "--pp", "2"], "--pp 1"),
+    (["--server", "sglang", "--speculative-num-steps", "2"], "give --speculative-algorithm"),
+    (["--server", "sglang", "--speculative-algorithm", "DFLASH"], "kvcalc models SGLang's"),
+    (["--server", "sglang", "--mem-fraction-static", "1"], "must be in (0, 1)"),
+    (["--server", "sglang", "--emit", "serve"], "--emit writes the vLLM winner's"),
+    (["--sglang-command", "python -m sglang.launch_server --model-path x", "--vllm-command", "vllm serve x"],
+     "not both"),
+])
+def test_settings_the_search_cannot_carry_are_usage_errors(extra, message):
+    code, out, err = run_cli(BASE[:-3] + extra)
+    assert code == 2 and message in err and "Traceback" not in err, (code, err)
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--tp", "3"], "TP 3 left out: --tp 3 does not divide"),
+    (["--tp", "2", "--enable-dp-attention", "--dp-size", "4"], "--dp-size 4 must divide it"),
+])
+def test_an_sglang_search_with_no_candidate_fails_its_gate_with_sglangs_reason(extra, message):
+    """--server sglang gates on SGLang's deployments (gate.search_failure), not on the vLLM search run beside them."""
+    code, out, err = run_cli(BASE[:-3] + ["--server", "sglang"] + extra)
+    assert code == 1 and "no SGLang deployment meets the targets" in err and message in err, err
+
+
+def test_kv_formats_sglang_lacks_and_refused_drafters_are_one_line():
+    code, out, err = run_cli(BASE[:-3] + ["--server", "sglang", "--kv", "nvfp4"])
+    assert code == 2 and "SGLang has no such cache" in err
+    code, out, err = run_cli(BASE[:-3] + ["--server", "sglang", "--speculative-algorithm", "STANDALONE"])
+    assert code == 2 and err.count("\n") == 1 and "--speculative-draft-model-path" in err
+
+
+def test_plan_says_when_sglang_settings_plan_no_sglang_row():
+    code, out, err = run_cli(["plan", "--gpu", "h200", "--model", "llama-3.1-8b", "--speculative-algorithm", "EAGLE",
+                              "--enable-dp-attention"])
+    assert code == 0 and "--enable-dp-attention, --speculative-algorithm: SGLang's setting(s), and no SGLang row" in err
+    code, out, err = run_cli(["plan", "--gpu", "h200", "--model", "llama-3.1-8b", "--engine", "sglang",
+                              "--speculative-algorithm", "NEXTN"])
+    assert code == 2 and "has none (num_nextn_predict_layers" in err and "Traceback" not in err
+
+
+def test_max_total_tokens_caps_the_pool_in_plan_and_search():
+    """--max-total-tokens (a pasted command's too: it was ignored before) caps max_total_num_tokens, and on 0.5.14
+    the prefill graphs (server_args.py:3248-3252: 58 sizes to 8192 -> 42 to 2048, 16 x 8 MiB less reserve)."""
+    cmd = "python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B-Instruct --max-total-tokens 100000"
+    code, out, err = run_cli(["plan", "--gpu", "h200", "--sglang-command", cmd, "--context", "8k", "--json"])
+    assert code == 0, err
+    row = json.loads(out)["rows"][0]["sglang_breakdown"]
+    assert row["max_total_num_tokens"] == 100000
+    capped = estimate(max_total_tokens=2048)
+    assert capped.max_total_num_tokens == 2048 and capped.prefill_graph_max_tokens == 2048
+    assert len(S.piecewise_graph_sizes(2048, "0.5.14")) == 8 + 14 + 8 + 8 + 4 == 42
+    assert capped.mem_fraction_static == round((143771 - 13440 - 42 * 8) / 143771, 3)
+    d = search("--server", "sglang", "--tp", "1", "--max-total-tokens", "20000")["results"][0]
+    assert d["kv_capacity_tokens"] == 20000 and d["replicas"] == 8  # 20,000 // 2,304 = 8 requests a replica
