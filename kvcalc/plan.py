@@ -121,22 +121,26 @@ def dtype_bytes_for(name: str | None) -> int:
     return VLLM_DTYPE_BYTES[key]
 
 
-def parallel_refusal(spec: ModelSpec, tp: int, pp: int = 1) -> str | None:
+def parallel_refusal(spec: ModelSpec, tp: int, pp: int = 1, engines: tuple[str, ...] = ("vllm",)) -> str | None:
     """Why vLLM refuses this TP x PP size for this model, or None. vLLM checks, at start-up:
     - the attention heads split evenly over TP ranks (vllm/config/model.py, ModelConfig.verify_with_parallel_config:
       "Total number of attention heads must be divisible by tensor parallel size");
     - the KV heads split evenly, or each rank holds one replicated KV head when TP exceeds them
       (vllm/model_executor/layers/linear.py, QKVParallelLinear: num_kv_heads % tp == 0 or tp % num_kv_heads == 0);
     - every pipeline stage holds at least one layer (vllm/distributed/utils.py, get_pp_indices splits
-      num_hidden_layers // pp layers per stage)."""
+      num_hidden_layers // pp layers per stage).
+    SGLang's model files shard the same way (their attention asserts total_num_heads % tp_size == 0), so the message
+    names the engines asked for."""
+    named = [{"vllm": "vLLM", "sglang": "SGLang"}.get(e, e) for e in engines if e != "hf"] or ["vLLM"]
+    who, verb = " and ".join(named), "require" if len(named) > 1 else "requires"
     if tp > 1 and spec.num_heads % tp:
         sizes = ", ".join(str(n) for n in range(1, min(spec.num_heads, 64) + 1) if spec.num_heads % n == 0)
-        return (f"--tp {tp} does not divide {spec.name}'s {spec.num_heads} attention heads, and vLLM requires it; "
+        return (f"--tp {tp} does not divide {spec.name}'s {spec.num_heads} attention heads, and {who} {verb} it; "
                 f"TP sizes that do: {sizes}")
     kv = spec.num_kv_heads
     if tp > 1 and kv and (kv % tp if tp <= kv else tp % kv):
-        return (f"--tp {tp} neither divides {spec.name}'s {kv} KV heads nor is a multiple of them, and vLLM "
-                "requires one or the other")
+        return (f"--tp {tp} neither divides {spec.name}'s {kv} KV heads nor is a multiple of them, and {who} {verb} "
+                "one or the other")
     if pp > spec.num_layers:
         return (f"--pp {pp} is more pipeline stages than {spec.name}'s {spec.num_layers} layers: each stage needs "
                 "at least one layer")
@@ -745,7 +749,7 @@ def plan(req: PlanRequest, warnings: list[str] | None = None) -> list[Row]:
     request that leaves no row at all is refused (never an empty table)."""
     if req.batch < 1:
         raise UsageError("--batch must be at least 1")
-    refusal = parallel_refusal(req.spec, req.tp, req.pp)
+    refusal = parallel_refusal(req.spec, req.tp, req.pp, req.engines)
     if refusal:
         raise UsageError(refusal)
     if "vllm" in req.engines and req.max_model_len is not None and req.context > req.max_model_len:

@@ -221,9 +221,9 @@ def sglang_search(req, sglang_version: str | None = None) -> tuple[list[SglangDe
             for tp in sp.tp:
                 if tp > sp.max_gpus_per_replica:
                     continue
-                refusal = parallel_refusal(spec, tp)
+                refusal = parallel_refusal(spec, tp, engines=("sglang",))
                 if refusal:
-                    why = f"sglang: TP {tp} left out: {refusal.replace('vLLM', 'SGLang')}"
+                    why = f"sglang: TP {tp} left out: {refusal}"
                     notes += [why] if why not in notes else []
                     continue
                 if tp % dp:

@@ -128,6 +128,11 @@ def test_tp_must_divide_the_attention_heads_as_vllm_checks():
     # §1d: TP 3 on 32 heads counted 6 of 8 KV heads and said fits
     _one_error_line(["plan", "--model", "llama-3.1-8b", "--gpu", "l4", "--tp", "3"],
                     "32 attention heads, and vLLM requires it; TP sizes that do: 1, 2, 4, 8, 16, 32")
+    # SGLang shards the heads the same way; the message names the engine asked for
+    _one_error_line(["plan", "--model", "llama-3.1-8b", "--gpu", "l4", "--tp", "3", "--engine", "sglang"],
+                    "32 attention heads, and SGLang requires it")
+    _one_error_line(["plan", "--model", "llama-3.1-8b", "--gpu", "l4", "--tp", "3", "--engine", "servers"],
+                    "32 attention heads, and vLLM and SGLang require")
     spec = load_model("qwen2.5-7b")  # 28 heads, 4 KV heads: 7 divides the heads but not the KV heads
     assert "KV heads" in parallel_refusal(spec, 7)
     assert parallel_refusal(spec, 4) is None and parallel_refusal(spec, 1) is None
