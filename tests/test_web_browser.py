@@ -213,6 +213,19 @@ def test_vllm_settings_reach_the_cli(server, page):
                                                        "--enforce-eager"))
 
 
+def test_sglang_settings_reach_the_cli(server, page):
+    """The SGLang block: --engine sglang rows at the user's mem_fraction_static are the CLI's, and the setting
+    travels in the link."""
+    page.goto(server + "/?gpu=h200&model=llama-3.1-8b&context=8k&engine=sglang")
+    wait_ready(page)
+    page.click("#sglang-settings summary")
+    page.fill("#mem_fraction_static", "0.8")
+    settle(page)
+    assert_page_equals_cli(page, "h200", cli_json("--gpu", "h200", "--model", "llama-3.1-8b", "--context", "8k",
+                                                  "--engine", "sglang", "--mem-fraction-static", "0.8"))
+    assert "mem_fraction_static=0.8" in page.url
+
+
 def test_bad_input_shows_the_cli_message(server, page):
     page.goto(server + "/?gpu=t4&context=8k")
     wait_ready(page)

@@ -8,7 +8,7 @@
   const DEBOUNCE_MS = 250;
   // form fields sent to the API under the CLI's option names
   const TEXT_FIELDS = ["batch", "util", "max_model_len", "max_num_batched_tokens", "max_num_seqs", "vllm_version",
-                       "tp", "pp"];
+                       "tp", "pp", "mem_fraction_static", "sglang_version", "sglang_command"];
   const SELECT_FIELDS = ["engine", "weights", "kv"];
   const CHECK_FIELDS = ["enforce_eager", "tp_sweep"];
   const MAX_LINK_CONFIG = 6000;  // a pasted config.json goes into the link only while the link stays short
