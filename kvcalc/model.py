@@ -1105,6 +1105,17 @@ _BUILDERS = {
 }
 
 
+def local_config_at(text: str) -> dict | None:
+    """The config.json at a local path (the file, or a folder holding one), read as data; None when the text names
+    no local file (a hub id, a NUL byte, a name too long, an unknown ~user)."""
+    try:
+        path = Path(text).expanduser()
+        found = (path.is_dir() and (path / "config.json").is_file()) or path.is_file()
+    except (OSError, ValueError, RuntimeError):
+        return None
+    return load_config_file(path) if found else None
+
+
 def load_config_file(path: str | Path) -> dict[str, Any]:
     """A config.json (or a folder holding one), read as data: at most 8 MiB of UTF-8 JSON, finite numbers, bounded
     nesting (input_files.py); anything else is a one-line UsageError."""

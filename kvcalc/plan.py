@@ -100,16 +100,9 @@ def speculative_settings(config: str | dict | None, read_files: bool = True) -> 
 def draft_config_at(model: str) -> dict | None:
     """The EAGLE head's config.json when speculative_config.model is a local folder or file (read as data, one line
     on bad input); None for a hub id (not fetched: the head is then assumed to have the target's shape)."""
-    from pathlib import Path
+    from .model import local_config_at
 
-    from .model import load_config_file
-
-    try:
-        path = Path(model).expanduser()
-        local = (path.is_dir() and (path / "config.json").is_file()) or path.is_file()
-    except (OSError, ValueError, RuntimeError):  # a NUL byte, a name too long, an unknown ~user: not a local path
-        return None
-    return load_config_file(path) if local else None
+    return local_config_at(model)
 
 
 def dtype_bytes_for(name: str | None) -> int:

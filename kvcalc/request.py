@@ -143,30 +143,40 @@ SEARCH_FROM_COMMAND = {"model": "model", "weights": "weights", "kv": "kv", "tp":
                        "max_num_seqs": "max_num_seqs", "max_num_batched_tokens": "max_num_batched_tokens"}
 
 
-def _search_command(kw: dict, explicit: set[str]) -> tuple[dict, list[str]]:
-    """Search options with a --vllm-command's model and flags filled in where no search option was typed: the
-    command's values become one-value grids (a pasted `-tp 2` searches TP 2 only)."""
+def _apply_command(kw: dict, explicit: set[str], values: dict, warnings: list[str], label: str, name_for,
+                   as_grid, ignored: tuple[str, ...]) -> tuple[dict, list[str]]:
+    """kw with a pasted command's parsed `values` filled in where no search option was typed (`explicit` wins, with a
+    warning): name_for(flag) is the search option a flag fixes (None: not searched), as_grid(name) whether it goes in
+    as a one-value grid; the command's max_model_len becomes --min-context."""
     from .errors import shown
     from .plan import weights_for_quantization
-    from .vllm_command import parse_command
 
-    values, warnings = parse_command(kw["vllm_command"])
     out = dict(kw)
     if "quantization" in values:
         values["weights"] = weights_for_quantization(values.pop("quantization"))
     for flag, value in values.items():
-        name = SEARCH_FROM_COMMAND.get(flag)
+        name = name_for(flag)
         if name is None:
-            if flag not in ("entrypoint", "max_model_len"):
-                warnings.append(f"--vllm-command: {flag} is not searched over; search ignores it")
+            if flag not in ignored:
+                warnings.append(f"{label}: {flag} is not searched over; search ignores it")
             continue
         if name in explicit:
-            warnings.append(f"--vllm-command sets {flag} {shown(value)}; the search option given wins")
+            warnings.append(f"{label} sets {flag} {shown(value)}; the search option given wins")
             continue
-        out[name] = value if name in ("model", "max_num_batched_tokens") else (value,)
+        out[name] = (value,) if as_grid(name) else value
     if "max_model_len" in values and "min_context" not in explicit and values["max_model_len"] != AUTO:
         out["min_context"] = values["max_model_len"]
     return out, warnings
+
+
+def _search_command(kw: dict, explicit: set[str]) -> tuple[dict, list[str]]:
+    """Search options with a --vllm-command's model and flags filled in where no search option was typed: the
+    command's values become one-value grids (a pasted `-tp 2` searches TP 2 only)."""
+    from .vllm_command import parse_command
+
+    values, warnings = parse_command(kw["vllm_command"])
+    return _apply_command(kw, explicit, values, warnings, "--vllm-command", SEARCH_FROM_COMMAND.get,
+                          lambda name: name not in ("model", "max_num_batched_tokens"), ("entrypoint", "max_model_len"))
 
 
 # --sglang-command value (as sglang_command.parse_sglang_command names it) -> the search option it fixes; a grid
@@ -180,28 +190,13 @@ def _search_sglang_command(kw: dict, explicit: set[str]) -> tuple[dict, list[str
     """Search options with an --sglang-command's model and flags filled in where no search option was typed: TP,
     formats and --max-running-requests as one-value grids, --context-length as --min-context, the SGLang settings
     (search_sglang.SGLANG_SETTINGS) as they are."""
-    from .errors import shown
-    from .plan import weights_for_quantization
     from .search_sglang import SGLANG_SETTINGS
     from .sglang_command import parse_sglang_command
 
     values, warnings = parse_sglang_command(kw["sglang_command"])
-    out = dict(kw)
-    if "quantization" in values:
-        values["weights"] = weights_for_quantization(values.pop("quantization"))
-    for flag, value in values.items():
-        name = SEARCH_FROM_SGLANG.get(flag) or (flag if flag in SGLANG_SETTINGS else None)
-        if name is None:
-            if flag not in ("engine", "max_model_len"):
-                warnings.append(f"--sglang-command: {flag} is not searched over; search ignores it")
-            continue
-        if name in explicit:
-            warnings.append(f"--sglang-command sets {flag} {shown(value)}; the search option given wins")
-            continue
-        out[name] = (value,) if name in _SEARCH_GRIDS else value
-    if "max_model_len" in values and "min_context" not in explicit:
-        out["min_context"] = values["max_model_len"]
-    return out, warnings
+    return _apply_command(kw, explicit, values, warnings, "--sglang-command",
+                          lambda flag: SEARCH_FROM_SGLANG.get(flag) or (flag if flag in SGLANG_SETTINGS else None),
+                          lambda name: name in _SEARCH_GRIDS, ("engine", "max_model_len"))
 
 
 def build_search(options: dict, load_model=None, explicit: set[str] = frozenset(), read_files: bool | None = None):

@@ -261,14 +261,12 @@ def vllm_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFo
     load = bench_load(wl, entrypoint, api_cpu=0.0 if sglang is not None else None)
     if sglang is not None:
         # launch_server sends its own warm-up request before it reports ready (the H200 logs: a 6-token prefill, then
-        # "The server is fired up and ready to roll!"), so a fresh server's first request pays no one-time cost there
-        load = replace(load, first_request_s=0.0)
-    if sglang is not None and prefix_caching:
+        # "The server is fired up and ready to roll!"), so a fresh server's first request pays no one-time cost there.
         # sglang.bench_serving sends its first prompt once before the run (--warmup-requests, default 1; 0.5.14
         # bench_serving.py:1325-1398: test_request = input_requests[0]) and flushes nothing (/flush_cache only with
         # --flush-cache), so the radix cache holds that prompt when the run starts: the run's first request prefills
         # its last token only (the H200 runs' logs: "#new-token: 1, #cached-token: 1023")
-        load = replace(load, ready_check=True)
+        load = replace(load, first_request_s=0.0, ready_check=prefix_caching)
     res = simulate(cost, cfg, load, frontend_s(entrypoint, gpu) if first_token_s is None else first_token_s)
     if sim_out is not None:
         sim_out.append(res)

@@ -103,7 +103,7 @@ RUN_LABEL = {"sglang-v5-warm": " (warm rerun)", "sglang-v5-probe": ""}
 H200_START, H200_END = ("<!-- AUTO: scripts/sglang_speed_report.py h200 -->",
                         "<!-- /AUTO: scripts/sglang_speed_report.py h200 -->")
 # the one row graph_kernel_s is fitted on (its mean TPOT: fit_graph_kernel); every other H200 row is held out
-GRAPH_KERNEL_FIT = ("gemma3-1b-default", "c1_1k_128")
+GRAPH_KERNEL_FIT = ("sglang-v5-a", "gemma3-1b-default", "c1_1k_128")  # (run, case, workload)
 # A 16-client run's first request is a 1-token prefill (the warm-up cached its prompt), as in the lone-request run of
 # the same server; where it takes FIRST_USE_S longer than there, the first wave waited for first-use work (DeepSeek-V2-
 # Lite 603 ms against 19 ms alone, Qwen3 172 against 24, Gemma 3 227 against 18, two of the four 8B servers ~150
@@ -168,7 +168,7 @@ def fit_graph_kernel() -> float:
     from kvcalc.engines.sglang import eager_norm_kernels
     from kvcalc.step_cost import sglang_step_extra, step_cost
 
-    row = next(r for r in h200_runs() if (r["case"], r["workload"]) == GRAPH_KERNEL_FIT)
+    row = next(r for r in h200_runs() if (r["run"], r["case"], r["workload"]) == GRAPH_KERNEL_FIT)
     spec, gpu, weights, kv, est = h200_setup(row)
     per_token = sglang_step_extra(spec, gpu)[1]
     bare = step_cost(spec, gpu, weights, kv, 1, est.deployment_kv_bytes_per_token, extra=(0.0, per_token))
@@ -238,7 +238,7 @@ def h200_results() -> list[dict]:
                     if meas[later] else None,
                     "first_ms": (1e3 * meas[0], 1e3 * float(sim_ttft[0])),
                     "tpot": (r["mean_tpot_ms"], b.tpot_s * 1e3),
-                    "tpot_split": "fit" if key == GRAPH_KERNEL_FIT and r["run"] == "sglang-v5-a" else
+                    "tpot_split": "fit" if (r["run"], *key) == GRAPH_KERNEL_FIT else
                     "warm-up pass" if warmup else (
                         "below the weight-read floor" if r["mean_tpot_ms"] / 1e3 < weight_read_floor_s(r)
                         else "held out"),

@@ -24,6 +24,16 @@ def _bench(completed: int) -> bytes:
     return (json.dumps(line) + "\n").encode()
 
 
+def _pack(out: Path, folder: str, members: dict[str, bytes]) -> Path:
+    """A result tarball as sglang_serve.py packs it: every member under the command's result folder."""
+    with tarfile.open(out, "w:gz") as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(f"{folder}/{name}")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return out
+
+
 def _tarball(tmp_path: Path) -> Path:
     status = {"run": "t", "environment": {"nvidia_smi": "NVIDIA H200, 143771 MiB", "sglang": "0.5.14"}, "cases": [
         {"case": "llama8b-default", "catalog": "llama-3.1-8b", "started": True, "start_s": 50.0,
@@ -32,18 +42,12 @@ def _tarball(tmp_path: Path) -> Path:
                        {"id": "c16", "ok": True, "bench_command": "python -m sglang.bench_serving --num-prompts 32"}]},
         {"case": "qwen3moe-default", "catalog": "qwen3-30b-a3b", "started": False, "workloads": []},
         {"case": "dsv2lite-default", "skipped": "deadline 470 s reached"}]}
-    out = tmp_path / "sglang-t.tar.gz"
-    with tarfile.open(out, "w:gz") as tar:
-        def add(name, data):
-            info = tarfile.TarInfo(f"sg_t/{name}")
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-        add("status.json", json.dumps(status).encode())
-        add("llama8b-default.server.log", LOG.read_bytes())
-        add("llama8b-default.c1.jsonl", _bench(4))
-        add("llama8b-default.c16.jsonl", _bench(30))  # 2 of 32 requests lost: not a row
-        add("qwen3moe-default.server.log", b"RuntimeError: CUDA out of memory\n")
-    return out
+    return _pack(tmp_path / "sglang-t.tar.gz", "sg_t", {
+        "status.json": json.dumps(status).encode(),
+        "llama8b-default.server.log": LOG.read_bytes(),
+        "llama8b-default.c1.jsonl": _bench(4),
+        "llama8b-default.c16.jsonl": _bench(30),  # 2 of 32 requests lost: not a row
+        "qwen3moe-default.server.log": b"RuntimeError: CUDA out of memory\n"})
 
 
 def test_rows_keep_complete_workloads_with_the_logs_figures(tmp_path):
@@ -78,12 +82,8 @@ def test_a_later_ingest_adds_its_cases_and_keeps_the_committed_ones(tmp_path, mo
     status = {"run": "t", "environment": {}, "cases": [
         {"case": "gemma3-1b-default", "catalog": "gemma-3-1b", "started": True,
          "workloads": [{"id": "c1", "ok": True, "bench_command": "python -m sglang.bench_serving --num-prompts 4"}]}]}
-    second = tmp_path / "sglang-t2.tar.gz"
-    with tarfile.open(second, "w:gz") as tar:
-        for name, data in (("status.json", json.dumps(status).encode()), ("gemma3-1b-default.c1.jsonl", _bench(4))):
-            info = tarfile.TarInfo(f"sg_t2/{name}")
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
+    second = _pack(tmp_path / "sglang-t2.tar.gz", "sg_t2", {"status.json": json.dumps(status).encode(),
+                                                          "gemma3-1b-default.c1.jsonl": _bench(4)})
     docs, files = ingest_sglang.read_results([str(second)])
     rows, raw, cases, files = ingest_sglang.merge(*ingest_sglang.ingest(docs, files), files)
     assert [(r["case"], r["workload"]) for r in rows] == [("llama8b-default", "c1"), ("gemma3-1b-default", "c1")]
@@ -107,13 +107,9 @@ def test_a_case_of_the_same_name_in_another_run_is_a_case_of_its_own(tmp_path, m
     status = {"run": "w", "environment": {}, "cases": [
         {"case": "llama8b-default", "catalog": "llama-3.1-8b", "started": True,
          "workloads": [{"id": "c1", "ok": True, "bench_command": "python -m sglang.bench_serving --num-prompts 2"}]}]}
-    rerun = tmp_path / "sglang-w.tar.gz"
-    with tarfile.open(rerun, "w:gz") as tar:
-        for name, data in (("status.json", json.dumps(status).encode()), ("llama8b-default.c1.jsonl", _bench(2)),
-                           ("llama8b-default.server.log", b"no memory lines\n")):
-            info = tarfile.TarInfo(f"sg_w/{name}")
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
+    rerun = _pack(tmp_path / "sglang-w.tar.gz", "sg_w", {"status.json": json.dumps(status).encode(),
+                                                        "llama8b-default.c1.jsonl": _bench(2),
+                                                        "llama8b-default.server.log": b"no memory lines\n"})
     docs, files = ingest_sglang.read_results([str(rerun)])
     rows, raw, cases, files = ingest_sglang.merge(*ingest_sglang.ingest(docs, files), files)
     assert sorted((r["run"], r["case"], r["completed"]) for r in rows) == [("t", "llama8b-default", 4),

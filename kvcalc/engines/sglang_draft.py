@@ -123,10 +123,8 @@ def draft_config_of(path: str, read_files: bool = True) -> dict | None:
     """SGLang's --speculative-draft-model-path as a config: a catalog model (short name or hub id) from the catalog,
     a local config.json or its folder when read_files; None for a hub id outside the catalog (not fetched: an EAGLE
     head is then taken to have the target's shape, as vLLM's draft_config_at does)."""
-    from pathlib import Path
-
     from ..catalog import _by_hub_id, _entries
-    from ..model import load_config_file
+    from ..model import local_config_at
 
     key = str(path).strip()
     short = key.lower() if key.lower() in _entries() else _by_hub_id(key)
@@ -134,12 +132,7 @@ def draft_config_of(path: str, read_files: bool = True) -> dict | None:
         return dict(_entries()[short]["config"])
     if not read_files:
         return None
-    try:
-        local = Path(key).expanduser()
-        found = (local.is_dir() and (local / "config.json").is_file()) or local.is_file()
-    except (OSError, ValueError, RuntimeError):  # a NUL byte, a name too long, an unknown ~user: not a local path
-        return None
-    return load_config_file(local) if found else None
+    return local_config_at(key)
 
 
 def _padded_rows(rows: int, tp: int) -> int:

@@ -29,7 +29,7 @@ from . import vllm_draft
 from .vllm_graphs import GraphCapture, graph_placement
 from .vllm_groups import KvLayout, vllm_kv_layout
 from .vllm_specs import vllm_kv_refusal
-from .vllm_profile import ProfilePeak, profile_peak
+from .vllm_profile import ProfilePeak, inductor_embedding_copy, profile_peak
 from .vllm_support import ServeGate, unserved_gate, unserved_reason
 from .vllm_versions import (NEWEST_RELEASE_KNOWN, VersionRules, batch_defaults_for, chunked_prefill_on, evidence_note,
                             release_of, rules_for, rules_with_engine, version_key)
@@ -833,6 +833,7 @@ def _estimate(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings) -> VllmEstimate
                      f"GiB ({seqs:,} x {spec.vocab_size:,} int32 bin counts and a prompt mask, "
                      "v1/worker/gpu/sample/penalties.py): from 0.27 vLLM counts it as consumed memory "
                      "(utils/mem_utils.py total_consumed)")
+    logged = logged_kv_tokens(layout, blocks, rules.logged_tokens)
     if rules.profile == "mechanism" and not s.speculative_method and not s.kv_cache_memory_bytes:
         peak = profile_peak_of(spec, s, mnbt, seqs, v2, low is stages[-1], gpu, max_model_len, layout.block_size)
         notes.append(peak.describe() + " (engines/vllm_profile.py)")
@@ -840,11 +841,9 @@ def _estimate(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings) -> VllmEstimate
             notes.append("torch.compile cache warm: the stored AOT artifact is loaded, so the profile run holds no "
                          "Inductor compile buffers (compilation/decorators.py)")
         elif v2 and not s.enforce_eager and rules.profile_may_pin_freed_blocks:
-            # the compile phase's largest buffer (engines/vllm_profile.py): the padded vocabulary's embedding rows
-            copy = _padded_vocab(spec.vocab_size, 1) // s.tensor_parallel * spec.hidden_size * s.dtype_bytes
+            copy = inductor_embedding_copy(spec, s.tensor_parallel, s.dtype_bytes, _padded_vocab(spec.vocab_size, 1))
             if copy:
-                shown = logged_kv_tokens(layout, blocks, rules.logged_tokens) if blocks else 0
-                lost = f" (~{copy / available * shown:,.0f} of the {shown:,} KV tokens)" if available and shown else ""
+                lost = f" (~{copy / available * logged:,.0f} of the {logged:,} KV tokens)" if available and logged else ""
                 notes.append(f"a cold compile on vLLM {release_of(s.version)} can leave the freed segment of its "
                              f"Inductor compile buffers pinned, and vLLM then counts it as consumed: up to "
                              f"{copy / GiB:.2f} GiB less KV{lost} than shown (0.31 caps block splitting during the "
@@ -854,7 +853,6 @@ def _estimate(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings) -> VllmEstimate
     if rules.profile == "mechanism" and s.speculative_method and not s.kv_cache_memory_bytes and low is stages[-1]:
         notes.append(drafter_profile_note(spec, s, mnbt, seqs, v2, gpu, max_model_len, layout.block_size))
     concurrency = layout.max_concurrency(blocks) if blocks else 0.0
-    logged = logged_kv_tokens(layout, blocks, rules.logged_tokens)
     shortfall = (0 if low.kv_fits else layout.min_kv_bytes - available) + graph_overflow
     if extensible:
         margin = extensible_margin(gpu, low.activation_bytes)

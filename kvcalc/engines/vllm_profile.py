@@ -180,6 +180,11 @@ def _mlp_phase(spec: ModelSpec, tp: int, m: int, d: int) -> list:
     return parts
 
 
+def inductor_embedding_copy(spec: ModelSpec, tp: int, dtype_bytes: int, padded_vocab: int) -> int:
+    """Bytes of the compile phase's largest buffer: Inductor's copy of the (padded) embedding rows on a rank."""
+    return padded_vocab // tp * spec.hidden_size * dtype_bytes
+
+
 def profile_peak(spec: ModelSpec, gpu: GpuProfile | None, **settings) -> ProfilePeak:
     """_profile_peak, once per model and settings: a search asks for it per GPU x format x TP x max_num_seqs, and
     the GPU enters only through its compute capability, vendor and SM count (cuBLAS workspace, FlashInfer sampler,
@@ -233,7 +238,7 @@ def _profile_peak(spec: ModelSpec, gpu: GpuProfile | None, *, tp: int, m: int, s
                 sampler.append(("top-k/top-p Triton buffer", programs * spec.vocab_size * 4))
             phases["sampler"] = held + sampler + [("forward output", m * h * d + 2 * rows * h * d), cublas]
     if v2_runner and compiled:  # compiled: torch.compile compiles inside this run (not loaded from its cache)
-        phases["compile"] = [("Inductor embedding copy", padded_vocab // tp * h * d), ("hidden states", 2 * m * h * d)]
+        phases["compile"] = [("Inductor embedding copy", inductor_embedding_copy(spec, tp, d, padded_vocab)), ("hidden states", 2 * m * h * d)]
     totals = {name: sum(b for _, b in parts) for name, parts in phases.items()}
     top = max(totals, key=lambda k: totals[k])
     return ProfilePeak(phase=top, parts=tuple(phases[top]),
