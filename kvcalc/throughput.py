@@ -762,12 +762,15 @@ def hf_decode_speed(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv:
     if not fitted:
         notes.append(f"{gpu.name}: decode bandwidth = datasheet x {gpu.achievable_bandwidth_fraction} "
                      "(assumption until measured)")
-    # the cache's own copies, in passes over the context at the compute dtype (cache_utils.py): DynamicLayer.update's
-    # torch.cat rewrites the whole cache each step; QuantizedLayer.update dequantizes the whole quantized past
-    # (unpack, shift, scale) and cats it with the residual
+    # the cache's own copies, in passes over the context at the compute dtype (transformers 5.17 cache_utils.py):
+    # DynamicLayer.update's torch.cat rewrites the whole cache each step (line 146: a read and a write, 2 passes);
+    # QuantizedLayer.update dequantizes the whole quantized past every step (lines 755-758: HQQ's 4-bit unpack 3
+    # passes, the zero and the scale 2 each, the cat with the residual 2) and SDPA reads the result at bf16 (1):
+    # elementwise and strided-copy kernels, at kv_copy_efficiency of the decode bandwidth
     full = hf_bytes_per_token(spec.layers, _PLAIN_KV, dtype_bytes) * context * batch
     passes = e["kv_dequant_passes"] if kv.hf_quantized else e["kv_cat_passes"]
-    memory_s = (w_bytes * w_cost + kv_bytes * kv_cost + passes * full) / bandwidth
+    memory_s = (w_bytes * w_cost + kv_bytes * kv_cost) / bandwidth \
+        + passes * full / (bandwidth * e["kv_copy_efficiency"])
     flops = batch * (2 * spec.params.active + attention_flops_per_token(spec) * context)
     peak = gpu.flops_for("bf16") or gpu.flops_for("fp16") or gpu.flops_for("fp32") or 1e12
     compute_s = flops / (peak * data["compute"]["achievable_flops_fraction"])

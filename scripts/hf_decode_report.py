@@ -222,7 +222,7 @@ def interleaved_summary(path: str | Path) -> dict:
 V5 = ROOT / "docs" / "validation" / "data" / "v5" / "hf_interleaved.jsonl"
 V4_REPEAT = ROOT / "docs" / "validation" / "data" / "v4" / "hf_decode-repeat-2026-12-03.jsonl"
 HOST_PARAMS = ("per_layer_s", "hqq", "quanto")
-GPU_PARAMS = ("gpu_kernel_s", "kv_cat_passes", "kv_dequant_passes")
+GPU_PARAMS = ("gpu_kernel_s", "kv_copy_efficiency")
 
 
 def _hf_consts() -> dict:
@@ -321,27 +321,25 @@ def step_host_layers() -> dict:
 
 
 def fit_gpu(rows: list[dict]) -> dict:
-    """gpu_kernel_s, kv_cat_passes, kv_dequant_passes by least squares on GPU busy (linear in the three: kvcalc's
-    GPU part at unit values, differenced)."""
+    """gpu_kernel_s and kv_copy_efficiency by least squares on GPU busy (relative errors): kvcalc's GPU part is
+    linear in the kernel floor and in 1 / efficiency (the copy passes are counted, not fitted)."""
     import numpy as np
 
     saved = current_constants()
-    base = {k: 0.0 for k in GPU_PARAMS}
     X, y = [], []
     for r in rows:
-        set_constants(base)
+        set_constants({"gpu_kernel_s": 0.0, "kv_copy_efficiency": 1e12})
         b0 = _gpu_step_ms(r["settings"], r["context"])
-        col = []
-        for k in GPU_PARAMS:
-            set_constants({**base, k: 1e-6 if k == "gpu_kernel_s" else 1.0})
-            col.append(_gpu_step_ms(r["settings"], r["context"]) - b0)
-        X.append(col)
+        set_constants({"gpu_kernel_s": 1e-6, "kv_copy_efficiency": 1e12})
+        k1 = _gpu_step_ms(r["settings"], r["context"]) - b0
+        set_constants({"gpu_kernel_s": 0.0, "kv_copy_efficiency": 1.0})
+        c1 = _gpu_step_ms(r["settings"], r["context"]) - b0
+        X.append([k1, c1])
         y.append(r["busy_ms"] - b0)
     set_constants(saved)
-    A, Y = np.array(X), np.array(y)
-    w = 1 / np.array([r["busy_ms"] for r in rows])  # relative errors
-    c, *_ = np.linalg.lstsq(A * w[:, None], Y * w, rcond=None)
-    return {"gpu_kernel_s": float(c[0]) * 1e-6, "kv_cat_passes": float(c[1]), "kv_dequant_passes": float(c[2])}
+    w = 1 / np.array([r["busy_ms"] for r in rows])
+    c, *_ = np.linalg.lstsq(np.array(X) * w[:, None], np.array(y) * w, rcond=None)
+    return {"gpu_kernel_s": float(c[0]) * 1e-6, "kv_copy_efficiency": 1 / float(c[1])}
 
 
 def gpu_check(rows: list[dict] | None = None) -> dict:
@@ -574,8 +572,7 @@ def fitted_constants() -> dict:
     memo: dict = {}
     per_us = fit_host(v5, memo)
     ref = reference_probe(session_probes(per_us, v5, older_rows()))
-    out = {"gpu_kernel_s": float(f"{gpu['gpu_kernel_s']:.3g}"), "kv_cat_passes": round(gpu["kv_cat_passes"], 1),
-           "kv_dequant_passes": round(gpu["kv_dequant_passes"], 1),
+    out = {"gpu_kernel_s": float(f"{gpu['gpu_kernel_s']:.3g}"), "kv_copy_efficiency": round(gpu["kv_copy_efficiency"], 3),
            "step_host_layers": round(step_host_layers()["layers"], 3), "reference_launch_us": round(ref, 2),
            "per_layer_s": float(f"{per_us['per_layer_s'] * ref * 1e-3:.3g}"),
            "hqq": float(f"{per_us['hqq'] * ref * 1e-3:.3g}"), "quanto": float(f"{per_us['quanto'] * ref * 1e-3:.3g}"),
@@ -592,8 +589,7 @@ def write_constants(values: dict) -> None:
     text = path.read_text()
     head, rest = text.split("\n  hf:\n", 1)
     block, tail = rest.split("\nconversion_cost_per_byte:", 1)
-    for k in ("gpu_kernel_s", "kv_cat_passes", "kv_dequant_passes", "step_host_layers", "reference_launch_us",
-              "per_layer_s"):
+    for k in ("gpu_kernel_s", "kv_copy_efficiency", "step_host_layers", "reference_launch_us", "per_layer_s"):
         block, n = re.subn(rf"^(    {k}: ).*$", rf"\g<1>{values[k]}", block, flags=re.M)
         assert n == 1, k
     for k in ("hqq", "quanto"):  # the first hqq:/quanto: of the block are kv_per_layer_s's
@@ -667,8 +663,10 @@ def v5_markdown() -> str:
               f"{e['per_layer_s'] * 1e3:.3f} ms, HQQ's dequantize-and-cat chain {e['kv_per_layer_s']['hqq'] * 1e3:.3f} "
               f"ms a layer, quanto's {e['kv_per_layer_s']['quanto'] * 1e3:.3f} ms (at the reference host; in probe "
               f"units {v['fit_all']['per_layer_s']:.4f}, {v['fit_all']['hqq']:.4f}, {v['fit_all']['quanto']:.4f} ms "
-              f"per probe-us); GPU: {e['gpu_kernel_s'] * 1e6:.2f} us a kernel, {e['kv_cat_passes']} passes of the "
-              f"bf16 context (default cache), {e['kv_dequant_passes']} (quantized)."]
+              f"per probe-us); GPU: {e['gpu_kernel_s'] * 1e6:.2f} us a kernel, the cache's copies ({e['kv_cat_passes']} "
+              f"passes of the bf16 context for the default cache's cat, {e['kv_dequant_passes']} for the quantized "
+              f"cache's dequantize, cat and read; counted, not fitted) at {e['kv_copy_efficiency']:.2f} of the "
+              f"decode bandwidth."]
     return "\n".join(lines)
 
 

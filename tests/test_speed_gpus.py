@@ -143,8 +143,7 @@ def test_hf_decode_constants_are_the_reports_fit_of_the_committed_data():
     report = load_script("hf_decode_report")
     fitted = report.fitted_constants()
     e = throughput.load("throughput")["engines"]["hf"]
-    for k in ("gpu_kernel_s", "kv_cat_passes", "kv_dequant_passes", "step_host_layers", "reference_launch_us",
-              "per_layer_s"):
+    for k in ("gpu_kernel_s", "kv_copy_efficiency", "step_host_layers", "reference_launch_us", "per_layer_s"):
         assert e[k] == pytest.approx(fitted[k], rel=1e-9), k
     for k in ("hqq", "quanto"):
         assert e["kv_per_layer_s"][k] == pytest.approx(fitted[k], rel=1e-9), k
