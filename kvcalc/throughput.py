@@ -30,7 +30,7 @@ from .constants import load
 from .engines.hf import hf_bytes_per_token
 from .engines.vllm_specs import vllm_bytes_per_token
 from .engines.weights import vllm_text_weight_bytes, weight_bytes, weight_bytes_read_per_token
-from .formats import KvFormat, WeightFormat
+from .formats import KvFormat, WeightFormat, kv_format
 from .hardware import GpuProfile
 from .layers import CompressedSparseAttention, FullAttention, MultiLatentAttention
 from .memo import per_object
@@ -663,27 +663,56 @@ def prefill_s(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFor
 
 
 def hf_layer_launch_s(spec: ModelSpec) -> float:
-    """Host time eager PyTorch spends launching one decoder layer's kernels: the Llama-fitted per_layer_s, plus the
-    launches of the extra RMSNorms an architecture puts in a layer (each an eager chain of ~8 kernels: cast, pow,
-    mean, add, rsqrt, mul, cast, mul weight; transformers' *RMSNorm.forward). Llama/Mistral/Qwen2 have 2 norms per
-    layer; Qwen3 adds q/k norms (4); Gemma 2 sandwiches the MLP and attention (4); Gemma 3 does both (6)."""
+    """Host time eager PyTorch spends launching one decoder layer's kernels at kvcalc's reference host: the
+    Llama-fitted per_layer_s (~46 kernels: 2 RMSNorms, q/k/v/o, rotary, cache cat, SDPA, the MLP, residual adds;
+    transformers 5.17 modeling_llama.py LlamaDecoderLayer.forward), plus the launches of the extra RMSNorms an
+    architecture puts in a layer: each an eager chain of rmsnorm_kernels (cast, pow, mean, add, rsqrt, mul, cast,
+    mul weight; *RMSNorm.forward) at the layer's cost per kernel, not fitted. Llama/Mistral/Qwen2 have 2 norms per
+    layer (Qwen2's q/k/v biases ride in addmm: no launch more); Qwen3 adds q/k norms (4); Gemma 2 sandwiches the MLP
+    and attention (4); Gemma 3 does both (6)."""
     e = load("throughput")["engines"]["hf"]
     norms = e.get("norms_per_layer", {}).get(spec.model_type, 2)
-    return e["per_layer_s"] + (norms - 2) * e.get("rmsnorm_launch_s", 0.0)
+    per_kernel = e["per_layer_s"] / e["layer_kernels"]
+    return e["per_layer_s"] + (norms - 2) * e["rmsnorm_kernels"] * per_kernel
 
 
-def _hf_fixed_s(spec: ModelSpec, weights: WeightFormat, kv: KvFormat) -> float:
+def hf_layer_kernels(spec: ModelSpec, kv: KvFormat) -> float:
+    """GPU kernels one decoder layer launches in a decode step (torch.profiler counts, v4 runs): the Llama layer's,
+    the extra norms', and the quantized cache's dequantize-and-cat chain (cache_utils.py QuantizedLayer.update)."""
     e = load("throughput")["engines"]["hf"]
-    fixed = hf_layer_launch_s(spec) * spec.num_layers
+    norms = e.get("norms_per_layer", {}).get(spec.model_type, 2)
+    n = e["layer_kernels"] + (norms - 2) * e["rmsnorm_kernels"]
+    return n + (e["kv_kernels_per_layer"] if kv.hf_quantized else 0)
+
+
+def hf_host_scale(launch_us: float | None) -> float:
+    """A host's speed against kvcalc's reference host, from scripts/gpu_v5/hf_decode_interleaved.py's probe (us per
+    tiny eager kernel launch): the decode step's host time scales with it (docs/validation/README.md, transformers
+    decode). None: the reference host."""
+    if launch_us is None:
+        return 1.0
+    return launch_us / load("throughput")["engines"]["hf"]["reference_launch_us"]
+
+
+def _hf_fixed_s(spec: ModelSpec, weights: WeightFormat, kv: KvFormat, host_scale: float = 1.0) -> float:
+    """The host's time per forward: generate()'s per-step work and the layers' launches (each layer's own, the
+    quantized cache's dequantize/cat chain, bitsandbytes' dequantize kernels), at the reference host x host_scale."""
+    e = load("throughput")["engines"]["hf"]
+    fixed = e["step_host_layers"] * e["per_layer_s"] + hf_layer_launch_s(spec) * spec.num_layers
     if kv.hf_quantized:
-        fixed += e["kv_per_layer_s"][kv.backend] * spec.num_layers  # dequantize + re-quantize bookkeeping
+        fixed += e["kv_per_layer_s"][kv.backend] * spec.num_layers  # dequantize + cat bookkeeping, per layer
     if weights.name.startswith("nf4"):
         fixed += e["nf4_per_layer_s"] * spec.num_layers  # bitsandbytes dequantize kernels per Linear
-    return fixed
+    return fixed * host_scale
+
+
+def _pnorm(a: float, b: float, p: float) -> float:
+    top = max(a, b)
+    return top * ((a / top) ** p + (b / top) ** p) ** (1 / p) if top > 0 else 0.0
 
 
 def hf_prefill_s(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFormat, input_len: int,
-                 batch: int = 1, dtype_bytes: int = 2) -> float:
+                 batch: int = 1, dtype_bytes: int = 2, host_scale: float = 1.0) -> float:
     """transformers' prefill: one forward over batch x input_len tokens (no chunking), eager: the per-layer launch
     time overlapping the kernels (GEMMs over every prompt token, causal SDPA)."""
     tokens = batch * input_len
@@ -695,28 +724,29 @@ def hf_prefill_s(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: Kv
         quantize = load("throughput")["engines"]["hf"]["kv_prefill_per_layer_s"][kv.backend] * spec.num_layers
     # eager PyTorch: the CPU launches the layers while the GPU runs the queued kernels, so the two overlap as a
     # kernel's resources do (the same p-norm); the prompt's quantization runs after the forward
-    cpu, gpu_s = _hf_fixed_s(spec, weights, kv), sum(k.time_s for k in kernels if k.name != "sampler")
-    p = gpu_rates(gpu, calibrated=False).overlap
-    top = max(cpu, gpu_s)
-    both = top * ((cpu / top) ** p + (gpu_s / top) ** p) ** (1 / p) if top > 0 else 0.0
-    return both + quantize
+    cpu, gpu_s = _hf_fixed_s(spec, weights, kv, host_scale), sum(k.time_s for k in kernels if k.name != "sampler")
+    return _pnorm(cpu, gpu_s, gpu_rates(gpu, calibrated=False).overlap) + quantize
+
+
+_PLAIN_KV = kv_format("auto")  # the compute-dtype cache a quantized one dequantizes to
 
 
 def hf_decode_speed(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFormat, batch: int,
-                    context: float, dtype_bytes: int = 2, kv_read_bytes: float | None = None) -> DecodeEstimate:
-    """transformers (eager PyTorch): per-layer Python and launch time plus bytes / bandwidth, fitted on H200 runs
-    (kvcalc/data/throughput.yaml `hf`); conversion costs as a multiple of the bytes read. kv_read_bytes: the cache
-    bytes a step reads (default: a long context's bytes per token x context x batch)."""
+                    context: float, dtype_bytes: int = 2, kv_read_bytes: float | None = None,
+                    host_scale: float = 1.0) -> DecodeEstimate:
+    """transformers (eager PyTorch) decode step: the host's launches (generate()'s per-step work + per layer, by
+    architecture and cache: _hf_fixed_s) and the GPU's work (bytes / bandwidth, each eager kernel's floor, the
+    cache's copy passes) run concurrently: the CPU queues kernels while the GPU runs the ones before, and generate()
+    synchronizes once a step (its stopping check), so the step is their p-norm (the prefill's and a kernel's
+    overlap), not their sum. Fitted on H200 runs (kvcalc/data/throughput.yaml `hf`); host_scale: the host's speed
+    against the reference host (hf_host_scale). kv_read_bytes: the cache bytes a step reads (default: a long
+    context's bytes per token x context x batch)."""
     data = load("throughput")
     costs = data["conversion_cost_per_byte"]
     notes: list[str] = []
     e = data["engines"]["hf"]
     layers = spec.num_layers
-    fixed = hf_layer_launch_s(spec) * layers
-    if kv.hf_quantized:
-        fixed += e["kv_per_layer_s"][kv.backend] * layers  # dequantize + re-quantize bookkeeping
-    if weights.name.startswith("nf4"):
-        fixed += e["nf4_per_layer_s"] * layers  # bitsandbytes dequantize kernels per Linear
+    fixed = _hf_fixed_s(spec, weights, kv, host_scale)
     kv_per_token = hf_bytes_per_token(spec.layers, kv, dtype_bytes)
     w_bytes = weight_bytes_read_per_token(spec, weights, batch, dtype_bytes)
     kv_bytes = kv_per_token * context * batch if kv_read_bytes is None else kv_read_bytes
@@ -732,13 +762,22 @@ def hf_decode_speed(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv:
     if not fitted:
         notes.append(f"{gpu.name}: decode bandwidth = datasheet x {gpu.achievable_bandwidth_fraction} "
                      "(assumption until measured)")
-    memory_s = (w_bytes * w_cost + kv_bytes * kv_cost) / bandwidth
+    # the cache's own copies, in passes over the context at the compute dtype (transformers 5.17 cache_utils.py):
+    # DynamicLayer.update's torch.cat rewrites the whole cache each step (line 146: a read and a write, 2 passes);
+    # QuantizedLayer.update dequantizes the whole quantized past every step (lines 755-758: HQQ's 4-bit unpack 3
+    # passes, the zero and the scale 2 each, the cat with the residual 2) and SDPA reads the result at bf16 (1):
+    # elementwise and strided-copy kernels, at kv_copy_efficiency of the decode bandwidth
+    full = hf_bytes_per_token(spec.layers, _PLAIN_KV, dtype_bytes) * context * batch
+    passes = e["kv_dequant_passes"] if kv.hf_quantized else e["kv_cat_passes"]
+    memory_s = (w_bytes * w_cost + kv_bytes * kv_cost) / bandwidth \
+        + passes * full / (bandwidth * e["kv_copy_efficiency"])
     flops = batch * (2 * spec.params.active + attention_flops_per_token(spec) * context)
     peak = gpu.flops_for("bf16") or gpu.flops_for("fp16") or gpu.flops_for("fp32") or 1e12
     compute_s = flops / (peak * data["compute"]["achievable_flops_fraction"])
-    step = fixed + max(memory_s, compute_s)
+    kernels = e["step_kernels"] + hf_layer_kernels(spec, kv) * layers
+    gpu_s = max(memory_s, compute_s) + kernels * e["gpu_kernel_s"]
+    step = _pnorm(fixed, gpu_s, gpu_rates(gpu, calibrated=False).overlap)
     return DecodeEstimate(
         tokens_per_s=batch / step, step_s=step, fixed_s=fixed, memory_s=memory_s, compute_s=compute_s,
         weight_bytes_read=w_bytes, kv_bytes_read=kv_bytes, bound="memory" if memory_s >= compute_s else "compute",
         notes=notes + [f"speed constants: {e['source']}"])
-

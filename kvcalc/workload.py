@@ -385,18 +385,20 @@ def closed_form_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, k
 
 
 def hf_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFormat, wl: Workload,
-             dtype_bytes: int = 2) -> BenchEstimate:
+             dtype_bytes: int = 2, host_scale: float = 1.0) -> BenchEstimate:
     """The workload on transformers' generate: one batch of `concurrency` prompts, prefilled together, then decoded
     in lock-step. A quantized cache keeps the newest tokens in a full-precision residual that empties each time it
-    fills, so the bytes a step reads depend on where the output stands: TPOT averages the step over the output."""
+    fills, so the bytes a step reads depend on where the output stands: TPOT averages the step over the output.
+    host_scale: the host's speed against kvcalc's reference host (throughput.hf_host_scale)."""
     n = wl.concurrency or 1
-    ttft = hf_prefill_s(spec, gpu, weights, kv, wl.input_len, n, dtype_bytes)
+    ttft = hf_prefill_s(spec, gpu, weights, kv, wl.input_len, n, dtype_bytes, host_scale)
     samples = min(wl.output_len - 1, 64)
     total = 0.0
     for i in range(max(samples, 1)):
         k = 1 + (i * max(wl.output_len - 2, 0)) // max(samples - 1, 1) if samples > 1 else 1
         tokens = wl.input_len + k
         read = hf_cache_bytes(spec.layers, n, tokens, wl.input_len, kv, dtype_bytes)
-        total += hf_decode_speed(spec, gpu, weights, kv, n, tokens, dtype_bytes, kv_read_bytes=read).step_s
+        total += hf_decode_speed(spec, gpu, weights, kv, n, tokens, dtype_bytes, kv_read_bytes=read,
+                                 host_scale=host_scale).step_s
     tpot = total / max(samples, 1)
     return _finish(wl, n, ttft, tpot, [])

@@ -144,10 +144,9 @@ def write(values: dict) -> None:
     path = ROOT / "kvcalc" / "data" / "throughput.yaml"
     t = yaml.safe_load(path.read_text())
     t["engines"]["vllm"].update(tp_comm_per_layer_s=values["tp_comm_per_layer_s"], source=source)
-    t["engines"]["hf"].update(per_layer_s=values["hf_per_layer_s"],
-                              kv_per_layer_s={"hqq": values["hf_hqq_kv_per_layer_s"],
-                                              "quanto": values["hf_quanto_kv_per_layer_s"]},
-                              nf4_per_layer_s=values["hf_nf4_per_layer_s"], source=source)
+    # the hf decode constants (per_layer_s, kv_per_layer_s) are scripts/hf_decode_report.py --fit's now (issue 18
+    # item 4: the v5 interleaved runs with a host probe); this v1 fit keeps only the NF4 one
+    t["engines"]["hf"].update(nf4_per_layer_s=values["hf_nf4_per_layer_s"])
     t["fitted_bandwidth"] = {"h200": {"decode_bytes_per_s": values["vllm_bandwidth_bytes_per_s"], "source": source}}
     path.write_text(HEADER_THROUGHPUT + yaml.safe_dump(t, sort_keys=False))
 

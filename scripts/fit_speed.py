@@ -152,8 +152,9 @@ def v1_points() -> list[Point]:
 
 
 # the transformers constants (throughput.yaml `hf`) were fitted by scripts/fit_constants.py on these runs
-HF_FITTED = {"hf-llama-3.2-3b-bf16-auto-b1", "hf-llama-3.1-8b-bf16-auto-b1", "hf-llama-3.2-3b-bf16-hqq-4-b1",
-             "hf-llama-3.2-3b-bf16-quanto-4-b1", "hf-llama-3.2-3b-nf4-auto-b1"}
+# the transformers decode constants are fitted on the v5 interleaved runs (scripts/hf_decode_report.py --fit, issue
+# 18 item 4): of the older runs only the NF4 one (nf4_per_layer_s) is in a fit; every other row is held out
+HF_FITTED = {"hf-llama-3.2-3b-nf4-auto-b1"}
 
 
 HF_TTFT_FITTED = {"hf-llama-3.2-3b-bf16-hqq-4-b1", "hf-llama-3.2-3b-bf16-quanto-4-b1"}
@@ -198,6 +199,20 @@ def hf_points(data: Path) -> list[Point]:
                       source=f"{data.name}/hf.jsonl")
         out.append(Point(r["case_id"], "hf-decode", measured_s=r["decode_ms_per_step"] / 1e3, **common))
         out.append(Point(r["case_id"], "hf-ttft", measured_s=r["t1_s"], **common))
+    # v4 (2026-12-01..03, five leases: held out) and v5 (one lease, the fit: each case's median over its 5 rounds)
+    for name, fitted in (("v4/hf_decode.jsonl", False), ("v4/hf_decode-repeat-2026-12-03.jsonl", False),
+                         ("v5/hf_interleaved.jsonl", True)):
+        by_case: dict[str, list] = {}
+        for r in iter_jsonl(V1 / name):
+            if r.get("status") == "ok":
+                by_case.setdefault(r["case_id"] if fitted else f"{r['case_id']}@{r['time']}", []).append(r)
+        for case, rs in by_case.items():
+            s = rs[0]["settings"]
+            common = dict(spec=load_model(s["model"]), weights=s["weights"], kv=s["kv"], eager=True,
+                          batch=int(s["batch"]), context=int(s["prompt_len"]), chunk=int(s["new_tokens"]), tp=1,
+                          held_out=not fitted, source=f"data/{name}")
+            out.append(Point(case, "hf-decode", measured_s=statistics.median(r["decode_ms_per_step"] for r in rs) / 1e3,
+                             **common))
     return out
 
 

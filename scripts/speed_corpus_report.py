@@ -416,13 +416,21 @@ def _band(errors: list[float]) -> dict | None:
     return {"low": round(math.exp(-q[-1]) - 1, 3), "high": round(math.exp(-q[0]) - 1, 3), "n": len(logs)}
 
 
+def _hf_known_miss(r: dict) -> bool:
+    """The v1 lease's transformers default cache at batch > 1 (75-91 ms a step where its batch 1 took 23-36 ms; no
+    other lease saw it): kvcalc/trust.py labels the class a known miss with its own wider range, so it is not in the
+    measured band."""
+    return r["kind"] == "hf-decode" and r["kv"] == "auto" and r["batch"] > 1 and r["source"] in (
+        "data/hf.jsonl", "data/hf-holdout.jsonl")
+
+
 def measured_bands() -> dict:
     """The H200's own held-out errors (docs/validation/speed-errors.json): the range of a measured GPU's figures."""
     rows = json.loads((ROOT / "docs" / "validation" / "speed-errors.json").read_text())
     out = {}
     for cls, kinds in (("TPOT", ("decode",)), ("TTFT", ("ttft",)), ("hf-TPOT", ("hf-decode",)),
                        ("hf-TTFT", ("hf-ttft",))):
-        band = _band([r["error"] for r in rows if r["kind"] in kinds and r["held_out"]])
+        band = _band([r["error"] for r in rows if r["kind"] in kinds and r["held_out"] and not _hf_known_miss(r)])
         if band:
             out[cls] = band
     if "TPOT" in out:  # throughput and single-stream are decode steps over the output
@@ -557,6 +565,17 @@ def markdown(report: dict) -> str:
         mi_bias=f"{((report.get('logo', {}).get('by_gpu', {}).get('mi300x') or {}).get('mean_signed') or 0):+.0%}",
         rocm_step=f"{(report['classes'].get('step') or {}).get('rocm', float('nan')):.2f}",
         **board_reading())]
+    out += hf_section()
+    return "\n".join(out) + "\n"
+
+
+HF_HEADING = "## transformers decode on the H200 (v4 runs, docs/validation/data/v4/hf_decode.jsonl)"
+
+
+def hf_section() -> list[str]:
+    """The page's last section, transformers on the H200 (item 4): the v4 runs of scripts/gpu_v4/hf_decode.py with
+    kvcalc as shipped (`--hf-section`: rewrite only this section of docs/validation/speed-gpus.md)."""
+    out: list[str] = []
     try:  # transformers on the H200 (item 4): the v4 runs of scripts/gpu_v4/hf_decode.py
         sys.path.insert(0, str(ROOT / "scripts"))
         import hf_decode_report
@@ -565,7 +584,7 @@ def markdown(report: dict) -> str:
         held = hf_decode_report.host_refit(hf)["held_out"]
         sm = hf_decode_report.summary(hf)
         t0, t1, q0, q1 = sm["tested_shipped"], sm["tested_scaled"], sm["quantized_shipped"], sm["quantized_scaled"]
-        out += ["", "## transformers decode on the H200 (v4 runs, docs/validation/data/v4/hf_decode.jsonl)", "",
+        out += ["", HF_HEADING, "",
                 hf_decode_report.markdown(hf), "", HF_NOTES.format(
                     within=held["shipped_within_15"], n=held["n"], sr_tested=t1["n"], sr_before=f"{t0['median']:.0%}",
                     sr_after=f"{t1['median']:.0%}", sr_w0=t0["within_15"], sr_w1=t1["within_15"],
@@ -574,7 +593,7 @@ def markdown(report: dict) -> str:
                     rep_max=f"{sm['repeat_spread_max']:.0%}")]
     except FileNotFoundError:
         pass
-    return "\n".join(out) + "\n"
+    return out
 
 
 def metric_bias(report: dict) -> dict:
@@ -971,44 +990,30 @@ NOTES = (
     "BF16 on a T4 (label: assumption) and faster on an L4 (tests/test_speed_gpus.py).\n"
     "- **bitsandbytes NF4**: one input row runs the gemv kernel (ALU-bound on an H200: 0.83x BF16), more rows "
     "dequantize the weight (0.41x at batch 16 on the H200); on bandwidth-poor cards the gemv is a 2-3x speed-up.\n"
-    "- **transformers** (item 4): the per-layer launch time counts the architecture's RMSNorms (Gemma 3 has 6 per "
-    "layer, Llama 2): gemma-3-1b fitted, gemma-3-270m held out at -0.4%. The default cache at batch > 1 is a known "
-    "miss on the earlier runs (19 ms and 75 ms per step for the same 3B at batch 8). The v4 runs are below.")
+    "- **transformers** (item 4): the host's launches (per step, per layer counting the architecture's RMSNorms: "
+    "Gemma 3 has 6 per layer, Llama 2, each 8 kernels, not fitted; gemma-3-1b and gemma-3-270m held out at -3%) "
+    "overlapped with the GPU's work, fitted on the v5 interleaved runs with a host probe (docs/validation/README.md). "
+    "The default cache at batch > 1 is a known miss on the v1 runs only (75 ms per step for the 3B and the 8B at "
+    "batch 8; the v2, v4 and v5 leases measured batch 8 at 0.97-1.4x batch 1). The v4 runs are below.")
 
 HF_NOTES = (
     "The step is the host's kernel launches, not the GPU: the profiler counts 45-48 kernels per decoder layer with the "
-    "default cache and 61-64 with a quantized cache (HQQ and quanto alike: +16 for quantizing the new token and "
-    "dequantizing the window), and the GPU is busy 2-20 ms of a 19-85 ms step. The cases ran in sessions of fresh "
-    "H200 VMs whose hosts differ: at 20:38 each kernel cost the host 19-35 us, at 02:14 12-27 us, and the same 8B "
-    "default-cache decode took 48.3 ms a step at 20:40 and 22.7-23.1 ms in the two sessions of 2026-12-02 18-19h. "
-    "kvcalc's launch constants (0.768 ms a Llama layer, ~16 us a kernel, fitted on the v1 runs) sit inside that "
-    "spread. The split was named before the second session's cases were seen (scripts/hf_decode_report.py "
-    "FIT_CASES: the 1B cases and the 8B default at batch 1, all from the first session): one host factor fitted on "
-    "them (the first line under the table) brings the fit cases to ~9% but moves the held-out ones the wrong way, "
-    "since the host was faster when they ran, so kvcalc keeps its constants; on the held-out cases as shipped the "
-    "**target (within 15% at batch 1 and 8) is met by {within} of {n}**.\n\n"
-    "**The host, measured per session** (the second line under the table; the 'host scale' columns): each session's "
-    "host CPU against kvcalc's reference host, from that session's OTHER default-cache decodes (the launch part "
-    "scaled; leave-one-out, so no row is in its own scale; the two 2026-12-02 evening sessions have one default row "
-    "each and test nothing): {sr_tested} rows testable, median |error| {sr_before} -> {sr_after} ({sr_w0} -> {sr_w1} "
-    "within 15%); the quantized caches alone {sq_before} -> {sq_after} ({sq_w0} -> {sq_w1}). What is left is not a "
-    "mechanism the data can tell: at batch 8 HQQ is 2.0x slower than at batch 1 on the 8B and 1.5x on the 14B (same "
-    "session, same kernels a step, GPU busy +5 and +7.5 ms), but 0.68x on the 1B (session 1), and quanto's batch 8 "
-    "is faster than its batch 1 on both shapes measured (1B, 8B; the 14B's batch 8 did not run); eager decode at batch 8 should not be faster than at batch 1 with "
-    "the same kernels, so these are the host moving between two cases measured a minute apart. A row's own two "
-    "timings differ by {rep_med} (median) and up to {rep_max}: on these data the 15% target is within the "
-    "measurement's own scatter, and kvcalc's constants are not refitted to it.\n\n"
-    "**The measurement that settles it** (scripts/gpu_v5/hf_decode_interleaved.py, case file "
-    "scripts/gpu_v5/hf_decode_interleaved_cases.json, runner scripts/gpu_v5/run_hf_decode_interleaved.sh): the "
-    "same 18 cases (1B, 8B, 14B x default / HQQ 4-bit / quanto 4-bit x batch 1, 8; prompt 1,024, 96 new tokens) in "
-    "5 shuffled rounds per model, each measurement bracketed by a host probe (2,000 launches of a one-element add, "
-    "synchronized once: the host's us per eager launch; and a pure-Python loop). Two held-out tests come out of it "
-    "(hf_decode_report.py --interleaved): a quantized cache against its own round's default-cache row (same host "
-    "state: the host cancels, the cache's quantize/dequantize cost is tested alone), and every row's launch part "
-    "scaled by its own probe, the probe's slope taken from the other models' default rows. Command (nvidia-h200, "
-    "carry .gpu-bundle, timeout 600; parts a then b in one lease): `source .gpu-bundle/device_setup.sh .gpu-bundle; "
-    "[ \"$KVCALC_READY\" = 1 ] || exit 3; bash scripts/gpu_v5/run_hf_decode_interleaved.sh a` (then `... b`). "
-    "NF4 and the 2-bit caches did not run (skipped by the lead's deadline).")
+    "default cache and 61-64 with a quantized cache (HQQ and quanto alike: +16 for dequantizing the window and the "
+    "cats), and the GPU is busy 2-20 ms of a 19-85 ms step. These cases ran in sessions of fresh H200 VMs whose hosts "
+    "differ (the same 8B default-cache decode took 48.3 ms a step at 2026-12-01 20:40 and 22.7-23.1 ms on 2026-12-02 "
+    "18-19h), so kvcalc's transformers constants are no longer fitted here: they come from the v5 interleaved runs, "
+    "each row with its own host probe (docs/validation/README.md, 'transformers decode (issue 18 item 4)', where "
+    "these rows are the cross-session check). The 'kvcalc' column is kvcalc as shipped (its reference host, the "
+    "median of eight leases): the **target (within 15% at batch 1 and 8) is met by {within} of {n}** held-out rows "
+    "here.\n\n"
+    "**The host, measured per session** (the 'host scale' columns): each session's host CPU against kvcalc's reference "
+    "host, from that session's OTHER default-cache decodes (the launch part scaled; leave-one-out, so no row is in "
+    "its own scale; the two 2026-12-02 evening sessions have one default row each and test nothing): {sr_tested} rows "
+    "testable, median |error| {sr_before} -> {sr_after} ({sr_w0} -> {sr_w1} within 15%); the quantized caches alone "
+    "{sq_before} -> {sq_after} ({sq_w0} -> {sq_w1}). A row's own two timings differ by {rep_med} (median) and up to "
+    "{rep_max}, and the host moved 1.6x within one lease (the 2026-12-03 repeat): on these data the 15% target is "
+    "within the measurement's own scatter. The interleaved, probe-bracketed v5 rounds "
+    "(scripts/gpu_v5/hf_decode_interleaved.py) are the measurement the constants rest on.")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -1020,7 +1025,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-simulation", action="store_true", help="skip the in-sample run through the serve simulation")
     p.add_argument("--from-json", help="recompute the ranges and the page from a saved --json report (no refits)")
     p.add_argument("--recompute", action="store_true", help="with --from-json: recompute the ranges even if present")
+    p.add_argument("--hf-section", action="store_true", help="rewrite only the page's transformers section (no refits)")
     args = p.parse_args(argv)
+    if args.hf_section:
+        page = ROOT / "docs" / "validation" / "speed-gpus.md"
+        text = page.read_text()
+        page.write_text(text.split("\n" + HF_HEADING, 1)[0] + "\n".join(hf_section()) + "\n")
+        return 0
     if args.from_json:
         report = json.loads(Path(args.from_json).read_text())
         if "intervals" in report and "TTFT-load" in report["intervals"].get("held_out", {}) and not args.recompute:

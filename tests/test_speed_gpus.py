@@ -116,6 +116,63 @@ def test_hf_norm_launches_by_architecture():
     assert throughput.hf_layer_launch_s(gemma) > 1.5 * throughput.hf_layer_launch_s(llama)
 
 
+def test_hf_decode_step_overlaps_the_host_and_the_gpu():
+    """Item 4: eager decode queues kernels while the GPU runs the ones before (one sync a step, generate()'s stop
+    check): the step is more than the longer of the two and less than their sum; the host part follows the host."""
+    spec, gpu, w, kv = load_model("qwen2.5-14b"), get_gpu("h200"), weight_format("bf16"), kv_format("auto")
+    est = throughput.hf_decode_speed(spec, gpu, w, kv, 8, 1100)
+    gpu_s = throughput.hf_decode_speed(spec, gpu, w, kv, 8, 1100, host_scale=0.0).step_s
+    assert gpu_s > 0.3 * est.fixed_s  # a case where the overlap matters
+    assert max(est.fixed_s, gpu_s) < est.step_s < est.fixed_s + gpu_s
+    slow = throughput.hf_decode_speed(spec, gpu, w, kv, 8, 1100, host_scale=2.0)
+    assert slow.fixed_s == pytest.approx(2 * est.fixed_s) and slow.step_s > 1.5 * est.step_s
+    ref = throughput.load("throughput")["engines"]["hf"]["reference_launch_us"]
+    assert throughput.hf_host_scale(None) == 1.0 and throughput.hf_host_scale(2 * ref) == pytest.approx(2.0)
+    # the quantized cache's chain is host time per layer, the same at batch 1 and 8 (the v5 rows: no batch trend)
+    q = kv_format("hqq-4")
+    extra = [throughput.hf_decode_speed(spec, gpu, w, q, b, 1100).fixed_s
+             - throughput.hf_decode_speed(spec, gpu, w, kv, b, 1100).fixed_s for b in (1, 8)]
+    per_layer = throughput.load("throughput")["engines"]["hf"]["kv_per_layer_s"]["hqq"]
+    assert extra[0] == pytest.approx(extra[1]) == pytest.approx(spec.num_layers * per_layer)
+
+
+def test_hf_decode_constants_are_the_reports_fit_of_the_committed_data():
+    """throughput.yaml `hf` holds what scripts/hf_decode_report.py --fit computes from the committed runs (GPU side on
+    the v4 profiles, host side on the v5 interleaved rows, the reference host the median lease), and the README's
+    transformers block is that report's output."""
+    report = load_script("hf_decode_report")
+    fitted = report.fitted_constants()
+    e = throughput.load("throughput")["engines"]["hf"]
+    for k in ("gpu_kernel_s", "kv_copy_efficiency", "step_host_layers", "reference_launch_us", "per_layer_s"):
+        assert e[k] == pytest.approx(fitted[k], rel=1e-9), k
+    for k in ("hqq", "quanto"):
+        assert e["kv_per_layer_s"][k] == pytest.approx(fitted[k], rel=1e-9), k
+    assert report.readme_block() == report.v5_markdown().strip("\n")
+
+
+def test_hf_leave_one_model_out_never_sees_the_held_out_model(tmp_path):
+    """The v5 held-out column: a model's rows are predicted from constants fitted on the other models only, so
+    tripling the 14B's measurements leaves kvcalc's held-out predictions for it where they were."""
+    report = load_script("hf_decode_report")
+    lines = report.V5.read_text().splitlines()
+    moved = []
+    for line in lines:
+        r = json.loads(line)
+        if r["settings"]["model"] == "qwen2.5-14b":
+            r["decode_ms_per_step"] *= 3
+        moved.append(json.dumps(r))
+    path = tmp_path / "v5.jsonl"
+    path.write_text("\n".join(moved) + "\n")
+    before, after = report.v5_check(), report.v5_check(path)
+    for cid, c in before["cases"].items():
+        a = after["cases"][cid]
+        if c["model"] == "qwen2.5-14b":
+            assert (1 + a["lomo_error"]) * 3 == pytest.approx(1 + c["lomo_error"])
+            assert (1 + a["in_sample_error"]) * 3 != pytest.approx(1 + c["in_sample_error"])  # in sample: it moves
+        else:  # the other models' held-out constants now see a slower 14B
+            assert a["lomo_error"] != pytest.approx(c["lomo_error"])
+
+
 # -- trust -------------------------------------------------------------------------------------------------------
 
 
