@@ -10,7 +10,7 @@ the server. A workload that fails is recorded and the next one runs. Each worklo
 two runs on one server send the same random prompts (prefix caching would serve them from cache).
 
 Usage on the host (after `source .gpu-bundle/device_setup.sh`):
-    python3 scripts/gpu_v4/serve_load.py CASES.json RESULT_DIR TARBALL
+    python3 scripts/gpu_v4/serve_load.py CASES.json RESULT_DIR TARBALL [--shapes NAME,NAME]
 The result folder is packed into TARBALL after every workload, so a command cut off by its time limit still returns
 what it measured (the device returns at most 8 files).
 """
@@ -60,6 +60,60 @@ def bench_args(port, model_dir, wl, seed):
     return a
 
 
+def save_metrics(port, path):
+    """The server's /metrics text before and after a workload: the histograms' differences split its TTFT into
+    the API server's part (render -> first token processed), the engine's queue and its prefill."""
+    try:
+        open(path, "wb").write(urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read())
+    except Exception as e:
+        open(path + ".error", "w").write(repr(e))
+
+
+class client_lag_monitor:
+    """Times the benchmark client's own asyncio loop: a task asks for 1 ms sleeps and records how late each wakes.
+    The client parses every SSE chunk on that one loop, so a late wake-up is time a chunk (a first token) waits in
+    the client before vllm bench stamps it. Wraps vllm.benchmarks.serve.benchmark, which main_async awaits."""
+
+    def __init__(self, lags, on):
+        self.lags, self.on = lags, on
+
+    def __enter__(self):
+        if not self.on:
+            return self
+        import asyncio
+        import vllm.benchmarks.serve as vbs
+        self.vbs, self.orig, lags = vbs, vbs.benchmark, self.lags
+
+        async def timed(*a, **k):
+            stop = []
+
+            async def monitor():
+                while not stop:
+                    t = time.perf_counter()
+                    await asyncio.sleep(0.001)
+                    lags.append(time.perf_counter() - t - 0.001)
+            task = asyncio.create_task(monitor())
+            try:
+                return await self.orig(*a, **k)
+            finally:
+                stop.append(1)
+                await task
+        vbs.benchmark = timed
+        return self
+
+    def __exit__(self, *exc):
+        if self.on:
+            self.vbs.benchmark = self.orig
+        return False
+
+
+def lag_summary(lags):
+    s = sorted(lags)
+    q = lambda f: round(1e3 * s[min(len(s) - 1, int(f * len(s)))], 3)
+    return {"wakeups": len(s), "mean_ms": round(1e3 * sum(s) / len(s), 3), "p50_ms": q(0.5), "p90_ms": q(0.9),
+            "p99_ms": q(0.99), "max_ms": round(1e3 * s[-1], 3), "late_s_total": round(sum(s), 3)}
+
+
 def _kill_group(pid):
     try:
         os.killpg(pid, signal.SIGKILL)
@@ -83,7 +137,10 @@ def main():
     from vllm.utils.argparse_utils import FlexibleArgumentParser
     status = []
     port = 8011
+    only = sys.argv[sys.argv.index("--shapes") + 1].split(",") if "--shapes" in sys.argv else None
     for si, shape in enumerate(cases["shapes"]):
+        if only and shape["name"] not in only:  # a case file split over commands: the port stays the shape's
+            continue
         name, d = shape["name"], f"/tmp/serve_models/{shape['name']}"
         write_model_dir(shape, d)
         cmd = [sys.executable, "-m", "vllm.entrypoints.cli.main", "serve", d, "--tokenizer", f"{d}/tokenizer",
@@ -95,7 +152,8 @@ def main():
         subprocess.run(["pkill", "-f", "vllm[.]entrypoints[.]cli[.]main serve"], check=False)  # [.]: never matches this pattern itself
         time.sleep(3)
         # a shape's "env" (e.g. VLLM_LOGGING_CONFIG_PATH for millisecond timestamps) goes to its server only
-        env = dict(os.environ, **{k: v.replace("$REPO", REPO) for k, v in shape.get("env", {}).items()})
+        # expandvars after $REPO: a value may extend the host's own (PYTHONPATH=$REPO/...:$PYTHONPATH)
+        env = dict(os.environ, **{k: os.path.expandvars(v.replace("$REPO", REPO)) for k, v in shape.get("env", {}).items()})
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, preexec_fn=os.setsid, env=env)
         atexit.register(lambda pid=proc.pid: _kill_group(pid))
         ok = wait_health(port + si, proc)
@@ -111,13 +169,21 @@ def main():
                 p = FlexibleArgumentParser()
                 add_cli_args(p)
                 w0 = time.time()
+                if cases.get("metrics_each"):
+                    save_metrics(port + si, os.path.join(out, f"{name}.{wl['id']}.metrics0.txt"))
+                lags = []
                 try:
-                    bench_main(p.parse_args(args_list))
+                    with client_lag_monitor(lags, cases.get("client_lag")):
+                        bench_main(p.parse_args(args_list))
                     row["workloads"].append({"id": wl["id"], "ok": True, "wall_s": round(time.time() - w0, 1),
                                              "bench_command": "vllm bench serve " + shlex.join(args_list)})
+                    if lags:
+                        row["workloads"][-1]["client_loop_lag"] = lag_summary(lags)
                 except BaseException as e:  # one failed workload must not stop the others
                     row["workloads"].append({"id": wl["id"], "ok": False, "error": repr(e)[:500],
                                              "trace": traceback.format_exc()[-1500:]})
+                if cases.get("metrics_each"):
+                    save_metrics(port + si, os.path.join(out, f"{name}.{wl['id']}.metrics1.txt"))
                 if wi == 0:
                     try:
                         txt = urllib.request.urlopen(f"http://127.0.0.1:{port + si}/metrics", timeout=5).read()
