@@ -218,6 +218,9 @@ def hf_points(data: Path) -> list[Point]:
 
 def _set(values: dict[str, float]) -> None:
     """Put candidate constants where kvcalc reads them (the loaded YAML is cached and shared)."""
+    from kvcalc import memo
+
+    memo._TABLE.clear()  # gpu_rates and weight_split are memoized per object: candidates must not read stale rates
     speed, thr = load("speed"), load("throughput")
     for name, where, *_ in PARAMS:
         if name not in values:
