@@ -50,11 +50,12 @@ FIT = ("llama-3.1-8b.c1_1k_256",)  # the front-end cost's fit set; everything el
 # runs whose kvcalc figures were committed before they ran (predictions-efg.json, commit 538b526): their split is
 # "pre-registered"; the blind errors are those figures' (blind_summary), the table's are the current model's
 PREDICTIONS = {"e": DATA / "predictions-efg.json", "f": DATA / "predictions-efg.json", "g": DATA / "predictions-efg.json",
-               "h": DATA / "predictions-hi.json", "i": DATA / "predictions-hi.json", "j": DATA / "predictions-j.json"}
+               "h": DATA / "predictions-hi.json", "i": DATA / "predictions-hi.json", "j": DATA / "predictions-j.json",
+               "k": DATA / "predictions-k.json"}
 PRE_REGISTERED = tuple(PREDICTIONS)
 # the pre-registered runs by the commit that made their figures: scored apart, each the honest number of its session
-PRE_GROUPS = {"e-g": ("e", "f", "g"), "h-i": ("h", "i"), "j": ("j",)}
-PRE_COMMITS = {"e-g": "538b526", "h-i": "3599840", "j": "16ce30e"}
+PRE_GROUPS = {"e-g": ("e", "f", "g"), "h-i": ("h", "i"), "j": ("j",), "k": ("k",)}
+PRE_COMMITS = {"e-g": "538b526", "h-i": "3599840", "j": "16ce30e", "k": "6461503"}
 # run b's rows that run a's leftover 3B server answered: the case file names them llama-3.1-8b-awq (data README)
 RELABEL = {("b", "llama-3.1-8b-awq", "c4_8k_256"): "llama-3.2-3b-fp8kv",
            ("b", "llama-3.1-8b-awq", "rate8_1k_256"): "llama-3.2-3b-fp8kv"}
@@ -457,6 +458,7 @@ def report(frontend: float | None = None) -> dict:
             "rows": rows,
             "held_out_summary": summary, "pre_registered_summary": pre, "blind_summary": {g: blind_summary(cases, rs) for g, rs in PRE_GROUPS.items()},
             "steady_state": steady_report(cases), "lone_request_path": lone_request_path(cases),
+            "request_path": request_path(cases),
             "first_request": {"fitted_s": fit_first_request(cases), "rows": first_request_rows(cases)}}
 
 
@@ -469,7 +471,26 @@ def split_of(case: dict) -> str:
         return "fit (API loop)"
     if case["id"] in COMPILED_LAUNCH_FIT.values():
         return "fit (launch)"
+    if not_modelled(case["shape"]):
+        return f"not modelled ({not_modelled(case['shape'])})"
     return "pre-registered" if case["run"] in PRE_REGISTERED else "held-out"
+
+
+def not_modelled(shape: dict) -> str | None:
+    """Why a diagnostic server of run k is not scored: kvcalc models one API server process (vLLM's default without
+    data parallelism) and CPython's default GIL switch interval."""
+    if api_servers(shape) != 1:
+        return "API servers"
+    if "KVCALC_SWITCH_INTERVAL_S" in shape.get("env", {}):
+        return "GIL interval"
+    return None
+
+
+def api_servers(shape: dict) -> int:
+    """The server's --api-server-count (vLLM's default: the data-parallel size, 1 here; vllm/entrypoints/cli/serve.py
+    0.26 'Default api_server_count if not explicitly set')."""
+    args = shape["serve_args"]
+    return int(args[args.index("--api-server-count") + 1]) if "--api-server-count" in args else 1
 
 
 def summarize(rows: list[dict]) -> dict:
@@ -497,7 +518,8 @@ def blind_summary(cases: list[dict], runs_of: tuple = PRE_REGISTERED) -> dict:
             continue
         made = {(run, r["id"]): r for run, rs in json.loads(path.read_text())["runs"].items() for r in rs}
         for c in cases:
-            if c["run"] in runs_of and PREDICTIONS[c["run"]] == path and (c["run"], c["id"]) in made:
+            if c["run"] in runs_of and PREDICTIONS[c["run"]] == path and (c["run"], c["id"]) in made \
+                    and not not_modelled(c["shape"]):
                 m = made[(c["run"], c["id"])]
                 rows.append({f"{name}_error": m[key] / c["bench"][key] - 1 for name, key, _ in QUANTITIES})
     return summarize(rows)
@@ -520,7 +542,7 @@ def raw_members(suffixes=(".json", ".metrics.txt")) -> dict:
     return _RAW[key]
 
 
-RAW_TARBALLS = ("raw.tar.gz", "raw-efg.tar.xz", "raw-h.tar.xz", "raw-i.tar.xz", "raw-j.tar.xz")
+RAW_TARBALLS = ("raw.tar.gz", "raw-efg.tar.xz", "raw-h.tar.xz", "raw-i.tar.xz", "raw-j.tar.xz", "raw-k.tar.xz")
 
 
 _RAW: dict = {}
@@ -631,6 +653,50 @@ def lone_request_path(cases: list[dict]) -> list[dict]:
     return out
 
 
+def _metric_sums(text: str) -> dict:
+    """Sum and count of each vLLM interval histogram in a /metrics capture, summed over the API servers' label sets."""
+    out: dict = {}
+    for line in text.splitlines():
+        if line.startswith("vllm:") and ("_seconds_sum" in line or "_seconds_count" in line):
+            name, value = line.split("{")[0], float(line.rsplit(" ", 1)[1])
+            base, part = name.rsplit("_", 1)
+            out[(base, part)] = out.get((base, part), 0.0) + value
+    return out
+
+
+def request_path(cases: list[dict]) -> list[dict]:
+    """Each run with /metrics captured before and after it (run k's metrics_each) split by vLLM's own timestamps
+    (ms, means over the run's requests): the client's TTFT less the server's (vllm:time_to_first_token_seconds:
+    from the API server's render of the request, renderers/base.py render_cmpl_async, to its processing of the first
+    token) is HTTP and the SSE stream; the server's less the engine's queue (queued -> scheduled) and prefill
+    (scheduled -> first token, engine core timestamps, v1/metrics/stats.py) is the API server's input and output
+    path and the engine core's input thread. Beside them the simulation's engine part (its TTFT with no front end)
+    and its front end."""
+    raw = raw_members(suffixes=(".metrics0.txt", ".metrics1.txt"))
+    out = []
+    for c in cases:
+        before, after = (raw.get(f"{c['id']}.{c['run']}.metrics{i}.txt") for i in (0, 1))
+        if before is None or after is None:
+            continue
+        a, b = _metric_sums(before.decode()), _metric_sums(after.decode())
+
+        def mean_ms(name: str) -> float:
+            key = f"vllm:{name}_seconds"
+            return 1e3 * (b[(key, "sum")] - a.get((key, "sum"), 0.0)) / (b[(key, "count")] - a.get((key, "count"), 0.0))
+
+        server, queue, prefill = (mean_ms(n) for n in ("time_to_first_token", "request_queue_time",
+                                                       "request_prefill_time"))
+        bench = c["bench"]
+        engine_sim, total_sim = (simulate_case(c, fe).ttft_s.mean() * 1e3 for fe in (0.0, None))
+        out.append({"id": c["id"], "run": c["run"], "api_servers": api_servers(c["shape"]),
+                    "request_rate": bench["request_rate"], "max_concurrency": bench["max_concurrency"],
+                    "output_tokens_per_s": bench["output_throughput"], "bench_ttft_ms": bench["mean_ttft_ms"],
+                    "http_sse_ms": bench["mean_ttft_ms"] - server, "api_path_ms": server - queue - prefill,
+                    "engine_queue_ms": queue, "engine_prefill_ms": prefill, "simulated_engine_ms": engine_sim,
+                    "simulated_front_end_ms": total_sim - engine_sim})
+    return out
+
+
 def markdown(rep: dict) -> str:
     lines = ["| run | split | mean TTFT ms (meas / pred / err) | p99 TTFT ms | mean TPOT ms | output tok/s |",
              "|---|---|---|---|---|---|"]
@@ -699,6 +765,20 @@ def markdown(rep: dict) -> str:
             lines.append(f"| {r['shape']} | {r['bench_ttft_ms']:.1f} | {r['client_http_ms']:.1f} | "
                          f"{r['api_input_ms']:.1f} | {r['engine_queue_ms']:.2f} | {r['engine_prefill_ms']:.1f} | "
                          f"{r['simulated_engine_ms']:.1f} | {off} ({pred}) |")
+    if rep.get("request_path"):
+        lines += ["", "Where a request's first token goes under load (run k: /metrics before and after each run; ms, "
+                  "means; the engine part is vLLM's own timestamps, the simulated front end kvcalc's whole time "
+                  "outside the engine):", "",
+                  "| run | API servers | output tok/s | bench TTFT | HTTP + SSE | API path | engine queue + prefill | "
+                  "simulated engine | error | outside the engine: measured / simulated |",
+                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+        for r in rep["request_path"]:
+            engine = r["engine_queue_ms"] + r["engine_prefill_ms"]
+            lines.append(f"| {r['id']} | {r['api_servers']} | {r['output_tokens_per_s']:,.0f} | "
+                         f"{r['bench_ttft_ms']:.1f} | {r['http_sse_ms']:.1f} | {r['api_path_ms']:.1f} | "
+                         f"{engine:.1f} | {r['simulated_engine_ms']:.1f} | "
+                         f"{100 * (r['simulated_engine_ms'] / engine - 1):+.0f}% | "
+                         f"{r['http_sse_ms'] + r['api_path_ms']:.1f} / {r['simulated_front_end_ms']:.1f} |")
     return "\n".join(lines)
 
 

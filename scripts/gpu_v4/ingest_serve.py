@@ -7,7 +7,8 @@ For every workload of the case file that ran (status.json says ok) and is not a 
 that makes a fresh server JIT-compile its kernels before anything is timed; kept raw only), appends vllm bench's summary (the
 --save-result JSON without its per-request lists) to docs/validation/data/v4/serve/runs.jsonl as
 {"shape", "workload", "run", ...}, and writes raw-RUN.tar.xz beside it: the --save-detailed JSONs (per-request ttfts,
-itls, start_times; generated_texts dropped), each server's start-up and iteration log, its /metrics capture and the
+itls, start_times; generated_texts dropped), each server's start-up and iteration log, its /metrics capture (and, where the case file asks, each workload's /metrics before
+and after it: `<shape>.<workload>.RUN.metrics0.txt` / `metrics1.txt`) and the
 run's status.json (serve command, server env, bench commands) as status-RUN.json. Rows already there for RUN are
 replaced, so a second ingest of the same run does not duplicate them. A workload with failed requests is kept in
 the raw tarball and left out of runs.jsonl (what it measured is not the workload).
@@ -41,6 +42,10 @@ def read_results(tarballs: list[str]) -> dict[str, bytes]:
     return files
 
 
+def _round_us(v):
+    return [_round_us(x) for x in v] if isinstance(v, list) else round(v, 6) if isinstance(v, float) else v
+
+
 def ingest(run: str, cases: dict, files: dict[str, bytes]) -> tuple[list[dict], dict[str, bytes]]:
     """(runs.jsonl rows, raw tarball members) of one run."""
     status = {s["shape"]: s for s in json.loads(files["status.json"])}
@@ -57,8 +62,15 @@ def ingest(run: str, cases: dict, files: dict[str, bytes]) -> tuple[list[dict], 
                 continue
             full = json.loads(files[key])
             full.pop("generated_texts", None)
+            # per-request times to the microsecond (vllm bench writes 17 digits of a second): a third of the bytes
+            for key in ("ttfts", "itls", "start_times"):
+                if key in full:
+                    full[key] = _round_us(full[key])
             # a warm-up's per-request times stay raw too: its window places the server log's steps on the client's clock
             raw[f"{name}.{wl['id']}.{run}.json"] = json.dumps(full).encode()
+            for part in ("metrics0", "metrics1"):  # /metrics before and after the workload (metrics_each)
+                if f"{name}.{wl['id']}.{part}.txt" in files:
+                    raw[f"{name}.{wl['id']}.{run}.{part}.txt"] = files[f"{name}.{wl['id']}.{part}.txt"]
             if wl.get("warmup"):
                 continue
             if full.get("failed"):  # a run with failed requests measures something else: kept raw, never compared
