@@ -164,6 +164,7 @@ class SimResult:
     notes: list[str] = field(default_factory=list)
     send_s: np.ndarray | None = None  # when each request got its client slot (the client's clock starts)
     merged_tokens: int = 0  # API LOOP: tokens that rode in another token's SSE chunk (a consumer lagged)
+    arrive_s: np.ndarray | None = None  # when each request reached the engine (its front end and API wait behind it)
 
     @property
     def tpot_s(self) -> np.ndarray:
@@ -687,7 +688,7 @@ def simulate(cost, cfg: EngineConfig, load: Load, frontend_s: float = 0.0, trace
         ttft, e2e = c_first - send, c_last - send
         itl = np.concatenate(c_itls) if c_itls else np.zeros(0)
         res = SimResult(ttft, e2e, itl, out, prompt, float(np.max(c_last)), steps, preemptions, hit_tokens,
-                        send_s=send)
+                        send_s=send, arrive_s=np.asarray(arrive, dtype=float))
         res.notes.append(f"api loop: {loop['chunks']} chunks, {loop['merged']} tokens merged")
         res.merged_tokens = loop["merged"]
         return res
@@ -695,7 +696,7 @@ def simulate(cost, cfg: EngineConfig, load: Load, frontend_s: float = 0.0, trace
     e2e = last_tok - send
     itl = np.concatenate(itls) if itls else np.zeros(0)
     return SimResult(ttft, e2e, itl, out, prompt, float(np.max(last_tok)), steps, preemptions, hit_tokens,
-                     send_s=send)
+                     send_s=send, arrive_s=np.asarray(arrive, dtype=float))
 
 
 def _decode_stretch(cost, r, computed, generated, out, held, shares, prefix_blocks, need, free, t, arrival,

@@ -670,8 +670,8 @@ def request_path(cases: list[dict]) -> list[dict]:
     from the API server's render of the request, renderers/base.py render_cmpl_async, to its processing of the first
     token) is HTTP and the SSE stream; the server's less the engine's queue (queued -> scheduled) and prefill
     (scheduled -> first token, engine core timestamps, v1/metrics/stats.py) is the API server's input and output
-    path and the engine core's input thread. Beside them the simulation's engine part (its TTFT with no front end)
-    and its front end."""
+    path and the engine core's input thread. Beside them the simulation's engine part (a request's arrival at the
+    engine to its first token) and the rest of its TTFT (front end and API wait: send to arrival)."""
     raw = raw_members(suffixes=(".metrics0.txt", ".metrics1.txt"))
     out = []
     for c in cases:
@@ -687,7 +687,9 @@ def request_path(cases: list[dict]) -> list[dict]:
         server, queue, prefill = (mean_ms(n) for n in ("time_to_first_token", "request_queue_time",
                                                        "request_prefill_time"))
         bench = c["bench"]
-        engine_sim, total_sim = (simulate_case(c, fe).ttft_s.mean() * 1e3 for fe in (0.0, None))
+        sim = simulate_case(c)
+        outside = sim.arrive_s - sim.send_s  # the simulated front end and API wait: send to the engine
+        engine_sim, total_sim = (sim.ttft_s - outside).mean() * 1e3, sim.ttft_s.mean() * 1e3
         out.append({"id": c["id"], "run": c["run"], "api_servers": api_servers(c["shape"]),
                     "request_rate": bench["request_rate"], "max_concurrency": bench["max_concurrency"],
                     "output_tokens_per_s": bench["output_throughput"], "bench_ttft_ms": bench["mean_ttft_ms"],
