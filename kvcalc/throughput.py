@@ -484,11 +484,15 @@ def _kernel(name: str, nbytes: float, flops: float, ops: float, bandwidth: float
 
 def forward_kernels(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFormat, tokens: int,
                     kv_read_bytes: float, attention_pairs: float, tp: int = 1, dtype_bytes: int = 2,
-                    rates: GpuRates | None = None, prefill: bool = False) -> list[Kernel]:
+                    rates: GpuRates | None = None, prefill: bool = False,
+                    logit_rows: float | None = None) -> list[Kernel]:
     """The kernel classes of one forward of `tokens` tokens on one of `tp` GPUs.
 
     kv_read_bytes: KV bytes attention reads (all GPUs together); attention_pairs: (query token, cached token) pairs
-    attended, summed over the tokens (decode: batch x context; prefill: the causal triangle)."""
+    attended, summed over the tokens (decode: batch x context; prefill: the causal triangle). logit_rows: the rows
+    the lm_head multiplies when the engine computes logits only where a token is sampled (SGLang's LogitsProcessor
+    prunes an extend batch to each request's last token: srt/layers/logits_processor.py:449-469 in 0.5.14); None:
+    the lm_head is counted on every row, as the shared (vLLM-fitted) model has it."""
     r = rates or gpu_rates(gpu)
     split = weight_split(spec, weights, dtype_bytes)
     w_ops = weight_conversion_ops(weights, gpu)
@@ -515,9 +519,19 @@ def forward_kernels(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv:
         else:
             w_ops, tiles = ops["nf4_dequant"], 1
             dense_bytes += 2 * dtype_bytes * dense_elements
-    out = [_kernel("linear", dense_bytes / tp, 2 * rows * split.dense_params / tp,
-                   dense_elements * w_ops * tiles / tp, r.bandwidth, gemm_rate(tensor, rows, r.gemm_half_rows),
-                   r.alu, r.overlap)]
+    if logit_rows is None or _is_array(rows) or _padded(logit_rows) >= rows:
+        out = [_kernel("linear", dense_bytes / tp, 2 * rows * split.dense_params / tp,
+                       dense_elements * w_ops * tiles / tp, r.bandwidth, gemm_rate(tensor, rows, r.gemm_half_rows),
+                       r.alu, r.overlap)]
+    else:  # the lm_head multiplies only the rows that sample (logit_rows), each GEMM at its own row-fill rate
+        head = min(float(spec.vocab_size) * spec.hidden_size, split.dense_params)
+        lm_rows = _padded(logit_rows)
+        body, lm = 2 * rows * (split.dense_params - head) / tp, 2 * lm_rows * head / tp
+        compute = (_div_or_zero(body, gemm_rate(tensor, rows, r.gemm_half_rows))
+                   + _div_or_zero(lm, gemm_rate(tensor, lm_rows, r.gemm_half_rows)))
+        ops = dense_elements * w_ops * tiles / tp
+        out = [Kernel("linear", dense_bytes / tp, body + lm, ops, dense_bytes / tp / r.bandwidth, compute,
+                      _div_or_zero(ops, r.alu), r.overlap)]
     if split.num_experts:
         touched = expected_experts(split.num_experts, split.top_k, tokens)
         per_expert = _padded(tokens * split.top_k / _at_least(touched, 1e-9))
