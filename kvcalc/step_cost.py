@@ -70,6 +70,8 @@ class StepCost:
     # the CPU's time to run one step with a prefill chunk through piecewise CUDA graphs (sglang_prefill_floor_s): the
     # step takes at least that long, its GPU work queued behind the CPU's (0: the engine replays one graph a step)
     prefill_floor_s: float = 0.0
+    # MoE layers as SGLang's Triton fused MoE runs them (throughput.forward_kernels sglang_moe)
+    sglang_moe: bool = False
     _weights: dict = field(default_factory=dict, repr=False)
 
     def _weights_at(self, tokens: int, prefill: bool, rows: int | None = None) -> float:
@@ -77,7 +79,7 @@ class StepCost:
         hit = self._weights.get(key)
         if hit is None:
             ks = forward_kernels(self.spec, self.gpu, self.weights, self.kv, tokens, 0.0, 0.0, self.tp,
-                                 prefill=prefill, logit_rows=rows)
+                                 prefill=prefill, logit_rows=rows, sglang_moe=self.sglang_moe)
             hit = self._weights[key] = sum(k.time_s for k in ks if k.name not in _NOT_WEIGHTS)
         return hit
 
@@ -137,18 +139,20 @@ _CACHE: dict = {}  # recent step models, by their inputs (the objects are kept w
 def step_cost(spec, gpu, weights, kv, tp: int = 1, kv_bytes_per_token: float | None = None,
               enforce_eager: bool = False, dtype_bytes: int = 2, cpu_scale: float = 1.0,
               extra: tuple[float, float] = (0.0, 0.0), fused_decode_max: int = 0,
-              logits_at_samples: bool = False, prefill_floor_s: float = 0.0) -> StepCost:
+              logits_at_samples: bool = False, prefill_floor_s: float = 0.0, sglang_moe: bool = False) -> StepCost:
     """The step model of one deployment (the same inputs give the same object: its memo of weight times is shared
     by the search's rows and a plan's configurations). `extra`: (seconds per step, seconds per token) an engine's
     implementation adds to the shared model's kernels (sglang_step_extra); `fused_decode_max`: decode-only steps
     of at most that many requests run without it (SGLang --enable-torch-compile's inductor graphs);
     `logits_at_samples`: the lm_head runs only on the rows that sample in a step with a prefill chunk (SGLang);
-    `prefill_floor_s`: a step with a prefill chunk takes at least this long (sglang_prefill_floor_s)."""
+    `prefill_floor_s`: a step with a prefill chunk takes at least this long (sglang_prefill_floor_s); `sglang_moe`:
+    MoE layers as SGLang's fused MoE runs them (throughput.forward_kernels)."""
     from . import throughput
 
     override = getattr(throughput, "_CLASS_OVERRIDE", None)  # class constants under evaluation change every rate
     key = (id(spec), id(gpu), id(weights), id(kv), tp, kv_bytes_per_token, enforce_eager, dtype_bytes, id(override),
-           cpu_scale, tuple(extra), fused_decode_max, logits_at_samples, prefill_floor_s)
+           cpu_scale, tuple(extra), fused_decode_max, logits_at_samples, prefill_floor_s,
+           sglang_moe)
     hit = _CACHE.get(key)
     if hit is not None and hit[0] is spec and hit[1] is gpu and hit[5] is override:
         return hit[2]
@@ -156,9 +160,9 @@ def step_cost(spec, gpu, weights, kv, tp: int = 1, kv_bytes_per_token: float | N
     if any(extra):
         cost = replace(cost, extra_step_s=float(extra[0]), extra_per_token_s=float(extra[1]),
                        fused_decode_max=int(fused_decode_max))
-    if logits_at_samples or prefill_floor_s:
+    if logits_at_samples or prefill_floor_s or sglang_moe:
         cost = replace(cost, logits_at_samples=bool(logits_at_samples), prefill_floor_s=float(prefill_floor_s),
-                       _weights={})
+                       sglang_moe=bool(sglang_moe), _weights={})
     if len(_CACHE) >= 64:
         _CACHE.pop(next(iter(_CACHE)))
     _CACHE[key] = (spec, gpu, cost, weights, kv, override)

@@ -233,7 +233,7 @@ def vllm_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFo
     extra = sglang_step_extra(spec, gpu) if sglang is not None else (0.0, 0.0)
     cost = cost or step_cost(spec, gpu, weights, kv, tp, kv_bytes_per_token, enforce_eager, dtype_bytes,
                              extra=extra, fused_decode_max=getattr(sglang, "fused_decode_max_bs", 0),
-                             logits_at_samples=sglang is not None,
+                             logits_at_samples=sglang is not None, sglang_moe=sglang is not None,
                              prefill_floor_s=sglang_prefill_floor_s(spec) if (
                                  sglang is not None and not enforce_eager and sglang.prefill_graph_max_tokens > 0)
                              else 0.0)

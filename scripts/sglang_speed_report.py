@@ -172,7 +172,7 @@ def fit_graph_kernel() -> float:
     spec, gpu, weights, kv, est = h200_setup(row)
     per_token = sglang_step_extra(spec, gpu)[1]
     bare = step_cost(spec, gpu, weights, kv, 1, est.deployment_kv_bytes_per_token, extra=(0.0, per_token),
-                     logits_at_samples=True)
+                     logits_at_samples=True, sglang_moe=True)
     tpot = h200_predict(row, cost=bare).tpot_s
     return (row["mean_tpot_ms"] / 1e3 - tpot) / eager_norm_kernels(spec)[0]
 
@@ -193,7 +193,7 @@ def fit_piecewise_layer_cpu() -> float:
 
     def later(per_layer: float) -> float:
         cost = step_cost(spec, gpu, weights, kv, 1, est.deployment_kv_bytes_per_token,
-                         extra=sglang_step_extra(spec, gpu), logits_at_samples=True,
+                         extra=sglang_step_extra(spec, gpu), logits_at_samples=True, sglang_moe=True,
                          prefill_floor_s=per_layer * spec.num_layers)
         sims: list = []
         h200_predict(row, cost=cost, sim_out=sims)
