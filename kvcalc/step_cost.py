@@ -72,6 +72,11 @@ class StepCost:
     prefill_floor_s: float = 0.0
     # MoE layers as SGLang's Triton fused MoE runs them (throughput.forward_kernels sglang_moe)
     sglang_moe: bool = False
+    # kernels only a prefill step of at most prefill_extra_max_tokens tokens runs (per step, per token: SGLang's
+    # piecewise graphs run Gemma 3's rotary embedding unfused, sglang_prefill_extra)
+    prefill_extra_step_s: float = 0.0
+    prefill_extra_per_token_s: float = 0.0
+    prefill_extra_max_tokens: int = 0
     _weights: dict = field(default_factory=dict, repr=False)
 
     def _weights_at(self, tokens: int, prefill: bool, rows: int | None = None) -> float:
@@ -105,7 +110,10 @@ class StepCost:
         """The engine's own kernels in a step of `tokens` tokens (0 in a decode-only step the compiled graphs fuse)."""
         if not prefill and tokens <= self.fused_decode_max:
             return 0.0
-        return self.extra_step_s + self.extra_per_token_s * tokens
+        t = self.extra_step_s + self.extra_per_token_s * tokens
+        if prefill and tokens <= self.prefill_extra_max_tokens:
+            t += self.prefill_extra_step_s + self.prefill_extra_per_token_s * tokens
+        return t
 
     def prefill_attention_s(self, start: int, n: int) -> float:
         """Causal attention of a chunk of n prompt tokens after `start` cached ones."""
@@ -139,20 +147,22 @@ _CACHE: dict = {}  # recent step models, by their inputs (the objects are kept w
 def step_cost(spec, gpu, weights, kv, tp: int = 1, kv_bytes_per_token: float | None = None,
               enforce_eager: bool = False, dtype_bytes: int = 2, cpu_scale: float = 1.0,
               extra: tuple[float, float] = (0.0, 0.0), fused_decode_max: int = 0,
-              logits_at_samples: bool = False, prefill_floor_s: float = 0.0, sglang_moe: bool = False) -> StepCost:
+              logits_at_samples: bool = False, prefill_floor_s: float = 0.0, sglang_moe: bool = False,
+              prefill_extra: tuple[float, float, int] = (0.0, 0.0, 0)) -> StepCost:
     """The step model of one deployment (the same inputs give the same object: its memo of weight times is shared
     by the search's rows and a plan's configurations). `extra`: (seconds per step, seconds per token) an engine's
     implementation adds to the shared model's kernels (sglang_step_extra); `fused_decode_max`: decode-only steps
     of at most that many requests run without it (SGLang --enable-torch-compile's inductor graphs);
     `logits_at_samples`: the lm_head runs only on the rows that sample in a step with a prefill chunk (SGLang);
     `prefill_floor_s`: a step with a prefill chunk takes at least this long (sglang_prefill_floor_s); `sglang_moe`:
-    MoE layers as SGLang's fused MoE runs them (throughput.forward_kernels)."""
+    MoE layers as SGLang's fused MoE runs them (throughput.forward_kernels); `prefill_extra`: (seconds per step,
+    per token, up to how many tokens) that prefill steps alone add (sglang_prefill_extra)."""
     from . import throughput
 
     override = getattr(throughput, "_CLASS_OVERRIDE", None)  # class constants under evaluation change every rate
     key = (id(spec), id(gpu), id(weights), id(kv), tp, kv_bytes_per_token, enforce_eager, dtype_bytes, id(override),
            cpu_scale, tuple(extra), fused_decode_max, logits_at_samples, prefill_floor_s,
-           sglang_moe)
+           sglang_moe, tuple(prefill_extra))
     hit = _CACHE.get(key)
     if hit is not None and hit[0] is spec and hit[1] is gpu and hit[5] is override:
         return hit[2]
@@ -160,9 +170,11 @@ def step_cost(spec, gpu, weights, kv, tp: int = 1, kv_bytes_per_token: float | N
     if any(extra):
         cost = replace(cost, extra_step_s=float(extra[0]), extra_per_token_s=float(extra[1]),
                        fused_decode_max=int(fused_decode_max))
-    if logits_at_samples or prefill_floor_s or sglang_moe:
+    if logits_at_samples or prefill_floor_s or sglang_moe or any(prefill_extra):
         cost = replace(cost, logits_at_samples=bool(logits_at_samples), prefill_floor_s=float(prefill_floor_s),
-                       sglang_moe=bool(sglang_moe), _weights={})
+                       sglang_moe=bool(sglang_moe), prefill_extra_step_s=float(prefill_extra[0]),
+                       prefill_extra_per_token_s=float(prefill_extra[1]),
+                       prefill_extra_max_tokens=int(prefill_extra[2]), _weights={})
     if len(_CACHE) >= 64:
         _CACHE.pop(next(iter(_CACHE)))
     _CACHE[key] = (spec, gpu, cost, weights, kv, override)
@@ -181,6 +193,20 @@ def sglang_step_extra(spec, gpu) -> tuple[float, float]:
         return 0.0, 0.0
     per_kernel = load("throughput")["engines"]["sglang"]["graph_kernel_s"]
     return kernels * per_kernel, nbytes / gpu_rates(gpu).bandwidth
+
+
+def sglang_prefill_extra(spec, gpu, max_tokens: int) -> tuple[float, float, int]:
+    """(seconds per step, per token, up to how many tokens) SGLang's piecewise prefill graphs add to a prefill step:
+    the unfused rotary embedding of engines.sglang.prefill_eager_rope_kernels (Gemma 3), each kernel graph_kernel_s
+    (as sglang_step_extra's) plus its bytes at the GPU's bandwidth, in steps the graphs replay (at most max_tokens,
+    the largest captured size; a larger prefill runs eager, where the inner torch.compile fuses it)."""
+    from .engines.sglang import prefill_eager_rope_kernels
+
+    kernels, nbytes = prefill_eager_rope_kernels(spec)
+    if not kernels or max_tokens <= 0:
+        return 0.0, 0.0, 0
+    per_kernel = load("throughput")["engines"]["sglang"]["graph_kernel_s"]
+    return kernels * per_kernel, nbytes / gpu_rates(gpu).bandwidth, int(max_tokens)
 
 
 def sglang_prefill_floor_s(spec) -> float:
