@@ -51,18 +51,21 @@ PREFILL_ROWS = 2048  # the chunk the prefill terms are read at (vLLM's serve def
 
 
 def decode_line(spec, gpu, weights, kv, batch: int, enforce_eager: bool = False, tp: int = 1,
-                probe: int = 1 << 16) -> DecodeLine:
+                probe: int = 1 << 16, sglang: bool = False) -> DecodeLine:
     """The step at this batch as fixed + W(batch) + slope * c, read off two scalar evaluations of
     throughput.decode_speed (exact: the step is affine in c at a fixed batch, without enforce_eager), and the
-    prefill terms of the same model."""
+    prefill terms of the same model. `sglang`: the prefill terms as SGLang's prefill runs (the lm_head on one row a
+    request, its fused MoE's blocks and activation kernels: throughput.forward_kernels logit_rows, sglang_moe)."""
     from .throughput import decode_speed, forward_kernels
 
     a = decode_speed(spec, gpu, "vllm", weights, kv, batch, 0, enforce_eager, tp)
     b = decode_speed(spec, gpu, "vllm", weights, kv, batch, probe, enforce_eager, tp)
     n = PREFILL_ROWS
-    kernels = forward_kernels(spec, gpu, weights, kv, n, 0.0, n * n, tp, prefill=True)
+    kernels = forward_kernels(spec, gpu, weights, kv, n, 0.0, n * n, tp, prefill=True,
+                              logit_rows=1 if sglang else None, sglang_moe=sglang)
     # a prefill token's GEMMs, and its share of the TP all-reduce (bytes linear in the tokens, kvcalc/allreduce.py)
     gemm = sum(k.compute_s for k in kernels if k.name in ("linear", "experts")) / n \
+        + sum(k.time_s for k in kernels if k.name == "moe_act") / n \
         + sum(k.time_s for k in kernels if k.name == "allreduce") / n
     attention = next(k.compute_s for k in kernels if k.name == "attention") / (n * n)
     wread = sum(k.memory_s for k in kernels if k.name in ("linear", "experts"))

@@ -125,7 +125,8 @@ def render_table(req: PlanRequest, rows: list[Row]) -> None:
         _console().print(f"SGLang: KV capacity = the max_total_num_tokens it logs at mem_fraction_static "
                          f"{sglang.mem_fraction_static:.3f}; max conc. = min(max_running_requests, pool / --context) "
                          "(x dp with DP attention); "
-                         "decode speed uses vLLM's per-step overhead, plus the eager norm kernels SGLang runs for Gemma 3 (errors on "
+                         "decode speed uses vLLM's per-step overhead, plus the eager norm kernels SGLang runs for Gemma 3; "
+                         "prefill: the lm_head at each request's last token, the piecewise graphs' per-layer CPU (errors on "
                          "SGLang's H200 and public runs: docs/validation/sglang.md).",
                          style="dim")
 

@@ -27,7 +27,7 @@ from . import latency
 from .engines import sglang as sglang_engine
 from .errors import UnsupportedModelError, UsageError
 from .plan import RISK_LEVELS, _risk, parallel_refusal
-from .step_cost import sglang_step_extra
+from .step_cost import sglang_prefill_extra, sglang_step_extra
 
 # search options that only SGLang's candidates take (SglangSettings fields; `kvcalc plan`'s options of these names)
 SGLANG_SETTINGS = ("mem_fraction_static", "dp_size", "enable_dp_attention", "speculative_algorithm",
@@ -241,8 +241,12 @@ def sglang_search(req, sglang_version: str | None = None) -> tuple[list[SglangDe
                         continue
                     if not est.fits or est.concurrency_at(wl.context) < 1:
                         continue
-                    line = latency.decode_line(spec, gpu, w, k, 1, eager, tp)
+                    line = latency.decode_line(spec, gpu, w, k, 1, eager, tp, sglang=True)
                     per_step, per_token = sglang_step_extra(spec, gpu)  # SGLang's eager norm chains (Gemma 3)
+                    if not eager and est.prefill_graph_max_tokens > 0:  # its piecewise prefill's unfused rope
+                        _, rope_token, _ = sglang_prefill_extra(spec, gpu, est.prefill_graph_max_tokens)
+                        if rope_token:  # per prompt token (the closed form has no prefill-only per-step term)
+                            line = replace(line, pre0=line.prefill_terms()[0] + rope_token)
                     # --enable-torch-compile fuses them in the decode batches it compiles: when every batch this
                     # candidate runs is one of those, the chains are gone (est.fused_decode_max_bs)
                     fused = est.fused_decode_max_bs >= est.concurrency_at(wl.context)

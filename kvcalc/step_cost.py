@@ -35,7 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace  # replace: the unit kernel in _build
 
 from .constants import load
-from .throughput import Kernel, decode_speed, forward_kernels, gpu_rates, moe_layer_count
+from .throughput import MMA_ROWS, Kernel, decode_speed, forward_kernels, gpu_rates, moe_layer_count
 from .engines.vllm_specs import vllm_bytes_per_token
 
 _PROBE = 1 << 20  # tokens of context a unit kernel is read at (large: exact in float arithmetic)
@@ -63,37 +63,57 @@ class StepCost:
     extra_step_s: float = 0.0
     extra_per_token_s: float = 0.0
     fused_decode_max: int = 0  # decode-only steps of at most this many requests skip the extra (inductor fused it)
+    # the engine's lm_head multiplies only the rows that sample, one per request of a step with a prefill chunk
+    # (SGLang's LogitsProcessor: srt/layers/logits_processor.py:449-469 in 0.5.14, last_index = cumsum(extend_seq_lens)
+    # - 1; throughput.forward_kernels logit_rows); False: every row, as the shared vLLM-fitted model counts it
+    logits_at_samples: bool = False
+    # the CPU's time to run one step with a prefill chunk through piecewise CUDA graphs (sglang_prefill_floor_s): the
+    # step takes at least that long, its GPU work queued behind the CPU's (0: the engine replays one graph a step)
+    prefill_floor_s: float = 0.0
+    # MoE layers as SGLang's Triton fused MoE runs them (throughput.forward_kernels sglang_moe)
+    sglang_moe: bool = False
+    # kernels only a prefill step of at most prefill_extra_max_tokens tokens runs (per step, per token: SGLang's
+    # piecewise graphs run Gemma 3's rotary embedding unfused, sglang_prefill_extra)
+    prefill_extra_step_s: float = 0.0
+    prefill_extra_per_token_s: float = 0.0
+    prefill_extra_max_tokens: int = 0
     _weights: dict = field(default_factory=dict, repr=False)
 
-    def _weights_at(self, tokens: int, prefill: bool) -> float:
-        key = (tokens, prefill)
+    def _weights_at(self, tokens: int, prefill: bool, rows: int | None = None) -> float:
+        key = (tokens, prefill, rows)
         hit = self._weights.get(key)
         if hit is None:
             ks = forward_kernels(self.spec, self.gpu, self.weights, self.kv, tokens, 0.0, 0.0, self.tp,
-                                 prefill=prefill)
+                                 prefill=prefill, logit_rows=rows, sglang_moe=self.sglang_moe)
             hit = self._weights[key] = sum(k.time_s for k in ks if k.name not in _NOT_WEIGHTS)
         return hit
 
-    def weights_s(self, tokens: int, prefill: bool) -> float:
+    def weights_s(self, tokens: int, prefill: bool, rows: int | None = None) -> float:
         """The non-attention kernels of a forward of `tokens` tokens (prefill: a step with a prefill chunk in it).
         Decode-only steps are read at their exact batch; a step with a prefill chunk of more than 64 tokens between
         the two multiples of 64 around it, linearly (the GEMMs' time is flat, then affine in the 16-row tiles: exact
         away from the bend; the MoE experts touched bend gently)."""
         if tokens <= 0:
             return 0.0
+        # `rows`: the rows that sample (logits_at_samples), in whole 16-row MMA tiles (one memo per tile count)
+        rows = MMA_ROWS * -(-int(rows) // MMA_ROWS) if (prefill and rows is not None and self.logits_at_samples) \
+            else None
         if not prefill or tokens <= 64:
-            return self._weights_at(tokens, prefill)
+            return self._weights_at(tokens, prefill, rows)
         lo = (tokens // 64) * 64
         if lo == tokens:
-            return self._weights_at(tokens, True)
-        a, b = self._weights_at(lo, True), self._weights_at(lo + 64, True)
+            return self._weights_at(tokens, True, rows)
+        a, b = self._weights_at(lo, True, rows), self._weights_at(lo + 64, True, rows)
         return a + (b - a) * (tokens - lo) / 64
 
     def extra_s(self, tokens: int, prefill: bool) -> float:
         """The engine's own kernels in a step of `tokens` tokens (0 in a decode-only step the compiled graphs fuse)."""
         if not prefill and tokens <= self.fused_decode_max:
             return 0.0
-        return self.extra_step_s + self.extra_per_token_s * tokens
+        t = self.extra_step_s + self.extra_per_token_s * tokens
+        if prefill and tokens <= self.prefill_extra_max_tokens:
+            t += self.prefill_extra_step_s + self.prefill_extra_per_token_s * tokens
+        return t
 
     def prefill_attention_s(self, start: int, n: int) -> float:
         """Causal attention of a chunk of n prompt tokens after `start` cached ones."""
@@ -112,10 +132,12 @@ class StepCost:
         if tokens <= 0:
             return 0.0
         rows = decodes + len(chunks) if sampled is None else sampled
-        t = (self.fixed_s + self.extra_s(tokens, prefill_tokens > 0) + self.weights_s(tokens, prefill_tokens > 0)
+        t = (self.fixed_s + self.extra_s(tokens, prefill_tokens > 0) + self.weights_s(tokens, prefill_tokens > 0, rows)
              + self.decode_attention_per_token_s * decode_context + self.sampler_per_row_s * rows)
         for start, n in chunks:
             t += self.prefill_attention_s(start, n)
+        if prefill_tokens > 0 and self.prefill_floor_s > t:
+            t = self.prefill_floor_s
         return max(t, self.eager_floor_s)
 
 
@@ -124,16 +146,23 @@ _CACHE: dict = {}  # recent step models, by their inputs (the objects are kept w
 
 def step_cost(spec, gpu, weights, kv, tp: int = 1, kv_bytes_per_token: float | None = None,
               enforce_eager: bool = False, dtype_bytes: int = 2, cpu_scale: float = 1.0,
-              extra: tuple[float, float] = (0.0, 0.0), fused_decode_max: int = 0) -> StepCost:
+              extra: tuple[float, float] = (0.0, 0.0), fused_decode_max: int = 0,
+              logits_at_samples: bool = False, prefill_floor_s: float = 0.0, sglang_moe: bool = False,
+              prefill_extra: tuple[float, float, int] = (0.0, 0.0, 0)) -> StepCost:
     """The step model of one deployment (the same inputs give the same object: its memo of weight times is shared
     by the search's rows and a plan's configurations). `extra`: (seconds per step, seconds per token) an engine's
     implementation adds to the shared model's kernels (sglang_step_extra); `fused_decode_max`: decode-only steps
-    of at most that many requests run without it (SGLang --enable-torch-compile's inductor graphs)."""
+    of at most that many requests run without it (SGLang --enable-torch-compile's inductor graphs);
+    `logits_at_samples`: the lm_head runs only on the rows that sample in a step with a prefill chunk (SGLang);
+    `prefill_floor_s`: a step with a prefill chunk takes at least this long (sglang_prefill_floor_s); `sglang_moe`:
+    MoE layers as SGLang's fused MoE runs them (throughput.forward_kernels); `prefill_extra`: (seconds per step,
+    per token, up to how many tokens) that prefill steps alone add (sglang_prefill_extra)."""
     from . import throughput
 
     override = getattr(throughput, "_CLASS_OVERRIDE", None)  # class constants under evaluation change every rate
     key = (id(spec), id(gpu), id(weights), id(kv), tp, kv_bytes_per_token, enforce_eager, dtype_bytes, id(override),
-           cpu_scale, tuple(extra), fused_decode_max)
+           cpu_scale, tuple(extra), fused_decode_max, logits_at_samples, prefill_floor_s,
+           sglang_moe, tuple(prefill_extra))
     hit = _CACHE.get(key)
     if hit is not None and hit[0] is spec and hit[1] is gpu and hit[5] is override:
         return hit[2]
@@ -141,6 +170,11 @@ def step_cost(spec, gpu, weights, kv, tp: int = 1, kv_bytes_per_token: float | N
     if any(extra):
         cost = replace(cost, extra_step_s=float(extra[0]), extra_per_token_s=float(extra[1]),
                        fused_decode_max=int(fused_decode_max))
+    if logits_at_samples or prefill_floor_s or sglang_moe or any(prefill_extra):
+        cost = replace(cost, logits_at_samples=bool(logits_at_samples), prefill_floor_s=float(prefill_floor_s),
+                       sglang_moe=bool(sglang_moe), prefill_extra_step_s=float(prefill_extra[0]),
+                       prefill_extra_per_token_s=float(prefill_extra[1]),
+                       prefill_extra_max_tokens=int(prefill_extra[2]), _weights={})
     if len(_CACHE) >= 64:
         _CACHE.pop(next(iter(_CACHE)))
     _CACHE[key] = (spec, gpu, cost, weights, kv, override)
@@ -159,6 +193,36 @@ def sglang_step_extra(spec, gpu) -> tuple[float, float]:
         return 0.0, 0.0
     per_kernel = load("throughput")["engines"]["sglang"]["graph_kernel_s"]
     return kernels * per_kernel, nbytes / gpu_rates(gpu).bandwidth
+
+
+def sglang_prefill_extra(spec, gpu, max_tokens: int) -> tuple[float, float, int]:
+    """(seconds per step, per token, up to how many tokens) SGLang's piecewise prefill graphs add to a prefill step:
+    the unfused rotary embedding of engines.sglang.prefill_eager_rope_kernels (Gemma 3), each kernel graph_kernel_s
+    (as sglang_step_extra's) plus its bytes at the GPU's bandwidth, in steps the graphs replay (at most max_tokens,
+    the largest captured size; a larger prefill runs eager, where the inner torch.compile fuses it)."""
+    from .engines.sglang import prefill_eager_rope_kernels
+
+    kernels, nbytes = prefill_eager_rope_kernels(spec)
+    if not kernels or max_tokens <= 0:
+        return 0.0, 0.0, 0
+    per_kernel = load("throughput")["engines"]["sglang"]["graph_kernel_s"]
+    return kernels * per_kernel, nbytes / gpu_rates(gpu).bandwidth, int(max_tokens)
+
+
+def sglang_prefill_floor_s(spec) -> float:
+    """The CPU's time to run one SGLang prefill (extend) step through its piecewise CUDA graphs (SGLang 0.5.14):
+    RadixAttention's op is a split point of the compiled forward (srt/layers/radix_attention.py:156-158,
+    `@register_split_op()` on unified_attention_with_output; srt/compilation/backend.py:429-432 split_graph at
+    compile_config.split_ops), so the forward is one CUDA graph per stretch between two attention layers, each replayed
+    from Python (srt/compilation/cuda_piecewise_backend.py:112-224: the runtime-shape lookup, then
+    entry.cudagraph.replay()), with the attention backend's forward_extend run eagerly between them, once per layer.
+    The decode graph ("backend=full") replays a whole step at once and has no such per-layer work. A prefill step's GPU
+    work cannot run ahead of the CPU that launches it, so a small prefill (a cached prompt's last token, a short
+    prompt) takes this long however little the GPU does; a large one hides it behind its kernels. Layers x
+    throughput.yaml engines.sglang piecewise_layer_cpu_s, fitted on one run (scripts/sglang_speed_report.py
+    fit_piecewise_layer_cpu: the 8B's uncached 16-token prompts; the other models' small prefills are held out)."""
+    per_layer = load("throughput")["engines"]["sglang"].get("piecewise_layer_cpu_s", 0.0)
+    return per_layer * spec.num_layers
 
 
 def compiled_launch_s(spec, weights, kv, cpu_scale: float = 1.0) -> float:

@@ -482,13 +482,31 @@ def _kernel(name: str, nbytes: float, flops: float, ops: float, bandwidth: float
                   _div_or_zero(ops, alu), overlap)
 
 
+def _sglang_block_rows(rows: float, tokens: float, num_experts: int) -> float:
+    """An expert's rows as SGLang's fused MoE multiplies them: moe_align_block_size pads each expert's tokens to a
+    multiple of the config's BLOCK_SIZE_M (srt/layers/moe/moe_runner/triton_utils/fused_moe.py:406-408 in 0.5.14),
+    so a block holds BLOCK_SIZE_M rows whether or not they are filled; the default config's BLOCK_SIZE_M is 16 for
+    batches of at most num_experts tokens and 64 above (fused_moe_triton_config.py:229-243 get_default_config). An
+    expert of fewer rows than a block pays the block; one of more pays half a block more on average (its count's last
+    block is a uniform fraction full)."""
+    block = 16 if tokens <= num_experts else 64
+    if rows <= block:
+        return float(block)
+    return rows + block / 2
+
+
 def forward_kernels(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFormat, tokens: int,
                     kv_read_bytes: float, attention_pairs: float, tp: int = 1, dtype_bytes: int = 2,
-                    rates: GpuRates | None = None, prefill: bool = False) -> list[Kernel]:
+                    rates: GpuRates | None = None, prefill: bool = False,
+                    logit_rows: float | None = None, sglang_moe: bool = False) -> list[Kernel]:
     """The kernel classes of one forward of `tokens` tokens on one of `tp` GPUs.
 
     kv_read_bytes: KV bytes attention reads (all GPUs together); attention_pairs: (query token, cached token) pairs
-    attended, summed over the tokens (decode: batch x context; prefill: the causal triangle)."""
+    attended, summed over the tokens (decode: batch x context; prefill: the causal triangle). logit_rows: the rows
+    the lm_head multiplies when the engine computes logits only where a token is sampled (SGLang's LogitsProcessor
+    prunes an extend batch to each request's last token: srt/layers/logits_processor.py:449-469 in 0.5.14); None:
+    the lm_head is counted on every row, as the shared (vLLM-fitted) model has it. sglang_moe: the MoE layers as
+    SGLang's Triton fused MoE runs them (_sglang_block_rows, and its silu_and_mul and moe_sum_reduce kernels)."""
     r = rates or gpu_rates(gpu)
     split = weight_split(spec, weights, dtype_bytes)
     w_ops = weight_conversion_ops(weights, gpu)
@@ -515,17 +533,37 @@ def forward_kernels(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv:
         else:
             w_ops, tiles = ops["nf4_dequant"], 1
             dense_bytes += 2 * dtype_bytes * dense_elements
-    out = [_kernel("linear", dense_bytes / tp, 2 * rows * split.dense_params / tp,
-                   dense_elements * w_ops * tiles / tp, r.bandwidth, gemm_rate(tensor, rows, r.gemm_half_rows),
-                   r.alu, r.overlap)]
+    if logit_rows is None or _is_array(rows) or _padded(logit_rows) >= rows:
+        out = [_kernel("linear", dense_bytes / tp, 2 * rows * split.dense_params / tp,
+                       dense_elements * w_ops * tiles / tp, r.bandwidth, gemm_rate(tensor, rows, r.gemm_half_rows),
+                       r.alu, r.overlap)]
+    else:  # the lm_head multiplies only the rows that sample (logit_rows), each GEMM at its own row-fill rate
+        head = min(float(spec.vocab_size) * spec.hidden_size, split.dense_params)
+        lm_rows = _padded(logit_rows)
+        body, lm = 2 * rows * (split.dense_params - head) / tp, 2 * lm_rows * head / tp
+        compute = (_div_or_zero(body, gemm_rate(tensor, rows, r.gemm_half_rows))
+                   + _div_or_zero(lm, gemm_rate(tensor, lm_rows, r.gemm_half_rows)))
+        ops = dense_elements * w_ops * tiles / tp
+        out = [Kernel("linear", dense_bytes / tp, body + lm, ops, dense_bytes / tp / r.bandwidth, compute,
+                      _div_or_zero(ops, r.alu), r.overlap)]
     if split.num_experts:
         touched = expected_experts(split.num_experts, split.top_k, tokens)
         per_expert = _padded(tokens * split.top_k / _at_least(touched, 1e-9))
+        if sglang_moe and not _is_array(per_expert):
+            per_expert = _sglang_block_rows(per_expert, tokens, split.num_experts)
         expert_tensor = gemm_rate(tensor, per_expert, r.gemm_half_rows)
         out.append(_kernel("experts", touched * split.expert_bytes / tp,
                            2 * touched * per_expert * split.expert_params / tp,
                            touched * split.expert_params * w_ops * tiles / tp if weights.quantizes_linears else 0.0,
                            r.bandwidth, expert_tensor, r.alu, r.overlap))
+        if sglang_moe and spec.moe is not None and spec.moe.expert_intermediate_size:
+            # the fused MoE's own memory-bound kernels between its two grouped GEMMs (srt/layers/moe/moe_runner/
+            # triton_utils/fused_moe.py in 0.5.14: silu_and_mul reads intermediate_cache1 [tokens x top_k, 2I] and
+            # writes intermediate_cache2 [tokens x top_k, I], :543-632; moe_sum_reduce reads intermediate_cache3
+            # [tokens, top_k, hidden] (:680) and writes the output [tokens, hidden], :760-800), bf16, every MoE layer
+            inter, k = spec.moe.expert_intermediate_size, split.top_k
+            act = split.moe_layers * tokens * dtype_bytes * (k * 3 * inter + (k + 1) * spec.hidden_size) / tp
+            out.append(_kernel("moe_act", act, 0.0, 0.0, r.bandwidth, r.tensor, r.alu, r.overlap))
     kv_elem_bytes = kv.vllm_bytes_per_element(dtype_bytes) if kv.vllm_name and kv.bits in (4, 8) else dtype_bytes
     attn_flops = attention_flops_per_token(spec) * attention_pairs
     out.append(_kernel("attention", kv_read_bytes / tp, attn_flops / tp,

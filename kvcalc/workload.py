@@ -221,7 +221,7 @@ def vllm_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFo
     from .engines.vllm_graphs import max_graph_tokens
     from .engines.vllm_versions import async_scheduling_default, reserve_full_prompt_default, serial_host_per_seq_s
     from .serve_sim import EngineConfig, simulate
-    from .step_cost import sglang_step_extra, step_cost
+    from .step_cost import sglang_prefill_extra, sglang_prefill_floor_s, sglang_step_extra, step_cost
 
     if async_scheduling is None:
         async_scheduling = async_scheduling_default(vllm_version, pp) if vllm_version else True
@@ -232,9 +232,18 @@ def vllm_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFo
     # adds its own kernels where it runs a norm as an eager chain (step_cost.sglang_step_extra: Gemma 3)
     extra = sglang_step_extra(spec, gpu) if sglang is not None else (0.0, 0.0)
     cost = cost or step_cost(spec, gpu, weights, kv, tp, kv_bytes_per_token, enforce_eager, dtype_bytes,
-                             extra=extra, fused_decode_max=getattr(sglang, "fused_decode_max_bs", 0))
+                             extra=extra, fused_decode_max=getattr(sglang, "fused_decode_max_bs", 0),
+                             logits_at_samples=sglang is not None, sglang_moe=sglang is not None,
+                             prefill_floor_s=sglang_prefill_floor_s(spec) if (
+                                 sglang is not None and not enforce_eager and sglang.prefill_graph_max_tokens > 0)
+                             else 0.0,
+                             prefill_extra=sglang_prefill_extra(spec, gpu, sglang.prefill_graph_max_tokens)
+                             if sglang is not None and not enforce_eager else (0.0, 0.0, 0))
     if sglang is not None:
-        bs = 16
+        # the radix cache matches and holds prefixes in pages of page_size tokens (1 by default: a cached prompt's
+        # request prefills its last token only, the H200 logs' "#new-token: 1, #cached-token: 1023";
+        # mem_cache/radix_cache.py match_prefix pages by page_size in 0.5.14)
+        bs = max(1, int(getattr(sglang, "page_size", 16) or 1))
         # decode batches up to cuda_graph_max_bs replay a CUDA graph; prefill (extend) batches too, up to the
         # release's piecewise graphs (0.5.14: to 8,192 tokens), else they run eager
         graphs = None if enforce_eager else max(sglang.cuda_graph_max_bs, sglang.prefill_graph_max_tokens, 1)

@@ -464,7 +464,7 @@ def test_sglang_rows_simulate_prefill_batches_first():
     original = sim.simulate
 
     def spy(cost, cfg, load, frontend_s=0.0):
-        seen.append(cfg)
+        seen.append((cfg, cost))
         return original(cost, cfg, load, frontend_s)
 
     wl = Workload(2048, 128, concurrency=32)
@@ -475,14 +475,17 @@ def test_sglang_rows_simulate_prefill_batches_first():
         bench = plan(req)[0].bench
     finally:
         sim.simulate = original
-    cfg = seen[0]
+    cfg, sg_cost = seen[0]
     assert cfg.prefill_first and cfg.max_prefill_tokens == 8192
     mixed = sim.simulate  # the same engine, vLLM's mixing
     from kvcalc.step_cost import step_cost
     from kvcalc.formats import kv_format, weight_format
     from kvcalc.workload import bench_load, frontend_s
 
-    cost = step_cost(req.spec, req.gpu, weight_format("bf16"), kv_format("auto"), 1)
+    # SGLang's own step (the lm_head at the sampled rows, the piecewise prefill floor, its fused MoE), as plan ran it
+    cost = step_cost(req.spec, req.gpu, weight_format("bf16"), kv_format("auto"), 1, logits_at_samples=True,
+                     prefill_floor_s=sg_cost.prefill_floor_s, sglang_moe=True)
+    assert sg_cost.logits_at_samples and sg_cost.prefill_floor_s > 0
     load = bench_load(wl, api_cpu=0.0)  # SGLang rows: no vLLM API-loop term (workload.vllm_bench)
     a = mixed(cost, cfg, load, frontend_s("serve", req.gpu)).metrics()
     b = mixed(cost, dataclasses.replace(cfg, prefill_first=False, max_prefill_tokens=None), load,

@@ -687,6 +687,29 @@ def eager_norm_kernels(spec: ModelSpec) -> tuple[int, float]:
     return kernels, float(spec.num_layers * per_layer + 36 * h)
 
 
+# Gemma 3's rotary embedding in SGLang 0.5.14 (models/gemma3_causal.py:288) is apply_rotary_pos_emb_native, a
+# function under @torch.compile(dynamic=True, backend=get_compiler_backend()) (layers/rotary_embedding/utils.py:73-94):
+# q.float(), k.float(), cos/sin unsqueeze().float(), then q * cos + rotate_half(q) * sin (rotate_half: neg + cat,
+# :66-70) and the same for k, cast back: 16 kernels where inductor makes one. The decode graph ("backend=full")
+# captures the model run eagerly, so that inner torch.compile runs inductor's fused kernel; the piecewise prefill
+# graphs trace the whole forward with torch.compile and compile it with tc_compiler "eager" (model_executor/
+# cuda_graph_config.py:80), and a torch.compile'd function called inside a traced region is inlined into it, so in a
+# prefill step the 16 kernels run unfused, in float32.
+EAGER_ROPE_KERNELS = 16
+
+
+def prefill_eager_rope_kernels(spec: ModelSpec) -> tuple[int, float]:
+    """(kernels, bytes per token) of Gemma 3's unfused rotary embedding in SGLang's piecewise prefill graphs, beyond
+    the fused kernel decode runs ((0, 0.0) for every other architecture). Per layer and token, for q of width
+    hq = heads x head_dim (k alike, hk): the float casts 6 hq (2 read, 4 written), q * cos 8 hq, the negated half 4 hq,
+    the cat 8 hq, * sin 8 hq, the add 12 hq, the cast back 6 hq: 52 hq; and cos, sin (head_dim d each, bf16) cast
+    to float and read by the four products: 28 d."""
+    if spec.model_type not in EAGER_NORM_MODEL_TYPES:
+        return 0, 0.0
+    hq, hk = spec.num_heads * spec.head_dim, spec.num_kv_heads * spec.head_dim
+    return spec.num_layers * EAGER_ROPE_KERNELS, float(spec.num_layers * (52 * (hq + hk) + 28 * spec.head_dim))
+
+
 def estimate(spec: ModelSpec, gpu: GpuProfile, s: SglangSettings) -> SglangEstimate:
     """Predict what SGLang logs at start-up ("KV Cache is allocated. #tokens: N", "max_total_num_tokens=N, ...,
     max_running_requests=M") for this model, GPU and settings."""
