@@ -39,7 +39,10 @@ CORPUS = ROOT / "docs" / "validation" / "data" / "speed-corpus" / "corpus.jsonl"
 # picks for the format, Marlin for AWQ/GPTQ on sm_80+)
 WEIGHTS = {"bf16": "bf16", "fp16": "bf16", "fp8": "fp8", "fp8-dynamic": "fp8", "awq": "awq", "awq-marlin": "awq",
            "gptq": "gptq", "gptq-marlin": "gptq", "w4a16": "w4a16", "nf4": "nf4", "gptq-int8": "w8a8",
-           "gptq-marlin-int8": "w8a8"}
+           "gptq-marlin-int8": "w8a8",
+           # the checkpoint's own quantization (ModelOpt NVFP4, gpt-oss's MXFP4): kvcalc reads it from the catalog
+           # model's quantization config (checkpoint.baseline_weights), as plan's baseline row does
+           "nvfp4": None, "mxfp4": None}
 # the metric classes of the issue's targets
 CLASS = {"tpot_ms": "TPOT", "itl_ms": "TPOT", "ttft_ms": "TTFT", "output_throughput": "throughput",
          "total_throughput": "throughput", "single_stream_tok_s": "single-stream",
@@ -111,19 +114,23 @@ def setup(row: dict):
     version = row.get("vllm_version")
     kwargs = {"vllm_version": version} if version else {}
     req = PlanRequest(spec=spec, gpu=get_gpu(row["gpu"]), context=wl.input_len + wl.output_len, engines=("vllm",),
-                      weights=WEIGHTS[row["weights"]], kv=row.get("kv") or "auto", tp=int(row.get("tp") or 1),
+                      weights=WEIGHTS[row["weights"]] or None, kv=row.get("kv") or "auto", tp=int(row.get("tp") or 1),
                       entrypoint="offline" if row["mode"].startswith("offline") else "serve", workload=wl, **kwargs)
     # the engine estimate plan's row is built from (kvcalc/plan.py _vllm_row), without timing the workload
     from kvcalc.engines import vllm as vllm_engine
+    from kvcalc.checkpoint import baseline_weights
     from kvcalc.plan import FormatChoice
 
-    choice = FormatChoice("corpus", "corpus row", req.asked_weights, req.asked_kv, None)
+    if WEIGHTS[row["weights"]] is None and baseline_weights(spec) is None:
+        raise ValueError(f"{row['kvcalc_model']}: weights {row['weights']} are the checkpoint's, but the catalog "
+                         "model's config has no quantization")
+    choice = FormatChoice("corpus", "corpus row", req.weights_or_default, req.asked_kv, None)
     est = vllm_engine.estimate(spec, req.gpu, req.vllm_settings(choice))
     concurrency = est.concurrency_at(req.context)
     args = dict(chunk_tokens=est.max_num_batched_tokens, slots=max(1, min(est.max_num_seqs, concurrency)),
                 kv_bytes_per_token=est.deployment_kv_bytes_per_token, tp=req.tp, pp=req.pp,
                 enforce_eager=req.enforce_eager)
-    weights = next(w for w in (req.asked_weights,) if w is not None)
+    weights = req.weights_or_default
     if est.fits and wl.context > est.max_model_len:
         # a ShareGPT run's longest request (up to the dataset filter's 2,048 tokens) under the model's own
         # max_model_len, as the runs served it; the pool and the slots are the stated means' (plan's)
@@ -520,14 +527,20 @@ def markdown(report: dict) -> str:
     cov = report.get("interval_coverage") or {}
     out += ["", f"Coverage of the held-out ranges: leave-one-GPU-out {cov.get('logo') or 0:.0%}, "
             f"leave-one-source-out {cov.get('loso') or 0:.0%} (target: at least 80%).", "",
-            "## Class constants (kvcalc/data/speed.yaml `classes`)", "",
-            "| kind | class | value | meaning |", "|---|---|---:|---|"]
+            "## Class constants (the in-sample fit on this corpus; kvcalc/data/speed.yaml `classes` ships)", "",
+            "The fit column is this run's in-sample fit; the shipped column is what kvcalc uses "
+            "(kvcalc/data/speed.yaml `classes`, kvcalc/data/serve.yaml `public_hosts_s`), written only by "
+            "`--write-classes`; where they differ, the corpus grew after the last write.", "",
+            "| kind | class | fit | shipped | meaning |", "|---|---|---:|---:|---|"]
     meaning = {"bandwidth": "achieved fraction of the datasheet bandwidth in decode",
                "tensor": "x the H200-derived tensor efficiency", "step": "x the step overhead",
                "frontend": "seconds of serve front end on a public host (kvcalc/data/serve.yaml public_hosts_s)"}
+    shipped = shipped_classes()
     for kind, table in report["classes"].items():
-        for key, value in sorted(table.items()):
-            out.append(f"| {kind} | {key} | {value:g} | {meaning.get(kind, '')} |")
+        for key in sorted(set(table) | set(shipped.get(kind, {}))):
+            value, ship = table.get(key), shipped.get(kind, {}).get(key)
+            out.append(f"| {kind} | {key} | {'-' if value is None else f'{value:g}'} | "
+                       f"{'-' if ship is None else f'{ship:g}'} | {meaning.get(kind, '')} |")
     out += ["", *link_table(report)]
     def med(k, c):
         x = report.get(k, {}).get("by_class", {}).get(c)
@@ -540,6 +553,7 @@ def markdown(report: dict) -> str:
     bias_text = ", ".join(f"{g} {v['mean_signed']:+.0%}" for g, v in logo["by_gpu"].items()
                           if abs(v["mean_signed"]) > 0.20) or "none"
     out += ["", *before_after_v0(report)]
+    out += ["", *new_gpus_section(report)]
     out += ["", *before_after(report)]
     out += ["", "## What is met, what is missed, and why", "", NOTES.format(
         verdicts=target_verdicts(report, logo, cov), thr_logo=med("logo", "throughput"), thr_loso=med("loso", "throughput"), tpot_logo=med("logo", "TPOT"),
@@ -794,6 +808,107 @@ def before_after(report: dict) -> list[str]:
     return out
 
 
+# the held-out figures of this script at 4a331cd (316 rows, 7 GPU types predictable), before issue 18 item 1's rows
+# for DGX Spark, RTX 5090 and the public H200 were added
+BEFORE_GPUS = {"commit": "4a331cd", "rows": 316, "predictable": 288, "types": 7,
+               "logo": {"TPOT": 0.107, "throughput": 0.058, "single-stream": 0.034, "TTFT": 0.176},
+               "loso": {"TPOT": 0.111, "throughput": 0.058, "single-stream": 0.034, "TTFT": 0.229},
+               "coverage": {"logo": 0.810, "loso": 0.829},
+               "bias": {"a100-40gb": 0.03, "a100-80gb": -0.06, "h100-pcie": 0.07, "h100-sxm": 0.03, "l4": 0.03,
+                        "mi300x": 0.12, "rtx-4090": 0.01}}
+NEW_SOURCES = {"djangodevreng-dgx-spark": "dgx-spark", "pegainfer-5090": "rtx-5090", "gpustack-dsr1-h200": "h200"}
+
+
+def shipped_classes() -> dict:
+    """The class constants kvcalc ships (speed.yaml `classes`, serve.yaml `frontend.public_hosts_s`)."""
+    from kvcalc.constants import load
+
+    classes = {k: dict(v) for k, v in (load("speed").get("classes") or {}).items() if isinstance(v, dict)}
+    public = (load("serve").get("frontend") or {}).get("public_hosts_s")
+    if public is not None:
+        classes["frontend"] = {"public": public}
+    return classes
+
+
+def new_gpus_section(report: dict) -> list[str]:
+    """Issue 18 item 1: the GPU types the rows of DGX Spark, RTX 5090 and a public H200 added, before / after, and
+    those sources' own held-out errors (every figure read from the report)."""
+    rows = {r["id"]: r for r in load_rows()}
+    logo = [r for r in report.get("predictions_logo", []) if isinstance(r.get("error"), float)]
+    types = sorted({r["gpu"] for r in logo if not r.get("known_miss")})
+    cov = report.get("interval_coverage") or {}
+    out = ["## GPU types added (issue 18 item 1: DGX Spark, RTX 5090, a public H200)", "",
+           f"Before: this script on commit {BEFORE_GPUS['commit']} ({BEFORE_GPUS['rows']} rows, "
+           f"{BEFORE_GPUS['predictable']} predictable, {BEFORE_GPUS['types']} GPU types); after: this page "
+           f"({report['rows']} rows, {report['predictable']} predictable, {len(types)} GPU types with predictable rows that are "
+           f"not known misses: {', '.join(types)}). "
+           "Held out (leave-one-GPU-out / leave-one-source-out), median |error|; no mechanism or constant was added for "
+           "these rows: the held-out columns refit the existing classes without the row's GPU or source (the "
+           "Blackwell-pcie tensor class, shared by GB10 and the RTX 5090 by generation, now has rows: the DGX Spark's "
+           "TTFTs at 0.2 req/s inform it, so the RTX 5090 held out takes it from them, and the DGX Spark held out "
+           "keeps the H200-derived rate).", "",
+           "| quantity | target | before | after |", "|---|---:|---|---|"]
+    for c, t in TARGET.items():
+        a = [(report.get(k, {}).get("by_class", {}).get(c) or {}).get("median_abs") for k in ("logo", "loso")]
+        b = [BEFORE_GPUS[k].get(c) for k in ("logo", "loso")]
+        n = (report.get("logo", {}).get("by_class", {}).get(c) or {}).get("n")
+        if None in a:
+            continue
+        out.append(f"| {c} median abs error | {t:.0%} | {b[0]:.1%} / {b[1]:.1%} | {a[0]:.1%} / {a[1]:.1%} ({n} rows) |")
+    out.append(f"| interval coverage | 80% | {BEFORE_GPUS['coverage']['logo']:.1%} / {BEFORE_GPUS['coverage']['loso']:.1%}"
+               f" | {(cov.get('logo') or 0):.1%} / {(cov.get('loso') or 0):.1%} |")
+    by_gpu = report.get("logo", {}).get("by_gpu", {})
+    for g in sorted(set(BEFORE_GPUS["bias"]) | set(by_gpu)):
+        now = (by_gpu.get(g) or {}).get("mean_signed")
+        was = BEFORE_GPUS["bias"].get(g)
+        out.append(f"| {g} mean bias (leave-one-GPU-out) | 20% | {'-' if was is None else f'{was:+.0%}'} | "
+                   f"{'-' if now is None else f'{now:+.0%}'} |")
+    out += ["", "The added sources held out (leave-one-GPU-out; signed error, kvcalc / measured - 1):", "",
+            "| source | GPU | metric | rows | median abs | mean signed | min .. max |", "|---|---|---|---:|---:|---:|---|"]
+    for src, gpu in NEW_SOURCES.items():
+        mine = [r for r in logo if (rows.get(r["id"]) or {}).get("source") == src and not r.get("known_miss")]
+        for c in ("TPOT", "throughput", "single-stream", "TTFT"):
+            errs = [r["error"] for r in mine if r["class"] == c]
+            if errs:
+                out.append(f"| {src} | {gpu} | {c} | {len(errs)} | {statistics.median(abs(e) for e in errs):.0%} | "
+                           f"{statistics.mean(errs):+.0%} | {min(errs):+.0%} .. {max(errs):+.0%} |")
+    shipped = shipped_classes()
+    moved = [f"{kind} {key} {shipped[kind][key]:g} -> {value:g}" if key in shipped.get(kind, {}) else
+             f"{kind} {key} (none shipped) -> {value:g}"
+             for kind, table in report["classes"].items() for key, value in sorted(table.items())
+             if shipped.get(kind, {}).get(key) != value]
+    e = row_errors(report, nv26="djangodevreng-gemma-4-26b-a4b-it-nvfp4-reasoning-tpot",
+                   bf26="djangodevreng-gemma-4-26b-a4b-it-bf16-reasoning-tpot",
+                   oss="djangodevreng-gpt-oss-20b-mxfp4-chat-c1", nem="djangodevreng-nemotron-3-nano-30b-a3b-nvfp4-chat-c1",
+                   g31="djangodevreng-gemma-4-31b-it-nvfp4-chat-c1", q1="pegainfer5090-qwen3-4b-qps1-tpot",
+                   q12="pegainfer5090-qwen3-4b-qps12-tpot", q12t="pegainfer5090-qwen3-4b-qps12-ttft",
+                   c4="gpustack-dsr1-h200-sharegpt-c4-tpot", burst="gpustack-dsr1-h200-sharegpt1000-tpot")
+    out += ["", "- **Not written to kvcalc**: the in-sample fit on this corpus differs from the shipped constants ("
+            + ("; ".join(moved) if moved else "none") + "). `--write-classes` was not run with this change: the added "
+            "rows are held-out evidence, and the refit would move every public GPU's figures (the public front end "
+            "is the median gap of the lone served prompts, which now include the DGX Spark 09-reasoning TTFTs: 0.2 "
+            "req/s counts as lone by the rule, `lone`, though ~27 requests of 4,096 tokens are in flight, and kvcalc "
+            "is 0.1-0.3 s off on them; the Hopper-pcie tensor class trades against that front end, as noted below).",
+            f"- **DGX Spark** (GB10, vLLM 0.26.0, FP8 KV): lone decode is close where the weights are what kvcalc "
+            f"counts (Gemma 4 31B NVFP4 {e['g31']}); loaded decode is slow in kvcalc (TPOT at ~27 in flight: Gemma 4 "
+            f"26B-A4B BF16 {e['bf26']}). The catalog's Gemma-4-26B-A4B-NVFP4 checkpoint reads as 0 of 25.2B "
+            f"parameters in NVFP4 (50.5 GB, the BF16 size; checkpoint.baseline_weights), so its NVFP4 rows are the BF16 "
+            f"figures ({e['nv26']} TPOT): a checkpoint-reading miss, not the GPU. The 4-bit MoE checkpoints decode "
+            f"at about half kvcalc's rate alone (gpt-oss-20b MXFP4 {e['oss']}, Nemotron 3 Nano NVFP4 {e['nem']}): on "
+            "sm_121 vLLM runs them through Marlin (the server flags say `--moe-backend marlin --linear-backend "
+            "marlin`), a dequantization kvcalc does not price there.",
+            f"- **RTX 5090** (vLLM 0.22.1, Qwen3-4B BF16, 1,024 / 128 Poisson): TPOT at 1 req/s {e['q1']}; from 8 "
+            f"req/s kvcalc saturates early (12 req/s: TPOT {e['q12']}, TTFT {e['q12t']}): its prefill on the "
+            "Blackwell consumer card is too slow (the Blackwell-pcie tensor class has only the DGX Spark's rows to "
+            "come from held out).",
+            f"- **H200, public host** (gpustack, 8x H200, DeepSeek-R1-0528 FP8, vLLM v0.11.0 `-tp 8`): a burst of "
+            f"1,000 ShareGPT prompts has the TPOT right ({e['burst']}) but at 4 concurrent requests kvcalc decodes "
+            f"2.4x too fast ({e['c4']} TPOT): DeepSeek's TP 8 step at a small batch is not priced (MLA + 256-expert "
+            "MoE over 61 layers with two all-reduces each). The H200 keeps the project's own constants "
+            "(speed.yaml `measured`), so these rows test them on a second host; they fit nothing."]
+    return out
+
+
 def target_verdicts(report: dict, logo: dict, cov: dict) -> str:
     """Each target of issue 18 met or missed, from the numbers above (held out both ways; a target is met when both
     leave-one-GPU-out and leave-one-source-out are)."""
@@ -921,7 +1036,7 @@ NOTES = (
     "(94 GB). The board is read as SXM; the {sxm_burst} on these rows is kvcalc at a 1,000-prompt burst on an engine "
     "that admits 1,024 sequences (the A100's 256-sequence default on the same page is {e_a100} on BF16), not the "
     "board.\n"
-    "- **Rows added with this change**: gpustack's H100 SXM latency page (the board named; vLLM v0.11.0, `vllm "
+    "- **gpustack's H100 SXM latency rows** (an earlier addition): gpustack's H100 SXM latency page (the board named; vLLM v0.11.0, `vllm "
     "serve Qwen/Qwen3-8B`, the chat endpoint, ShareGPT 100 prompts) prints its vLLM baseline at concurrency 1, 2 and "
     "8 besides the 4 already in the corpus: 9 rows. Held out their TPOT is {lat_tpot}, their throughput {lat_thr}, "
     "their TTFT {lat_ttft}: a lone request's first token takes 59 ms on that host where kvcalc's engine gives ~13 ms "
@@ -930,7 +1045,7 @@ NOTES = (
     "this page's rows it is {sxm_without}, so its reading within 20% is no better model, only more rows of both "
     "signs. The one lone prompt among them (a 51 ms gap) moves the public front end, the median gap of measured over "
     "engine TTFT across the 24 lone served prompts (spread from -42 to +125 ms, half of them 2-11 ms apart: one more "
-    "row above the median moves it by a neighbour), from 5.0 to {frontend}, and the H100 PCIe's tensor class with it (0.86 -> {pcie_tensor}: prefill and front end trade on the "
+    "row above the median moves it by a neighbour), from 5.0 to 7.4 ms (the shipped public_hosts_s), and the H100 PCIe's tensor class with it (0.86 -> 1.21, shipped: prefill and front end trade on the "
     "~200-token lone prompts): that, not the GPUs, is most of the TTFT change in the before / after table (leave-one-"
     "source-out 12.5% -> {ttft_loso}). A front end per host cannot be held out (a user's host is not in the corpus); "
     "the fit's fragility is reported instead.\n"
@@ -982,8 +1097,10 @@ NOTES = (
     "the same' (so not bound by the GPU's bytes or FLOPs; kvcalc is +99% on it).\n"
     "- **Corpus metadata fixed from the sources' own numbers**: mushfiqrahman.dev's RTX 4090 table (256 in -> 128 out "
     "stated) prints Output Tok/s over Req/s of 100.0-100.5 tokens per request at every concurrency: output_len 100.\n"
-    "- **Not in the corpus**: no public vLLM result with stated conditions was found for T4, A10G, L40S, RTX 5090, "
-    "MI325X and B200 (beyond the anomalous report): those profiles say 'extrapolated from datasheet'.\n"
+    "- **Not in the corpus**: no public vLLM result with stated conditions was found for T4, L40S, MI325X, H20, L20, "
+    "RTX 6000 Ada and RTX PRO 6000, nor for B200 beyond the anomalous report; A10G and RTX A6000 runs were found without "
+    "their prompts' token counts (docs/validation/data/speed-corpus/README.md): those profiles say 'extrapolated from "
+    "datasheet'. DGX Spark, RTX 5090 and a public H200 host are in since issue 18 item 1's rows ('GPU types added').\n"
     "- **FP8 KV** (issue 24): the emulated-FP8 constant (75 operations per element, set on one T4 point) applies only "
     "below sm_80, where vLLM has no fused FP8 attention kernel; sm_80-sm_89 kernels upcast in registers (bounded by an "
     "A100 report, vllm#42058). The seed's story still falls out: at 32k, Llama-3.2-3B with FP8 KV decodes slower than "
