@@ -429,13 +429,22 @@ _ATTENTION = {"q_proj", "k_proj", "v_proj", "o_proj", "qkv_proj", "q_a_proj", "q
               "kv_b_proj"}
 
 
-def module_paths(name: str, layer: int, wrapped: bool) -> list[str]:
+# families whose decoder layer holds its MoE block beside the dense MLP, not in it: transformers' Gemma 4
+# (modeling_gemma4.py Gemma4TextDecoderLayer: self.router, self.experts = Gemma4TextExperts(config)), so a checkpoint's
+# `layers.N.mlp*` excludes (nvidia/Gemma-4-26B-A4B-NVFP4's) leave the experts quantized
+_MOE_BESIDE_MLP = {"gemma4_text"}
+
+
+def module_paths(name: str, layer: int, wrapped: bool, model_type: str = "") -> list[str]:
     """Where transformers puts the Linear `name` of layer `layer` (aliases: the text model of a multimodal wrapper
     lives under model.language_model)."""
+    beside = model_type in _MOE_BESIDE_MLP
     if name in _ATTENTION:
         sub = f"self_attn.{name}"
     elif name.startswith("experts."):
-        sub = f"mlp.experts.0.{name.split('.', 1)[1]}"
+        sub = f"experts.{name.split('.', 1)[1]}" if beside else f"mlp.experts.0.{name.split('.', 1)[1]}"
+    elif name == "router" and beside:
+        sub = "router"
     elif name.startswith("shared_experts."):
         sub = f"mlp.{name}"
     elif name.startswith("indexer."):  # DeepSeek V3.2's sparse indexer sits in the attention module
@@ -466,7 +475,7 @@ def closed_form_bytes(spec: Any, scheme: QuantScheme | None) -> tuple[int, int]:
     for g in spec.linears:
         by_layout: dict[Any, int] = {}
         for i in range(n_layers):
-            layout = scheme.layout_for(module_paths(g.name, i, wrapped), g.name)
+            layout = scheme.layout_for(module_paths(g.name, i, wrapped, spec.model_type), g.name)
             by_layout[layout] = by_layout.get(layout, 0) + 1
         if scheme.listed_only and None in by_layout and len(by_layout) > 1:
             # the checkpoint lists its modules layer by layer (ModelOpt MIXED_PRECISION): a group quantized in some

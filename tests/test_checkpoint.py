@@ -270,3 +270,20 @@ def test_hub_header_metadata_when_online(tmp_path, monkeypatch):
     assert ck.origin == "hub acme/tiny-qwen" and ck.header_files == 2
     total = weights_total(spec_from_config(cfg), ck)
     assert (total.source, total.bytes) == ("safetensors headers", 151936 * 896 * 2 + 1792)
+
+
+def test_gemma4_experts_sit_beside_the_mlp_so_an_mlp_exclude_leaves_them_in_nvfp4():
+    """nvidia/Gemma-4-26B-A4B-NVFP4 excludes every layer's `mlp*`, `router*` and `self_attn*` (its hf_quant_config):
+    in transformers' Gemma 4 the MoE block is the decoder layer's own `experts` beside the dense `mlp`
+    (modeling_gemma4.py Gemma4TextDecoderLayer), so the 3 x 128 expert matrices of each of the 30 layers are the
+    NVFP4 ones and everything else stays BF16. Read under `mlp.experts`, the excludes had left the whole checkpoint
+    BF16 (50.5 GB)."""
+    from kvcalc.catalog import load_model
+    from kvcalc.checkpoint import closed_form_bytes
+
+    spec = load_model("gemma-4-26b-a4b-nvfp4")
+    total, quantized = closed_form_bytes(spec, spec.checkpoint.scheme)
+    experts = 30 * 128 * 3 * 2816 * 704  # layers x experts x (gate, up, down) x hidden x moe_intermediate_size
+    assert quantized == experts == 22_837_985_280
+    # NVFP4: 4 bits a weight + one FP8 scale per 16 (+ a per-tensor scale each); the rest at 2 bytes
+    assert experts // 2 + experts // 16 < total - (spec.params.total - experts) * 2 < experts // 2 + experts // 16 + 10**6

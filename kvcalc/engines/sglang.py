@@ -563,7 +563,7 @@ def _checkpoint_linear_bytes(spec: ModelSpec, s: SglangSettings, g: Any) -> int:
     if getattr(s.weights, "total_bytes", None) and scheme is not None:
         from ..checkpoint import module_paths
 
-        layout = scheme.layout_for(module_paths(g.name, 0, True), g.name)
+        layout = scheme.layout_for(module_paths(g.name, 0, True, spec.model_type), g.name)
         per = (layout.linear_bytes(g.in_features, g.out_features) if layout is not None
                else g.in_features * g.out_features * s.dtype_bytes)
         return per * g.count
