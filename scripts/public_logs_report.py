@@ -61,7 +61,9 @@ CAUSES: dict[str, list[tuple[float, float, str]]] = {
         "pinned is the allocator's best fit over every block the profile has cached by then, which no setting fixes "
         "(docs/validation/README.md, 'The pinned compile segment: what decides it': the bf16 / own-kernel split that "
         "separates the four cold starts fails on the Qwen2.5-7B bf16 start); the RTX 4090 0.5B cold start pins the "
-        "same way (260 - 20 MiB = 0.23 GiB, logged 0.24), the Qwen2.5-7B GPTQ/FP8 starts do not. The rest is within 0.03 GiB: the CUDA-graph "
+        "same way (260 - 20 MiB = 0.23 GiB, logged 0.24), the Qwen2.5-7B GPTQ/FP8 starts do not. Were the pin "
+        "modelled this start would read -7.2%: kvcalc's consumed memory is 0.12 GiB high on this host (the warm start's "
+        "non-torch term). The rest is within 0.03 GiB: the CUDA-graph "
         "estimate from the capture's structure, 0.41 GiB against the logged 0.38 (engines/vllm_graphs.py; before, the "
         "0.80 GiB constant took 0.42 GiB too many and hid most of this miss: +14.1%), and the transient peak, kvcalc's "
         "compile phase (0.74 vs 1.09 - 0.38). A 1.45 GiB budget: 0.58 GiB is 40% of it")],
