@@ -142,11 +142,46 @@ def setup(row: dict):
     return _SETUP[row["id"]]
 
 
+LONE_IN_FLIGHT = 16  # the same small-batch bound as _informs' decode-bound rows (concurrency <= 16)
+
+
+def _run_key(row: dict) -> tuple:
+    return (row.get("source_url"), row["gpu"], row.get("tp"), row["model"], row.get("weights"), row.get("kv"),
+            row.get("vllm_version"), row["mode"], row.get("input_len"), row.get("output_len"),
+            row.get("request_rate"), row.get("concurrency"), row.get("num_prompts"))
+
+
+_RUN_FIGURES: dict = {}
+
+
+def in_flight(row: dict) -> float | None:
+    """Requests in flight during a request-rate run, from its own measured figures (Little's law): rate x the mean
+    end-to-end latency, TTFT + (output_len - 1) x TPOT of the same run (its sibling rows: same source, config,
+    lengths and rate). None where the run states no TTFT and TPOT."""
+    if not _RUN_FIGURES:
+        for r in load_rows():
+            if r.get("stat", "mean") == "mean":
+                _RUN_FIGURES.setdefault(_run_key(r), {})[r["metric"]] = r["value"]
+    figs, rate = _RUN_FIGURES.get(_run_key(row), {}), row.get("request_rate")
+    if not isinstance(rate, float) or "ttft_ms" not in figs or "tpot_ms" not in figs or not row.get("output_len"):
+        return None
+    n = rate * (figs["ttft_ms"] + (row["output_len"] - 1) * figs["tpot_ms"]) / 1e3
+    return min(n, row["num_prompts"]) if row.get("num_prompts") else n  # a short run never reaches Little's steady state
+
+
 def lone(row: dict) -> bool:
-    """A prompt served alone: concurrency 1, or at most 1 request/s (its TTFT is the front end plus one prefill,
-    where the simulation and the closed form agree)."""
+    """A prompt served alone: concurrency 1, or at most 1 request/s with a small batch in flight (its TTFT is the
+    front end plus one prefill that waits at most for a weight-bound decode step, where the simulation and the closed
+    form agree). The batch in flight is the run's own (in_flight: rate x measured end-to-end latency): DGX Spark's
+    0.2 req/s reasoning runs keep 42-50 (their 50 prompts) four-thousand-token requests in flight and are loaded, not lone; the io.net
+    1 req/s rows keep 1-11 of ~200 tokens."""
     rate, conc = row.get("request_rate"), row.get("concurrency")
-    return (conc == 1) or (isinstance(rate, float) and rate <= 1.0)
+    if conc == 1:
+        return True
+    if not (isinstance(rate, float) and rate <= 1.0):
+        return False
+    n = in_flight(row)
+    return n is None or n <= LONE_IN_FLIGHT
 
 
 def row_frontend(row: dict, public_s: float | None) -> float | None:

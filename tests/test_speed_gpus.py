@@ -466,3 +466,20 @@ def test_interleaved_runner_visits_every_case_once_a_round_with_a_probe(tmp_path
         assert r["probe_before"]["launch_us"] > 0 and r["probe_after"]["python_ns_per_iter"] > 0
     assert all(sorted(v) == sorted(by_round[0]) and len(set(v)) == 2 for v in by_round.values())
     assert len({tuple(v) for v in by_round.values()}) > 1  # shuffled differently
+
+
+def test_a_lone_prompt_is_one_with_a_small_batch_in_flight_by_the_runs_own_figures():
+    """The lone-prompt rule (front-end and tensor-class fits) counts a request-rate run's requests in flight from its
+    measured TTFT and TPOT (Little's law), so a low rate with long outputs is a loaded run, not a lone prompt."""
+    report = load_script("speed_corpus_report")
+    rows = {r["id"]: r for r in report.load_rows()}
+    spark = rows["djangodevreng-gpt-oss-20b-mxfp4-reasoning-ttft"]  # 0.2 req/s, ~3,559 output tokens of ~59 ms
+    assert spark["request_rate"] <= 1.0 and report.in_flight(spark) > report.LONE_IN_FLIGHT
+    assert not report.lone(spark)
+    qps1 = rows["pegainfer5090-qwen3-4b-qps1-ttft"]  # 1 req/s, 128 tokens of 6.9 ms: under one request in flight
+    assert report.in_flight(qps1) == pytest.approx(1.0 * (56 + 127 * 6.86) / 1e3)
+    assert report.lone(qps1)
+    # a run without its TTFT and TPOT keeps the rate rule; concurrency 1 is always lone
+    bare = dict(qps1, id="x", source_url="nowhere")
+    assert report.in_flight(bare) is None and report.lone(bare)
+    assert report.lone(dict(spark, request_rate=None, concurrency=1))
