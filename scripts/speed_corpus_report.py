@@ -938,8 +938,9 @@ def new_gpus_section(report: dict) -> list[str]:
             "capability family 100 only), a W4A16 dequantization kvcalc does not price there.",
             f"- **RTX 5090** (vLLM 0.22.1, Qwen3-4B BF16, 1,024 / 128 Poisson): TPOT at 1 req/s {e['q1']}; from 8 "
             f"req/s kvcalc saturates early (12 req/s: TPOT {e['q12']}, TTFT {e['q12t']}): its prefill on the "
-            "Blackwell consumer card is too slow (the Blackwell-pcie tensor class has only the DGX Spark's rows to "
-            "come from held out).",
+            "Blackwell consumer card is too slow: held out, no lone Blackwell TTFT is left to fit a Blackwell-pcie "
+            "tensor class from (the DGX Spark's 0.2 req/s TTFTs are loaded rows by `in_flight`; fitted on them the "
+            "class was 1.31 and this GPU's mean bias +26%), so it takes the H200-derived tensor efficiency.",
             f"- **H200, public host** (gpustack, 8x H200, DeepSeek-R1-0528 FP8, vLLM v0.11.0 `-tp 8`): a burst of "
             f"1,000 ShareGPT prompts has the TPOT right ({e['burst']}) but at 4 concurrent requests kvcalc decodes "
             f"2.4x too fast ({e['c4']} TPOT): DeepSeek's TP 8 step at a small batch is not priced (MLA + 256-expert "
