@@ -542,7 +542,7 @@ def cross_session() -> dict:
         s = r["settings"]
         miss = r["session"].startswith("v1") and s["kv"] == "auto" and int(s["batch"]) > 1
         shipped = _predict_ms(s)
-        # the reference host without this row's lease (leave-one-lease-out: the median of the other seven)
+        # the reference host without this row's lease (leave-one-lease-out: the median of the other leases)
         lolo = _predict_ms(s, host_scale=statistics.median(v for k, v in sessions.items() if k != r["session"]) / ref)
         others = [x for x in rows if x is not r and x["session"] == r["session"]]
         implied = session_probes(per_us, [{"_probe": ref}], others).get(r["session"])
@@ -636,6 +636,8 @@ def v5_markdown() -> str:
                      f"{c['in_sample_error']:+.0%} |")
     lo, rl, ins, shp = v["lomo"], v["rows_lomo"], v["in_sample"], v["shipped"]
     gl = [abs(val) for val in g["lomo"].values()]
+    earlier = [k for k in x["sessions"] if not k.startswith("v5")]
+    n_v4 = sum(k.startswith("v4") for k in earlier)
     sess = ", ".join(f"{k} {val:.1f}" for k, val in sorted(x["sessions"].items(), key=lambda kv: kv[0].split(" ", 1)[1]))
     lines += ["", f"Per case, the median over its {max(c['rounds'] for c in v['cases'].values())} rounds (errors: "
               f"kvcalc / measured - 1). **Held out, with each row's own host probe** (the host constants fitted on "
@@ -646,10 +648,10 @@ def v5_markdown() -> str:
               f"{statistics.median(before_err):.0%}, {sum(x_ <= 0.15 for x_ in before_err)}/{len(before_err)} within "
               f"15%; kvcalc now without a probe (the reference host): {shp['median']:.0%}, {shp['within_15']}/"
               f"{shp['n']} within 15%.", "",
-              f"**Cross-session (no probe: what a user gets)**, every transformers decode row of the seven earlier "
-              f"leases (v1, v2, five v4; none in the v5 fit): at kvcalc's reference host median |error| "
+              f"**Cross-session (no probe: what a user gets)**, every transformers decode row of the {len(earlier)} earlier "
+              f"leases (v1, v2, {n_v4} v4; none in the v5 fit): at kvcalc's reference host median |error| "
               f"{x['shipped']['median']:.0%}, {x['shipped']['within_15']}/{x['shipped']['n']} within 15%; with the "
-              f"reference taken without the row's own lease (median of the other seven) {x['lolo']['median']:.0%}, "
+              f"reference taken without the row's own lease (median of the other {len(x['sessions']) - 1} leases) {x['lolo']['median']:.0%}, "
               f"{x['lolo']['within_15']}/{x['lolo']['n']}; with the row's lease host measured on that lease's OTHER "
               f"rows (leave-one-out) {x['scaled']['median']:.0%}, {x['scaled']['within_15']}/{x['scaled']['n']} "
               f"({x['known_misses']} known misses apart: v1's default cache at batch 8). The leases' hosts, as "
