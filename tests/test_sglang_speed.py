@@ -275,3 +275,21 @@ def test_gemma3_prefill_runs_its_rope_unfused():
                                                           + 1024 * per_token)
     assert sg.step_s(16, 16000) == pytest.approx(bare.step_s(16, 16000))
     assert sg.step_s(0, 0, ((0, 9000),)) == pytest.approx(bare.step_s(0, 0, ((0, 9000),)))
+
+
+def test_mla_prefill_graphs_stop_at_2048_tokens():
+    """SGLang captures an MLA model's piecewise prefill graphs to 2,048 tokens whatever its chunk (server_args.py
+    :3239-3246 in 0.5.14), so DeepSeek-V2-Lite's 7,168 and 8,192-token batches run eager, as its H200 log says ("cuda
+    graph: False"; captured num_tokens [4, ..., 2048]); a dense model's graphs go to its chunk. The MLA reserve is
+    1.5 GiB either way (:3300-3306), so the pool does not move."""
+    h200 = get_gpu("h200")
+    ds, llama = load_model("deepseek-v2-lite"), load_model("llama-3.1-8b")
+    est = S.estimate(ds, h200, S.SglangSettings(weights=weight_format("bf16"), kv=kv_format("auto"), version="0.5.14",
+                                                 cuda_graph_max_bs=16))
+    assert est.layout == "mla" and est.chunked_prefill_size == 8192 and est.prefill_graph_max_tokens == 2048
+    assert _est(llama, h200).prefill_graph_max_tokens == 8192
+    assert est.mem_fraction_static == 0.899  # the H200 log's server_args (dsv2lite-default), as before the cap
+    off = S.estimate(ds, h200, S.SglangSettings(weights=weight_format("bf16"), kv=kv_format("auto"),
+                                                 version="0.5.14", disable_cuda_graph=True))
+    assert off.prefill_graph_max_tokens == 0
+
