@@ -30,7 +30,7 @@ from . import latency
 from .engines import sglang as sglang_engine
 from .errors import UnsupportedModelError, UsageError
 from .plan import RISK_LEVELS, _risk, parallel_refusal
-from .step_cost import sglang_prefill_extra, sglang_prefill_floor_s, sglang_step_extra
+from .step_cost import sglang_mha_prefill_above, sglang_prefill_extra, sglang_prefill_floor_s, sglang_step_extra
 
 # search options that only SGLang's candidates take (SglangSettings fields; `kvcalc plan`'s options of these names)
 SGLANG_SETTINGS = ("mem_fraction_static", "dp_size", "enable_dp_attention", "speculative_algorithm",
@@ -214,8 +214,9 @@ def prefill_line(spec, gpu, w, k, tp: int, eager: bool, est, wl, batch: int) -> 
     requests drops them when that batch is fused; a prefill step always pays them: StepCost.extra_s); with the
     piecewise prefill graphs, their unfused rotary embedding in a chunk of at most est.prefill_graph_max_tokens
     tokens (sglang_prefill_extra) and the CPU floor of a prefill step (sglang_prefill_floor_s: StepCost.step_s takes
-    max(step, floor) for a step with a prefill chunk). Not in it (a lower bound still): the fused MoE's block padding
-    and activation kernels in decode steps."""
+    max(step, floor) for a step with a prefill chunk); an MLA model's decompressed attention where its first chunk
+    runs outside the graphs (sglang_mha_prefill_above: every chunk priced so, a lower bound). Not in it (a lower bound
+    still): the fused MoE's block padding and activation kernels in decode steps."""
     # the prefill terms read at SGLang's chunk, its largest prefill step of one prompt (latency.decode_line)
     line = latency.decode_line(spec, gpu, w, k, 1, eager, tp, sglang=True, prefill_rows=est.chunked_prefill_size)
     pre0, pfixed = line.prefill_terms()[0], 0.0
@@ -234,7 +235,14 @@ def prefill_line(spec, gpu, w, k, tp: int, eager: bool, est, wl, batch: int) -> 
         if (rope_step or rope_token) and min(chunk, wl.input_len) <= most:  # every chunk replays the graphs
             pfixed += rope_step
             pre0 += rope_token
-    return replace(line, pre0=pre0, pfixed=pfixed, pfloor=pfloor)
+    pre1 = line.prefill_terms()[1]
+    above = sglang_mha_prefill_above(est, eager)
+    chunk = est.chunked_prefill_size if est.chunked_prefill_size > 0 else wl.input_len
+    if above >= 0 and min(chunk, wl.input_len) > above:  # an MLA prompt's first chunk outside the graphs: MHA
+        from .throughput import attention_flops_per_token, mha_attention_flops_per_token
+
+        pre1 *= mha_attention_flops_per_token(spec) / attention_flops_per_token(spec)
+    return replace(line, pre0=pre0, pre1=pre1, pfixed=pfixed, pfloor=pfloor)
 
 
 def sglang_search(req, sglang_version: str | None = None) -> tuple[list[SglangDeployment], list[str]]:

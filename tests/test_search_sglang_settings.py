@@ -210,3 +210,21 @@ def S_step_extra(spec, gpu):
     from kvcalc.step_cost import sglang_step_extra
 
     return sglang_step_extra(spec, gpu)
+
+
+def test_the_screen_prices_an_mla_prompt_outside_the_graphs_decompressed():
+    """DeepSeek-V2-Lite's prompt of more than 2,048 tokens prefills outside SGLang's graphs with decompressed
+    attention (step_cost.sglang_mha_prefill_above): the screen's per-pair term is 10,240 / 36,864 of the absorbed
+    one, so it stays below the simulation (8k lone prompt: screen 86 ms, simulation 88.5); a 1k prompt keeps it."""
+    from kvcalc import latency
+    from kvcalc.search_sglang import prefill_line
+    from kvcalc.workload import Workload
+
+    ds, h200 = load_model("deepseek-v2-lite"), get_gpu("h200")
+    w, k = weight_format("bf16"), kv_format("auto")
+    est = S.estimate(ds, h200, S.SglangSettings(weights=w, kv=k, context_length=8192 + 64))
+    base = latency.decode_line(ds, h200, w, k, 1, tp=1, sglang=True, prefill_rows=est.chunked_prefill_size)
+    long = prefill_line(ds, h200, w, k, 1, False, est, Workload(8192, 64, concurrency=1), 1)
+    short = prefill_line(ds, h200, w, k, 1, False, est, Workload(1024, 64, concurrency=1), 1)
+    assert long.pre1 == pytest.approx(base.prefill_terms()[1] * 10240 / 36864)
+    assert short.pre1 == pytest.approx(base.prefill_terms()[1])
