@@ -42,6 +42,8 @@ class DecodeLine:
     pre0: Any = None  # prefill: seconds per prompt token of the weight GEMMs (None: cmp0)
     pre1: Any = None  # prefill: seconds per attended (query, cached) pair (None: cmp1)
     wread: Any = None  # prefill: seconds of one weight read by a chunk of PREFILL_ROWS tokens (None: mem0)
+    pfixed: Any = None  # prefill: seconds a chunk's step adds to `fixed` that decode steps do not pay (None: 0)
+    pfloor: Any = None  # prefill: the least a chunk's step takes (the CPU's, SGLang's piecewise graphs; None: 0)
 
     def prefill_terms(self):
         return (self.cmp0 if self.pre0 is None else self.pre0), (self.cmp1 if self.pre1 is None else self.pre1)
@@ -51,16 +53,18 @@ PREFILL_ROWS = 2048  # the chunk the prefill terms are read at (vLLM's serve def
 
 
 def decode_line(spec, gpu, weights, kv, batch: int, enforce_eager: bool = False, tp: int = 1,
-                probe: int = 1 << 16, sglang: bool = False) -> DecodeLine:
+                probe: int = 1 << 16, sglang: bool = False, prefill_rows: int = 0) -> DecodeLine:
     """The step at this batch as fixed + W(batch) + slope * c, read off two scalar evaluations of
     throughput.decode_speed (exact: the step is affine in c at a fixed batch, without enforce_eager), and the
     prefill terms of the same model. `sglang`: the prefill terms as SGLang's prefill runs (the lm_head on one row a
-    request, its fused MoE's blocks and activation kernels: throughput.forward_kernels logit_rows, sglang_moe)."""
+    request, its fused MoE's blocks and activation kernels: throughput.forward_kernels logit_rows, sglang_moe).
+    `prefill_rows`: the chunk the prefill terms are read at, when more than PREFILL_ROWS (the GEMMs' row-fill rate
+    only grows with the rows, so terms read at the largest chunk stay below every smaller chunk's time)."""
     from .throughput import decode_speed, forward_kernels
 
     a = decode_speed(spec, gpu, "vllm", weights, kv, batch, 0, enforce_eager, tp)
     b = decode_speed(spec, gpu, "vllm", weights, kv, batch, probe, enforce_eager, tp)
-    n = PREFILL_ROWS
+    n = max(PREFILL_ROWS, int(prefill_rows))
     kernels = forward_kernels(spec, gpu, weights, kv, n, 0.0, n * n, tp, prefill=True,
                               logit_rows=1 if sglang else None, sglang_moe=sglang)
     # a prefill token's GEMMs, and its share of the TP all-reduce (bytes linear in the tokens, kvcalc/allreduce.py)
@@ -162,13 +166,18 @@ def tpot_s(line: DecodeLine, input_len, output_len, batch_scale=1.0, mem0=None):
 
 def ttft_s(line: DecodeLine, input_len, chunk_tokens, mem0_chunk=None):
     """Time to first token: the prompt's prefill in chunks of max_num_batched_tokens. A chunk of n tokens starting at
-    position a costs fixed + max(weights read once, cmp0 * n + cmp1 * (causal pairs in the chunk)), where cmp0 and
-    cmp1 are the decode line's per-token FLOP terms (2 x active params, attention per attended position) at batch 1.
+    position a costs fixed + pfixed + max(weights read once, cmp0 * n + cmp1 * (causal pairs in the chunk)), where
+    cmp0 and cmp1 are the decode line's per-token FLOP terms (2 x active params, attention per attended position) at
+    batch 1, and at least line.pfloor (a prefill step's CPU floor: step_cost.StepCost.prefill_floor_s, SGLang's piecewise
+    CUDA graphs; max(pfloor, fixed + pfixed + max(m0, x)) = fixed + pfixed + max(max(m0, pfloor - fixed - pfixed), x)).
     `mem0_chunk` is the weight read of a chunk (MoE: every expert; default the batch-1 read)."""
     np = _np()
     i = np.asarray(input_len, dtype=np.float64)
     chunk = np.asarray(chunk_tokens, dtype=np.float64)
     m0 = line.mem0 if mem0_chunk is None else mem0_chunk
+    fixed = line.fixed + (0.0 if line.pfixed is None else line.pfixed)
+    if line.pfloor is not None:
+        m0 = np.maximum(m0, np.asarray(line.pfloor, dtype=np.float64) - fixed)
     c0, c1 = line.prefill_terms()
     full = np.floor(i / chunk)
     rest = i - full * chunk
@@ -188,8 +197,8 @@ def ttft_s(line: DecodeLine, input_len, chunk_tokens, mem0_chunk=None):
                          np.where(k_compute0 < m0, full, 0))
     # chunks 0..below-1 cost the weights read; the others their compute
     compute_above = full * t_full_compute - (below * k_compute0 + k_step * below * (below - 1) / 2)
-    total = full * line.fixed + below * m0 + compute_above
-    last = np.where(rest > 0, line.fixed + np.maximum(m0, c0 * rest + c1 * pairs(full * chunk, rest)),
+    total = full * fixed + below * m0 + compute_above
+    last = np.where(rest > 0, fixed + np.maximum(m0, c0 * rest + c1 * pairs(full * chunk, rest)),
                     0.0)
     out = total + last
     return out if np.ndim(out) else float(out)

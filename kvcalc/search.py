@@ -292,7 +292,10 @@ def _latencies(cands: list[_Candidate], wl: Workload, n: np.ndarray, mnbt: np.nd
     pre0 = np.array([c.line.pre0 for c in cands])
     pre1 = np.array([c.line.pre1 for c in cands])
     wread = np.array([c.line.wread for c in cands])
-    line = latency.DecodeLine(fixed, mem0, mem1, cmp0, cmp1, pre0, pre1)
+    # prefill-only terms of an engine's step (SGLang: its piecewise graphs' CPU floor and unfused kernels), 0 if none
+    pfixed = np.array([c.line.pfixed or 0.0 for c in cands])
+    pfloor = np.array([c.line.pfloor or 0.0 for c in cands])
+    line = latency.DecodeLine(fixed, mem0, mem1, cmp0, cmp1, pre0, pre1, pfixed=pfixed, pfloor=pfloor)
     ttft = latency.ttft_s(line, wl.input_len, mnbt, wread)
     col = (slice(None), None)
     line_r = latency.DecodeLine(fixed[col], mem0[col], mem1[col], cmp0[col], cmp1[col])

@@ -1,18 +1,21 @@
 """`kvcalc search --server sglang|both`: SGLang deployments for the same workload and targets, beside vLLM's.
 
-The same space (GPU x weights x KV x TP x replicas, pipeline parallel 1) and the same latency model as the vLLM search
-(search._latencies: the decode line and prefill chunks of latency.py, with SGLang's chunked_prefill_size as the
-chunk), with SGLang's memory ledger in place of vLLM's: one engine/sglang.estimate per structure, at SGLang's default
-mem_fraction_static (SGLang has no util x max_num_seqs grid to search: its pool and max_running_requests follow from
-the GPU, TP and context). A replica holds min(max_running_requests, max_total_num_tokens // context) requests.
+The same space (GPU x weights x KV x TP x replicas, pipeline parallel 1) and the same two-stage timing as the vLLM
+search: a closed-form screen (search._latencies: the decode line and prefill chunks of latency.py, with SGLang's
+chunked_prefill_size as the chunk and the prefill terms SGLang's step has, prefill_line), then the rows shown re-timed
+by plan's own SGLang row of each deployment (retime: plan._sglang_row, the simulation with SGLang's scheduler), so a
+figure search shows is the one `kvcalc plan --engine sglang` prints for that deployment
+(tests/test_plan_search_parity.py). SGLang's memory ledger in place of vLLM's: one engine/sglang.estimate per
+structure, at SGLang's default mem_fraction_static (SGLang has no util x max_num_seqs grid to search: its pool and
+max_running_requests follow from the GPU, TP and context). A replica holds min(max_running_requests,
+max_total_num_tokens // context) requests.
 
 The SGLang settings `kvcalc plan --engine sglang` takes (SGLANG_SETTINGS: --mem-fraction-static, DP attention, the
 speculative drafter, LoRA, the MoE A2A backend, CUDA-graph and torch.compile sizes, --page-size, --disable-cuda-graph,
 --max-prefill-tokens, or a pasted --sglang-command) go into every candidate's settings, so its pool, request cap,
-closed-form times and launch line are those of the server so started; --max-running-requests (search's
---max-num-seqs grid) is searched over. What the closed form has no term for is said once in the warnings
-(closed_form_notes): the prefill graphs these settings switch off, --stream-interval (the ITL, which search does not
-report), speculative decoding's speed-up (plan does not model it either).
+times and launch line are those of the server so started; --max-running-requests (search's --max-num-seqs grid) is
+searched over. What the times have no term for is said once in the warnings (closed_form_notes): speculative
+decoding's speed-up (plan does not model it either), and what the screen leaves to the simulation.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from . import latency
 from .engines import sglang as sglang_engine
 from .errors import UnsupportedModelError, UsageError
 from .plan import RISK_LEVELS, _risk, parallel_refusal
-from .step_cost import sglang_prefill_extra, sglang_step_extra
+from .step_cost import sglang_mha_prefill_above, sglang_prefill_extra, sglang_prefill_floor_s, sglang_step_extra
 
 # search options that only SGLang's candidates take (SglangSettings fields; `kvcalc plan`'s options of these names)
 SGLANG_SETTINGS = ("mem_fraction_static", "dp_size", "enable_dp_attention", "speculative_algorithm",
@@ -118,11 +121,12 @@ def closed_form_notes(given: dict) -> list[str]:
     off = [LAUNCH_FLAGS[k] for k in ("enable_lora", "moe_a2a_backend", "enable_dp_attention", "enable_torch_compile")
            if k in given]
     if off:
-        out.append(f"sglang times: {', '.join(off)} switch SGLang's piecewise prefill graphs off; the closed form "
-                   "prices no prefill graphs either way (kvcalc plan's simulation does)")
+        out.append(f"sglang times: {', '.join(off)} switch SGLang's piecewise prefill graphs off; the rows shown are "
+                   "timed without them (kvcalc plan's simulation), the screen that picks them keeps their CPU floor "
+                   "only where SGLang captures them")
     if "stream_interval" in given:
         out.append("sglang times: --stream-interval spaces the ITL only (TTFT and TPOT unchanged); it is in the "
-                   "launch line")
+                   "launch line and the rows' itl_ms")
     return out
 
 
@@ -157,6 +161,12 @@ class SglangDeployment:
     chunked_prefill_given: bool = False
     speculative_algorithm: str = ""
     draft_weights_bytes: int = 0  # per rank, as the pool is sized (engines/sglang_draft.py)
+    # from the simulation (plan's SGLang row of this deployment: workload.vllm_bench with SGLang's scheduler), as the
+    # vLLM rows carry them (search.Deployment)
+    e2e_ms: float | None = None
+    itl_ms: float | None = None
+    percentiles: dict = field(default_factory=dict)
+    timing: str = "closed form"  # "simulation" once re-timed
 
     def to_json(self) -> dict:
         out = dict(self.__dict__)
@@ -193,6 +203,46 @@ def launch_command(model: str, d: SglangDeployment) -> str:
         else:
             parts += [LAUNCH_FLAGS[name], shlex.quote(str(value))]
     return " ".join(parts)
+
+
+def prefill_line(spec, gpu, w, k, tp: int, eager: bool, est, wl, batch: int) -> latency.DecodeLine:
+    """The closed form's step of one SGLang candidate (latency.DecodeLine) with the terms the simulation's step
+    (step_cost.step_cost as workload.vllm_bench builds it for SGLang) has on top of vLLM's, from the same functions:
+    the prefill terms as SGLang's prefill runs them (lm_head at the sampled rows, fused-MoE blocks and activation
+    kernels: latency.decode_line sglang=True); Gemma 3's eager norm chains in every step (sglang_step_extra; decode
+    steps of at most est.fused_decode_max_bs requests skip them, --enable-torch-compile, so a decode line of `batch`
+    requests drops them when that batch is fused; a prefill step always pays them: StepCost.extra_s); with the
+    piecewise prefill graphs, their unfused rotary embedding in a chunk of at most est.prefill_graph_max_tokens
+    tokens (sglang_prefill_extra) and the CPU floor of a prefill step (sglang_prefill_floor_s: StepCost.step_s takes
+    max(step, floor) for a step with a prefill chunk); an MLA model's decompressed attention where its first chunk
+    runs outside the graphs (sglang_mha_prefill_above: every chunk priced so, a lower bound). Not in it (a lower bound
+    still): the fused MoE's block padding and activation kernels in decode steps."""
+    # the prefill terms read at SGLang's chunk, its largest prefill step of one prompt (latency.decode_line)
+    line = latency.decode_line(spec, gpu, w, k, 1, eager, tp, sglang=True, prefill_rows=est.chunked_prefill_size)
+    pre0, pfixed = line.prefill_terms()[0], 0.0
+    per_step, per_token = sglang_step_extra(spec, gpu)  # SGLang's eager norm chains (Gemma 3)
+    if per_step or per_token:
+        pre0 += per_token
+        if est.fused_decode_max_bs >= batch:  # decode steps fused: the chains stay in prefill steps only
+            pfixed += per_step
+        else:
+            line = replace(line, fixed=line.fixed + per_step)
+    pfloor = 0.0
+    if not eager and est.prefill_graph_max_tokens > 0:
+        pfloor = sglang_prefill_floor_s(spec)
+        rope_step, rope_token, most = sglang_prefill_extra(spec, gpu, est.prefill_graph_max_tokens)
+        chunk = est.chunked_prefill_size if est.chunked_prefill_size > 0 else wl.input_len
+        if (rope_step or rope_token) and min(chunk, wl.input_len) <= most:  # every chunk replays the graphs
+            pfixed += rope_step
+            pre0 += rope_token
+    pre1 = line.prefill_terms()[1]
+    above = sglang_mha_prefill_above(est, eager)
+    chunk = est.chunked_prefill_size if est.chunked_prefill_size > 0 else wl.input_len
+    if above >= 0 and min(chunk, wl.input_len) > above:  # an MLA prompt's first chunk outside the graphs: MHA
+        from .throughput import attention_flops_per_token, mha_attention_flops_per_token
+
+        pre1 *= mha_attention_flops_per_token(spec) / attention_flops_per_token(spec)
+    return replace(line, pre0=pre0, pre1=pre1, pfixed=pfixed, pfloor=pfloor)
 
 
 def sglang_search(req, sglang_version: str | None = None) -> tuple[list[SglangDeployment], list[str]]:
@@ -241,17 +291,8 @@ def sglang_search(req, sglang_version: str | None = None) -> tuple[list[SglangDe
                         continue
                     if not est.fits or est.concurrency_at(wl.context) < 1:
                         continue
-                    line = latency.decode_line(spec, gpu, w, k, 1, eager, tp, sglang=True)
-                    per_step, per_token = sglang_step_extra(spec, gpu)  # SGLang's eager norm chains (Gemma 3)
-                    if not eager and est.prefill_graph_max_tokens > 0:  # its piecewise prefill's unfused rope
-                        _, rope_token, _ = sglang_prefill_extra(spec, gpu, est.prefill_graph_max_tokens)
-                        if rope_token:  # per prompt token (the closed form has no prefill-only per-step term)
-                            line = replace(line, pre0=line.prefill_terms()[0] + rope_token)
-                    # --enable-torch-compile fuses them in the decode batches it compiles: when every batch this
-                    # candidate runs is one of those, the chains are gone (est.fused_decode_max_bs)
-                    fused = est.fused_decode_max_bs >= est.concurrency_at(wl.context)
-                    if per_step and not fused:
-                        line = replace(line, fixed=line.fixed + per_step, pre0=line.prefill_terms()[0] + per_token)
+                    held = est.concurrency_at(wl.context)  # the most requests a decode step of it runs
+                    line = prefill_line(spec, gpu, w, k, tp, eager, est, wl, min(wl.concurrency or held, held))
                     ratio = latency.weight_time_table(spec, gpu, w, k, tp, max(est.max_running_requests, 1))
                     cands.append(_Candidate(None, _risk(spec, w, k), price, line, ratio))
                     ests.append(est)
@@ -298,13 +339,92 @@ def sglang_search(req, sglang_version: str | None = None) -> tuple[list[SglangDe
             max_running_requests_given=running or 0,
             chunked_prefill_given=req.max_num_batched_tokens is not None,
             speculative_algorithm=e.speculative_algorithm, draft_weights_bytes=e.draft_weights_bytes))
-    rows.sort(key=lambda d: (round(d.cost_per_hour, 6), d.usd_per_million_output_tokens, d.tpot_ms, d.gpus_total,
-                             d.gpu, d.weights_format, d.kv_format, d.tp))
+    rows.sort(key=_rank_key)
+    # the closed form screened; the rows shown are re-timed by the simulation (plan's own SGLang row of each), as the
+    # vLLM search's are (search.retime)
+    rows, over = retime(req, rows, context, version)
+    rows.sort(key=_rank_key)
     for i, d in enumerate(rows, 1):
         d.rank = i
     if rows:
         rows[0].command = launch_command(model, rows[0])
+    over = {k: v for k, v in over.items() if v}
+    if over:
+        notes.append("sglang: the simulation put " + ", ".join(f"{v} over the {k} target" for k, v in over.items())
+                     + " of the rows the closed-form screen let through")
     return rows, notes
+
+
+def _rank_key(d: SglangDeployment):
+    return (round(d.cost_per_hour, 6), d.usd_per_million_output_tokens, d.tpot_ms, d.gpus_total, d.gpu,
+            d.weights_format, d.kv_format, d.tp)
+
+
+def replica_request(req, d: SglangDeployment, context: int, version: str):
+    """One replica of SGLang deployment d as a `kvcalc plan --engine sglang` request: its GPU, formats, TP, the
+    search's SGLang settings and chunk, its --max-running-requests, and its share of the workload
+    (ceil(concurrency / replicas) clients, or rate / replicas), as search.replica_request builds vLLM's."""
+    from .hardware import get_gpu
+    from .plan import PlanRequest
+
+    wl = req.workload
+    share = replace(wl, concurrency=d.concurrency_per_replica if wl.request_rate is None else wl.concurrency,
+                    request_rate=None if wl.request_rate is None else wl.request_rate / d.replicas,
+                    num_prompts=-(-wl.num_prompts // d.replicas) if wl.num_prompts else None)
+    given = dict(getattr(req, "sglang_given", None) or {})
+    base = dict(getattr(req, "sglang", None) or {})
+    # the settings as the search gave them to SglangSettings (settings_of), under plan's option names
+    extra = {name: given[name] for name in given if name not in ("speculative_draft_model_path",)}
+    if "speculative_algorithm" in base:
+        extra["speculative_algorithm"] = base["speculative_algorithm"]
+    if base.get("speculative_draft_model_path"):
+        extra["speculative_draft_model_path"] = base["speculative_draft_model_path"]
+    return PlanRequest(spec=req.spec, gpu=get_gpu(d.gpu), context=wl.context, batch=d.concurrency_per_replica,
+                       engines=("sglang",), weights=d.weights_format, kv=d.kv_format, max_model_len=context,
+                       max_num_batched_tokens=req.max_num_batched_tokens,
+                       max_num_seqs=d.max_running_requests_given or None, tp=d.tp, sglang_version=version,
+                       workload=share, **extra)
+
+
+def retime(req, rows: list[SglangDeployment], context: int, version: str) -> tuple[list[SglangDeployment], dict]:
+    """Re-time the cheapest screened rows with plan's SGLang row of each (plan._sglang_row: the simulation with
+    SGLang's scheduler, workload.vllm_bench sglang=), until --top meet the targets or 3 x --top were tried (the rest
+    keep the screen's figures past search.SIMULATED_ROWS); KV capacity and concurrency from the same row. Returns the
+    rows that still meet the targets and how many the simulation put over each."""
+    from .plan import FormatChoice, _sglang_row
+    from .search import SIMULATED_ROWS
+
+    tg = req.targets
+    kept: list[SglangDeployment] = []
+    over = {"throughput": 0, "ttft": 0, "tpot": 0}
+    want = min(req.top, SIMULATED_ROWS)
+    for i, d in enumerate(rows):
+        if len(kept) >= want:
+            kept += rows[i:i + req.top - len(kept)]
+            break
+        if i >= 3 * want:
+            break
+        preq = replica_request(req, d, context, version)
+        row = _sglang_row(preq, FormatChoice("search", "search", preq.asked_weights, preq.asked_kv, None))
+        b = row.bench
+        d.ttft_ms, d.tpot_ms = b.ttft_s * 1e3, b.tpot_s * 1e3
+        d.e2e_ms, d.itl_ms = b.e2e_s * 1e3, (b.itl_s or 0.0) * 1e3
+        d.percentiles = dict(b.percentiles)
+        d.output_tokens_per_s = b.output_tokens_per_s * d.replicas
+        d.usd_per_million_output_tokens = d.cost_per_hour / (d.output_tokens_per_s * 3600) * 1e6 \
+            if d.output_tokens_per_s > 0 else math.inf
+        d.kv_capacity_tokens = int(row.kv_capacity_tokens)
+        d.max_concurrency = int(row.max_concurrency) * d.replicas
+        d.timing = "simulation"
+        if b.saturated:
+            over["throughput"] += 1
+        elif tg.max_ttft_ms is not None and d.ttft_ms > tg.max_ttft_ms:
+            over["ttft"] += 1
+        elif tg.max_tpot_ms is not None and d.tpot_ms > tg.max_tpot_ms:
+            over["tpot"] += 1
+        else:
+            kept.append(d)
+    return kept, over
 
 
 def server_of(kw: dict, res) -> str:

@@ -77,6 +77,12 @@ class StepCost:
     prefill_extra_step_s: float = 0.0
     prefill_extra_per_token_s: float = 0.0
     prefill_extra_max_tokens: int = 0
+    # an MLA model's prefill step of more than mha_prefill_above tokens with no cached prefix runs its attention
+    # decompressed (SGLang's MHA_ONE_SHOT outside its prefill graphs: sglang_mha_prefill_above); its causal FLOPs are
+    # mha_prefill_ratio (throughput.mha_attention_flops_per_token over attention_flops_per_token) of the absorbed
+    # kernel's. -1: never
+    mha_prefill_above: int = -1
+    mha_prefill_ratio: float = 1.0
     _weights: dict = field(default_factory=dict, repr=False)
 
     def _weights_at(self, tokens: int, prefill: bool, rows: int | None = None) -> float:
@@ -115,14 +121,15 @@ class StepCost:
             t += self.prefill_extra_step_s + self.prefill_extra_per_token_s * tokens
         return t
 
-    def prefill_attention_s(self, start: int, n: int) -> float:
-        """Causal attention of a chunk of n prompt tokens after `start` cached ones."""
+    def prefill_attention_s(self, start: int, n: int, compute_scale: float = 1.0) -> float:
+        """Causal attention of a chunk of n prompt tokens after `start` cached ones (`compute_scale`: its FLOPs
+        over the absorbed kernel's, an MLA model's decompressed prefill)."""
         if n <= 0:
             return 0.0
         u = self.prefill_attention
         pairs = n * start + n * (n + 1) / 2
-        return Kernel(u.name, u.bytes, u.flops, u.conversion_ops, u.memory_s * start, u.compute_s * pairs,
-                      u.alu_s * start, u.overlap).time_s
+        return Kernel(u.name, u.bytes, u.flops, u.conversion_ops, u.memory_s * start,
+                      u.compute_s * pairs * compute_scale, u.alu_s * start, u.overlap).time_s
 
     def step_s(self, decodes: int, decode_context: float, chunks: tuple = (), sampled: int | None = None) -> float:
         """One step: `decodes` requests decoding with `decode_context` cached tokens between them, prefill chunks as
@@ -134,8 +141,10 @@ class StepCost:
         rows = decodes + len(chunks) if sampled is None else sampled
         t = (self.fixed_s + self.extra_s(tokens, prefill_tokens > 0) + self.weights_s(tokens, prefill_tokens > 0, rows)
              + self.decode_attention_per_token_s * decode_context + self.sampler_per_row_s * rows)
+        scale = self.mha_prefill_ratio if (0 <= self.mha_prefill_above < prefill_tokens
+                                           and all(start == 0 for start, _ in chunks)) else 1.0
         for start, n in chunks:
-            t += self.prefill_attention_s(start, n)
+            t += self.prefill_attention_s(start, n, scale)
         if prefill_tokens > 0 and self.prefill_floor_s > t:
             t = self.prefill_floor_s
         return max(t, self.eager_floor_s)
@@ -148,7 +157,7 @@ def step_cost(spec, gpu, weights, kv, tp: int = 1, kv_bytes_per_token: float | N
               enforce_eager: bool = False, dtype_bytes: int = 2, cpu_scale: float = 1.0,
               extra: tuple[float, float] = (0.0, 0.0), fused_decode_max: int = 0,
               logits_at_samples: bool = False, prefill_floor_s: float = 0.0, sglang_moe: bool = False,
-              prefill_extra: tuple[float, float, int] = (0.0, 0.0, 0)) -> StepCost:
+              prefill_extra: tuple[float, float, int] = (0.0, 0.0, 0), mha_prefill_above: int = -1) -> StepCost:
     """The step model of one deployment (the same inputs give the same object: its memo of weight times is shared
     by the search's rows and a plan's configurations). `extra`: (seconds per step, seconds per token) an engine's
     implementation adds to the shared model's kernels (sglang_step_extra); `fused_decode_max`: decode-only steps
@@ -156,13 +165,15 @@ def step_cost(spec, gpu, weights, kv, tp: int = 1, kv_bytes_per_token: float | N
     `logits_at_samples`: the lm_head runs only on the rows that sample in a step with a prefill chunk (SGLang);
     `prefill_floor_s`: a step with a prefill chunk takes at least this long (sglang_prefill_floor_s); `sglang_moe`:
     MoE layers as SGLang's fused MoE runs them (throughput.forward_kernels); `prefill_extra`: (seconds per step,
-    per token, up to how many tokens) that prefill steps alone add (sglang_prefill_extra)."""
+    per token, up to how many tokens) that prefill steps alone add (sglang_prefill_extra); `mha_prefill_above`: an
+    MLA model's prefill steps of more tokens than this, with no cached prefix, run decompressed attention
+    (sglang_mha_prefill_above; -1 never)."""
     from . import throughput
 
     override = getattr(throughput, "_CLASS_OVERRIDE", None)  # class constants under evaluation change every rate
     key = (id(spec), id(gpu), id(weights), id(kv), tp, kv_bytes_per_token, enforce_eager, dtype_bytes, id(override),
            cpu_scale, tuple(extra), fused_decode_max, logits_at_samples, prefill_floor_s,
-           sglang_moe, tuple(prefill_extra))
+           sglang_moe, tuple(prefill_extra), mha_prefill_above)
     hit = _CACHE.get(key)
     if hit is not None and hit[0] is spec and hit[1] is gpu and hit[5] is override:
         return hit[2]
@@ -175,6 +186,10 @@ def step_cost(spec, gpu, weights, kv, tp: int = 1, kv_bytes_per_token: float | N
                        sglang_moe=bool(sglang_moe), prefill_extra_step_s=float(prefill_extra[0]),
                        prefill_extra_per_token_s=float(prefill_extra[1]),
                        prefill_extra_max_tokens=int(prefill_extra[2]), _weights={})
+    if mha_prefill_above >= 0:
+        ratio = throughput.mha_attention_flops_per_token(spec) / max(throughput.attention_flops_per_token(spec), 1e-30)
+        if ratio != 1.0:
+            cost = replace(cost, mha_prefill_above=int(mha_prefill_above), mha_prefill_ratio=float(ratio))
     if len(_CACHE) >= 64:
         _CACHE.pop(next(iter(_CACHE)))
     _CACHE[key] = (spec, gpu, cost, weights, kv, override)
@@ -207,6 +222,24 @@ def sglang_prefill_extra(spec, gpu, max_tokens: int) -> tuple[float, float, int]
         return 0.0, 0.0, 0
     per_kernel = load("throughput")["engines"]["sglang"]["graph_kernel_s"]
     return kernels * per_kernel, nbytes / gpu_rates(gpu).bandwidth, int(max_tokens)
+
+
+def sglang_mha_prefill_above(sglang_est, enforce_eager: bool = False) -> int:
+    """The prefill steps SGLang runs an MLA model's attention decompressed in: those of more tokens than this
+    (-1: none). DeepSeek's attention picks its forward per batch (srt/models/deepseek_common/
+    attention_backend_handler.py in 0.5.14): inside a piecewise prefill graph always the absorbed MLA kernel
+    (:76-77, `if is_in_tc_piecewise_cuda_graph(): return AttnForwardMethod.MLA`), outside it, for an extend batch with
+    no cached prefix, MHA_ONE_SHOT with fa3, flashinfer or flashmla (:78-102; MHA_ONE_SHOT_SUPPORTED_BACKENDS :14, the
+    batch under SGLANG_MAX_KV_CHUNK_CAPACITY, 128k tokens, environ.py:566), which up-projects the latent with
+    kv_b_proj and runs per-head attention of qk_nope + qk_rope keys and v_head values
+    (attention_forward_methods/forward_mha.py:117-240 forward_normal_prepare, :384-400). The graphs hold steps of up
+    to the estimate's prefill_graph_max_tokens (2,048 for MLA models); with CUDA graphs off, every step. Batches with
+    a cached prefix (MHA_CHUNKED_KV above the prefix threshold, absorbed MLA below it) keep the absorbed price."""
+    if sglang_est is None or getattr(sglang_est, "layout", "") != "mla":
+        return -1
+    if enforce_eager or getattr(sglang_est, "prefill_graph_max_tokens", 0) <= 0:
+        return 0
+    return int(sglang_est.prefill_graph_max_tokens)
 
 
 def sglang_prefill_floor_s(spec) -> float:

@@ -407,6 +407,19 @@ def _attention_flops_per_token(spec: ModelSpec) -> float:
     return flops
 
 
+def mha_attention_flops_per_token(spec: ModelSpec) -> float:
+    """attention_flops_per_token with every MLA layer decompressed, as an MHA prefill runs it (the latent
+    up-projected to per-head keys of qk_nope + qk_rope and values of v_head: QK^T 2 x heads x (nope + rope), PV
+    2 x heads x v per attended pair; SGLang's forward_normal, DeepSeek-V2-Lite 10,240 FLOPs a layer where the absorbed
+    kernel's 4 x heads x (kv_lora + rope) is 36,864); the other layers as attention_flops_per_token counts them."""
+    absorbed = attention_flops_per_token(spec)
+    for layer in spec.layers:
+        if isinstance(layer, MultiLatentAttention):
+            absorbed += (2 * layer.num_heads * (layer.qk_nope_head_dim + layer.qk_rope_head_dim + layer.v_head_dim)
+                         - 4 * layer.num_heads * (layer.kv_lora_rank + layer.qk_rope_head_dim))
+    return absorbed
+
+
 def expected_experts(num_experts: int, top_k: int, tokens: float) -> float:
     """Distinct experts `tokens` tokens route to, in expectation, with uniform independent routing:
     E * (1 - (1 - k/E)^tokens)."""

@@ -221,7 +221,8 @@ def vllm_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFo
     from .engines.vllm_graphs import max_graph_tokens
     from .engines.vllm_versions import async_scheduling_default, reserve_full_prompt_default, serial_host_per_seq_s
     from .serve_sim import EngineConfig, simulate
-    from .step_cost import sglang_prefill_extra, sglang_prefill_floor_s, sglang_step_extra, step_cost
+    from .step_cost import (sglang_mha_prefill_above, sglang_prefill_extra, sglang_prefill_floor_s, sglang_step_extra,
+                            step_cost)
 
     if async_scheduling is None:
         async_scheduling = async_scheduling_default(vllm_version, pp) if vllm_version else True
@@ -238,7 +239,8 @@ def vllm_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFo
                                  sglang is not None and not enforce_eager and sglang.prefill_graph_max_tokens > 0)
                              else 0.0,
                              prefill_extra=sglang_prefill_extra(spec, gpu, sglang.prefill_graph_max_tokens)
-                             if sglang is not None and not enforce_eager else (0.0, 0.0, 0))
+                             if sglang is not None and not enforce_eager else (0.0, 0.0, 0),
+                             mha_prefill_above=sglang_mha_prefill_above(sglang, enforce_eager))
     if sglang is not None:
         # the radix cache matches and holds prefixes in pages of page_size tokens (1 by default: a cached prompt's
         # request prefills its last token only, the H200 logs' "#new-token: 1, #cached-token: 1023";

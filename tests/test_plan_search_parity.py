@@ -74,3 +74,74 @@ def test_gemma3_kv_capacity_is_vllms_logged_figure_in_both():
     row = row_for(req)
     assert d.kv_capacity_tokens == row.kv_capacity_tokens == row.vllm.logged_kv_tokens
     assert row.kv_capacity_tokens < row.vllm.num_gpu_blocks * row.vllm.block_size  # the pool counts every group
+
+
+# SGLang (issue 20 item 4, issue 25 item 1): its candidates are shown as plan's SGLang row of the same deployment
+SGLANG_MODELS = MODELS + ("deepseek-v2-lite", "gemma-3-1b")
+
+
+def _sglang_cases(n=8, seed=22):  # a seed whose draw has an MLA, an MoE, Gemma 3, rates, c1, 16-token prompts
+    rng = random.Random(seed)
+    for _ in range(n):
+        model, gpu = rng.choice(SGLANG_MODELS), rng.choice(GPUS)
+        w, k = rng.choice(("bf16", "fp8", "awq")), rng.choice(("auto", "fp8"))
+        conc = rng.choice((1, 4, 16, 32))
+        i, o = rng.choice((16, 256, 1024, 2048)), rng.choice((64, 128, 256))
+        rate = rng.choice((None, None, 2.0))
+        yield model, gpu, w, k, conc if rate is None else None, rate, i, o
+
+
+def _sglang_search(spec, gpu, w, k, wl, top=2, screen_only=False, **kw):
+    from kvcalc import search_sglang
+
+    space = Space([get_gpu(gpu)], weights=(w,), kv=(k,), tp=(1, 2), max_replicas=kw.pop("max_replicas", 1))
+    req = SearchRequest(spec, wl, Targets(), space, load_prices(use_user_file=False), top=top, server="sglang", **kw)
+    if screen_only:  # the closed-form screen's own figures (the rows before the simulation re-times them)
+        orig = search_sglang.retime
+        search_sglang.retime = lambda req, rows, context, version: (rows, {})
+        try:
+            return search_sglang.sglang_search(req)[0]
+        finally:
+            search_sglang.retime = orig
+    return search_sglang.sglang_search(req)[0]
+
+
+@pytest.mark.parametrize("model,gpu,w,k,conc,rate,i,o", list(_sglang_cases()))
+def test_sglang_search_shows_what_plan_says(model, gpu, w, k, conc, rate, i, o):
+    """Every field an SGLang candidate and `kvcalc plan --engine sglang` both print is the same number: before,
+    search showed its closed form (no queueing, no piecewise-graph prefill floor: Llama-3.1-8B on an H200 at 16
+    clients of 1k + 128, TTFT 25.5 ms in search, 278 in plan)."""
+    spec = load_model(model)
+    wl = Workload(i, o, concurrency=conc, request_rate=rate)
+    rows = _sglang_search(spec, gpu, w, k, wl)
+    if not rows:
+        pytest.skip(f"{model} {w}+{k} does not fit one {gpu} under SGLang")
+    screen = {(d.tp, d.replicas): d for d in _sglang_search(spec, gpu, w, k, wl, screen_only=True)}
+    for d in rows:
+        assert d.timing == "simulation"
+        req = PlanRequest(spec=spec, gpu=get_gpu(gpu), context=wl.context, batch=d.concurrency_per_replica,
+                          engines=("sglang",), weights=w, kv=k, max_model_len=d.context_length, tp=d.tp, workload=wl)
+        row = row_for(req)
+        assert row.engine == "sglang" and row.sglang.mem_fraction_static == pytest.approx(d.mem_fraction_static,
+                                                                                         abs=1e-4)
+        b = row.bench
+        shared = {
+            "kv_capacity_tokens": (d.kv_capacity_tokens, row.kv_capacity_tokens),
+            "max_concurrency": (d.max_concurrency, row.max_concurrency),
+            "max_running_requests": (d.max_running_requests, row.sglang.max_running_requests),
+            "ttft_ms": (d.ttft_ms, b.ttft_s * 1e3),
+            "tpot_ms": (d.tpot_ms, b.tpot_s * 1e3),
+            "e2e_ms": (d.e2e_ms, b.e2e_s * 1e3),
+            "itl_ms": (d.itl_ms, (b.itl_s or 0) * 1e3),
+            "output_tokens_per_s": (d.output_tokens_per_s, b.output_tokens_per_s),
+            "percentiles": (d.percentiles, b.percentiles),
+        }
+        for name, (theirs, ours) in shared.items():
+            assert theirs == ours, name
+        # the screen it passed stays below the simulation: TPOT within 5% (as vLLM's), TTFT below it but for the
+        # warm-up's cached prompt (sglang.bench_serving primes the radix cache with the run's first prompt, so one
+        # request of num_prompts prefills its last token only: workload.vllm_bench)
+        s = screen[(d.tp, d.replicas)]
+        assert s.tpot_ms <= d.tpot_ms * 1.05
+        prompts = wl.prompts()
+        assert s.ttft_ms * (prompts - 1) / prompts <= d.ttft_ms * (1 + 1e-9)

@@ -157,3 +157,74 @@ def test_max_total_tokens_caps_the_pool_in_plan_and_search():
     assert capped.mem_fraction_static == round((143771 - 13440 - 42 * 8) / 143771, 3)
     d = search("--server", "sglang", "--tp", "1", "--max-total-tokens", "20000")["results"][0]
     assert d["kv_capacity_tokens"] == 20000 and d["replicas"] == 8  # 20,000 // 2,304 = 8 requests a replica
+
+
+def test_the_screen_takes_the_prefill_terms_the_simulation_has():
+    """SGLang's closed-form screen (search_sglang.prefill_line) carries the step terms plan's simulation adds for
+    SGLang, from the same functions: a prefill chunk takes at least the piecewise graphs' CPU floor (layers x
+    piecewise_layer_cpu_s: 32 x 0.3186 ms = 10.2 ms for the 8B, where its 16-token prefill's GPU work is 4.7 ms on an
+    H200), not with --disable-cuda-graph; Gemma 3's unfused rope adds its kernels per prefill chunk and its bytes per
+    token, and none when a chunk runs past the captured sizes. Before, the screen had no floor: a lone 16-token TTFT
+    of 4.7 ms."""
+    from kvcalc import latency
+    from kvcalc.search_sglang import prefill_line
+    from kvcalc.step_cost import sglang_prefill_extra
+    from kvcalc.workload import Workload
+
+    spec, h200 = load_model("llama-3.1-8b"), get_gpu("h200")
+    w, k = weight_format("bf16"), kv_format("auto")
+    est = estimate()
+    wl = Workload(16, 64, concurrency=1)
+    line = prefill_line(spec, h200, w, k, 1, False, est, wl, 1)
+    from kvcalc.constants import load
+    per = load("throughput")["engines"]["sglang"]["piecewise_layer_cpu_s"]
+    assert line.pfloor == pytest.approx(32 * per) and line.pfixed == 0.0
+    pre0, pre1 = line.prefill_terms()
+    gpu_work = line.fixed + max(line.wread, pre0 * 16 + pre1 * 16 * 17 / 2)
+    assert gpu_work < line.pfloor  # the CPU binds the small prefill
+    ttft = latency.ttft_s(line, 16, est.chunked_prefill_size, line.wread)
+    assert ttft == pytest.approx(line.pfloor)
+    eager = prefill_line(spec, h200, w, k, 1, True, estimate(disable_cuda_graph=True), wl, 1)
+    assert eager.pfloor == 0.0
+    # a 2k prompt: the GPU's work binds, the floor changes nothing
+    assert latency.ttft_s(line, 2048, est.chunked_prefill_size, line.wread) == pytest.approx(
+        line.fixed + max(line.wread, pre0 * 2048 + pre1 * 2048 * 2049 / 2))
+    # Gemma 3: the rope's kernels per chunk (pfixed) and bytes per token (in pre0) while chunks replay the graphs
+    g = load_model("gemma-3-1b")
+    gest = S.estimate(g, h200, S.SglangSettings(weights=w, kv=k, context_length=1024 + 64))
+    gl = prefill_line(g, h200, w, k, 1, False, gest, Workload(1024, 64, concurrency=1), 1)
+    step, token, most = sglang_prefill_extra(g, h200, gest.prefill_graph_max_tokens)
+    plain = latency.decode_line(g, h200, w, k, 1, tp=1, sglang=True, prefill_rows=gest.chunked_prefill_size)
+    norm_step, norm_token = S_step_extra(g, h200)
+    assert gl.pfixed == pytest.approx(step) and step > 0
+    assert gl.pre0 == pytest.approx(plain.prefill_terms()[0] + norm_token + token)
+    assert gl.fixed == pytest.approx(plain.fixed + norm_step)
+    from dataclasses import replace
+
+    small = replace(gest, prefill_graph_max_tokens=512)  # graphs captured to 512 tokens: a 1k chunk runs eager
+    past = prefill_line(g, h200, w, k, 1, False, small, Workload(1024, 64, concurrency=1), 1)
+    assert past.pfixed == 0.0 and past.pre0 == pytest.approx(plain.prefill_terms()[0] + norm_token)
+
+
+def S_step_extra(spec, gpu):
+    from kvcalc.step_cost import sglang_step_extra
+
+    return sglang_step_extra(spec, gpu)
+
+
+def test_the_screen_prices_an_mla_prompt_outside_the_graphs_decompressed():
+    """DeepSeek-V2-Lite's prompt of more than 2,048 tokens prefills outside SGLang's graphs with decompressed
+    attention (step_cost.sglang_mha_prefill_above): the screen's per-pair term is 10,240 / 36,864 of the absorbed
+    one, so it stays below the simulation (8k lone prompt: screen 86 ms, simulation 88.5); a 1k prompt keeps it."""
+    from kvcalc import latency
+    from kvcalc.search_sglang import prefill_line
+    from kvcalc.workload import Workload
+
+    ds, h200 = load_model("deepseek-v2-lite"), get_gpu("h200")
+    w, k = weight_format("bf16"), kv_format("auto")
+    est = S.estimate(ds, h200, S.SglangSettings(weights=w, kv=k, context_length=8192 + 64))
+    base = latency.decode_line(ds, h200, w, k, 1, tp=1, sglang=True, prefill_rows=est.chunked_prefill_size)
+    long = prefill_line(ds, h200, w, k, 1, False, est, Workload(8192, 64, concurrency=1), 1)
+    short = prefill_line(ds, h200, w, k, 1, False, est, Workload(1024, 64, concurrency=1), 1)
+    assert long.pre1 == pytest.approx(base.prefill_terms()[1] * 10240 / 36864)
+    assert short.pre1 == pytest.approx(base.prefill_terms()[1])

@@ -287,6 +287,19 @@ def test_search_sglang_beside_vllm():
     assert g["kv_capacity_tokens"] == est.max_total_num_tokens
     assert g["max_concurrency"] == est.concurrency_at(2048 + 256) * g["replicas"]
     assert g["command"].startswith("python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B-Instruct")
+    # both engines' rows are simulated, so "which engine" compares like with like: SGLang's row is plan's SGLang row
+    # of that deployment, field by field (the servers table), as vLLM's is plan's vLLM row (before, SGLang's rows
+    # kept the closed form: TTFT 25 ms beside vLLM's simulated ~280 ms at 16 clients, and $/M tokens from it)
+    assert g["timing"] == "simulation" and all(d["timing"] == "simulation" for d in data["results"])
+    code, out, err = run_cli(["plan", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--engine", "servers",
+                              "--weights", "bf16", "--kv", "auto", "--input-len", "2k", "--output-len", "256",
+                              "--concurrency", "16", "--json"])
+    assert code == 0, err
+    row = next(r for r in json.loads(out)["rows"] if r["engine"] == "sglang")  # bf16 + auto KV: the one SGLang row
+    bench = row["bench"]
+    assert (g["ttft_ms"], g["tpot_ms"], g["output_tokens_per_s"]) == (
+        bench["ttft_s"] * 1e3, bench["tpot_s"] * 1e3, bench["output_tokens_per_s"])
+    assert g["kv_capacity_tokens"] == row["kv_capacity_tokens"]
 
 
 def test_page_api_plans_and_searches_sglang():

@@ -275,3 +275,51 @@ def test_gemma3_prefill_runs_its_rope_unfused():
                                                           + 1024 * per_token)
     assert sg.step_s(16, 16000) == pytest.approx(bare.step_s(16, 16000))
     assert sg.step_s(0, 0, ((0, 9000),)) == pytest.approx(bare.step_s(0, 0, ((0, 9000),)))
+
+
+def test_mla_prefill_graphs_stop_at_2048_tokens():
+    """SGLang captures an MLA model's piecewise prefill graphs to 2,048 tokens whatever its chunk (server_args.py
+    :3239-3246 in 0.5.14), so DeepSeek-V2-Lite's 7,168 and 8,192-token batches run eager, as its H200 log says ("cuda
+    graph: False"; captured num_tokens [4, ..., 2048]); a dense model's graphs go to its chunk. The MLA reserve is
+    1.5 GiB either way (:3300-3306), so the pool does not move."""
+    h200 = get_gpu("h200")
+    ds, llama = load_model("deepseek-v2-lite"), load_model("llama-3.1-8b")
+    est = S.estimate(ds, h200, S.SglangSettings(weights=weight_format("bf16"), kv=kv_format("auto"), version="0.5.14",
+                                                 cuda_graph_max_bs=16))
+    assert est.layout == "mla" and est.chunked_prefill_size == 8192 and est.prefill_graph_max_tokens == 2048
+    assert _est(llama, h200).prefill_graph_max_tokens == 8192
+    assert est.mem_fraction_static == 0.899  # the H200 log's server_args (dsv2lite-default), as before the cap
+    off = S.estimate(ds, h200, S.SglangSettings(weights=weight_format("bf16"), kv=kv_format("auto"),
+                                                 version="0.5.14", disable_cuda_graph=True))
+    assert off.prefill_graph_max_tokens == 0
+
+
+def test_mla_prefill_outside_the_graphs_runs_decompressed_attention():
+    """Outside its piecewise graphs, a DeepSeek extend batch with no cached prefix runs MHA_ONE_SHOT (fa3:
+    deepseek_common/attention_backend_handler.py:78-102): the latent up-projected by kv_b_proj, per-head attention of
+    128 + 64-wide keys and 128-wide values, 2 x 16 x (128 + 64 + 128) = 10,240 FLOPs a pair and layer where the
+    absorbed kernel kvcalc prices elsewhere is 4 x 16 x (512 + 64) = 36,864; inside the graphs (:76-77), with a
+    cached prefix, or for a non-MLA model the absorbed price stays. With CUDA graphs off every uncached step is MHA."""
+    from kvcalc.step_cost import sglang_mha_prefill_above
+    from kvcalc.throughput import attention_flops_per_token, mha_attention_flops_per_token
+
+    ds, h200 = load_model("deepseek-v2-lite"), get_gpu("h200")
+    assert mha_attention_flops_per_token(ds) == 27 * 2 * 16 * (128 + 64 + 128) == 276_480
+    assert attention_flops_per_token(ds) == 27 * 4 * 16 * (512 + 64)
+    llama = load_model("llama-3.1-8b")
+    assert mha_attention_flops_per_token(llama) == attention_flops_per_token(llama)
+    est = S.estimate(ds, h200, S.SglangSettings(weights=weight_format("bf16"), kv=kv_format("auto"), version="0.5.14",
+                                                 cuda_graph_max_bs=16))
+    assert sglang_mha_prefill_above(est) == 2048 and sglang_mha_prefill_above(est, enforce_eager=True) == 0
+    assert sglang_mha_prefill_above(_est(llama, h200)) == -1
+    w, kv = weight_format("bf16"), kv_format("auto")
+    absorbed, mha = step_cost(ds, h200, w, kv, 1), step_cost(ds, h200, w, kv, 1, mha_prefill_above=2048)
+    assert mha.mha_prefill_ratio == pytest.approx(10240 / 36864)
+    seven = tuple((0, 1024) for _ in range(7))
+    attn = sum(absorbed.prefill_attention_s(0, 1024) for _ in range(7))
+    assert attn > 5e-3  # the absorbed price of the 7 x 1k batch's causal attention: ~6 ms on an H200
+    assert absorbed.step_s(0, 0, seven) - mha.step_s(0, 0, seven) == pytest.approx(attn * (1 - 10240 / 36864),
+                                                                                   rel=1e-9)
+    assert mha.step_s(0, 0, ((0, 1024),)) == absorbed.step_s(0, 0, ((0, 1024),))  # in the graphs: absorbed
+    cached = ((512, 1024),) + seven[1:]
+    assert mha.step_s(0, 0, cached) == absorbed.step_s(0, 0, cached)  # a cached prefix: absorbed

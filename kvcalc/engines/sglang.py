@@ -872,7 +872,12 @@ def estimate(spec: ModelSpec, gpu: GpuProfile, s: SglangSettings) -> SglangEstim
                      f"{off} (server_args.py), so prefill runs eager and the default mem_fraction_static reserves "
                      "nothing for them")
     if default_piecewise(rules, asked, spec, gpu):
-        prefill_graphs = chunk if chunk > 0 else 4096
+        # MLA models capture to 2,048 tokens whatever the chunk ("the introduction of piecewise cuda graph will
+        # influence the kernel dispatch": server_args.py:3239-3246 in 0.5.14, :3589-3593 in 0.5.15.post1, :4020-4024
+        # in 0.5.16, :4727-4731 in 0.5.17; piecewise_cuda_graph_max_tokens = 2048 in the releases before), so a larger
+        # prefill batch of DeepSeek-V2-Lite runs eager (the H200 logs: "cuda graph: False" for its 7,168 and 8,192-token
+        # batches, captured num_tokens up to 2048)
+        prefill_graphs = 2048 if layout == "mla" else chunk if chunk > 0 else 4096
         if rules.piecewise_sizes == "0.5.14" and s.context_length:  # server_args.py:3264-3267
             prefill_graphs = min(prefill_graphs, s.context_length)
         if rules.piecewise_sizes == "0.5.14" and s.max_total_tokens:  # server_args.py:3248-3252
