@@ -62,6 +62,18 @@ it). The client's TTFT, ITL and e2e are the chunks' times; a closed loop's next 
 front end's other part (frontend_s less the loop's shares) is a latency before the engine, so a lone request's TTFT
 is as without the loop.
 
+API PATH (Load.api_fifo with the API LOOP's costs; off by default, tried on issue 25's H200 runs and not kept:
+docs/validation/README.md "The API path as one FIFO server"): the same loop with vLLM 0.26's own order of work. A
+request's input job (api_cpu_s, in api_in_parts pieces, each queued behind what the loop holds when it resumes) ends
+with its prompt leaving for the engine, each prompt on its own (no busy period). The engine's step outputs reach the
+loop's reader (v1/engine/core_client.py:1005-1059, an asyncio task that decodes each ZMQ frame into an asyncio.Queue)
+and output_handler (v1/engine/async_llm.py:656-707) takes every output queued by its turn one after another without
+yielding (asyncio.Queue.get returns at once while items are queued), each in parts of VLLM_V1_OUTPUT_PROC_CHUNK_SIZE
+(128, envs.py:1357) with `await asyncio.sleep(0)` between parts, so the stream generators a part woke write their
+chunks before the next part: a request's tokens merge only while the handler runs through several outputs of one
+part size without yielding (a step of at most 128 requests). `api_servers` (--api-server-count) runs one such loop per
+process, requests spread over them in turn; a lone request's TTFT is as without the loop.
+
 SGLANG (EngineConfig.prefill_first; sglang 0.5.7, python/sglang/srt/managers/): `get_next_batch_to_run`
 (scheduler.py:1778-1859) builds a prefill batch first (`get_new_batch_prefill`, :1861) and runs it when it forms ("Run
 prefill first if possible", :1833-1835); the running requests decode only in a step where no prefill batch forms
@@ -145,6 +157,13 @@ class Load:
     # per SSE chunk it writes (the request's stream generator); with either set, api_cpu_s is a request's input job
     api_out_s: float = 0.0
     api_chunk_s: float = 0.0
+    # FIFO (API PATH in the module doc): each prompt leaves for the engine when its own input job ends (no busy
+    # period), output_handler takes the step outputs queued by its turn in parts of api_part (VLLM_V1_OUTPUT_PROC_
+    # CHUNK_SIZE, envs.py), and --api-server-count processes each run their own loop over their share of the requests
+    api_fifo: bool = False
+    api_servers: int = 1
+    api_part: int = 128
+    api_in_parts: int = 1  # FIFO: the input job's pieces, each queued behind what the loop holds when it resumes
     # "sharegpt": the lengths spread as a chat dataset's do (sharegpt_lengths) around input_len / output_len, the
     # run's means; "random": the random dataset's draw (random_range_ratio)
     dataset: str = "random"
@@ -291,8 +310,17 @@ def simulate(cost, cfg: EngineConfig, load: Load, frontend_s: float = 0.0, trace
     loop_mode = load.api_out_s > 0 or load.api_chunk_s > 0
     if loop_mode and si != 1:
         raise ValueError("the API loop streams vLLM's one token a chunk (stream_interval 1)")
-    heap: list = []  # API LOOP: (enqueued s, order, kind, payload)
-    loop = {"free": 0.0, "seq": 0, "merged": 0, "chunks": 0}
+    fifo = loop_mode and load.api_fifo  # each prompt leaves for the engine as its input job ends (no busy period)
+    ns = max(int(load.api_servers), 1) if fifo else 1
+    srv = np.arange(n) % ns  # the API server process each request's connection lands on (kernel accept spread)
+    part_n = max(int(load.api_part), 1)
+    heap: list = []  # API LOOP: (enqueued s, order, kind, server, payload)
+    loop = {"seq": 0, "merged": 0, "chunks": 0}
+    lfree = [0.0] * ns  # when each server's loop is free
+    outq = [deque() for _ in range(ns)]  # FIFO: step outputs (step end, requests) output_handler has not taken
+    cur: list = [None] * ns  # FIFO: the rest of the step output_handler is part-way through
+    woke = [False] * ns  # FIFO: output_handler's next turn is queued on the loop
+    yielded = [0.0] * ns  # FIFO: when output_handler last gave the loop up
     chunk_due = np.zeros(n, dtype=bool)  # a chunk of the request is queued on the loop, not yet written
     undelivered = np.zeros(n, dtype=np.int64)  # tokens the loop has taken from the engine, not yet written
     delivered = np.zeros(n, dtype=np.int64)
@@ -302,9 +330,9 @@ def simulate(cost, cfg: EngineConfig, load: Load, frontend_s: float = 0.0, trace
     # the part of the front end that is not the loop's (HTTP transfer, ZMQ hop, the engine core's input thread)
     lat = max(frontend_s - load.api_cpu_s - load.api_out_s - load.api_chunk_s, 0.0) if loop_mode else 0.0
 
-    def _push(enq: float, kind: int, payload) -> None:
+    def _push(enq: float, kind: int, s: int, payload) -> None:
         loop["seq"] += 1
-        heapq.heappush(heap, (enq, loop["seq"], kind, payload))
+        heapq.heappush(heap, (enq, loop["seq"], kind, s, payload))
 
     deferred: list[int] = []  # requests held by the input busy period
     loop["in_end"] = -math.inf  # when the last request's input work ended
@@ -313,39 +341,99 @@ def simulate(cost, cfg: EngineConfig, load: Load, frontend_s: float = 0.0, trace
         arrive[i] = now + lat + (load.first_request_s if i == 0 and not load.ready_check else 0.0)
         _insert(pending, i, arrive)
 
+    def _wake(s: int) -> None:
+        """output_handler's next turn on loop s: after the chunks it woke (it yielded to them), for the step it is
+        part-way through or the next step output the loop's reader takes in."""
+        head = lfree[s] if cur[s] is not None else outq[s][0][0]
+        woke[s] = True
+        _push(max(head, yielded[s]), _OUT, s, None)
+
+    def _handler(s: int, start: float) -> None:
+        """FIFO: output_handler's turn (v1/engine/async_llm.py:656-707). It takes every step output the reader has
+        queued by its start, one after another without yielding (asyncio.Queue.get returns at once while items are
+        queued), processing each in parts of VLLM_V1_OUTPUT_PROC_CHUNK_SIZE with `await asyncio.sleep(0)` between
+        them (the chunks the part woke run first). A request whose collector still holds a token gets no new chunk:
+        the new token rides in it (RequestOutputCollector.put merges)."""
+        woke[s] = False
+        f = start
+        new_all = []
+        while True:
+            if cur[s] is None or not len(cur[s]):
+                if outq[s] and outq[s][0][0] <= start:
+                    cur[s] = outq[s].popleft()[1]
+                else:
+                    cur[s] = None
+                    break
+            x, cur[s] = cur[s][:part_n], cur[s][part_n:]
+            f += load.api_out_s * len(x)
+            undelivered[x] += 1
+            new = x[~chunk_due[x]]
+            loop["merged"] += len(x) - len(new)
+            if len(new):
+                chunk_due[new] = True
+                new_all.append(new)
+            if len(cur[s]):  # asyncio.sleep(0) before the next part
+                break
+        lfree[s] = yielded[s] = f
+        if new_all:
+            _push(f, _CHUNKS, s, np.concatenate(new_all) if len(new_all) > 1 else new_all[0])
+        if cur[s] is not None or outq[s]:
+            _wake(s)
+
+    def _outputs(te: float, x: np.ndarray) -> None:
+        """A step's sampled tokens reach the API servers at the step's end (each server gets its own requests')."""
+        if not fifo:
+            _push(te, _OUT, 0, x)
+            return
+        for s in range(ns):
+            xs = x if ns == 1 else x[srv[x] == s]
+            if len(xs):
+                outq[s].append((te, xs))
+                if not woke[s]:
+                    _wake(s)
+
     def _run_job() -> None:
         """The loop's next job, first come first served (asyncio's ready queue)."""
         nonlocal in_flight
-        enq, _, kind, x = heapq.heappop(heap)
-        start = max(loop["free"], enq)
-        if kind == _IN1:  # a request's input work (HTTP body, request model, tokenization, add_request)
+        enq, _, kind, s, x = heapq.heappop(heap)
+        start = max(lfree[s], enq)
+        if kind == _IN1 and fifo:  # a request's input work in api_in_parts pieces, each awaited: back of the queue
+            i, left = (x, max(int(load.api_in_parts), 1)) if isinstance(x, int) else x
+            lfree[s] = start + load.api_cpu_s / max(int(load.api_in_parts), 1)
+            if left > 1:
+                _push(lfree[s], _IN1, s, (i, left - 1))
+            else:  # it leaves for the engine as its input work ends
+                _leave(i, lfree[s])
+        elif kind == _IN1:  # a request's input work (HTTP body, request model, tokenization, add_request)
             lead = not deferred and loop["in_end"] <= enq  # it finds no other request's input on the loop
-            loop["free"] = loop["in_end"] = start + load.api_cpu_s
+            lfree[s] = loop["in_end"] = start + load.api_cpu_s
             if lead:  # it goes through alone, its input done in one go
-                _leave(x, loop["free"])
+                _leave(x, lfree[s])
             else:  # it waits for the end of the input busy period (round robin: each await hands the loop on)
                 deferred.append(x)
-                _push(loop["free"], _FLUSH, loop["free"])
+                _push(lfree[s], _FLUSH, s, lfree[s])
         elif kind == _FLUSH:
-            loop["free"] = start
+            lfree[s] = start
             if x == loop["in_end"]:  # no request's input came since: the busy period ends, all it held leave
                 for j in deferred:
                     _leave(j, start)
                 deferred.clear()
         elif kind == _IN2:  # AsyncLLM.add_request: the request leaves for the engine core
-            loop["free"] = start
+            lfree[s] = start
             _leave(x, start)
+        elif kind == _OUT and fifo:
+            _handler(s, start)
         elif kind == _OUT:  # output_handler: OutputProcessor.process_outputs over the step's requests
-            loop["free"] = start + load.api_out_s * len(x)
+            lfree[s] = start + load.api_out_s * len(x)
             undelivered[x] += 1
             new = x[~chunk_due[x]]  # a request whose consumer has not run yet: RequestOutputCollector merges
             loop["merged"] += len(x) - len(new)
             if len(new):
                 chunk_due[new] = True
-                _push(loop["free"], _CHUNKS, new)
+                _push(lfree[s], _CHUNKS, s, new)
         else:  # each woken stream generator writes one SSE chunk with what its collector holds
             times = start + load.api_chunk_s * np.arange(1, len(x) + 1)
-            loop["free"] = float(times[-1])
+            lfree[s] = float(times[-1])
             loop["chunks"] += len(x)
             had = delivered[x] > 0
             c_first[x[~had]] = times[~had]
@@ -365,20 +453,36 @@ def simulate(cost, cfg: EngineConfig, load: Load, frontend_s: float = 0.0, trace
         while heap and heap[0][0] <= until:
             _run_job()
 
+    def _ranks(r: np.ndarray) -> np.ndarray:
+        """Seconds from a step's end to each request's chunk on an idle loop (its own server's share: the outputs of
+        its part and the parts before, the chunks before its own)."""
+        if not fifo:
+            return load.api_out_s * len(r) + load.api_chunk_s * np.arange(1, len(r) + 1)
+        rank = np.empty(len(r))
+        for s in range(ns):
+            idx = np.nonzero(srv[r] == s)[0] if ns > 1 else np.arange(len(r))
+            pos = np.arange(len(idx))
+            part_start = (pos // part_n) * part_n
+            part_len = np.minimum(part_start + part_n, len(idx)) - part_start
+            rank[idx] = ((load.api_out_s + load.api_chunk_s) * part_start + load.api_out_s * part_len
+                         + load.api_chunk_s * (pos - part_start + 1))
+        return rank
+
     def _stream_stretch(r: np.ndarray, ends: np.ndarray) -> None:
-        """A decode stretch's outputs on the loop: one OUT job per step, or, when the loop is idle and keeps up
+        """A decode stretch's outputs on the loop: one output per step, or, when the loop is idle and keeps up
         (nothing else queued before the stretch's end, a step's outputs written before the next step ends), the
         same chunk times at once."""
         nonlocal in_flight
-        b = len(r)
-        work = (load.api_out_s + load.api_chunk_s) * b
+        rank = _ranks(r)
+        work = float(rank.max())
         quiet = not heap or heap[0][0] > ends[-1] + work
-        if not (quiet and loop["free"] <= ends[0] and (len(ends) < 2 or work <= float(np.min(np.diff(ends))))
+        if fifo:
+            quiet = quiet and not any(woke) and not any(outq) and all(c is None for c in cur)
+        if not (quiet and max(lfree) <= ends[0] and (len(ends) < 2 or work <= float(np.min(np.diff(ends))))
                 and not chunk_due[r].any() and (delivered[r] > 0).all()):
             for e in ends.tolist():
-                _push(e, _OUT, r)
+                _outputs(e, r)
             return
-        rank = load.api_out_s * b + load.api_chunk_s * np.arange(1, b + 1)
         times = ends[None, :] + rank[:, None]  # request x step
         c_itls.append(times[:, 0] - c_last[r])
         if times.shape[1] > 1:
@@ -386,7 +490,10 @@ def simulate(cost, cfg: EngineConfig, load: Load, frontend_s: float = 0.0, trace
         c_last[r] = times[:, -1]
         delivered[r] += len(ends)
         loop["chunks"] += times.size
-        loop["free"] = float(ends[-1] + work)
+        for s in range(ns):
+            mine = srv[r] == s
+            if mine.any():
+                lfree[s] = yielded[s] = float(times[mine, -1].max())
         done_r = np.nonzero(delivered[r] >= out[r])[0]
         for k in done_r[np.argsort(times[done_r, -1])].tolist():
             in_flight -= 1
@@ -395,7 +502,7 @@ def simulate(cost, cfg: EngineConfig, load: Load, frontend_s: float = 0.0, trace
     def _arrival_bound() -> float:
         """The earliest a request not yet at the engine can reach it (a decode stretch stops before it)."""
         b = math.inf
-        for enq, _, kind, _x in heap:
+        for enq, _, kind, _s, _x in heap:
             if kind == _IN1:
                 b = min(b, enq + load.api_cpu_s + lat)
             elif kind in (_IN2, _FLUSH):
@@ -412,7 +519,7 @@ def simulate(cost, cfg: EngineConfig, load: Load, frontend_s: float = 0.0, trace
             i = next_send
             send[i] = client_free = max(planned[i], now, client_free) + load.client_send_s
             if loop_mode:  # the request's input job on the API server's loop (API LOOP)
-                _push(float(send[i]), _IN1, i)
+                _push(float(send[i]), _IN1, int(srv[i]), i)
                 next_send += 1
                 in_flight += 1
                 continue
@@ -658,7 +765,7 @@ def simulate(cost, cfg: EngineConfig, load: Load, frontend_s: float = 0.0, trace
                     last_emit[emit] = t
             last_tok[caught] = t
             if loop_mode and len(caught):
-                _push(t, _OUT, caught)
+                _outputs(t, caught)
         free += freed_later  # blocks freed at the end of the step before the last one
         freed_later = 0
         fin = r[generated[r] >= out[r]]

@@ -17,6 +17,7 @@ fixed and are all held out.
     PYTHONPATH=. python3 scripts/serve_load_report.py --evidence # the per-request figures docs/validation quotes
     PYTHONPATH=. python3 scripts/serve_load_report.py --predict e f g  # figures for case files before they run
     PYTHONPATH=. python3 scripts/serve_load_report.py --api-loop-trial  # the shared API loop, tried, not kept
+    PYTHONPATH=. python3 scripts/serve_load_report.py --api-path-trial --write  # the API path's three fits, scored
 
 Two more views of the same runs, both read off raw.tar.gz:
 - steady state: every run's first request is slower than the rest (20-45 ms on the lone-request runs: a cold path in
@@ -255,10 +256,13 @@ def _simulate(case: dict, frontend_s: float | None = None, trace: list | None = 
     # per request stays as fitted (scaled the same way, the c128 runs of the 0.80-1.06x hosts fell to -22..-45% TTFT)
     fe = (default_frontend("serve") if frontend_s is None else frontend_s) * _cpu_scale(session_of_case(case))
     load = bench_load(work, api_cpu=api_cpu)
-    loop = LOOP if loop is None else loop
+    loop = (API_PATH or LOOP) if loop is None else loop
     if loop is not None:
         scale = _cpu_scale(session_of_case(case))
         load = replace(load, api_out_s=loop[0] * scale, api_chunk_s=loop[1] * scale)
+        if len(loop) > 2 and loop[2] is not None:  # the API path (serve_sim FIFO): its input job per request too
+            load = replace(load, api_cpu_s=loop[2] * scale, api_fifo=True, api_servers=api_servers(shape),
+                           api_in_parts=loop[3] if len(loop) > 3 else 1)
     res = simulate(cost, cfg, load, fe, trace=trace)
     return res, est, work
 
@@ -469,6 +473,8 @@ def split_of(case: dict) -> str:
         return "fit (MoE launch)"
     if case["id"] in API_CPU_FIT:
         return "fit (API loop)"
+    if API_PATH is not None and case["id"] in API_PATH_CAP_FIT and case["run"] == "k":
+        return "fit (API path cap)"
     if case["id"] in COMPILED_LAUNCH_FIT.values():
         return "fit (launch)"
     if not_modelled(case["shape"]):
@@ -479,7 +485,7 @@ def split_of(case: dict) -> str:
 def not_modelled(shape: dict) -> str | None:
     """Why a diagnostic server of run k is not scored: kvcalc models one API server process (vLLM's default without
     data parallelism) and CPython's default GIL switch interval."""
-    if api_servers(shape) != 1:
+    if api_servers(shape) != 1 and API_PATH is None:  # the API path models --api-server-count
         return "API servers"
     if "KVCALC_SWITCH_INTERVAL_S" in shape.get("env", {}):
         return "GIL interval"
@@ -891,6 +897,81 @@ def api_loop_trial() -> dict:
             "pre_registered_summary": pre, "rows": rows}
 
 
+# The API path (serve_sim FIFO, 2026-12-03, issue 25), tried: the API server process as one asyncio loop, a single
+# CPU server shared by each request's input job (released to the engine as it ends, no busy period) and the output
+# path (output_handler's parts of 128 outputs, one SSE chunk per woken stream, merging as RequestOutputCollector
+# does), one loop per --api-server-count process. Its three costs at the reference CPU, each scaled by the
+# session's host CPU, fitted on fit rows only: the SSE chunk from API_CPU_FIT's streaming spread (as api_loop_trial),
+# the output processor's per-output cost from API_CPU_FIT's merged tokens, the input job from the one-API-server
+# throughput cap (API_PATH_CAP_FIT: Poisson 64/s served 8,631 tokens/s where two processes served 11,082), the last
+# two refitted in turn twice. API_PATH_CAP_FIT leaves the held-out rows when the trial is scored.
+API_PATH_CAP_FIT = ("llama-3.2-3b-fp8kv-k.rate64_1k_256",)
+API_PATH_TRIAL = ROOT / "docs" / "validation" / "serve-api-path-trial.json"
+API_PATH = None  # (api_out_s, api_chunk_s, api_cpu_s, input pieces) at the reference CPU while a trial is scored
+
+
+def _merged_error(fit: list, fe: float, loop: tuple) -> float:
+    return statistics.fmean(abs(math.log((_simulate(c, fe, loop=loop)[0].merged_tokens + 1) / (merged_tokens(c) + 1)))
+                            for c in fit)
+
+
+def _cap_error(cap: list, fe: float, loop: tuple) -> float:
+    return statistics.fmean(abs(_simulate(c, fe, loop=loop)[0].metrics()["output_throughput"]
+                                / c["bench"]["output_throughput"] - 1) for c in cap)
+
+
+def _burst_error(fit: list, fe: float, loop: tuple) -> float:
+    return statistics.fmean(abs(_simulate(c, fe, loop=loop)[0].ttft_s.mean() * 1e3 / c["bench"]["mean_ttft_ms"] - 1)
+                            for c in fit)
+
+
+def fit_api_path(cases: list[dict], pieces: int = 1, how: str = "input-cap") -> dict:
+    """The API path's costs at the reference CPU. The SSE chunk always from API_CPU_FIT's streaming spread. how:
+    "input-cap": the output processor's per-output cost from API_CPU_FIT's merged tokens, the input job from the
+    one-API-server cap (API_PATH_CAP_FIT's output throughput); "input-bursts": the input job from API_CPU_FIT's mean
+    TTFT instead (no cap row); "output-cap": the input job from API_CPU_FIT's mean TTFT, the per-output cost from
+    the cap. The two fitted in turn, twice, each the grid value with the least error."""
+    fit = [c for c in cases if c["id"] in API_CPU_FIT]
+    cap = [c for c in cases if c["id"] in API_PATH_CAP_FIT and c["run"] == "k"]
+    scale = _cpu_scale(session_of_case(fit[0]))  # run a is one session
+    chunk = statistics.fmean(stream_spread(c)["per_request_us"] for c in fit
+                             if stream_spread(c) is not None) / 1e6 / scale
+    fe = fit_frontend(cases)
+    cpu, out_s = 2.2e-3, 20e-6
+    outs, cpus = [us / 1e6 for us in range(10, 201, 5)], [x / 2e4 for x in range(6, 601, 4)]
+    for _ in range(2):
+        if how == "output-cap":
+            out_s = min((_cap_error(cap, fe, (o, chunk, cpu, pieces)), o) for o in outs)[1]
+        else:
+            out_s = min((_merged_error(fit, fe, (o, chunk, cpu, pieces)), o) for o in outs if o <= 80e-6)[1]
+        by = (lambda x: _cap_error(cap, fe, (out_s, chunk, x, pieces))) if how == "input-cap" else (
+            lambda x: _burst_error(fit, fe, (out_s, chunk, x, pieces)))
+        cpu = min((by(x), x) for x in cpus)[1]
+    return {"how": how, "api_out_s": out_s, "api_chunk_s": chunk, "api_cpu_s": cpu, "pieces": pieces}
+
+
+def api_path_trial(pieces: int = 1, how: str = "input-cap", costs: dict | None = None) -> dict:
+    """The API path scored: every row's errors with the fitted costs, and the summaries beside today's model's."""
+    global API_PATH
+    cases = runs()
+    got = fit_api_path(cases, pieces, how) if costs is None else costs
+    base = report()
+    API_PATH = (got["api_out_s"], got["api_chunk_s"], got["api_cpu_s"], got["pieces"])
+    try:
+        rep = report()
+    finally:
+        API_PATH = None
+    return {**got, "before": {"held_out_summary": base["held_out_summary"],
+                              "pre_registered_summary": base["pre_registered_summary"]},
+            "after": {"held_out_summary": rep["held_out_summary"],
+                      "pre_registered_summary": rep["pre_registered_summary"]},
+            "rows": [{"id": a["id"], "run": a["run"], "split_before": a["split"], "split": b["split"],
+                      **{f"{n}_before": a[f"{n}_error"] for n, _, _ in QUANTITIES},
+                      **{f"{n}_after": b[f"{n}_error"] for n, _, _ in QUANTITIES}}
+                     for a, b in zip(base["rows"], rep["rows"])],
+            "request_path": rep["request_path"]}
+
+
 def _server_steps(case: dict) -> tuple[list, float] | None:
     """The run's engine steps as its server logged them (--enable-logging-iteration-details, runs e-j) with each
     step's time on the client's clock, and None where the server did not log steps. The offset between the two
@@ -1025,6 +1106,15 @@ if __name__ == "__main__":
     if "--predict" in sys.argv:  # --predict e f g: predictions for case files not yet measured
         names = sys.argv[sys.argv.index("--predict") + 1:]
         print(json.dumps(predictions(names), indent=1))
+        sys.exit(0)
+    if "--api-path-trial" in sys.argv:  # the API path (one FIFO loop per API server), tried
+        args = [a for a in sys.argv[sys.argv.index("--api-path-trial") + 1:] if a != "--write"]
+        if "--write" in sys.argv:  # the three fits, scored: docs/validation/serve-api-path-trial.json
+            got = {how: api_path_trial(1, how) for how in ("input-cap", "input-bursts", "output-cap")}
+            API_PATH_TRIAL.write_text(json.dumps(got, indent=1) + "\n")
+        else:
+            print(json.dumps(api_path_trial(int(args[1]) if len(args) > 1 else 1, args[0] if args else "input-cap"),
+                             indent=1))
         sys.exit(0)
     if "--api-loop-trial" in sys.argv:  # the shared API loop, tried and not kept (docs/validation/README.md)
         print(json.dumps(api_loop_trial(), indent=1))

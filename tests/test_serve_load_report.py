@@ -223,3 +223,31 @@ def test_run_k_splits_a_requests_first_token_by_vllms_own_timestamps(rep):
     assert outside["llama-3.2-3b-fp8kv-k.rate8_1k_256"] < 20 < 40 < outside["llama-3.2-3b-fp8kv-k.rate32_1k_256"] \
         < 100 < outside["llama-3.2-3b-fp8kv-k.rate64_1k_256"]
     assert outside["llama-3.2-3b-fp8kv-k-api2.rate32_1k_256"] < 0.6 * outside["llama-3.2-3b-fp8kv-k.rate32_1k_256"]
+
+
+def test_the_api_path_trial_scores_the_api_server_rows_and_keeps_the_cap_row_out():
+    """The API path (serve_sim api_fifo, a trial): while it is scored, run k's --api-server-count rows are modelled
+    (one loop per process, from the shape's serve_args) and the cap row it may be fitted on leaves the held-out
+    rows; without it the table is today's model's. The published trial file carries every row of the three fits,
+    none of them scoring its own fit rows as held out."""
+    m = load_script("serve_load_report")
+    cases = {c["id"] + "." + c["run"]: c for c in m.runs()}
+    api2 = cases["llama-3.2-3b-fp8kv-k-api2.rate64_1k_256.k"]
+    cap = cases["llama-3.2-3b-fp8kv-k.rate64_1k_256.k"]
+    assert m.api_servers(api2["shape"]) == 2 and m.split_of(api2).startswith("not modelled")
+    assert m.split_of(cap) == "pre-registered"
+    loop = (40e-6, 35e-6, 2e-3, 1)
+    m.API_PATH = loop
+    try:
+        assert m.split_of(api2) == "pre-registered" and m.split_of(cap) == "fit (API path cap)"
+        one = m._simulate(dict(api2, shape=cap["shape"]), loop=loop)[0]
+        two = m._simulate(api2, loop=loop)[0]
+    finally:
+        m.API_PATH = None
+    assert two.arrive_s.mean() - two.send_s.mean() < one.arrive_s.mean() - one.send_s.mean()  # two loops wait less
+    trial = json.loads(m.API_PATH_TRIAL.read_text())
+    assert set(trial) == {"input-cap", "input-bursts", "output-cap"}
+    for how, t in trial.items():
+        assert t["how"] == how and len(t["rows"]) == len(cases)
+        fit = {r["id"] for r in t["rows"] if r["split"].startswith("fit")}
+        assert set(m.API_CPU_FIT) <= fit and "llama-3.2-3b-fp8kv-k.rate64_1k_256" in fit
