@@ -26,7 +26,9 @@ def _without_version(log_id: str) -> str:
                                     "enginrect-rtx4090-wsl2-qwen25-05b-v0.27-warm",
                                     "kubesimplify-4xrtxpro6000-qwen3-235b-fp8-tp4-v0.27",
                                     "prp-wp24-b-rtx5060ti-qwen3-4b-v0.29",
-                                    "prp-wp24-a-rtx5060ti-qwen3-4b-v0.30"])
+                                    "prp-wp24-a-rtx5060ti-qwen3-4b-v0.30",
+                                    "tegdam-rtx4050l-wsl2-qwen25-3b-awq-v0.29-warm",
+                                    "tegdam-rtx4050l-wsl2-qwen25-3b-awq-v0.29-cold"])
 def test_a_public_start_without_its_version_lines_reads_as_its_release(log_id):
     parsed = parse_vllm_log(_without_version(log_id))
     assert parsed["version"] is None
