@@ -41,7 +41,9 @@ GPU_PROFILE = {"A100": "a100-80gb", "RTX 4090": "rtx-4090", "RTX 3090": "rtx-309
                "T4": "t4", "RTX 5090": "rtx-5090", "RTX 5060 Ti": "rtx-5060-ti", "MI300X": "mi300x",
                "RTX PRO 6000": "rtx-pro-6000-server",
                # no laptop profile: the Ada desktop card's (sm_89, the same kernels), with the log's 6.0 GiB total
-               "RTX 4050 Laptop": "rtx-4090"}
+               "RTX 4050 Laptop": "rtx-4090",
+               # no RTX PRO 4000 profile: the desktop Blackwell card's (sm_120), with the post's total
+               "RTX PRO 4000 Blackwell": "rtx-5090"}
 # the capacity row of the comparison, most direct first
 CAPACITY_ROWS = ("logged KV cache tokens", "GPU blocks", "KV tokens in the start-up error", "available KV memory")
 BREAKDOWN = ("weights", "activation peak", "non-torch memory", "CUDA-graph estimate")
@@ -93,6 +95,15 @@ CAUSES: dict[str, list[tuple[float, float, str]]] = {
         "like the two other starts that pinned. The activation peak matches (kvcalc's cold compile phase with the graph "
         "estimate 0.68 GiB, logged 0.67). Were 0.53 GiB taken from kvcalc's budget this start would read -5.7% (the warm "
         "start's +0.07 GiB consumed on this host); it is 35% of a 1.50 GiB budget")],
+    "kashif-rtxpro4000-qwen25-7b-awq-v0.28": [(0.08, 0.14, "not attributed: the post keeps only the KV lines (no "
+        "breakdown, no total). At the post's total (nvidia-smi's 24,467 MiB) vLLM's non-KV memory is 21.50 - 13.42 = "
+        "8.08 GiB against kvcalc's 6.61 (weights 5.20, compile-phase peak 1.04, non-torch 0.37 with the V2 sampler's "
+        "0.15 GiB penalty state, no graph estimate on 0.28's V2 runner): 1.47 GiB. Two candidates the excerpt cannot "
+        "separate: the cold compile's pinned copy segment (0.28.0 has no split cap; Qwen2.5-7B's copy is 1,040 MiB, "
+        "less 20 MiB 1.0 GiB, the note's range; untied embeddings, so a pin here would break the tied-embedding "
+        "correlation of the other six cold starts, docs/validation/README.md) and a CUDA-visible total below "
+        "nvidia-smi's (0.9 x the gap: kvcalc's RTX 4090 profile, 23.65 GiB as CUDA reports it, is 0.34 GiB under that "
+        "card's 24,564 MiB); both together would leave ~0.0-0.2 GiB. A 13.42 GiB budget: 1.47 GiB is 11% of it")],
     "enginrect-rtx4090-wsl2-qwen25-7b-bf16-v0.27": [(0.10, 0.20, "not attributed, but located: the 0.67 GiB "
         "(102,544 tokens = 5.48 GiB at 57,344 B per token; kvcalc 6.15 GiB) was transient during the profile. The "
         "post keeps only the KV-size line (no fuller copy found: the only stored copy is this file), but its table of "
