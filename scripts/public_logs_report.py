@@ -41,7 +41,7 @@ GPU_PROFILE = {"A100": "a100-80gb", "RTX 4090": "rtx-4090", "RTX 3090": "rtx-309
                "T4": "t4", "RTX 5090": "rtx-5090", "RTX 5060 Ti": "rtx-5060-ti", "MI300X": "mi300x",
                "RTX PRO 6000": "rtx-pro-6000-server",
                # no laptop profile: the Ada desktop card's (sm_89, the same kernels), with the log's 6.0 GiB total
-               "RTX 4050 Laptop": "rtx-4090",
+               "RTX 4050 Laptop": "rtx-4090", "RTX 4070 Laptop": "rtx-4090",
                # no RTX PRO 4000 profile: the desktop Blackwell card's (sm_120), with the post's total
                "RTX PRO 4000 Blackwell": "rtx-5090"}
 # the capacity row of the comparison, most direct first
@@ -104,6 +104,16 @@ CAUSES: dict[str, list[tuple[float, float, str]]] = {
         "correlation of the other six cold starts, docs/validation/README.md) and a CUDA-visible total below "
         "nvidia-smi's (0.9 x the gap: kvcalc's RTX 4090 profile, 23.65 GiB as CUDA reports it, is 0.34 GiB under that "
         "card's 24,564 MiB); both together would leave ~0.0-0.2 GiB. A 13.42 GiB budget: 1.47 GiB is 11% of it")],
+    "gio443-rtx4070l-wsl2-qwen25-15b-v0.30": [(0.18, 0.26, "the cold compile's pinned segment, by elimination (not "
+        "modelled): the same host's eager start of that day, which compiles nothing and captures no graphs, logged "
+        "112,704 tokens and kvcalc gives 112,768 (+0.06%, tests/test_public_logs_0_27.py), so kvcalc's weights, "
+        "non-torch and eager peak hold on this laptop; the compiled start lost 0.43 GiB more than kvcalc's compile "
+        "phase and graph estimate account for. That is the Inductor embedding copy's segment less one 20 MiB segment, "
+        "(151,936 x 1,536 x 2 B -> 446 MiB) - 20 MiB = 0.416 GiB, as on the two V2-runner pinned pairs; taken from "
+        "kvcalc's budget this start would read +0.9%. Qwen2.5-1.5B ties its embeddings, like every start that pinned. "
+        "Only the KV lines and the loading line are kept (weights 2.98 GiB logged, kvcalc 2.88: the eager start's "
+        "match says the 0.10 GiB is elsewhere in kvcalc's ledger, e.g. WSL2's UVA buffers in device memory). A 1.95 GiB "
+        "budget: 0.43 GiB is 22% of it")],
     "enginrect-rtx4090-wsl2-qwen25-7b-bf16-v0.27": [(0.10, 0.20, "not attributed, but located: the 0.67 GiB "
         "(102,544 tokens = 5.48 GiB at 57,344 B per token; kvcalc 6.15 GiB) was transient during the profile. The "
         "post keeps only the KV-size line (no fuller copy found: the only stored copy is this file), but its table of "

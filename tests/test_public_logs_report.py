@@ -62,6 +62,9 @@ EXPLAINED_MISSES = {"vllm16199-24gb-gemma3-27b-awq-v0-4k": "AWQ checkpoint bytes
                     "public_logs_report.py CAUSES)",
                     "kashif-rtxpro4000-qwen25-7b-awq-v0.28": "vLLM 0.28.0, only the KV lines and no total kept: 1.47 "
                     "GiB of non-KV memory not attributed (scripts/public_logs_report.py CAUSES)",
+                    "gio443-rtx4070l-wsl2-qwen25-15b-v0.30": "vLLM 0.30.0, a cold compile in every container: the "
+                    "pinned Inductor copy segment, by elimination against the same day's eager start (scripts/"
+                    "public_logs_report.py CAUSES)",
                     "xbill9-mi300x-gemma4-31b-bf16-v0.31": "ROCm 0.31: activation 9.46 GiB logged against 2.95 modelled, "
                     "non-torch 2.23 against 0.22, not attributed (scripts/public_logs_report.py CAUSES)"}
 

@@ -29,7 +29,8 @@ def _without_version(log_id: str) -> str:
                                     "prp-wp24-a-rtx5060ti-qwen3-4b-v0.30",
                                     "tegdam-rtx4050l-wsl2-qwen25-3b-awq-v0.29-warm",
                                     "tegdam-rtx4050l-wsl2-qwen25-3b-awq-v0.29-cold",
-                                    "kashif-rtxpro4000-qwen25-7b-awq-v0.28"])
+                                    "kashif-rtxpro4000-qwen25-7b-awq-v0.28",
+                                    "gio443-rtx4070l-wsl2-qwen25-15b-v0.30"])
 def test_a_public_start_without_its_version_lines_reads_as_its_release(log_id):
     parsed = parse_vllm_log(_without_version(log_id))
     assert parsed["version"] is None
