@@ -89,7 +89,7 @@ CAUSES: dict[str, list[tuple[float, float, str]]] = {
         "0.53 +- 0.01 GiB more, of the Inductor embedding copy's 594 MiB segment (151,936 x 2,048 x 2 B); the other two "
         "pinned starts lost the segment less one 20 MiB segment, here that is 0.56 GiB, 0.02-0.04 GiB more than logged "
         "(this start runs the V1 runner, VLLM_USE_V2_MODEL_RUNNER=0, whose first persistent requests after the compile "
-        "are not the V2 runner's; the excerpt keeps no breakdown line that would say). Its Linears run Marlin (AWQ): the "
+        "may not be the V2 runner's: not checked, the excerpt keeps no line that would say). Its Linears run Marlin (AWQ): the "
         "first-cuBLAS-call split that separated the issue's four cold starts would have it not pin "
         "(docs/validation/README.md, 'The pinned compile segment: what decides it'); Qwen2.5-3B ties its embeddings, "
         "like the two other starts that pinned. The activation peak matches (kvcalc's cold compile phase with the graph "
