@@ -39,7 +39,11 @@ NEW_FROM = (0, 27)
 # index.json "gpu" -> kvcalc GPU profile
 GPU_PROFILE = {"A100": "a100-80gb", "RTX 4090": "rtx-4090", "RTX 3090": "rtx-3090", "L40S": "l40s", "H100": "h100-sxm",
                "T4": "t4", "RTX 5090": "rtx-5090", "RTX 5060 Ti": "rtx-5060-ti", "MI300X": "mi300x",
-               "RTX PRO 6000": "rtx-pro-6000-server"}
+               "RTX PRO 6000": "rtx-pro-6000-server",
+               # no laptop profile: the Ada desktop card's (sm_89, the same kernels), with the log's 6.0 GiB total
+               "RTX 4050 Laptop": "rtx-4090", "RTX 4070 Laptop": "rtx-4090",
+               # no RTX PRO 4000 profile: the desktop Blackwell card's (sm_120), with the post's total
+               "RTX PRO 4000 Blackwell": "rtx-5090"}
 # the capacity row of the comparison, most direct first
 CAPACITY_ROWS = ("logged KV cache tokens", "GPU blocks", "KV tokens in the start-up error", "available KV memory")
 BREAKDOWN = ("weights", "activation peak", "non-torch memory", "CUDA-graph estimate")
@@ -73,6 +77,43 @@ CAUSES: dict[str, list[tuple[float, float, str]]] = {
         "0.41 GiB against the logged 0.38 (engines/vllm_graphs.py: 51 sizes x 37 PIECEWISE graphs, 34 FULL graphs at "
         "the 1 MiB floor; the 0.80 GiB constant before gave -17.8%) and the transient peak 0.17 against 0.53 - 0.38 "
         "(warm compile cache: the 'Directly load AOT compilation' line, no Inductor run)")],
+    "tegdam-rtx4050l-wsl2-qwen25-3b-awq-v0.29-warm": [(0.025, 0.045, "consumed memory 0.07 GiB above the log's "
+        "and the weights 0.02 below: kvcalc's non-torch 0.24 GiB (0.22 fitted on the H200 + the V2 sampler's 0.02 GiB "
+        "penalty state at 32 sequences) against 0.15 logged (2.10 - 1.95) on this WSL2 laptop; the start forced the V1 "
+        "runner (VLLM_USE_V2_MODEL_RUNNER=0), which has no such state and which kvcalc's 0.29 rules cannot express. "
+        "Activation and graphs +0.02 (kvcalc's warm-compile phases 0.15 + its graph estimate 0.09 against the logged "
+        "0.22 peak, which holds the estimate). 0.09 GiB of a 2.41 GiB budget; at max_num_batched_tokens 1024 (the "
+        "harness's later value) kvcalc reads -0.3%, but the write-up pins these runs at 2048")],
+    "tegdam-rtx4050l-wsl2-qwen25-3b-awq-v0.29-cold": [(0.25, 0.35, "the cold compile's pinned segment, as on the RTX "
+        "5060 Ti and RTX 4090 0.5B cold starts (not modelled): consumed memory 2.63 GiB against the warm start's 2.10, "
+        "0.53 +- 0.01 GiB more, of the Inductor embedding copy's 594 MiB segment (151,936 x 2,048 x 2 B); the other two "
+        "pinned starts lost the segment less one 20 MiB segment, here that is 0.56 GiB, 0.02-0.04 GiB more than logged "
+        "(this start runs the V1 runner, VLLM_USE_V2_MODEL_RUNNER=0, whose first persistent requests after the compile "
+        "may not be the V2 runner's: not checked, the excerpt keeps no line that would say). Its Linears run Marlin (AWQ): the "
+        "first-cuBLAS-call split that separated the issue's four cold starts would have it not pin "
+        "(docs/validation/README.md, 'The pinned compile segment: what decides it'); Qwen2.5-3B ties its embeddings, "
+        "like the two other starts that pinned. The activation peak matches (kvcalc's cold compile phase with the graph "
+        "estimate 0.68 GiB, logged 0.67). Were 0.53 GiB taken from kvcalc's budget this start would read -5.7% (the warm "
+        "start's +0.07 GiB consumed on this host); it is 35% of a 1.50 GiB budget")],
+    "kashif-rtxpro4000-qwen25-7b-awq-v0.28": [(0.08, 0.14, "not attributed: the post keeps only the KV lines (no "
+        "breakdown, no total). At the post's total (nvidia-smi's 24,467 MiB) vLLM's non-KV memory is 21.50 - 13.42 = "
+        "8.08 GiB against kvcalc's 6.61 (weights 5.20, compile-phase peak 1.04, non-torch 0.37 with the V2 sampler's "
+        "0.15 GiB penalty state, no graph estimate on 0.28's V2 runner): 1.47 GiB. Two candidates the excerpt cannot "
+        "separate: the cold compile's pinned copy segment (0.28.0 has no split cap; Qwen2.5-7B's copy is 1,040 MiB, "
+        "less 20 MiB 1.0 GiB, the note's range; untied embeddings, so a pin here would break the tied-embedding "
+        "correlation of the other six cold starts, docs/validation/README.md) and a CUDA-visible total below "
+        "nvidia-smi's (0.9 x the gap: kvcalc's RTX 4090 profile, 23.65 GiB as CUDA reports it, is 0.34 GiB under that "
+        "card's 24,564 MiB); both together would leave ~0.0-0.2 GiB. A 13.42 GiB budget: 1.47 GiB is 11% of it")],
+    "gio443-rtx4070l-wsl2-qwen25-15b-v0.30": [(0.18, 0.26, "the cold compile's pinned segment, by elimination (not "
+        "modelled): the same host's eager start of that day, which compiles nothing and captures no graphs, logged "
+        "112,704 tokens and kvcalc gives 112,768 (+0.06%, tests/test_public_logs_0_27.py), so kvcalc's weights, "
+        "non-torch and eager peak hold on this laptop; the compiled start lost 0.43 GiB more than kvcalc's compile "
+        "phase and graph estimate account for. That is the Inductor embedding copy's segment less one 20 MiB segment, "
+        "(151,936 x 1,536 x 2 B -> 446 MiB) - 20 MiB = 0.416 GiB, as on the two V2-runner pinned pairs; taken from "
+        "kvcalc's budget this start would read +0.9%. Qwen2.5-1.5B ties its embeddings, like every start that pinned. "
+        "Only the KV lines and the loading line are kept (weights 2.98 GiB logged, kvcalc 2.88: the eager start's "
+        "match says the 0.10 GiB is elsewhere in kvcalc's ledger, e.g. WSL2's UVA buffers in device memory). A 1.95 GiB "
+        "budget: 0.43 GiB is 22% of it")],
     "enginrect-rtx4090-wsl2-qwen25-7b-bf16-v0.27": [(0.10, 0.20, "not attributed, but located: the 0.67 GiB "
         "(102,544 tokens = 5.48 GiB at 57,344 B per token; kvcalc 6.15 GiB) was transient during the profile. The "
         "post keeps only the KV-size line (no fuller copy found: the only stored copy is this file), but its table of "

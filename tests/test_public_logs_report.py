@@ -57,6 +57,14 @@ EXPLAINED_MISSES = {"vllm16199-24gb-gemma3-27b-awq-v0-4k": "AWQ checkpoint bytes
                     "prp-wp24-a-rtx5060ti-qwen3-4b-v0.30": "vLLM 0.30, warm compile cache (read from the log): kvcalc "
                     "drops its compile phase and the 0.36 GiB of activation both RTX 5060 Ti starts log above kvcalc's "
                     "phases remains (scripts/public_logs_report.py CAUSES)",
+                    "tegdam-rtx4050l-wsl2-qwen25-3b-awq-v0.29-cold": "vLLM 0.29.0 with a cold torch.compile: the "
+                    "pinned Inductor copy segment, 0.53 GiB against the same setup's warm start (scripts/"
+                    "public_logs_report.py CAUSES)",
+                    "kashif-rtxpro4000-qwen25-7b-awq-v0.28": "vLLM 0.28.0, only the KV lines and no total kept: 1.47 "
+                    "GiB of non-KV memory not attributed (scripts/public_logs_report.py CAUSES)",
+                    "gio443-rtx4070l-wsl2-qwen25-15b-v0.30": "vLLM 0.30.0, a cold compile in every container: the "
+                    "pinned Inductor copy segment, by elimination against the same day's eager start (scripts/"
+                    "public_logs_report.py CAUSES)",
                     "xbill9-mi300x-gemma4-31b-bf16-v0.31": "ROCm 0.31: activation 9.46 GiB logged against 2.95 modelled, "
                     "non-torch 2.23 against 0.22, not attributed (scripts/public_logs_report.py CAUSES)"}
 

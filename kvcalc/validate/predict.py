@@ -269,8 +269,9 @@ def settings_with_sources(parsed: dict[str, Any], overrides: dict[str, Any], che
     block_size = pick("block_size")  # None: the backend's choice
     version = pick("version", default=None)
     if version is None and parsed.get("version"):
-        version, sources["version"] = parsed["version"], ("log (wording)" if parsed.get("version_from_wording")
-                                                          else "log")
+        how = parsed.get("version_from_wording")  # "wording" / "source lines": read off a log that names none
+        version, sources["version"] = parsed["version"], (f"log ({how if isinstance(how, str) else 'wording'})"
+                                                          if how else "log")
     # The engine the log ran (V0 or V1, read from its wording) when that release had both: a post that set
     # VLLM_USE_V1=0 on 0.8 ran V0's accounting, not the version's default V1 (vllm#16199 in the public corpus).
     engine = pick("vllm_engine", "engine", default=None, label="engine")

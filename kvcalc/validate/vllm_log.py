@@ -639,6 +639,7 @@ def parse_vllm_log(text: str, run: int | None = None) -> dict[str, Any]:
     kv_cache_in_use_bytes, profile_seconds, init_engine_seconds, free_after_profiling_bytes.
     """
     all_lines, spaced, files = _logical_lines(text)
+    raws = _lines(text)  # the same indices as all_lines: the source-line tags are in the prefix _clean_line drops
     runs = _split_runs(all_lines)
     index = len(runs) - 1 if run is None else run
     if not -len(runs) <= index < len(runs):
@@ -647,7 +648,7 @@ def parse_vllm_log(text: str, run: int | None = None) -> dict[str, Any]:
     first, end = runs[index]
     out: dict[str, Any] = {"version": None, "settings": {}, "values": {}, "raw": {}, "errors": [], "repeats": {},
                            "warnings": [], "runs": [{"first_line": a + 1, "last_line": b} for a, b in runs],
-                           "run": index}
+                           "run": index, "line_tags": {}}
     matches: dict[int, tuple[int, str, re.Match]] = {}
     counts = {key: 0 for key, _ in _REPEATED}
     config_line = args_line = None
@@ -686,6 +687,9 @@ def parse_vllm_log(text: str, run: int | None = None) -> dict[str, Any]:
                 out["settings"][key] = cast(m.group(1).strip())
         if i in files:
             signs.add(files[i])
+        for message, regex in LINE_TAG_MESSAGES:
+            if message not in out["line_tags"] and regex.match(line) and (tag := _LINE_TAG.search(raws[i][:400])):
+                out["line_tags"][message] = f"{Path(tag.group(1)).name}:{tag.group(2)}"
         if "CUDA graph memory profiling is disabled" in line:
             out["settings"].setdefault("cudagraph_memory_profiling", False)
         for needle, from_needle in _FAILURES:
@@ -823,15 +827,81 @@ WORDING_VERSIONS = (
 )
 
 
+# Where each release logs its start-up figures: the "[file:line]" of vLLM's log prefix (vllm/logger.py prints the
+# file's name and the line of the logging call), read in each release's wheel: v1/worker/gpu_worker.py (Available
+# KV cache memory, CUDA graph pool memory, the "Free memory on device" summary, logged as `logger.info(msg)` after
+# the f-string that builds it), v1/core/kv_cache_utils.py (KV cache size), v1/worker/gpu/model_runner.py (the V2
+# runner) and v1/worker/gpu_model_runner.py (Model loading took). Python's logging records the line that opens the
+# call: 0.30.0's "Available KV cache memory" string is at gpu_worker.py:641, its `logger.info_once(` at :640, and the
+# public 0.30.0 start-up (prp-wp24-a) prints [gpu_worker.py:640]. A release not listed here has no entry; its
+# patch releases read as the listed one only where every line they log sits where it does.
+LINE_TAGS: dict[str, dict[str, tuple[str, ...]]] = {
+    "0.26.0": {"Available KV cache memory": ("gpu_worker.py:560",), "KV cache size": ("kv_cache_utils.py:2177",),
+               "Free memory on device": ("gpu_worker.py:857",), "CUDA graph pool memory": ("gpu_worker.py:793",),
+               "Model loading took": ("model_runner.py:305", "gpu_model_runner.py:5347")},
+    "0.27.1": {"Available KV cache memory": ("gpu_worker.py:563",), "KV cache size": ("kv_cache_utils.py:2235",),
+               "Free memory on device": ("gpu_worker.py:789",), "CUDA graph pool memory": ("gpu_worker.py:726",),
+               "Model loading took": ("model_runner.py:329", "gpu_model_runner.py:5405")},
+    "0.28.0": {"Available KV cache memory": ("gpu_worker.py:578",), "KV cache size": ("kv_cache_utils.py:1869",),
+               "Free memory on device": ("gpu_worker.py:804",), "CUDA graph pool memory": ("gpu_worker.py:741",),
+               "Model loading took": ("model_runner.py:380", "gpu_model_runner.py:5515")},
+    "0.29.0": {"Available KV cache memory": ("gpu_worker.py:625",), "KV cache size": ("kv_cache_utils.py:2032",),
+               "Free memory on device": ("gpu_worker.py:860",), "CUDA graph pool memory": ("gpu_worker.py:797",),
+               "Model loading took": ("model_runner.py:404", "gpu_model_runner.py:5471")},
+    "0.30.0": {"Available KV cache memory": ("gpu_worker.py:640",), "KV cache size": ("kv_cache_utils.py:2395",),
+               "Free memory on device": ("gpu_worker.py:888",), "CUDA graph pool memory": ("gpu_worker.py:825",),
+               "Model loading took": ("model_runner.py:428", "gpu_model_runner.py:5416")},
+    "0.31.0": {"Available KV cache memory": ("gpu_worker.py:692",), "KV cache size": ("kv_cache_utils.py:2464",),
+               "Free memory on device": ("gpu_worker.py:955",), "CUDA graph pool memory": ("gpu_worker.py:892",),
+               "Model loading took": ("model_runner.py:407", "gpu_model_runner.py:5354")},
+    "0.32.0": {"Available KV cache memory": ("gpu_worker.py:759",), "KV cache size": ("kv_cache_utils.py:2327",),
+               "Free memory on device": ("gpu_worker.py:1034",), "CUDA graph pool memory": ("gpu_worker.py:971",),
+               "Model loading took": ("model_runner.py:424", "gpu_model_runner.py:5149")},
+    "0.33.0": {"Available KV cache memory": ("gpu_worker.py:772",), "KV cache size": ("kv_cache_utils.py:1147",),
+               "Free memory on device": ("gpu_worker.py:1066",), "CUDA graph pool memory": ("gpu_worker.py:1003",),
+               "Model loading took": ("model_runner.py:428", "gpu_model_runner.py:5088")},
+    "0.34.0": {"Available KV cache memory": ("gpu_worker.py:795",), "KV cache size": ("kv_cache_utils.py:1168",),
+               "Free memory on device": ("gpu_worker.py:1175",), "CUDA graph pool memory": ("gpu_worker.py:1112",),
+               "Model loading took": ("model_runner.py:441",)},
+}
+# the messages whose tag is read, by how the cleaned line starts ("GPU KV cache size", "CPU KV cache size" on CPU)
+LINE_TAG_MESSAGES = tuple((m, re.compile(r)) for m, r in (
+    ("Available KV cache memory", r"Available KV cache memory: "), ("KV cache size", r"[A-Z]{2,5} KV cache size: "),
+    ("Free memory on device", r"Free memory on device \("), ("CUDA graph pool memory", r"CUDA graph pool memory: "),
+    ("Model loading took", r"Model loading took ")))
+_LINE_TAG = re.compile(r"\[([\w./-]{1,120}\.py):(\d{1,6})\]")
+# Two messages at least: one tag alone could be an unlisted release's line that happens to sit where a listed one's does
+LINE_TAGS_MIN = 2
+
+
+def line_tag_version(parsed: dict[str, Any]) -> tuple[str, str] | None:
+    """(release, why) when the source-line tags of a log's start-up figures are all where one listed release logs
+    them (LINE_TAGS), from two messages at least; None when they are fewer, or any tag is where no listed release
+    logs it (a nightly, a fork or an unlisted release: 0.31.1rc1's "Available KV cache memory" is at
+    gpu_worker.py:726)."""
+    tags = parsed.get("line_tags") or {}
+    if len(tags) < LINE_TAGS_MIN:
+        return None
+    releases = set(LINE_TAGS)
+    for message, tag in tags.items():
+        releases &= {r for r, row in LINE_TAGS.items() if tag in row.get(message, ())}
+    if len(releases) != 1:
+        return None
+    release = releases.pop()
+    shown = ", ".join(f"[{tag}] {message}" for message, tag in tags.items())
+    return release, f"its source-line tags ({shown}) are where vLLM {release} logs those lines"
+
+
 def wording_version(parsed: dict[str, Any]) -> tuple[str, str] | None:
-    """(release, why) read from the wording of a log that states no version, or None."""
+    """(release, why) read from the wording of a log that states no version, else from where its lines were logged
+    (line_tag_version), or None."""
     if parsed.get("version"):
         return None
     raw = parsed.get("raw", {})
     for key, needle, release, why in WORDING_VERSIONS:
         if needle in str(raw.get(key, "")):
             return release, why
-    return None
+    return line_tag_version(parsed)
 
 
 def _version_notes(parsed: dict[str, Any]) -> list[str]:
@@ -904,7 +974,8 @@ def check_log(parsed: dict[str, Any], model: Any, gpu: Any, *, vllm_version: str
         notes += _version_notes(parsed)
         hint = wording_version(parsed)
         if hint is not None:
-            parsed = dict(parsed, version=hint[0], version_from_wording=True)
+            parsed = dict(parsed, version=hint[0],
+                          version_from_wording="source lines" if hint[1].startswith("its source-line") else "wording")
     if parsed.get("version") and not _valid_version(parsed["version"]):
         parsed = dict(parsed, version=None)  # said in the note above; the default rules apply
     from ..engines.vllm_encoders import encoder_modalities
