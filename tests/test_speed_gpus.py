@@ -117,6 +117,9 @@ def test_tensor_rate_takes_the_measured_gemm_rate_over_the_h200s():
         assert throughput.gpu_rates(h200).tensor == pytest.approx(989.5e12 * 0.6364, rel=1e-3)
     # a power-limited PCIe board runs below the H200's fraction: H100 PCIe 495.93 / 756.5 = 0.6556 -> x0.821
     assert throughput.gemm_ratio(get_gpu("h100-pcie")) == pytest.approx(0.821, abs=1e-3)
+    # `kvcalc gpus` says so where it applies, and not where it does not
+    assert "x0.93 from a public torch.mm measurement" in speed_basis(get_gpu("l40s"))[1]
+    assert "torch.mm" not in speed_basis(spark)[1] and "torch.mm" not in speed_basis(h200)[1]
 
 
 def test_class_override_moves_only_unfitted_gpus():
