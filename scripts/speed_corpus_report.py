@@ -875,6 +875,8 @@ def gemm_section(report: dict) -> list[str]:
     from kvcalc.hardware import get_gpu
 
     by_gpu = report.get("logo", {}).get("by_gpu", {})
+    ada = (report.get("classes", {}).get("tensor") or {}).get("Ada-pcie", "-")
+    fe_ms = 1e3 * ((report.get("classes", {}).get("frontend") or {}).get("public") or 0.0)
     out = ["## Measured GEMM rate (the tensor rate's base: datasheet x measured / datasheet)", "",
            "A GPU without its own fit took its tensor rate as its datasheet's dense BF16 peak x the H200's fitted "
            "fraction (0.6364). The datasheet peak is the rated boost clock's: a GeForce card runs its GEMMs above it, a "
@@ -882,9 +884,13 @@ def gemm_section(report: dict) -> list[str]:
            "torch.mm reaches on that GPU (`measured_bf16_matmul_flops`, from one public benchmark script run on every "
            "card: https://github.com/zzc0721/torch-performance-test-data, database.md at 9d82827, the lines in each "
            "profile's sources), and the tensor efficiency is the H200's x (measured / datasheet) over the H200's "
-           "(kvcalc/throughput.py gemm_ratio). Not fitted on the corpus: it predicts the tensor classes the corpus "
-           "had fitted (RTX 4090 x1.25 against the fitted Ada-pcie 1.26; H100 PCIe x0.82 against the in-sample "
-           "Hopper-pcie 0.86), and what the classes fit now is the rest.", "",
+           "(kvcalc/throughput.py gemm_ratio). Not fitted on the corpus, it is close to the tensor classes the corpus "
+           "had fitted without it (RTX 4090 x1.25 against Ada-pcie 1.26; H100 PCIe x0.82 against the in-sample "
+           "Hopper-pcie 0.86); the classes refitted on top of it are the rest (last row of the second table). "
+           f"Ada-pcie comes out {ada} with the public front end at {fe_ms:.1f} ms: the RTX 4090's lone prompts are "
+           "~200 tokens, where prefill and front end trade ('Tensor classes from prefill only' below), so the "
+           "in-sample class does not decide the card's prefill rate; the held-out columns, which refit both without "
+           "the GPU, are the test.", "",
            "| GPU | datasheet BF16 (TFLOPS) | measured torch.mm | measured / datasheet | x on the H200-derived rate | "
            "held-out mean bias before | after |", "|---|---:|---:|---:|---:|---:|---:|"]
     for g in sorted(set(BEFORE_GEMM["bias"]) | set(by_gpu)):
