@@ -267,6 +267,22 @@ def write_classes(classes: dict, intervals: dict | None, held_out: dict | None) 
     load.cache_clear()
 
 
+def gemm_ratio(gpu: GpuProfile) -> float:
+    """How much closer to (or further from) its datasheet peak the GPU's GEMMs run than the reference GPU's: the
+    measured BF16 torch.mm rate over the datasheet's dense peak, the GPU's over the H200's (both in their profiles,
+    one public benchmark script on every card: hardware_profiles/*.yaml sources). The datasheet peak is the rated
+    boost clock's; a GeForce card runs above it (RTX 4090 1.00, RTX 5090 1.14 of its datasheet), a power-limited PCIe
+    board below (H100 PCIe 0.66, L4 0.59), the H200 at 0.80. 1.0 where either figure is missing."""
+    from .hardware import get_gpu
+
+    ref = get_gpu(load("speed")["derived"]["reference_gpu"])
+    peak = (gpu.flops_for("bf16") if gpu.native_bf16 else None) or gpu.flops_for("fp16")
+    ref_peak = ref.flops_for("bf16")
+    if not (gpu.measured_bf16_matmul_flops and peak and ref.measured_bf16_matmul_flops and ref_peak):
+        return 1.0
+    return (gpu.measured_bf16_matmul_flops / peak) / (ref.measured_bf16_matmul_flops / ref_peak)
+
+
 def _reference_peak(data: dict) -> float:
     """The dense tensor peak of the GPU the derived ratios come from (its rows to fill the GPU scale with it)."""
     from .hardware import get_gpu
@@ -298,6 +314,10 @@ def _gpu_rates(gpu: GpuProfile, calibrated: bool) -> GpuRates:
     step, tensor_fraction, source = c["step_overhead_s"], c["tensor_fraction"], c["source"]
     comm = None
     factors.pop("comm", None)  # the all-reduce is the interconnect model's (link_gpu), not a fitted factor
+    gemm = 1.0 if fit else gemm_ratio(gpu)
+    if gemm != 1.0:  # the measured GEMM rate in place of the datasheet's (the classes fit what is left over)
+        tensor_fraction *= gemm
+        source = f"tensor rate x{gemm:.3f} (measured BF16 torch.mm / datasheet, over the H200's); {source}"
     if not fit and any(v is not None for v in factors.values()):
         step *= factors.get("step") or 1.0
         tensor_fraction *= factors.get("tensor") or 1.0

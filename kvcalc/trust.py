@@ -86,17 +86,22 @@ def speed_basis(gpu: GpuProfile) -> tuple[str, str]:
         band = _intervals().get("measured", {}).get("TPOT")
         spread = f", held-out decode within {band['low']:+.0%}/{band['high']:+.0%}" if band else ""
         return LABELS[0], f"{gpu.id}: measured (speed model v2 fitted on its own runs{spread})"
+    from .throughput import gemm_ratio
+
+    ratio = gemm_ratio(gpu)
+    gemm = f"; tensor rate x{ratio:.2f} from a public torch.mm measurement" if ratio != 1.0 else ""
     stats = gpu_corpus_stats(gpu.id)
     if stats and stats.get("n", 0) >= MIN_ROWS:
         return LABELS[1], (f"{gpu.id}: {stats['n']} public results ({stats.get('sources', '?')} sources), "
-                           f"held-out median {stats['median_abs']:.0%}, mean {stats['mean_signed']:+.0%}")
+                           f"held-out median {stats['median_abs']:.0%}, mean {stats['mean_signed']:+.0%}{gemm}")
     factors = {k: v for k, v in class_factors(gpu).items() if v is not None}
     if factors:
         labels = class_labels(gpu)
         used = ", ".join(f"{k} {labels[k]}" for k in factors)
         return LABELS[2], (f"{gpu.id}: no public result; datasheet x class constants fitted on other GPUs ({used})"
-                           + (f"; {stats['n']} public result(s) too few to judge" if stats else ""))
-    return LABELS[2], f"{gpu.id}: datasheet only (no public result for its memory technology or generation)"
+                           + gemm + (f"; {stats['n']} public result(s) too few to judge" if stats else ""))
+    return LABELS[2], (f"{gpu.id}: datasheet only (no public result for its memory technology or generation)"
+                       + gemm)
 
 
 def speed_trust(gpu: GpuProfile, engine: str, weights: WeightFormat, kv: KvFormat, metric: str = "TPOT",

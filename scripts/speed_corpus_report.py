@@ -85,6 +85,8 @@ def _workload(row: dict):
     # a ShareGPT run's lengths spread around its stated means (serve_sim.sharegpt_lengths) when its prompts are
     # counted (the spread needs a run of them); the others keep the fixed lengths they state
     ds = {"dataset": "sharegpt"} if row.get("dataset") == "sharegpt" and n and n > 1 else {}
+    if row.get("random_range_ratio"):  # the random dataset's --random-range-ratio: lengths uniform around the means
+        ds["random_range_ratio"] = float(row["random_range_ratio"])
     if isinstance(rate, (int, float)):
         return Workload(inp, out, concurrency=row.get("concurrency"), request_rate=float(rate), num_prompts=n, **ds)
     if row["mode"].startswith("offline"):  # LLM.generate / benchmark_latency: one batch, every prompt at once
@@ -588,6 +590,7 @@ def markdown(report: dict) -> str:
     bias_text = ", ".join(f"{g} {v['mean_signed']:+.0%}" for g, v in logo["by_gpu"].items()
                           if abs(v["mean_signed"]) > 0.20) or "none"
     out += ["", *before_after_v0(report)]
+    out += ["", *gemm_section(report)]
     out += ["", *new_gpus_section(report)]
     out += ["", *before_after(report)]
     out += ["", "## What is met, what is missed, and why", "", NOTES.format(
@@ -854,6 +857,76 @@ BEFORE_GPUS = {"commit": "4a331cd", "rows": 316, "predictable": 288, "types": 7,
 NEW_SOURCES = {"djangodevreng-dgx-spark": "dgx-spark", "pegainfer-5090": "rtx-5090", "gpustack-dsr1-h200": "h200"}
 
 
+# the held-out figures of this script at 9d8a4a3 (374 rows), before the measured GEMM rate (throughput.gemm_ratio)
+BEFORE_GEMM = {"commit": "9d8a4a3",
+               "logo": {"TPOT": 0.140, "throughput": 0.063, "single-stream": 0.136, "TTFT": 0.215},
+               "loso": {"TPOT": 0.140, "throughput": 0.062, "single-stream": 0.136, "TTFT": 0.221},
+               "coverage": {"logo": 0.811, "loso": 0.817},
+               "bias": {"a100-40gb": 0.03, "a100-80gb": -0.06, "dgx-spark": 0.28, "h100-pcie": 0.05, "h100-sxm": 0.03,
+                        "h200": 0.12, "l4": 0.04, "mi300x": 0.12, "rtx-4090": 0.00, "rtx-5090": 1.85},
+               "classes": {"Ada-pcie": 1.2619, "Hopper-module": 1.4174, "Hopper-pcie": 0.8599}}
+
+
+def gemm_section(report: dict) -> list[str]:
+    """The measured GEMM rate (hardware_profiles measured_bf16_matmul_flops, throughput.gemm_ratio): each corpus
+    GPU's ratio, the in-sample tensor classes and the held-out errors before / after (every 'after' figure read from
+    the report)."""
+    from kvcalc import throughput
+    from kvcalc.hardware import get_gpu
+
+    by_gpu = report.get("logo", {}).get("by_gpu", {})
+    ada = (report.get("classes", {}).get("tensor") or {}).get("Ada-pcie", "-")
+    fe_ms = 1e3 * ((report.get("classes", {}).get("frontend") or {}).get("public") or 0.0)
+    out = ["## Measured GEMM rate (the tensor rate's base: datasheet x measured / datasheet)", "",
+           "A GPU without its own fit took its tensor rate as its datasheet's dense BF16 peak x the H200's fitted "
+           "fraction (0.6364). The datasheet peak is the rated boost clock's: a GeForce card runs its GEMMs above it, a "
+           "power-limited PCIe board below, the H200 at 0.80 of it. Each profile now carries the BF16 rate a large "
+           "torch.mm reaches on that GPU (`measured_bf16_matmul_flops`, from one public benchmark script run on every "
+           "card: https://github.com/zzc0721/torch-performance-test-data, database.md at 9d82827, the lines in each "
+           "profile's sources), and the tensor efficiency is the H200's x (measured / datasheet) over the H200's "
+           "(kvcalc/throughput.py gemm_ratio). Not fitted on the corpus, it is close to the tensor classes the corpus "
+           "had fitted without it (RTX 4090 x1.25 against Ada-pcie 1.26; H100 PCIe x0.82 against the in-sample "
+           "Hopper-pcie 0.86); the classes refitted on top of it are the rest (last row of the second table). "
+           f"Ada-pcie comes out {ada} with the public front end at {fe_ms:.1f} ms: the RTX 4090's lone prompts are "
+           "~200 tokens, where prefill and front end trade ('Tensor classes from prefill only' below), so the "
+           "in-sample class does not decide the card's prefill rate; the held-out columns, which refit both without "
+           "the GPU, are the test.", "",
+           "| GPU | datasheet BF16 (TFLOPS) | measured torch.mm | measured / datasheet | x on the H200-derived rate | "
+           "held-out mean bias before | after |", "|---|---:|---:|---:|---:|---:|---:|"]
+    for g in sorted(set(BEFORE_GEMM["bias"]) | set(by_gpu)):
+        gpu = get_gpu(g)
+        peak, meas = gpu.flops_for("bf16") or gpu.flops_for("fp16"), gpu.measured_bf16_matmul_flops
+        now, was = (by_gpu.get(g) or {}).get("mean_signed"), BEFORE_GEMM["bias"].get(g)
+        out.append(f"| {g} | {peak / 1e12:,.1f} | {'-' if not meas else f'{meas / 1e12:,.1f}'} | "
+                   f"{'-' if not meas else f'{meas / peak:.3f}'} | "
+                   f"{'fitted (measured)' if g in load_speed_measured() else f'{throughput.gemm_ratio(gpu):.3f}'} | "
+                   f"{'-' if was is None else f'{was:+.0%}'} | {'-' if now is None else f'{now:+.0%}'} |")
+    out += ["", "| quantity | target | before (" + BEFORE_GEMM["commit"] + ") | after |", "|---|---:|---|---|"]
+    for c, t in TARGET.items():
+        a = [(report.get(k, {}).get("by_class", {}).get(c) or {}).get("median_abs") for k in ("logo", "loso")]
+        b = [BEFORE_GEMM[k].get(c) for k in ("logo", "loso")]
+        if None not in a:
+            out.append(f"| {c} median abs error (leave-one-GPU-out / leave-one-source-out) | {t:.0%} | "
+                       f"{b[0]:.1%} / {b[1]:.1%} | {a[0]:.1%} / {a[1]:.1%} |")
+    cov = report.get("interval_coverage") or {}
+    out.append(f"| interval coverage | 80% | {BEFORE_GEMM['coverage']['logo']:.1%} / "
+               f"{BEFORE_GEMM['coverage']['loso']:.1%} | {(cov.get('logo') or 0):.1%} / {(cov.get('loso') or 0):.1%} |")
+    tensor = report.get("classes", {}).get("tensor", {})
+    out.append("| tensor classes (in-sample) | | " + ", ".join(f"{k} {v:g}" for k, v in BEFORE_GEMM["classes"].items())
+               + " | " + (", ".join(f"{k} {v:g}" for k, v in sorted(tensor.items())) or "none") + " |")
+    out += ["", "The FP8 tensor rate takes the same factor (the source measured BF16 only; on the RTX 5090 an "
+            "mma.sync peak test reads FP8 with FP32 accumulate at the BF16 rate, 370 TFLOPS, "
+            "https://main-horse.github.io/posts/5090-mm-perf, so its FP8 GEMM rate is an upper bound). The DGX Spark "
+            "(GB10) has no published torch.mm figure: it keeps its datasheet estimate (62.5 TFLOPS BF16)."]
+    return out
+
+
+def load_speed_measured() -> dict:
+    from kvcalc.constants import load
+
+    return load("speed")["measured"]
+
+
 def shipped_classes() -> dict:
     """The class constants kvcalc ships (speed.yaml `classes`, serve.yaml `frontend.public_hosts_s`)."""
     from kvcalc.constants import load
@@ -877,11 +950,11 @@ def new_gpus_section(report: dict) -> list[str]:
            f"{BEFORE_GPUS['predictable']} predictable, {BEFORE_GPUS['types']} GPU types); after: this page "
            f"({report['rows']} rows, {report['predictable']} predictable, {len(types)} GPU types with predictable rows that are "
            f"not known misses: {', '.join(types)}). "
-           "Held out (leave-one-GPU-out / leave-one-source-out), median |error|; no mechanism or constant was added for "
-           "these rows: the held-out columns refit the existing classes without the row's GPU or source (the "
-           "Blackwell-pcie tensor class, shared by GB10 and the RTX 5090 by generation, now has rows: the DGX Spark's "
-           "TTFTs at 0.2 req/s inform it, so the RTX 5090 held out takes it from them, and the DGX Spark held out "
-           "keeps the H200-derived rate).", "",
+           "Held out (leave-one-GPU-out / leave-one-source-out), median |error|; the held-out columns refit the "
+           "existing classes without the row's GPU or source. No Blackwell-pcie tensor class is fitted (no lone "
+           "Blackwell TTFT: the DGX Spark's 0.2 req/s TTFTs are loaded rows), so a Blackwell card's prefill is the "
+           "H200-derived efficiency x its measured GEMM rate ('Measured GEMM rate' below; the DGX Spark has none "
+           "published and keeps its datasheet).", "",
            "| quantity | target | before | after |", "|---|---:|---|---|"]
     for c, t in TARGET.items():
         a = [(report.get(k, {}).get("by_class", {}).get(c) or {}).get("median_abs") for k in ("logo", "loso")]
@@ -917,35 +990,69 @@ def new_gpus_section(report: dict) -> list[str]:
                    oss="djangodevreng-gpt-oss-20b-mxfp4-chat-c1", nem="djangodevreng-nemotron-3-nano-30b-a3b-nvfp4-chat-c1",
                    g31="djangodevreng-gemma-4-31b-it-nvfp4-chat-c1", q1="pegainfer5090-qwen3-4b-qps1-tpot",
                    q12="pegainfer5090-qwen3-4b-qps12-tpot", q12t="pegainfer5090-qwen3-4b-qps12-ttft",
-                   c4="gpustack-dsr1-h200-sharegpt-c4-tpot", burst="gpustack-dsr1-h200-sharegpt1000-tpot")
-    out += ["", "- **Not written to kvcalc**: the in-sample fit on this corpus differs from the shipped constants ("
-            + ("; ".join(moved) if moved else "none") + "). `--write-classes` was not run with this change: the added "
-            "rows are held-out evidence, and the refit would move every public GPU's figures (the public front end "
-            "is the median gap of the lone served prompts; the Hopper-pcie tensor class trades against that front end, "
-            "as noted below). A prompt at a request rate is lone only with at most 16 requests in flight by its run's "
+                   c4="gpustack-dsr1-h200-sharegpt-c4-tpot", burst="gpustack-dsr1-h200-sharegpt1000-tpot",
+                   q8t="pegainfer5090-qwen3-4b-qps8-ttft", q1t="pegainfer5090-qwen3-4b-qps1-ttft",
+                   q16t="pegainfer5090-qwen3-4b-qps16-ttft", q16o="pegainfer5090-qwen3-4b-qps16-out",
+                   r128t="gpustack-dsr1-h200-random128-ttft", r128o="gpustack-dsr1-h200-random128-output",
+                   r2kt="gpustack-dsr1-h200-random2k-ttft", r2kp="gpustack-dsr1-h200-random2k-tpot",
+                   b1t="gpustack-dsr1-h200-sharegpt1000-ttft", bf26c="djangodevreng-gemma-4-26b-a4b-it-bf16-chat-c1",
+                   nembf="djangodevreng-nemotron-3-nano-30b-a3b-bf16-chat-c1",
+                   bf26o="djangodevreng-gemma-4-26b-a4b-it-bf16-reasoning-output",
+                   g31t="djangodevreng-gemma-4-31b-it-nvfp4-reasoning-tpot",
+                   nv26c="djangodevreng-gemma-4-26b-a4b-it-nvfp4-chat-c1")
+    out += ["", "- **Class constants**: the in-sample fit on this corpus "
+            + (("differs from the constants shipped before this page's `--write-classes` run (" + "; ".join(moved)
+                + ")") if moved else "is what kvcalc ships") + ". With the measured GEMM rate in every profile that "
+            "has one, the tensor classes are what is left of each generation's kernels against cuBLAS's large GEMM. "
+            "A prompt at a request rate is lone only with at most 16 requests in flight by its run's "
             "own figures (`in_flight`: rate x measured TTFT + (output_len - 1) x TPOT, at most num_prompts): the DGX "
             "Spark 09-reasoning runs at 0.2 req/s keep 42-50 requests of ~4,000 tokens in flight and are loaded rows, "
             "out of the front-end and tensor-class fits; the io.net 1 req/s rows keep 1-11 of ~200 tokens.",
-            f"- **DGX Spark** (GB10, vLLM 0.26.0, FP8 KV): lone decode is close where the weights are what kvcalc "
-            f"counts (Gemma 4 31B NVFP4 {e['g31']}); loaded decode is slow in kvcalc (TPOT with most of the run's "
-            f"50 prompts in flight: Gemma 4 26B-A4B BF16 {e['bf26']}). The Gemma-4-26B-A4B-NVFP4 checkpoint reads "
-            f"its experts in NVFP4 since checkpoint.module_paths places Gemma 4's experts (17.6 GiB of weights; "
-            f"they were read as BF16): its 0.2 req/s TPOT is {e['nv26']}. The 4-bit MoE checkpoints decode "
-            f"at about half kvcalc's rate alone (gpt-oss-20b MXFP4 {e['oss']}, Nemotron 3 Nano NVFP4 {e['nem']}): on "
-            "sm_121 vLLM runs them through Marlin (the server flags say `--moe-backend marlin --linear-backend "
-            "marlin`; without them vLLM 0.26.0 lands MXFP4 MoE there too: oracle/mxfp4.py _get_priority_backends tries "
-            "FlashInfer TRT-LLM, DeepGEMM, then Marlin, and experts/trtllm_mxfp4_moe.py:85-87 takes compute "
-            "capability family 100 only), a W4A16 dequantization kvcalc does not price there.",
-            f"- **RTX 5090** (vLLM 0.22.1, Qwen3-4B BF16, 1,024 / 128 Poisson): TPOT at 1 req/s {e['q1']}; from 8 "
-            f"req/s kvcalc saturates early (12 req/s: TPOT {e['q12']}, TTFT {e['q12t']}): its prefill on the "
-            "Blackwell consumer card is too slow: held out, no lone Blackwell TTFT is left to fit a Blackwell-pcie "
-            "tensor class from (the DGX Spark's 0.2 req/s TTFTs are loaded rows by `in_flight`; fitted on them the "
-            "class was 1.31 and this GPU's mean bias +26%), so it takes the H200-derived tensor efficiency.",
-            f"- **H200, public host** (gpustack, 8x H200, DeepSeek-R1-0528 FP8, vLLM v0.11.0 `-tp 8`): a burst of "
-            f"1,000 ShareGPT prompts has the TPOT right ({e['burst']}) but at 4 concurrent requests kvcalc decodes "
-            f"2.4x too fast ({e['c4']} TPOT): DeepSeek's TP 8 step at a small batch is not priced (MLA + 256-expert "
-            "MoE over 61 layers with two all-reduces each). The H200 keeps the project's own constants "
-            "(speed.yaml `measured`), so these rows test them on a second host; they fit nothing."]
+            f"- **DGX Spark** (GB10, vLLM 0.26.0, FP8 KV), held out. Alone (concurrency 1) decode is close where vLLM "
+            f"runs BF16 or a dense model (Gemma 4 31B NVFP4 {e['g31']}, Gemma 4 26B-A4B BF16 {e['bf26c']}, Nemotron 3 "
+            f"Nano BF16 {e['nembf']}); the 4-bit MoE checkpoints decode at about half kvcalc's rate (gpt-oss-20b MXFP4 "
+            f"{e['oss']}, Gemma 4 26B-A4B NVFP4 {e['nv26c']}, Nemotron 3 Nano NVFP4 "
+            f"{e['nem']}). vLLM runs their experts through Marlin on sm_121 (the NVFP4 servers' flags, meta.json: "
+            "`--moe-backend marlin --linear-backend marlin`, VLLM_USE_FLASHINFER_MOE_FP4=0; gpt-oss's MXFP4 lands there "
+            "by vLLM 0.26.0's own order: oracle/mxfp4.py _get_priority_backends tries FlashInfer TRT-LLM, DeepGEMM, "
+            "then Marlin, experts/trtllm_mxfp4_moe.py:85-87 takes compute capability family 100 only, and "
+            "experts/marlin_moe.py:610-612 accepts any CUDA GPU from 7.5): a W4A16 kernel that dequantizes FP4 to BF16 "
+            "and multiplies in BF16. Its measured extra over kvcalc's bytes is 6-19 ms a step (0.28-0.63 ms per MoE "
+            "layer, 23-57 us per expert GEMM, 140-410 FP32 operations per weight element if it were the "
+            "dequantization): no per-element, per-layer or per-GEMM constant fits the three, so nothing is priced; the "
+            "dense NVFP4 checkpoint through the same Marlin linear backend is on its bytes. Loaded (the 09-reasoning "
+            "runs, 50 prompts at 0.2 req/s with up to 49 in flight): the runs' lengths are now drawn as vllm bench drew "
+            "them (random_range_ratio 0.9 from each run's own log: outputs uniform in 410-7,782 tokens, so fewer "
+            f"requests overlap than at a fixed 4,186), and kvcalc still decodes too slowly (Gemma 4 26B-A4B BF16 TPOT "
+            f"{e['bf26']}, output throughput {e['bf26o']}; Gemma 4 31B NVFP4 TPOT {e['g31t']}): the measured 151 ms "
+            "step at ~28 requests in flight (throughput x TPOT) reads at most 41 GB at the 273 GB/s peak, where "
+            "uniform top-8 routing over 128 experts touches 84% of them (43 GB of BF16 experts and dense weights at "
+            "0.83 of the peak, 190 ms): the experts a batch touches are fewer than independent routing gives, or the "
+            "achieved LPDDR5X bandwidth is above the pooled 0.831; neither has a source here. Noticed, not changed: "
+            "kvcalc's decode reads every attention layer's KV over the whole context, sliding-window layers included "
+            "(Gemma 4 26B-A4B: 112,895 B a token at FP8 = all 30 layers; vLLM 0.26.0's Triton attention reads a sliding "
+            "layer's last 1,024 tokens only: v1/attention/ops/triton_unified_attention.py:399-419, the tile loop "
+            "bounded by compute_tile_loop_bounds(..., SLIDING_WINDOW, ...)), which over-reads 2.5x at 3,000 tokens of context there; fixing it moves every "
+            "sliding-window model's decode and the H200 fit's Gemma rows, so it is left to its own change.",
+            f"- **RTX 5090** (vLLM 0.22.1, Qwen3-4B BF16, 1,024 / 128 Poisson), held out: TPOT at 1 req/s {e['q1']}, "
+            f"TTFT {e['q1t']}; 8 req/s TTFT {e['q8t']}; 12 req/s TPOT {e['q12']}, TTFT {e['q12t']}; 16 req/s (past "
+            f"saturation) TTFT {e['q16t']}, throughput {e['q16o']}. Its prefill takes the measured GEMM rate (x1.42 "
+            "of the H200-derived efficiency, below); before it the held-out prefill was the H200-derived 133 TFLOPS "
+            "and the card saturated from 8 req/s in kvcalc (12 req/s TPOT +297%, TTFT +1298%; mean bias +185%). "
+            "What is left is the loaded TTFT (8-10 req/s): the measured 68-79 ms is 12-23 ms over the lone prompt's.",
+            f"- **H200, public host** (gpustack, 8x H200, DeepSeek-R1-0528 FP8, vLLM v0.11.0 `-tp 8`): the H200 keeps "
+            "the project's own constants (speed.yaml `measured`, no class applies), so these rows test them on a "
+            "second host and fit nothing. The rows are what the page prints (totals / prompts = the lengths; e.g. the "
+            "128-token run: 1,000 x 4 tokens / 181.27 tok/s = 22.1 s), no unit or parsing error. Two things miss, "
+            "neither the H200's constants: (1) every prompt at once through the chat endpoint: the first tokens "
+            f"wait for the API server, not the GPU (1,000 prompts of 127 tokens: TTFT {e['r128t']}, the measured "
+            "19.4 s mean for 127k prompt tokens the GPUs prefill in ~2 s, so ~50 requests/s through the front end, "
+            "as the project's own serve run k found its API server saturating at 32-64 req/s; the run's output "
+            f"throughput {e['r128o']}; the 1,000-prompt ShareGPT burst's TTFT {e['b1t']}, its TPOT {e['burst']}); "
+            "kvcalc books the front end as a latency per request, not as a serial resource; (2) DeepSeek-R1's step at "
+            f"TP 8 (MLA, 256 experts each sharded 8 ways, 61 layers): 4 concurrent requests decode {e['c4']} TPOT "
+            f"(19.4 ms measured, 8 ms in kvcalc) and the 2k-token burst's prefill is ~3x kvcalc's (TTFT {e['r2kt']}, "
+            f"TPOT {e['r2kp']}): kernels of an expert shard 1/8 wide, not priced."]
     return out
 
 

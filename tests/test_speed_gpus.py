@@ -98,6 +98,30 @@ def test_class_keys_follow_the_hardware():
     assert throughput.class_keys(get_gpu("h100-pcie"))["tensor"] == "Hopper-pcie"
 
 
+def test_tensor_rate_takes_the_measured_gemm_rate_over_the_h200s():
+    # hand-checked: RTX 5090 datasheet 209.5 TFLOPS BF16 (FP32 accumulate), torch.mm measured 238.04 (1.1362 of it);
+    # H200 989.5 datasheet, 790.29 measured (0.7987); the H200's fitted fraction 0.6364 on the 5090's datasheet, x
+    # 1.1362 / 0.7987 = 1.4227: 209.5 x 0.6364 x 1.4227 = 189.7 TFLOPS (without it 133.3: the held-out 5090's
+    # prefill came out ~1.4x too slow and its 8-12 req/s runs saturated early)
+    g5090, spark, h200 = get_gpu("rtx-5090"), get_gpu("dgx-spark"), get_gpu("h200")
+    assert throughput.gemm_ratio(g5090) == pytest.approx((238.04 / 209.5) / (790.29 / 989.5))
+    assert throughput.gemm_ratio(g5090) == pytest.approx(1.4227, abs=1e-3)
+    with throughput.class_override({}):
+        rates = throughput.gpu_rates(g5090)
+        assert rates.tensor == pytest.approx(189.7e12, rel=1e-3)
+        assert rates.tensor_fp8 == pytest.approx(419e12 * 0.6364 * 1.4227, rel=1e-3)
+        assert "x1.423" in rates.source
+        # no public measurement: the datasheet stands (DGX Spark); the H200 keeps its own fit, whatever its profile says
+        assert throughput.gemm_ratio(spark) == 1.0
+        assert throughput.gpu_rates(spark).tensor == pytest.approx(62.5e12 * 0.6364, rel=1e-3)
+        assert throughput.gpu_rates(h200).tensor == pytest.approx(989.5e12 * 0.6364, rel=1e-3)
+    # a power-limited PCIe board runs below the H200's fraction: H100 PCIe 495.93 / 756.5 = 0.6556 -> x0.821
+    assert throughput.gemm_ratio(get_gpu("h100-pcie")) == pytest.approx(0.821, abs=1e-3)
+    # `kvcalc gpus` says so where it applies, and not where it does not
+    assert "x0.93 from a public torch.mm measurement" in speed_basis(get_gpu("l40s"))[1]
+    assert "torch.mm" not in speed_basis(spark)[1] and "torch.mm" not in speed_basis(h200)[1]
+
+
 def test_class_override_moves_only_unfitted_gpus():
     spec, w, kv = load_model("llama-3.1-8b"), weight_format("bf16"), kv_format("auto")
     l4, h200 = get_gpu("l4"), get_gpu("h200")

@@ -73,6 +73,9 @@ class GpuProfile:
     tdp_watts: int | None = None
     form_factor: str | None = None
     sm_count: int | None = None  # streaming multiprocessors (CUs on AMD): sizes per-SM kernel buffers
+    # BF16 FLOP/s a large square torch.mm reaches (a public measurement, named in sources): the datasheet's dense peak
+    # is the rated boost clock's; GeForce cards run above it, power-limited PCIe boards below it
+    measured_bf16_matmul_flops: float | None = None
     sources: dict[str, str] = field(default_factory=dict)
 
     # -- handy views ----------------------------------------------------------------------------------------------

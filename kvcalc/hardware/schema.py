@@ -54,6 +54,9 @@ class GpuProfileSchema(BaseModel):
     achievable_bandwidth_fraction: float = Field(
         gt=0, le=1, description="share of datasheet bandwidth a large device-to-device copy reaches"
     )
+    measured_bf16_matmul_flops: float | None = Field(
+        default=None, gt=0, le=MAX_FLOPS,
+        description="BF16 FLOP/s a large dense torch.mm reaches on this GPU (public measurement, sources names it)")
     sources: dict[str, str] = Field(default_factory=dict, max_length=MAX_SOURCES,
                                     description="field -> where the number came from")
 
