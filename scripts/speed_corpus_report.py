@@ -115,7 +115,9 @@ def setup(row: dict):
     kwargs = {"vllm_version": version} if version else {}
     req = PlanRequest(spec=spec, gpu=get_gpu(row["gpu"]), context=wl.input_len + wl.output_len, engines=("vllm",),
                       weights=WEIGHTS[row["weights"]] or None, kv=row.get("kv") or "auto", tp=int(row.get("tp") or 1),
-                      entrypoint="offline" if row["mode"].startswith("offline") else "serve", workload=wl, **kwargs)
+                      entrypoint="offline" if row["mode"].startswith("offline") else "serve", workload=wl,
+                      # a row whose source ran --enforce-eager (no CUDA/HIP graphs) is predicted so, as plan is told
+                      enforce_eager=bool(row.get("enforce_eager")), **kwargs)
     # the engine estimate plan's row is built from (kvcalc/plan.py _vllm_row), without timing the workload
     from kvcalc.engines import vllm as vllm_engine
     from kvcalc.checkpoint import baseline_weights
