@@ -116,8 +116,11 @@ def setup(row: dict):
     req = PlanRequest(spec=spec, gpu=get_gpu(row["gpu"]), context=wl.input_len + wl.output_len, engines=("vllm",),
                       weights=WEIGHTS[row["weights"]] or None, kv=row.get("kv") or "auto", tp=int(row.get("tp") or 1),
                       entrypoint="offline" if row["mode"].startswith("offline") else "serve", workload=wl,
-                      # a row whose source ran --enforce-eager (no CUDA/HIP graphs) is predicted so, as plan is told
-                      enforce_eager=bool(row.get("enforce_eager")), **kwargs)
+                      # server flags the source states (--enforce-eager, --gpu-memory-utilization, --max-num-seqs,
+                      # --max-num-batched-tokens) reach the plan request as `kvcalc plan` is told them; absent: vLLM's
+                      enforce_eager=bool(row.get("enforce_eager")), util=row.get("gpu_memory_utilization"),
+                      max_num_seqs=row.get("max_num_seqs"), max_num_batched_tokens=row.get("max_num_batched_tokens"),
+                      **kwargs)
     # the engine estimate plan's row is built from (kvcalc/plan.py _vllm_row), without timing the workload
     from kvcalc.engines import vllm as vllm_engine
     from kvcalc.checkpoint import baseline_weights
