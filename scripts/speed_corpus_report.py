@@ -40,6 +40,8 @@ CORPUS = ROOT / "docs" / "validation" / "data" / "speed-corpus" / "corpus.jsonl"
 WEIGHTS = {"bf16": "bf16", "fp16": "bf16", "fp8": "fp8", "fp8-dynamic": "fp8", "awq": "awq", "awq-marlin": "awq",
            "gptq": "gptq", "gptq-marlin": "gptq", "w4a16": "w4a16", "nf4": "nf4", "gptq-int8": "w8a8",
            "gptq-marlin-int8": "w8a8",
+           # compressed-tensors INT8 W8A8 (per-channel INT8 weights, per-token INT8 activations: CutlassInt8ScaledMM)
+           "w8a8-int8": "w8a8",
            # the checkpoint's own quantization (ModelOpt NVFP4, gpt-oss's MXFP4): kvcalc reads it from the catalog
            # model's quantization config (checkpoint.baseline_weights), as plan's baseline row does
            "nvfp4": None, "mxfp4": None}
