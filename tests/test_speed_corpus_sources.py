@@ -61,6 +61,7 @@ CASES = [
     ("bpt-l4-qwen3-0.6b-gptq-long8k-ttft", lambda q: _cell(q, "TTFT 8k (ms)"), 1),
     ("bpt-l4-qwen3-1.7b-fp8-decode-c1-tpot", lambda q: _cell(q, "Measured TPOT (ms)"), 1),
     ("bpt-l4-qwen3-1.7b-fp8kv-long32k-tpot", lambda q: _cell(q, "TPOT at 32k (ms)"), 1),
+    ("tt340-a100-qwen3-30b-a3b-2048-128-c1-ttft", lambda q: _cell(q, "TTFT (ms)"), 1),
 ]
 
 
@@ -75,7 +76,7 @@ def test_every_new_source_has_a_checked_row():
     assert sources == {"gpustack-gptoss20b-a100", "gpustack-gptoss120b-a100", "gpustack-qwen3-32b-a100",
                        "gpustack-qwen3-235b-a100", "dstack-405b-h100-mi300x", "vllm-recipes-dsv32-h20",
                        "llm-price-compass-a10g", "vllm-43232-b200", "dennislee22-vllm-benchmarking", "fxassist-t4",
-                       "bytes-per-token-l4", "bytes-per-token-l4-kv"}
+                       "bytes-per-token-l4", "tenstorrent-gpu-ref-qwen3-a100"}
 
 
 @pytest.mark.parametrize("row_id", ["gpustack-qwen3-235b-a100-random4k-tpot", "recipes-dsv32-h20-rate10-output",
