@@ -40,6 +40,8 @@ CORPUS = ROOT / "docs" / "validation" / "data" / "speed-corpus" / "corpus.jsonl"
 WEIGHTS = {"bf16": "bf16", "fp16": "bf16", "fp8": "fp8", "fp8-dynamic": "fp8", "awq": "awq", "awq-marlin": "awq",
            "gptq": "gptq", "gptq-marlin": "gptq", "w4a16": "w4a16", "nf4": "nf4", "gptq-int8": "w8a8",
            "gptq-marlin-int8": "w8a8",
+           # compressed-tensors INT8 W8A8 (per-channel INT8 weights, per-token INT8 activations: CutlassInt8ScaledMM)
+           "w8a8-int8": "w8a8",
            # the checkpoint's own quantization (ModelOpt NVFP4, gpt-oss's MXFP4): kvcalc reads it from the catalog
            # model's quantization config (checkpoint.baseline_weights), as plan's baseline row does
            "nvfp4": None, "mxfp4": None}
@@ -117,7 +119,12 @@ def setup(row: dict):
     kwargs = {"vllm_version": version} if version else {}
     req = PlanRequest(spec=spec, gpu=get_gpu(row["gpu"]), context=wl.input_len + wl.output_len, engines=("vllm",),
                       weights=WEIGHTS[row["weights"]] or None, kv=row.get("kv") or "auto", tp=int(row.get("tp") or 1),
-                      entrypoint="offline" if row["mode"].startswith("offline") else "serve", workload=wl, **kwargs)
+                      entrypoint="offline" if row["mode"].startswith("offline") else "serve", workload=wl,
+                      # server flags the source states (--enforce-eager, --gpu-memory-utilization, --max-num-seqs,
+                      # --max-num-batched-tokens) reach the plan request as `kvcalc plan` is told them; absent: vLLM's
+                      enforce_eager=bool(row.get("enforce_eager")), util=row.get("gpu_memory_utilization"),
+                      max_num_seqs=row.get("max_num_seqs"), max_num_batched_tokens=row.get("max_num_batched_tokens"),
+                      **kwargs)
     # the engine estimate plan's row is built from (kvcalc/plan.py _vllm_row), without timing the workload
     from kvcalc.engines import vllm as vllm_engine
     from kvcalc.checkpoint import baseline_weights
