@@ -117,7 +117,7 @@ def speed_trust(gpu: GpuProfile, engine: str, weights: WeightFormat, kv: KvForma
     if engine == "hf":
         if gpu.id in load("throughput").get("fitted_bandwidth", {}):
             label, backing = LABELS[0], (f"{gpu.id}: transformers' step fitted on its own runs "
-                                         "(kvcalc/data/throughput.yaml hf) at the median of eight leases' hosts; "
+                                         "(kvcalc/data/throughput.yaml hf) at the median of nine leases' hosts; "
                                          "the range is the other leases' spread (eager launches follow the host CPU)")
             kind = "measured"
             if f"hf-{metric}" in (_intervals().get("measured") or {}):
@@ -129,7 +129,7 @@ def speed_trust(gpu: GpuProfile, engine: str, weights: WeightFormat, kv: KvForma
             assumptions.append(f"achievable_bandwidth_fraction {gpu.achievable_bandwidth_fraction} (hardware profile)")
     if engine == "hf" and batch > 1 and not kv.hf_quantized:
         label = LABELS[4]
-        backing += ("; known miss: one lease of eight (v1 runs, 3B and 8B, batch 8) measured transformers' default "
+        backing += ("; known miss: one lease of nine (v1 runs, 3B and 8B, batch 8) measured transformers' default "
                     "cache at 75 ms a step against 23-29 ms at batch 1; the v2, v4 and v5 leases measured batch 8 at "
                     "0.97-1.4x their batch 1, as kvcalc's step has it")
     if kv.vllm_name is not None and kv.bits == 8 and engine == "vllm" and fp8_kv_path(gpu) == "emulated-legacy":
