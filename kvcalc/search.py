@@ -553,8 +553,18 @@ def retime(req: SearchRequest, rows: list[Deployment], max_model_len: int) -> tu
     still meet the targets and how many the simulation put over each."""
     from .plan import FormatChoice, _vllm_row
 
+    def plan_row(d: Deployment):
+        preq = replica_request(req, d, max_model_len)
+        return _vllm_row(preq, FormatChoice("search", "search", preq.asked_weights, preq.asked_kv, None))
+
+    return retime_with(req, rows, plan_row)
+
+
+def retime_with(req, rows: list, plan_row) -> tuple[list, dict]:
+    """retime's loop for either engine: `plan_row(d)` is plan's row of a screened deployment d (vLLM's or SGLang's),
+    whose simulated figures replace the screen's on d; the rows past SIMULATED_ROWS keep the screen's figures."""
     tg = req.targets
-    kept: list[Deployment] = []
+    kept: list = []
     over = {"throughput": 0, "ttft": 0, "tpot": 0}
     want = min(req.top, SIMULATED_ROWS)
     for i, d in enumerate(rows):
@@ -563,9 +573,7 @@ def retime(req: SearchRequest, rows: list[Deployment], max_model_len: int) -> tu
             break
         if i >= 3 * want:
             break
-        preq = replica_request(req, d, max_model_len)
-        choice = FormatChoice("search", "search", preq.asked_weights, preq.asked_kv, None)
-        row = _vllm_row(preq, choice)
+        row = plan_row(d)
         b = row.bench
         d.ttft_ms, d.tpot_ms = b.ttft_s * 1e3, b.tpot_s * 1e3
         d.e2e_ms, d.itl_ms = b.e2e_s * 1e3, (b.itl_s or 0.0) * 1e3

@@ -388,43 +388,17 @@ def replica_request(req, d: SglangDeployment, context: int, version: str):
 
 def retime(req, rows: list[SglangDeployment], context: int, version: str) -> tuple[list[SglangDeployment], dict]:
     """Re-time the cheapest screened rows with plan's SGLang row of each (plan._sglang_row: the simulation with
-    SGLang's scheduler, workload.vllm_bench sglang=), until --top meet the targets or 3 x --top were tried (the rest
-    keep the screen's figures past search.SIMULATED_ROWS); KV capacity and concurrency from the same row. Returns the
-    rows that still meet the targets and how many the simulation put over each."""
+    SGLang's scheduler, workload.vllm_bench sglang=), by search.retime_with's loop: until --top meet the targets or
+    3 x --top were tried (the rest keep the screen's figures past search.SIMULATED_ROWS); KV capacity and concurrency
+    from the same row. Returns the rows that still meet the targets and how many the simulation put over each."""
     from .plan import FormatChoice, _sglang_row
-    from .search import SIMULATED_ROWS
+    from .search import retime_with
 
-    tg = req.targets
-    kept: list[SglangDeployment] = []
-    over = {"throughput": 0, "ttft": 0, "tpot": 0}
-    want = min(req.top, SIMULATED_ROWS)
-    for i, d in enumerate(rows):
-        if len(kept) >= want:
-            kept += rows[i:i + req.top - len(kept)]
-            break
-        if i >= 3 * want:
-            break
+    def plan_row(d: SglangDeployment):
         preq = replica_request(req, d, context, version)
-        row = _sglang_row(preq, FormatChoice("search", "search", preq.asked_weights, preq.asked_kv, None))
-        b = row.bench
-        d.ttft_ms, d.tpot_ms = b.ttft_s * 1e3, b.tpot_s * 1e3
-        d.e2e_ms, d.itl_ms = b.e2e_s * 1e3, (b.itl_s or 0.0) * 1e3
-        d.percentiles = dict(b.percentiles)
-        d.output_tokens_per_s = b.output_tokens_per_s * d.replicas
-        d.usd_per_million_output_tokens = d.cost_per_hour / (d.output_tokens_per_s * 3600) * 1e6 \
-            if d.output_tokens_per_s > 0 else math.inf
-        d.kv_capacity_tokens = int(row.kv_capacity_tokens)
-        d.max_concurrency = int(row.max_concurrency) * d.replicas
-        d.timing = "simulation"
-        if b.saturated:
-            over["throughput"] += 1
-        elif tg.max_ttft_ms is not None and d.ttft_ms > tg.max_ttft_ms:
-            over["ttft"] += 1
-        elif tg.max_tpot_ms is not None and d.tpot_ms > tg.max_tpot_ms:
-            over["tpot"] += 1
-        else:
-            kept.append(d)
-    return kept, over
+        return _sglang_row(preq, FormatChoice("search", "search", preq.asked_weights, preq.asked_kv, None))
+
+    return retime_with(req, rows, plan_row)
 
 
 def server_of(kw: dict, res) -> str:

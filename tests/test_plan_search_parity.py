@@ -32,6 +32,25 @@ def _cases(n=6, seed=25):
         yield model, gpu, w, k, conc if rate is None else None, rate, i, o, util
 
 
+def assert_shared_fields_equal(d, row, **extra) -> None:
+    """Every field search's deployment d and plan's row both print is the same number (extra: engine-specific
+    pairs, (search's, plan's))."""
+    b = row.bench
+    shared = {
+        "kv_capacity_tokens": (d.kv_capacity_tokens, row.kv_capacity_tokens),
+        "max_concurrency": (d.max_concurrency, row.max_concurrency),
+        **extra,
+        "ttft_ms": (d.ttft_ms, b.ttft_s * 1e3),
+        "tpot_ms": (d.tpot_ms, b.tpot_s * 1e3),
+        "e2e_ms": (d.e2e_ms, b.e2e_s * 1e3),
+        "itl_ms": (d.itl_ms, (b.itl_s or 0) * 1e3),
+        "output_tokens_per_s": (d.output_tokens_per_s, b.output_tokens_per_s),
+        "percentiles": (d.percentiles, b.percentiles),
+    }
+    for name, (theirs, ours) in shared.items():
+        assert theirs == ours, name
+
+
 @pytest.mark.parametrize("model,gpu,w,k,conc,rate,i,o,util", list(_cases()))
 def test_search_shows_what_plan_says(model, gpu, w, k, conc, rate, i, o, util):
     spec = load_model(model)
@@ -46,19 +65,7 @@ def test_search_shows_what_plan_says(model, gpu, w, k, conc, rate, i, o, util):
                           max_num_batched_tokens=d.max_num_batched_tokens, max_num_seqs=d.max_num_seqs, tp=d.tp,
                           workload=wl)
         row = row_for(req)
-        b = row.bench
-        shared = {  # every field both print
-            "kv_capacity_tokens": (d.kv_capacity_tokens, row.kv_capacity_tokens),
-            "max_concurrency": (d.max_concurrency, row.max_concurrency),
-            "ttft_ms": (d.ttft_ms, b.ttft_s * 1e3),
-            "tpot_ms": (d.tpot_ms, b.tpot_s * 1e3),
-            "e2e_ms": (d.e2e_ms, b.e2e_s * 1e3),
-            "itl_ms": (d.itl_ms, (b.itl_s or 0) * 1e3),
-            "output_tokens_per_s": (d.output_tokens_per_s, b.output_tokens_per_s),
-            "percentiles": (d.percentiles, b.percentiles),
-        }
-        for name, (theirs, ours) in shared.items():
-            assert theirs == ours, name
+        assert_shared_fields_equal(d, row)
 
 
 def test_gemma3_kv_capacity_is_vllms_logged_figure_in_both():
@@ -124,20 +131,8 @@ def test_sglang_search_shows_what_plan_says(model, gpu, w, k, conc, rate, i, o):
         row = row_for(req)
         assert row.engine == "sglang" and row.sglang.mem_fraction_static == pytest.approx(d.mem_fraction_static,
                                                                                          abs=1e-4)
-        b = row.bench
-        shared = {
-            "kv_capacity_tokens": (d.kv_capacity_tokens, row.kv_capacity_tokens),
-            "max_concurrency": (d.max_concurrency, row.max_concurrency),
-            "max_running_requests": (d.max_running_requests, row.sglang.max_running_requests),
-            "ttft_ms": (d.ttft_ms, b.ttft_s * 1e3),
-            "tpot_ms": (d.tpot_ms, b.tpot_s * 1e3),
-            "e2e_ms": (d.e2e_ms, b.e2e_s * 1e3),
-            "itl_ms": (d.itl_ms, (b.itl_s or 0) * 1e3),
-            "output_tokens_per_s": (d.output_tokens_per_s, b.output_tokens_per_s),
-            "percentiles": (d.percentiles, b.percentiles),
-        }
-        for name, (theirs, ours) in shared.items():
-            assert theirs == ours, name
+        assert_shared_fields_equal(d, row, max_running_requests=(d.max_running_requests,
+                                                                row.sglang.max_running_requests))
         # the screen it passed stays below the simulation: TPOT within 5% (as vLLM's), TTFT below it but for the
         # warm-up's cached prompt (sglang.bench_serving primes the radix cache with the run's first prompt, so one
         # request of num_prompts prefills its last token only: workload.vllm_bench)
