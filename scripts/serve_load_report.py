@@ -46,7 +46,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "docs" / "validation" / "data" / "v4" / "serve"
-CASES = {run: ROOT / "scripts" / "gpu_v4" / f"serve_cases_{run}.json" for run in "abcdefghijk"}
+CASES = {run: ROOT / "scripts" / "gpu_v4" / f"serve_cases_{run}.json" for run in "abcdefghijklmn"}
 FIT = ("llama-3.1-8b.c1_1k_256",)  # the front-end cost's fit set; everything else is held out
 # runs whose kvcalc figures were committed before they ran (predictions-efg.json, commit 538b526): their split is
 # "pre-registered"; the blind errors are those figures' (blind_summary), the table's are the current model's
@@ -54,6 +54,9 @@ PREDICTIONS = {"e": DATA / "predictions-efg.json", "f": DATA / "predictions-efg.
                "h": DATA / "predictions-hi.json", "i": DATA / "predictions-hi.json", "j": DATA / "predictions-j.json",
                "k": DATA / "predictions-k.json"}
 PRE_REGISTERED = tuple(PREDICTIONS)
+# runs measured after the last change to the load model (2026-12-04: runs m and n, the API server's instruments; run l's
+# profiled servers are not modelled): held out, scored apart from runs a-d, which the model was changed looking at
+LATE_HELD_OUT = ("m", "n")
 # the pre-registered runs by the commit that made their figures: scored apart, each the honest number of its session
 PRE_GROUPS = {"e-g": ("e", "f", "g"), "h-i": ("h", "i"), "j": ("j",), "k": ("k",)}
 PRE_COMMITS = {"e-g": "538b526", "h-i": "3599840", "j": "16ce30e", "k": "6461503"}
@@ -128,6 +131,9 @@ def simulate_case(case: dict, frontend_s: float | None = None):
 
 
 HF_DECODE = ROOT / "docs" / "validation" / "data" / "v4" / "hf_decode.jsonl"
+# the transformers references of runs l-n (one per lease, 2026-12-04): read here for their session's CPU scale only,
+# kept out of hf_decode_report's fit and lease statistics (v4/hf_decode.jsonl), which they were not part of
+HF_DECODE_SERVE = ROOT / "docs" / "validation" / "data" / "v4" / "hf_decode-serve-2026-12-04.jsonl"
 
 
 SESSION_GAP_H = 0.5  # measurements further apart than this are different machines (the device is handed back after ~30 s idle; one lease's commands follow each other within minutes)
@@ -142,7 +148,7 @@ def _stamp(text: str):
 
 def _hf_default_rows() -> list[dict]:
     rows = []
-    for line in HF_DECODE.read_text().splitlines():
+    for line in HF_DECODE.read_text().splitlines() + HF_DECODE_SERVE.read_text().splitlines():
         r = json.loads(line)
         st = r.get("settings", {})
         if r.get("decode_ms_per_step") and st.get("kv") == "auto" and st.get("weights") == "bf16":
@@ -460,7 +466,8 @@ def report(frontend: float | None = None) -> dict:
             "host_cpu_scale": {day: _cpu_scale(day) for day in sorted({session_of_case(c) for c in cases})},
             "client_send_s": statistics.fmean(gaps), "held_out_burst_spacing_s": [min(spacing), max(spacing)],
             "rows": rows,
-            "held_out_summary": summary, "pre_registered_summary": pre, "blind_summary": {g: blind_summary(cases, rs) for g, rs in PRE_GROUPS.items()},
+            "held_out_summary": summary, "pre_registered_summary": pre,
+            "late_held_out_summary": summarize([r for r in rows if r["split"] == "held-out (m-n)"]), "blind_summary": {g: blind_summary(cases, rs) for g, rs in PRE_GROUPS.items()},
             "steady_state": steady_report(cases), "lone_request_path": lone_request_path(cases),
             "request_path": request_path(cases),
             "first_request": {"fitted_s": fit_first_request(cases), "rows": first_request_rows(cases)}}
@@ -479,6 +486,8 @@ def split_of(case: dict) -> str:
         return "fit (launch)"
     if not_modelled(case["shape"]):
         return f"not modelled ({not_modelled(case['shape'])})"
+    if case["run"] in LATE_HELD_OUT:
+        return "held-out (m-n)"
     return "pre-registered" if case["run"] in PRE_REGISTERED else "held-out"
 
 
@@ -489,7 +498,9 @@ def not_modelled(shape: dict) -> str | None:
         return "API servers"
     if "KVCALC_SWITCH_INTERVAL_S" in shape.get("env", {}):
         return "GIL interval"
-    return None
+    if shape.get("env", {}).get("KVCALC_GC_DISABLE") == "1":  # run m's diagnostic: the API server's collector off
+        return "GC off"
+    return shape.get("not_modelled")  # run l: a sampling profiler in every server process (it slowed them)
 
 
 def api_servers(shape: dict) -> int:
@@ -548,7 +559,8 @@ def raw_members(suffixes=(".json", ".metrics.txt")) -> dict:
     return _RAW[key]
 
 
-RAW_TARBALLS = ("raw.tar.gz", "raw-efg.tar.xz", "raw-h.tar.xz", "raw-i.tar.xz", "raw-j.tar.xz", "raw-k.tar.xz")
+RAW_TARBALLS = ("raw.tar.gz", "raw-efg.tar.xz", "raw-h.tar.xz", "raw-i.tar.xz", "raw-j.tar.xz", "raw-k.tar.xz",
+                "raw-l.tar.xz", "raw-m.tar.xz", "raw-n.tar.xz")
 
 
 _RAW: dict = {}
@@ -725,6 +737,10 @@ def markdown(rep: dict) -> str:
 
     lines.append("Held out, runs a-d (" + str(s["mean_ttft"]["of"]) + " runs, in-sample: the model was changed while "
                  "looking at them): " + line(s) + ".")
+    late = rep["late_held_out_summary"]
+    if late:
+        lines.append("Held out, runs m-n (" + str(late["mean_ttft"]["of"]) + " runs of the default server, measured on "
+                     "2026-12-04 after the load model's last change, nothing fitted on them): " + line(late) + ".")
     for group, runs_in in PRE_GROUPS.items():
         blind, now = rep["blind_summary"].get(group), rep["pre_registered_summary"].get(group)
         if not blind:

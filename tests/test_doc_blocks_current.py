@@ -7,7 +7,7 @@ import pytest
 
 from script_loader import load_script
 
-REPORTS = ("public_logs_report", "sglang_logs_report", "sglang_speed_report", "serve_load_report")
+REPORTS = ("public_logs_report", "sglang_logs_report", "sglang_speed_report", "serve_load_report", "api_cpu_report")
 
 
 @pytest.mark.parametrize("name", REPORTS)

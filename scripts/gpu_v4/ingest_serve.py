@@ -56,6 +56,13 @@ def ingest(run: str, cases: dict, files: dict[str, bytes]) -> tuple[list[dict], 
             if f"{name}.{suffix}" in files:
                 raw[f"{name}.{run}.{suffix}"] = files[f"{name}.{suffix}"]
         ran = {w["id"] for w in status.get(name, {}).get("workloads", []) if w.get("ok")}
+        # the server's own per-workload records (pyprof samples, pyinstr counters): prof-/instr-<pid>-<n>.json, each
+        # naming its workload; the pid is the server's (status.json's server log names it)
+        for key in sorted(files):
+            if key.startswith(("prof-", "instr-")) and key.endswith(".json"):
+                rec = json.loads(files[key])
+                if str(rec.get("phase", "")).startswith(name + ".") and rec["phase"][len(name) + 1:] in ran:
+                    raw[f"{rec['phase']}.{run}.{key}"] = files[key]
         for wl in shape["workloads"]:
             key = f"{name}.{wl['id']}.json"
             if wl["id"] not in ran or key not in files:
@@ -71,6 +78,8 @@ def ingest(run: str, cases: dict, files: dict[str, bytes]) -> tuple[list[dict], 
             for part in ("metrics0", "metrics1"):  # /metrics before and after the workload (metrics_each)
                 if f"{name}.{wl['id']}.{part}.txt" in files:
                     raw[f"{name}.{wl['id']}.{run}.{part}.txt"] = files[f"{name}.{wl['id']}.{part}.txt"]
+            if f"{name}.{wl['id']}.cpu.json" in files:  # every server thread's CPU seconds over it (proc_cpu)
+                raw[f"{name}.{wl['id']}.{run}.cpu.json"] = files[f"{name}.{wl['id']}.cpu.json"]
             if wl.get("warmup"):
                 continue
             if full.get("failed"):  # a run with failed requests measures something else: kept raw, never compared

@@ -114,6 +114,43 @@ def lag_summary(lags):
             "p99_ms": q(0.99), "max_ms": round(1e3 * s[-1], 3), "late_s_total": round(sum(s), 3)}
 
 
+def server_thread_cpu(pgid):
+    """CPU seconds of every thread of every process in the server's process group (it was started with setsid), read
+    from /proc by this process, so the server is not disturbed: {pid: {"cmdline", "threads": {tid: (comm, s)}}}."""
+    tick, out = os.sysconf("SC_CLK_TCK"), {}
+    for p in os.listdir("/proc"):
+        if not p.isdigit():
+            continue
+        try:
+            stat = open(f"/proc/{p}/stat").read()
+            if int(stat[stat.rindex(")") + 2:].split()[2]) != pgid:
+                continue
+            cmd = open(f"/proc/{p}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace")[:200]
+            threads = {}
+            for tid in os.listdir(f"/proc/{p}/task"):
+                f = open(f"/proc/{p}/task/{tid}/stat").read()
+                rest = f[f.rindex(")") + 2:].split()
+                threads[tid] = (f[f.index("(") + 1:f.rindex(")")], (int(rest[11]) + int(rest[12])) / tick)
+            out[p] = {"cmdline": cmd, "threads": threads, "t": time.time()}
+        except (OSError, ValueError, IndexError):
+            pass
+    return out
+
+
+def cpu_delta(a, b):
+    """Per process and thread: CPU seconds between two server_thread_cpu snapshots, and the wall time between them."""
+    rows = []
+    for p, rb in b.items():
+        ra = a.get(p, {"threads": {}, "t": rb["t"]})
+        threads = [{"tid": t, "comm": c, "cpu_s": round(s - ra["threads"].get(t, (c, 0.0))[1], 3)}
+                   for t, (c, s) in rb["threads"].items()]
+        threads = [t for t in threads if t["cpu_s"] > 0]
+        rows.append({"pid": p, "cmdline": rb["cmdline"], "wall_s": round(rb["t"] - ra["t"], 3),
+                     "cpu_s": round(sum(t["cpu_s"] for t in threads), 3),
+                     "threads": sorted(threads, key=lambda t: -t["cpu_s"])})
+    return rows
+
+
 def _kill_group(pid):
     try:
         os.killpg(pid, signal.SIGKILL)
@@ -154,6 +191,16 @@ def main():
         # a shape's "env" (e.g. VLLM_LOGGING_CONFIG_PATH for millisecond timestamps) goes to its server only
         # expandvars after $REPO: a value may extend the host's own (PYTHONPATH=$REPO/...:$PYTHONPATH)
         env = dict(os.environ, **{k: os.path.expandvars(v.replace("$REPO", REPO)) for k, v in shape.get("env", {}).items()})
+        phase_file = None
+        if cases.get("profile") or cases.get("instr"):  # per workload: the server's samplers (pyprof) or counters (pyinstr)
+            phase_file = os.path.join(out, f"{name}.phase")
+            open(phase_file, "w").write("idle")
+            kind = "pyprof" if cases.get("profile") else "pyinstr"
+            env.update(KVCALC_PROFILE_DIR=os.path.join(out, f"{name}.prof"), KVCALC_PHASE_FILE=phase_file,
+                       KVCALC_INSTR_DIR=os.path.join(out, f"{name}.instr"),
+                       PYTHONPATH=os.path.join(REPO, "scripts", "gpu_v4", kind) + ":" + env.get("PYTHONPATH", ""))
+            if kind == "pyinstr":
+                env.pop("KVCALC_PROFILE_DIR")
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, preexec_fn=os.setsid, env=env)
         atexit.register(lambda pid=proc.pid: _kill_group(pid))
         ok = wait_health(port + si, proc)
@@ -172,6 +219,9 @@ def main():
                 if cases.get("metrics_each"):
                     save_metrics(port + si, os.path.join(out, f"{name}.{wl['id']}.metrics0.txt"))
                 lags = []
+                cpu0 = server_thread_cpu(proc.pid) if cases.get("proc_cpu") else None
+                if phase_file:
+                    open(phase_file, "w").write(f"{name}.{wl['id']}")
                 try:
                     with client_lag_monitor(lags, cases.get("client_lag")):
                         bench_main(p.parse_args(args_list))
@@ -182,6 +232,12 @@ def main():
                 except BaseException as e:  # one failed workload must not stop the others
                     row["workloads"].append({"id": wl["id"], "ok": False, "error": repr(e)[:500],
                                              "trace": traceback.format_exc()[-1500:]})
+                if cpu0 is not None:
+                    json.dump(cpu_delta(cpu0, server_thread_cpu(proc.pid)),
+                              open(os.path.join(out, f"{name}.{wl['id']}.cpu.json"), "w"), indent=1)
+                if phase_file:
+                    open(phase_file, "w").write("idle")
+                    time.sleep(0.2)  # the samplers look every 50 ms: the phase's record is written before the next
                 if cases.get("metrics_each"):
                     save_metrics(port + si, os.path.join(out, f"{name}.{wl['id']}.metrics1.txt"))
                 if wi == 0:

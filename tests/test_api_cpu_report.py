@@ -1,0 +1,67 @@
+"""Runs l-n's instruments (issue 25): the runner's /proc reading, the step count per workload, the loop-CPU fit."""
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from script_loader import load_script
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _serve_load():
+    spec = importlib.util.spec_from_file_location("serve_load", ROOT / "scripts" / "gpu_v4" / "serve_load.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_step_groups_split_workloads_at_a_second_without_a_step():
+    report = load_script("api_cpu_report")
+    line = "(APIServer pid=1) INFO 12-04 18:39:{s} [loggers.py:182] Engine 000: Iteration({i}): 1 context requests\n"
+    stamps = ["57.100", "57.150", "57.900", "59.500", "59.510", "01.000"]  # 57.9 -> 59.5 is a pause
+    log = "".join(line.format(s=s, i=i) for i, s in enumerate(stamps[:5]))
+    log += "(APIServer pid=1) INFO 12-04 18:40:01.000 [loggers.py:182] Engine 000: Iteration(5): 2 context requests\n"
+    assert report.step_groups(log) == [3, 2, 1]  # 59.51 -> 18:40:01.0 is 1.49 s: a third workload
+    assert report.step_groups("no steps here") == []
+
+
+def test_the_loop_fit_recovers_hand_made_costs():
+    report = load_script("api_cpu_report")
+    rows = [{"run": "m", "steps": st, "chunks": ch, "loop_cpu_s": 0.5e-3 * st + 100e-6 * ch}
+            for st, ch in ((1000, 50_000), (500, 120_000), (5000, 40_000))]
+    rows.append({"run": "l", "steps": 10, "chunks": 10, "loop_cpu_s": 99.0})  # profiled: not in the fit
+    step_s, chunk_s = report.fit(rows)
+    assert abs(step_s - 0.5e-3) < 1e-9 and abs(chunk_s - 100e-6) < 1e-12
+
+
+def test_cpu_delta_counts_a_busy_child_and_the_wall_between_snapshots():
+    serve_load = _serve_load()
+    child = subprocess.Popen([sys.executable, "-c", "import time\nt = time.time()\nwhile time.time() - t < 0.6: pass"],
+                             preexec_fn=os.setsid)
+    try:
+        before = serve_load.server_thread_cpu(child.pid)
+        time.sleep(0.8)
+        after = serve_load.server_thread_cpu(child.pid)
+    finally:
+        child.wait()
+    rows = serve_load.cpu_delta(before, after)
+    assert [r["pid"] for r in rows] == [str(child.pid)]
+    assert 0.7 <= rows[0]["wall_s"] <= 2.0
+    # the child spun ~0.6 s of CPU, some of it before the first snapshot (a shared 2-core host may give it less)
+    assert 0.0 < rows[0]["cpu_s"] <= 0.7
+
+
+def test_the_table_is_made_from_the_committed_runs():
+    report = load_script("api_cpu_report")
+    rows = report.rows()
+    assert {r["run"] for r in rows} == {"l", "m", "n"}
+    m = {r["workload"]: r for r in rows if r["shape"] == "llama-3.2-3b-fp8kv-m"}
+    assert set(m) == {"rate32_1k_256", "rate64_1k_256", "c128_1k_256", "rate8_1k_256"}
+    assert all(r["tokens"] == 256 * n for r, n in ((m["rate64_1k_256"], 512), (m["c128_1k_256"], 384)))
+    assert m["c128_1k_256"]["chunks"] < m["c128_1k_256"]["tokens"]  # merged while the loop lagged
+    assert not next(r for r in rows if r["shape"].endswith("-nogc"))["gc_enabled"]
