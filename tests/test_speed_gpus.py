@@ -78,6 +78,42 @@ def test_fp8_kv_on_a100_is_not_emulated_at_legacy_cost():
     assert ratio > 1.0
 
 
+def test_fp8_weights_on_ampere_run_through_marlin():
+    """An FP8 checkpoint on sm_80/86 runs weight-only through Marlin (1 byte a weight, dequantized in registers inside
+    the bf16 GEMM), not through the T4's software upcast: batch-1 decode on an A100 reads half the bytes of BF16 and
+    is nearly that much faster (the 75-operation upcast made it 0.32x BF16), slower than 4-bit AWQ through the same
+    kernel (twice its bytes); the GEMMs stay on the BF16 tensor cores, so prefill is no faster than BF16's."""
+    a100 = get_gpu("a100-80gb")
+    assert throughput.fp8_weight_path(a100) == "marlin"
+    assert throughput.fp8_weight_path(get_gpu("a10g")) == "marlin"
+    assert throughput.fp8_weight_path(get_gpu("t4")) == "emulated-legacy"
+    assert throughput.fp8_weight_path(get_gpu("l4")) == throughput.fp8_weight_path(get_gpu("h200")) == "native"
+    fp8 = _tps("llama-3.1-8b", "a100-80gb", "fp8", "auto", 1, 1024)
+    bf16 = _tps("llama-3.1-8b", "a100-80gb", "bf16", "auto", 1, 1024)
+    awq = _tps("llama-3.1-8b", "a100-80gb", "awq", "auto", 1, 1024)
+    assert 1.5 < fp8 / bf16 < 2.0
+    assert fp8 < awq
+    # the Marlin count is the 4-bit one, not the software upcast's
+    ops = throughput.weight_conversion_ops(weight_format("fp8"), a100)
+    assert ops == throughput.weight_conversion_ops(weight_format("awq"), a100)
+    assert throughput.weight_conversion_ops(weight_format("fp8"), get_gpu("t4")) > 4 * ops
+    spec = load_model("llama-3.1-8b")
+    p_fp8 = throughput.prefill_s(spec, a100, weight_format("fp8"), kv_format("auto"), 8192, 2048)
+    p_bf16 = throughput.prefill_s(spec, a100, weight_format("bf16"), kv_format("auto"), 8192, 2048)
+    assert p_fp8 >= 0.97 * p_bf16
+
+
+def test_gemm_ratio_of_a_gpu_without_bf16_uses_its_fp16_measurement():
+    """A T4 computes in FP16 (no BF16 tensor cores): its GEMM rate is the public FP16 torch.mm figure over its FP16
+    peak (42.31 of 65 TFLOPS), not 1.0 for want of a BF16 one."""
+    t4 = get_gpu("t4")
+    assert t4.measured_fp16_matmul_flops == pytest.approx(42.31e12)
+    h200 = get_gpu("h200")
+    expected = (42.31 / 65.0) / (h200.measured_bf16_matmul_flops / h200.flops_for("bf16"))
+    assert throughput.gemm_ratio(t4) == pytest.approx(expected)
+    assert throughput.gemm_ratio(t4) < 0.9
+
+
 def test_nf4_dequantization_paths():
     """bitsandbytes: gemv at one row (ALU-bound on an H200: 0.83x bf16, a speed-up on bandwidth-poor cards), the
     dequantize-then-GEMM path above one row (0.41x on the H200 at batch 16)."""
