@@ -367,18 +367,20 @@ def fp8_weight_path(gpu: GpuProfile) -> str:
     """Which kernel vLLM runs an FP8 checkpoint's Linears (and MoE experts) through on this GPU:
     - "native": FP8 tensor cores (sm_89+, and CDNA3 on AMD): the activations are quantized per token and the GEMM
       runs in FP8 (CUTLASS / DeepGEMM / hipBLASLt), the H200-fitted fp8_weights count;
-    - "marlin": sm_80-sm_86 (A100, A10G, RTX 3090, A6000) have no FP8 tensor cores, so vLLM runs the checkpoint as
-      weight-only FP8 through Marlin (model_executor/layers/quantization/utils/marlin_utils_fp8.py
+    - "marlin": sm_75-sm_86 (T4, A100, A10G, RTX 3090, A6000) have no FP8 tensor cores, so vLLM runs the
+      checkpoint as weight-only FP8 through Marlin (model_executor/layers/quantization/utils/marlin_utils_fp8.py
       apply_fp8_marlin_linear, chosen where the GPU lacks capability 89: Fp8LinearMethod use_marlin, Fp8MoEMethod's
       fused_marlin_moe): weights read at 1 byte, dequantized to 16 bits in registers inside the GEMM and multiplied
       on the bf16/fp16 tensor cores. Marlin's FP8 dequant is a few integer ops per element (csrc/quantization/
       gptq_marlin/dequant.h dequant<..., kFE4M3fn>: mask, shift, or per pair, the exponent bias folded into the
-      scales), the same pipeline as its 4-bit dequant, so it costs the H200-fitted Marlin count (int4_weights);
-    - "emulated-legacy": below sm_80 (Turing): no Marlin kernel for it in the releases kvcalc models, a software
-      upcast (fp8_emulated_extra on top of fp8_weights: an assumption, no such GPU measured)."""
+      scales), the same pipeline as its 4-bit dequant, so it costs the H200-fitted Marlin count (int4_weights).
+      Turing since vllm#29901 (Marlin for sm_75: is_fp8_marlin_supported is capability 75); before it vLLM refused
+      FP8 checkpoints below capability 80 (Fp8Config.get_min_capability), so no release upcasts them in software;
+    - "emulated-legacy": below sm_75 (Volta): no Marlin kernel upstream; a software upcast (fp8_emulated_extra on top
+      of fp8_weights: an assumption, no such GPU measured)."""
     if not _emulated(8.9, gpu):
         return "native"
-    return "marlin" if (gpu.compute_capability or 0.0) >= 8.0 else "emulated-legacy"
+    return "marlin" if (gpu.compute_capability or 0.0) >= 7.5 else "emulated-legacy"
 
 
 def weight_conversion_ops(weights: WeightFormat, gpu: GpuProfile) -> float:
