@@ -272,15 +272,21 @@ def gemm_ratio(gpu: GpuProfile) -> float:
     measured BF16 torch.mm rate over the datasheet's dense peak, the GPU's over the H200's (both in their profiles,
     one public benchmark script on every card: hardware_profiles/*.yaml sources). The datasheet peak is the rated
     boost clock's; a GeForce card runs above it (RTX 4090 1.00, RTX 5090 1.14 of its datasheet), a power-limited PCIe
-    board below (H100 PCIe 0.66, L4 0.59), the H200 at 0.80. 1.0 where either figure is missing."""
+    board below (H100 PCIe 0.66, L4 0.59), the H200 at 0.80. A GPU without native BF16 (T4, V100) computes in FP16:
+    its FP16 torch.mm rate over its FP16 tensor peak (measured_fp16_matmul_flops, the same benchmark's FP16 column).
+    1.0 where either figure is missing."""
     from .hardware import get_gpu
 
     ref = get_gpu(load("speed")["derived"]["reference_gpu"])
-    peak = (gpu.flops_for("bf16") if gpu.native_bf16 else None) or gpu.flops_for("fp16")
+    if gpu.native_bf16:
+        peak, measured = gpu.flops_for("bf16") or gpu.flops_for("fp16"), gpu.measured_bf16_matmul_flops
+    else:
+        peak = gpu.flops_for("fp16")
+        measured = getattr(gpu, "measured_fp16_matmul_flops", None) or gpu.measured_bf16_matmul_flops
     ref_peak = ref.flops_for("bf16")
-    if not (gpu.measured_bf16_matmul_flops and peak and ref.measured_bf16_matmul_flops and ref_peak):
+    if not (measured and peak and ref.measured_bf16_matmul_flops and ref_peak):
         return 1.0
-    return (gpu.measured_bf16_matmul_flops / peak) / (ref.measured_bf16_matmul_flops / ref_peak)
+    return (measured / peak) / (ref.measured_bf16_matmul_flops / ref_peak)
 
 
 def _reference_peak(data: dict) -> float:
@@ -357,12 +363,34 @@ def _emulated(min_cc: float | None, gpu: GpuProfile) -> bool:
         gpu.vendor == "amd" and min_cc == 8.9)
 
 
+def fp8_weight_path(gpu: GpuProfile) -> str:
+    """Which kernel vLLM runs an FP8 checkpoint's Linears (and MoE experts) through on this GPU:
+    - "native": FP8 tensor cores (sm_89+, and CDNA3 on AMD): the activations are quantized per token and the GEMM
+      runs in FP8 (CUTLASS / DeepGEMM / hipBLASLt), the H200-fitted fp8_weights count;
+    - "marlin": sm_75-sm_86 (T4, A100, A10G, RTX 3090, A6000) have no FP8 tensor cores, so vLLM runs the
+      checkpoint as weight-only FP8 through Marlin (model_executor/layers/quantization/utils/marlin_utils_fp8.py
+      apply_fp8_marlin_linear, chosen where the GPU lacks capability 89: Fp8LinearMethod use_marlin, Fp8MoEMethod's
+      fused_marlin_moe): weights read at 1 byte, dequantized to 16 bits in registers inside the GEMM and multiplied
+      on the bf16/fp16 tensor cores. Marlin's FP8 dequant is a few integer ops per element (csrc/quantization/
+      gptq_marlin/dequant.h dequant<..., kFE4M3fn>: mask, shift, or per pair, the exponent bias folded into the
+      scales), the same pipeline as its 4-bit dequant, so it costs the H200-fitted Marlin count (int4_weights).
+      Turing since vllm#29901 (Marlin for sm_75: is_fp8_marlin_supported is capability 75); before it vLLM refused
+      FP8 checkpoints below capability 80 (Fp8Config.get_min_capability), so no release upcasts them in software;
+    - "emulated-legacy": below sm_75 (Volta): no Marlin kernel upstream; a software upcast (fp8_emulated_extra on top
+      of fp8_weights: an assumption, no such GPU measured)."""
+    if not _emulated(8.9, gpu):
+        return "native"
+    return "marlin" if (gpu.compute_capability or 0.0) >= 7.5 else "emulated-legacy"
+
+
 def weight_conversion_ops(weights: WeightFormat, gpu: GpuProfile) -> float:
     """ALU operations per quantized weight element a decode GEMM spends converting it to the compute dtype."""
     ops = load("speed")["conversion_ops_per_element"]
     if weights.name == "fp8":
-        extra = ops["fp8_emulated_extra"] if _emulated(weights.native_min_compute_capability, gpu) else 0.0
-        return ops["fp8_weights"] + extra
+        path = fp8_weight_path(gpu) if _emulated(weights.native_min_compute_capability, gpu) else "native"
+        if path == "marlin":
+            return ops["int4_weights"]
+        return ops["fp8_weights"] + (ops["fp8_emulated_extra"] if path == "emulated-legacy" else 0.0)
     if weights.needs_unpack and weights.bits == 4:
         return ops["int4_weights"]
     if weights.needs_unpack:
@@ -686,7 +714,11 @@ def decode_speed(spec: ModelSpec, gpu: GpuProfile, engine: str, weights: WeightF
         notes.append(f"FP8 KV on {gpu.name} (compute capability {gpu.compute_capability}): upcast in registers by "
                      "the attention kernel (FlashInfer/Triton), hidden under the cache read (vllm#42058, A100)")
     if weights.name == "fp8" and _emulated(weights.native_min_compute_capability, gpu):
-        notes.append(f"FP8 weights are emulated on {gpu.name}: weight-only FP8, upcast on the CUDA cores")
+        if fp8_weight_path(gpu) == "marlin":
+            notes.append(f"FP8 weights are emulated on {gpu.name} (no FP8 tensor cores below sm_89): weight-only FP8 "
+                         "through Marlin, 1 byte a weight read and dequantized to 16 bits inside the GEMM")
+        else:
+            notes.append(f"FP8 weights are emulated on {gpu.name}: weight-only FP8, upcast on the CUDA cores")
     if not rates.measured:
         frac = rates.bandwidth / gpu.memory_bandwidth_bytes_per_s if gpu.memory_bandwidth_bytes_per_s else 0.0
         classed = "public-corpus class constants" in rates.source

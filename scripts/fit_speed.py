@@ -331,7 +331,9 @@ EMULATED_SOURCE = (
     "(PTX ISA: cvt.*.e4m3x2 needs sm_89), so kernels upcast in software (shifts, masks, exponent re-bias, denormal "
     "select) on top of the native path; 75 operations per element is set so that a T4 (8.1 TFLOPS FP32, 256 GB/s) "
     "reproduces the ~20% FP8-KV slowdown reported for Llama-3.2-3B at 32k (issue 11), and is the same count for FP8 "
-    "weights (Marlin W8A16)")
+    "weights below sm_75. On sm_75-sm_86 vLLM runs FP8 weights weight-only through Marlin (marlin_utils_fp8.py "
+    "apply_fp8_marlin_linear; its FP8 dequant is a few integer ops per element, csrc/quantization/gptq_marlin/"
+    "dequant.h), which costs the Marlin count int4_weights, not this software upcast (throughput.fp8_weight_path; sm_75 since vllm#29901)")
 
 
 def write_constants(values: dict[str, float], data: Path) -> None:

@@ -617,7 +617,12 @@ def markdown(report: dict) -> str:
                      e_mi1="oracle-mi300x-405b-001", e_mi32="oracle-mi300x-405b-006", e_mi256="oracle-mi300x-405b-009",
                      e_q32ttft="iog-llm-inference-benchmarks-037", e_q32thr="iog-llm-inference-benchmarks-039",
                      e_q32bttft="iog-llm-inference-benchmarks-064", e_q7thr="iog-llm-inference-benchmarks-003",
-                     e_l70thr="iog-llm-inference-benchmarks-006", e_l70ttft="iog-llm-inference-benchmarks-055"),
+                     e_l70thr="iog-llm-inference-benchmarks-006", e_l70ttft="iog-llm-inference-benchmarks-055",
+                     e_fp8_32b="gpustack-qwen3-32b-a100-fp8-sharegpt1000-output",
+                     e_fp8_235b="gpustack-qwen3-235b-a100-fp8tp4-sharegpt1000-output",
+                     e_awq_32b="gpustack-qwen3-32b-a100-awq-sharegpt1000-output"),
+        t4_thr=f"{(metric_bias(report).get(('t4', 'throughput')) or (0, 0.0, 0.0))[2]:+.0%}",
+        fp8_awq=fp8_awq_ratio(report),
         **{f"pcie_{c.lower()}_{k}": f"{v:+.0%}" for c in ("TTFT", "TPOT")
            for k, v in zip(("median", "mean"), metric_bias(report).get(("h100-pcie", c), (0, 0.0, 0.0))[1:])},
         frontend=f"{1e3 * ((report['classes'].get('frontend') or {}).get('public') or 0):.1f} ms",
@@ -679,6 +684,15 @@ def burst_range(report: dict) -> str:
     errs = [r["error"] for r in report.get("predictions_logo", []) if r["id"].startswith("gpustack-quant-")
             and r.get("gpu") == "h100-sxm" and isinstance(r.get("error"), float)]
     return f"{min(errs):+.0%} .. {max(errs):+.0%}" if errs else "-"
+
+
+def fp8_awq_ratio(report: dict) -> str:
+    """kvcalc's held-out (leave-one-GPU-out) FP8 over AWQ output throughput on gpustack's A100 Qwen3-32B page."""
+    by_id = {r["id"]: r for r in report.get("predictions_logo", [])}
+    fp8, awq = (by_id.get(f"gpustack-qwen3-32b-a100-{w}-sharegpt1000-output") or {} for w in ("fp8", "awq"))
+    if not (fp8.get("predicted") and awq.get("predicted")):
+        return "-"
+    return f"{fp8['predicted'] / awq['predicted']:.2f}"
 
 
 def row_errors(report: dict, **ids: str) -> dict:
@@ -1251,7 +1265,7 @@ NOTES = (
     "the same' (so not bound by the GPU's bytes or FLOPs; kvcalc is +99% on it).\n"
     "- **Corpus metadata fixed from the sources' own numbers**: mushfiqrahman.dev's RTX 4090 table (256 in -> 128 out "
     "stated) prints Output Tok/s over Req/s of 100.0-100.5 tokens per request at every concurrency: output_len 100.\n"
-    "- **Not in the corpus**: no public vLLM result with stated conditions was found for T4, L40S, MI325X, H20, L20, "
+    "- **Not in the corpus**: no public vLLM result with stated conditions was found for L40S, MI325X, H20, L20, "
     "RTX 6000 Ada and RTX PRO 6000, nor for B200 beyond the anomalous report; A10G and RTX A6000 runs were found without "
     "their prompts' token counts (docs/validation/data/speed-corpus/README.md): those profiles say 'extrapolated from "
     "datasheet'. DGX Spark, RTX 5090 and a public H200 host are in since issue 18 item 1's rows ('GPU types added').\n"
@@ -1259,6 +1273,29 @@ NOTES = (
     "below sm_80, where vLLM has no fused FP8 attention kernel; sm_80-sm_89 kernels upcast in registers (bounded by an "
     "A100 report, vllm#42058). The seed's story still falls out: at 32k, Llama-3.2-3B with FP8 KV decodes slower than "
     "BF16 on a T4 (label: assumption) and faster on an L4 (tests/test_speed_gpus.py).\n"
+    "- **FP8 weights on Ampere** (throughput.fp8_weight_path): an FP8 checkpoint on sm_80/86 (and sm_75 since "
+    "vllm#29901) runs weight-only through Marlin (vLLM marlin_utils_fp8.py apply_fp8_marlin_linear; fused_marlin_moe for MoE): 1 byte a weight, "
+    "dequantized in registers by a mask/shift/or per pair (csrc/quantization/gptq_marlin/dequant.h), the GEMM on the "
+    "BF16 tensor cores. It used to take the T4's software-upcast count (75 + 19.65 operations a weight per 64 rows), "
+    "which put batch-1 FP8 decode on an A100 at 0.31x BF16 and the loaded gpustack FP8 rows 3-4x too slow; it now "
+    "takes Marlin's 4-bit count (1.61x BF16 at batch 1). Those rows were right for that wrong reason (the 1,000-prompt "
+    "runs' TTFT is queueing behind slow decode steps): they are now {e_fp8_32b} (Qwen3-32B FP8 output throughput) and "
+    "{e_fp8_235b} (Qwen3-235B FP8, TP 4), next to the same page's AWQ row {e_awq_32b} through the same kernel: "
+    "measured FP8 / AWQ 0.88, kvcalc 0.34 before (the shipped classes) and {fp8_awq} now (held out). What is left on them is the quantized-kernel bias of the "
+    "A100 bullet above.\n"
+    "- **T4 GEMM rate**: the T4 computes in FP16 (no BF16 tensor cores), so the public torch.mm benchmark's FP16 "
+    "column (42.3 of 65 TFLOPS, Colab and Kaggle) is its measured GEMM rate (profile measured_fp16_matmul_flops, "
+    "throughput.gemm_ratio x0.815). The T4's held-out output throughput stays {t4_thr} (mean): its one source (Kaggle, vLLM "
+    "0.31.0) decodes Qwen2.5-3B at ~124 GB/s in FP16 and ~134 GB/s with AWQ (0.39-0.42 of 320 GB/s through two "
+    "different kernels) and prefills at ~15 TFLOPS (a third of its own torch.mm rate), both what a card running at "
+    "about 40% of its clocks does (the page flags clock throttling in one cell); one source cannot tell that host's "
+    "state from the T4's, so no constant is fitted on it.\n"
+    "- **Prefix-cached TTFTs** (known misses): Tenstorrent's sweeps run fixed-seed random prompts of growing length one "
+    "after another with the prefix cache on, and three of their TTFTs imply more than the GPU's dense BF16 peak (A100 "
+    "Qwen3-30B-A3B 4,096 and 8,192 tokens: 1.45x and 1.15x; 2x H100 Qwen2.5-72B 2,048 tokens: 1.03x): no cold "
+    "prefill can be that fast, so they are known misses. The A100 sweep's other TTFTs stay near one 1,024-token "
+    "prefill (70, 81, 90 ms from 1,024 to 3,072 tokens) and are likely cached too; they are kept (nothing bounds "
+    "them), and they are what pulls the Ampere-module tensor class to the grid's ceiling in the refits.\n"
     "- **bitsandbytes NF4**: one input row runs the gemv kernel (ALU-bound on an H200: 0.83x BF16), more rows "
     "dequantize the weight (0.41x at batch 16 on the H200); on bandwidth-poor cards the gemv is a 2-3x speed-up.\n"
     "- **transformers** (item 4): the host's launches (per step, per layer counting the architecture's RMSNorms: "

@@ -56,6 +56,22 @@ def test_quote_holds_the_value():
         assert any(abs(n - v) <= max(5e-4, 5e-4 * abs(v)) for n in numbers), (r["id"], v)
 
 
+def test_no_unmarked_lone_ttft_beats_the_tensor_peak():
+    """A lone prompt's TTFT bounds its prefill: 2 x active params x tokens + causal attention FLOPs over the TP group's
+    dense tensor peak (FP8's where the weights and the GPU run FP8). A row faster than that is no cold prefill (the
+    prefix cache held its prompt: Tenstorrent's length sweeps) and must be marked a known miss, never fitted."""
+    for r in _rows():
+        if r["metric"] != "ttft_ms" or r.get("concurrency") != 1 or not r.get("kvcalc_model") \
+                or r.get("input_len") is None or r.get("engine", "vllm") != "vllm":
+            continue
+        spec, gpu, n = load_model(r["kvcalc_model"]), get_gpu(r["gpu"]), float(r["input_len"])
+        flops = 2 * spec.params.active * n + throughput.attention_flops_per_token(spec) * n * (n + 1) / 2
+        fp8 = str(r.get("weights", "")).startswith("fp8") and gpu.native_fp8
+        peak = (gpu.flops_for("fp8") if fp8 else None) or gpu.flops_for("bf16") or gpu.flops_for("fp16")
+        implied = flops / (r["value"] / 1e3) / (peak * int(r.get("tp") or 1))
+        assert implied <= 1.0 or r.get("outlier"), (r["id"], round(implied, 2))
+
+
 # -- mechanisms ------------------------------------------------------------------------------------------------------
 
 
@@ -76,6 +92,43 @@ def test_fp8_kv_on_a100_is_not_emulated_at_legacy_cost():
     ratio = _tps("llama-3.1-8b", "a100-80gb", "bf16", "fp8", 16, 32768) / \
         _tps("llama-3.1-8b", "a100-80gb", "bf16", "auto", 16, 32768)
     assert ratio > 1.0
+
+
+def test_fp8_weights_on_ampere_run_through_marlin():
+    """An FP8 checkpoint on sm_75-86 runs weight-only through Marlin (1 byte a weight, dequantized in registers inside
+    the bf16 GEMM), not through the T4's software upcast: batch-1 decode on an A100 reads half the bytes of BF16 and
+    is nearly that much faster (the 75-operation upcast made it 0.31x BF16), slower than 4-bit AWQ through the same
+    kernel (twice its bytes); the GEMMs stay on the BF16 tensor cores, so prefill is no faster than BF16's."""
+    a100 = get_gpu("a100-80gb")
+    assert throughput.fp8_weight_path(a100) == "marlin"
+    assert throughput.fp8_weight_path(get_gpu("a10g")) == "marlin"
+    assert throughput.fp8_weight_path(get_gpu("t4")) == "marlin"  # vllm#29901: Marlin for sm_75
+    assert throughput.fp8_weight_path(get_gpu("v100-16gb")) == "emulated-legacy"
+    assert throughput.fp8_weight_path(get_gpu("l4")) == throughput.fp8_weight_path(get_gpu("h200")) == "native"
+    fp8 = _tps("llama-3.1-8b", "a100-80gb", "fp8", "auto", 1, 1024)
+    bf16 = _tps("llama-3.1-8b", "a100-80gb", "bf16", "auto", 1, 1024)
+    awq = _tps("llama-3.1-8b", "a100-80gb", "awq", "auto", 1, 1024)
+    assert 1.5 < fp8 / bf16 < 2.0
+    assert fp8 < awq
+    # the Marlin count is the 4-bit one, not the software upcast's
+    ops = throughput.weight_conversion_ops(weight_format("fp8"), a100)
+    assert ops == throughput.weight_conversion_ops(weight_format("awq"), a100)
+    assert throughput.weight_conversion_ops(weight_format("fp8"), get_gpu("v100-16gb")) > 4 * ops
+    spec = load_model("llama-3.1-8b")
+    p_fp8 = throughput.prefill_s(spec, a100, weight_format("fp8"), kv_format("auto"), 8192, 2048)
+    p_bf16 = throughput.prefill_s(spec, a100, weight_format("bf16"), kv_format("auto"), 8192, 2048)
+    assert p_fp8 >= 0.97 * p_bf16
+
+
+def test_gemm_ratio_of_a_gpu_without_bf16_uses_its_fp16_measurement():
+    """A T4 computes in FP16 (no BF16 tensor cores): its GEMM rate is the public FP16 torch.mm figure over its FP16
+    peak (42.31 of 65 TFLOPS), not 1.0 for want of a BF16 one."""
+    t4 = get_gpu("t4")
+    assert t4.measured_fp16_matmul_flops == pytest.approx(42.31e12)
+    h200 = get_gpu("h200")
+    expected = (42.31 / 65.0) / (h200.measured_bf16_matmul_flops / h200.flops_for("bf16"))
+    assert throughput.gemm_ratio(t4) == pytest.approx(expected)
+    assert throughput.gemm_ratio(t4) < 0.9
 
 
 def test_nf4_dequantization_paths():

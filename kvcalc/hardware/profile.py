@@ -76,6 +76,8 @@ class GpuProfile:
     # BF16 FLOP/s a large square torch.mm reaches (a public measurement, named in sources): the datasheet's dense peak
     # is the rated boost clock's; GeForce cards run above it, power-limited PCIe boards below it
     measured_bf16_matmul_flops: float | None = None
+    # the same measurement in FP16, for a GPU without native BF16 (Turing, Volta: vLLM computes in FP16 there)
+    measured_fp16_matmul_flops: float | None = None
     sources: dict[str, str] = field(default_factory=dict)
 
     # -- handy views ----------------------------------------------------------------------------------------------

@@ -57,6 +57,9 @@ class GpuProfileSchema(BaseModel):
     measured_bf16_matmul_flops: float | None = Field(
         default=None, gt=0, le=MAX_FLOPS,
         description="BF16 FLOP/s a large dense torch.mm reaches on this GPU (public measurement, sources names it)")
+    measured_fp16_matmul_flops: float | None = Field(
+        default=None, gt=0, le=MAX_FLOPS,
+        description="FP16 FLOP/s a large dense torch.mm reaches, for a GPU without native BF16 (it computes in FP16)")
     sources: dict[str, str] = Field(default_factory=dict, max_length=MAX_SOURCES,
                                     description="field -> where the number came from")
 
