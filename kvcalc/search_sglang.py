@@ -327,15 +327,16 @@ def sglang_search(req, sglang_version: str | None = None) -> tuple[list[SglangDe
     except KeyError:
         model = spec.name
     from .search import evidence_of
-    from .trust import sglang_speed_trust
+    from .trust import speed_trust
 
-    evidence: dict = {}  # per (GPU, TP): SGLang's ranges depend on nothing else
+    evidence: dict = {}  # per (GPU, formats, TP), as search.py's vLLM rows (kvcalc/trust.py sglang_speed_trust)
     rows = []
     for si, ri in zip(*np.nonzero(ok)):
         (gpu, w, k, tp, running), e, c, r = meta[si], ests[si], cands[si], int(replicas[ri])
-        if (gpu.id, tp) not in evidence:
-            evidence[(gpu.id, tp)] = evidence_of(sglang_speed_trust(gpu, "TPOT", tp=tp),
-                                                 sglang_speed_trust(gpu, "TTFT", tp=tp))
+        key = (gpu.id, w.name, k.name, tp)
+        if key not in evidence:
+            evidence[key] = evidence_of(speed_trust(gpu, "sglang", w, k, "TPOT", tp=tp),
+                                        speed_trust(gpu, "sglang", w, k, "TTFT", tp=tp))
         rental = rent(c.price, tp, r, req.price_tier, req.published_prices_only)  # search.py evaluate's cost model
         if rental is None:
             continue
@@ -349,7 +350,7 @@ def sglang_search(req, sglang_version: str | None = None) -> tuple[list[SglangDe
             max_running_requests_given=running or 0,
             chunked_prefill_given=req.max_num_batched_tokens is not None,
             speculative_algorithm=e.speculative_algorithm, draft_weights_bytes=e.draft_weights_bytes,
-            speed_evidence=evidence[(gpu.id, tp)]))
+            speed_evidence=evidence[key]))
     rows.sort(key=_rank_key)
     # the closed form screened; the rows shown are re-timed by the simulation (plan's own SGLang row of each), as the
     # vLLM search's are (search.retime)

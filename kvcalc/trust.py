@@ -26,7 +26,7 @@ or no range where too few SGLang results exist (low/high None, `range_basis` say
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from .constants import load
 from .formats import KvFormat, WeightFormat
@@ -189,8 +189,10 @@ def speed_trust(gpu: GpuProfile, engine: str, weights: WeightFormat, kv: KvForma
     with inverse=True, 'TTFT', 'throughput', 'single-stream'); tp > 1: the tensor-parallel residual class."""
     from .throughput import fp8_kv_path
 
-    if engine == "sglang":  # SGLang's own held-out errors (or no range)
-        return sglang_speed_trust(gpu, metric, inverse, tp)
+    if engine == "sglang":  # SGLang's own held-out errors (or no range); the shared model's assumptions are its too
+        t = sglang_speed_trust(gpu, metric, inverse, tp)
+        shared = speed_trust(gpu, "vllm", weights, kv, metric, inverse, batch, tp).assumptions
+        return replace(t, assumptions=t.assumptions + tuple(a for a in shared if a not in t.assumptions))
     label, backing = speed_basis(gpu)
     kind = {LABELS[0]: "measured", LABELS[1]: "held_out"}.get(label, "held_out" if "class constants" in backing
                                                                else "datasheet")
@@ -266,17 +268,24 @@ def sglang_speed_trust(gpu: GpuProfile, metric: str = "TPOT", inverse: bool = Fa
     n_gpu = int((public.get("by_gpu") or {}).get(gpu.id, 0))
     figure = f"{plain}-tp" if tp > 1 else plain
     band = (public.get("bands") or {}).get(figure) or (public.get("bands") or {}).get(plain)
-    label = LABELS[1] if n_gpu >= MIN_ROWS else vlabel if vlabel != LABELS[0] else LABELS[2]
-    backing = (f"{gpu.id}: SGLang on the shared speed model ({shared}); {n_gpu} public SGLang result(s) on this GPU, "
-               f"{public.get('n', 0)} on all GPUs (docs/validation/sglang.md)")
+    # SGLang's own step overhead is taken as vLLM's (plan._sglang_row): on a GPU without SGLang results no run
+    # measured it there, an assumption the row names
+    assumptions: tuple[str, ...] = ()
+    if n_gpu >= MIN_ROWS:
+        label = LABELS[1]
+    else:
+        label = LABELS[3]
+        assumptions = (f"SGLang's per-step overhead on {gpu.id} taken as vLLM's ({n_gpu} SGLang result(s) on it)",)
+    backing = (f"{gpu.id}: SGLang on the shared speed model ({vlabel}: {shared}); {n_gpu} public SGLang result(s) on "
+               f"this GPU, {public.get('n', 0)} on all GPUs (docs/validation/sglang.md)")
     if band:
         low, high = float(band["low"]), float(band["high"])
         if inverse:
             low, high = _invert(low, high)
-        return Trust(label, backing, round(low, 3), round(high, 3), (),
+        return Trust(label, backing, round(low, 3), round(high, 3), assumptions,
                      f"SGLang's {band.get('n', '?')} public held-out {figure} results (10th-90th percentile)")
-    n_metric = int((public.get("by_metric") or {}).get(plain, 0))
-    return Trust(label, backing, None, None, (),
+    n_metric = int((public.get("by_metric") or {}).get(plain.split("-")[0], 0))
+    return Trust(label, backing, None, None, assumptions,
                  f"no range: {n_metric} public SGLang {plain} result(s) ({n_gpu} of any metric on {gpu.id}), fewer "
                  f"than the {MIN_SGLANG_ROWS} a 10th-90th percentile needs")
 

@@ -203,6 +203,10 @@ def test_sglang_rows_carry_a_range_or_say_why_not():
     assert "SGLang's own" in h200.range_basis
     l4 = sglang_speed_trust(get_gpu("l4"), "TPOT")
     assert l4.low is None and l4.high is None and l4.range_basis.startswith("no range:")
+    # no SGLang result on an L4: SGLang's step there is vLLM's, named as an assumption
+    assert l4.label == LABELS[3] and any("taken as vLLM's" in a for a in l4.assumptions)
+    # a loaded TTFT counts the public TTFT results (4), not a 'TTFT-load' metric the corpus does not name
+    assert "no range: 4 public SGLang TTFT" in sglang_speed_trust(get_gpu("l4"), "TTFT-load").range_basis
     assert l4.bounds(10.0) is None and l4.short() == "no range"
     # at TP 8 the H200's own runs (TP 1) do not bound it: its public SGLang results do, or no range
     tp8 = sglang_speed_trust(get_gpu("h200"), "TPOT", tp=8)
