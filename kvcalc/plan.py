@@ -578,7 +578,8 @@ def _sglang_row(req: PlanRequest, choice: FormatChoice) -> Row | None:
     notes = est.notes + ["speed: the shared decode model with vLLM's per-step overhead, SGLang's scheduler (prefill "
                          "batches first, decodes wait for them); its held-out error on public SGLang benchmarks: "
                          "docs/validation/sglang.md (scripts/sglang_speed_report.py)"]
-    return Row(config=choice.key, label=choice.label, engine="sglang", weights_format=w.name, kv_format=k.name,
+    return Row(trust=row_trust(req, "sglang", w, k, bench), config=choice.key, label=choice.label, engine="sglang",
+               weights_format=w.name, kv_format=k.name,
                weights_bytes=est.deployment_weights_bytes, kv_bytes_per_token=est.deployment_kv_bytes_per_token,
                kv_capacity_tokens=est.max_total_num_tokens, max_concurrency=concurrency, hf_memory_bytes=None,
                decode_tokens_per_s=speed.tokens_per_s, fits=fits, shortfall_bytes=shortfall,

@@ -132,13 +132,17 @@ def render_table(req: PlanRequest, rows: list[Row]) -> None:
 
 
 def _range(row: Row, figure: str) -> str:
+    from .trust import range_text
+
     t = (row.trust or {}).get(figure)
-    return "-" if not t else f"{t['low']:+.0%}/{t['high']:+.0%}"
+    return "-" if not t else range_text(t["low"], t["high"])
 
 
 def trust_lines(rows: list[Row]) -> list[str]:
     """One line per engine: what the speed and capacity figures rest on (kvcalc/trust.py), and the rows whose speed
     rests on an assumption or a known miss, with the constant named."""
+    from .trust import range_text
+
     lines, seen = [], set()
     for r in rows:
         t = r.trust or {}
@@ -146,9 +150,12 @@ def trust_lines(rows: list[Row]) -> list[str]:
             continue
         seen.add(r.engine)
         sp, cap = t["speed"], t["capacity"]
-        lines.append(f"Evidence ({r.engine}): speed: {sp['label']} ({sp['backing']}; range = where ~80% of such "
-                     f"cases measured); capacity: {cap['label']} ({cap['backing']}, {cap['low']:+.0%}/{cap['high']:+.0%})"
-                     "; quality risk: the format rule of kvcalc/formats.py (explain names it per row)")
+        rng = (f"{range_text(sp['low'], sp['high'])} = where ~80% of such cases measured: "
+               f"{sp.get('range_basis') or 'its class'}" if sp["low"] is not None else sp.get("range_basis", "no range"))
+        lines.append(f"Evidence ({r.engine}): speed: {sp['label']} ({sp['backing']}); "
+                     f"capacity: {cap['label']} ({cap['backing']}, {cap['low']:+.0%}/{cap['high']:+.0%})")
+        lines.append(f"  speed range ({r.engine}): {rng}")
+        lines.append("  quality risk: the format rule of kvcalc/formats.py (explain names it per row)")
     for r in rows:  # the rows whose speed rests on an unmeasured constant or is known to be off
         sp = (r.trust or {}).get("speed") or {}
         if sp.get("label") in ("assumption", "known miss"):
@@ -341,15 +348,22 @@ def explain_text(req: PlanRequest, row: Row) -> str:
                          + (f"; {b.preemptions} preemptions" if b.preemptions else ""))
     t = row.trust or {}
     if t:
+        from .trust import range_text
+
         sp, cap = t["speed"], t["capacity"]
-        lo, hi = row.decode_tokens_per_s * (1 + sp["low"]), row.decode_tokens_per_s * (1 + sp["high"])
-        lines.append(f"evidence (speed): {sp['label']}: {sp['backing']}; decode {lo:,.1f}-{hi:,.1f} tok/s "
-                     f"({sp['low']:+.0%}/{sp['high']:+.0%}, the spread of held-out errors of this class)")
+        if sp["low"] is not None:
+            lo, hi = row.decode_tokens_per_s * (1 + sp["low"]), row.decode_tokens_per_s * (1 + sp["high"])
+            lines.append(f"evidence (speed): {sp['label']}: {sp['backing']}; decode {lo:,.1f}-{hi:,.1f} tok/s "
+                         f"({sp['low']:+.0%}/{sp['high']:+.0%}, the spread of held-out errors: "
+                         f"{sp.get('range_basis') or 'its class'})")
+        else:
+            lines.append(f"evidence (speed): {sp['label']}: {sp['backing']}; decode: {sp.get('range_basis') or 'no range'}")
         if sp.get("assumptions"):
             lines.append("  assumed constants: " + "; ".join(sp["assumptions"]))
         for key, name in (("ttft", "TTFT"), ("tpot", "TPOT"), ("output_tokens_per_s", "output tok/s")):
             if key in t:
-                lines.append(f"  {name}: {t[key]['low']:+.0%}/{t[key]['high']:+.0%} ({t[key]['label']})")
+                lines.append(f"  {name}: {range_text(t[key]['low'], t[key]['high'])} ({t[key]['label']}; "
+                             f"{t[key].get('range_basis') or 'its class'})")
         lines.append(f"evidence (capacity): {cap['label']}: {cap['backing']} ({cap['low']:+.0%}/{cap['high']:+.0%})")
         if t.get("quality"):
             lines.append(f"quality risk {row.quality_risk}: {t['quality']['backing']}"
@@ -361,17 +375,18 @@ def explain_text(req: PlanRequest, row: Row) -> str:
 
 def render_gpus(profiles) -> None:
     table = Table(title="GPU profiles (memory as the driver reports it)", title_justify="left")
-    from .trust import speed_basis
+    from .trust import speed_basis, speed_range_summary
 
     for col in ("id", "name", "arch", "CC", "memory GiB", "bandwidth GB/s", "bf16 TFLOP/s", "fp8", "speed rests on"):
         table.add_column(col, overflow="fold")
     for p in profiles:
         bf16 = p.flops_for("bf16")
         label, backing = speed_basis(p)
+        rng = speed_range_summary(p)
         table.add_row(p.id, p.name, p.architecture, str(p.compute_capability or "-"),
                       f"{p.memory_total_bytes / GiB:.2f}", f"{p.memory_bandwidth_bytes_per_s / 1e9:,.0f}",
                       "-" if not bf16 else f"{bf16 / 1e12:,.0f}", "native" if p.native_fp8 else "emulated",
-                      f"{label}: {backing.split(': ', 1)[-1]}")
+                      f"{label}: {backing.split(': ', 1)[-1]}; {rng['text']}")
     _console().print(table)
 
 
@@ -393,12 +408,15 @@ def gpus_payload() -> list[dict]:
 
     from .hardware import list_gpus
 
-    from .trust import speed_basis
+    from .trust import speed_basis, speed_range_summary
 
     out = []
     for p in list_gpus():
         label, backing = speed_basis(p)
-        out.append({**dataclasses.asdict(p), "speed_evidence": {"label": label, "backing": backing}})
+        rng = speed_range_summary(p)
+        out.append({**dataclasses.asdict(p), "speed_evidence": {
+            "label": label, "backing": backing, "decode_low": rng["low"], "decode_high": rng["high"],
+            "range_basis": rng["range_basis"], "coverage": rng["coverage"]}})
     return out
 
 

@@ -483,9 +483,7 @@ def evaluate(req: SearchRequest, cands: list[_Candidate], unsupported: list[Reje
         if key not in evidence:
             tpot_t = speed_trust(s.gpu, "vllm", s.weights, s.kv, "TPOT", tp=s.tp)
             ttft_t = speed_trust(s.gpu, "vllm", s.weights, s.kv, "TTFT", tp=s.tp)
-            evidence[key] = {"label": tpot_t.label, "backing": tpot_t.backing, "tpot_low": tpot_t.low,
-                             "tpot_high": tpot_t.high, "ttft_low": ttft_t.low, "ttft_high": ttft_t.high,
-                             "assumptions": list(tpot_t.assumptions)}
+            evidence[key] = evidence_of(tpot_t, ttft_t)
         d.speed_evidence = evidence[key]
     rows.sort(key=_rank_key)
     screened = len(rows)
@@ -522,6 +520,14 @@ def evaluate(req: SearchRequest, cands: list[_Candidate], unsupported: list[Reje
     elif not rows:
         _explain_empty(result, cands, stage, replicas, n, grid, ttft, tpot, tg, wl, reach)
     return result
+
+
+def evidence_of(tpot_t, ttft_t) -> dict:
+    """A search row's speed_evidence (kvcalc/trust.py): the label and backing of its TPOT, the TPOT and TTFT ranges
+    (None: no range) and whose held-out errors each range is (range_basis, ttft_range_basis)."""
+    return {"label": tpot_t.label, "backing": tpot_t.backing, "tpot_low": tpot_t.low, "tpot_high": tpot_t.high,
+            "ttft_low": ttft_t.low, "ttft_high": ttft_t.high, "assumptions": list(tpot_t.assumptions),
+            "range_basis": tpot_t.range_basis, "ttft_range_basis": ttft_t.range_basis}
 
 
 def _rank_key(d: Deployment):

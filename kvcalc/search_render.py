@@ -39,6 +39,8 @@ def _tpot_range(d) -> str:
     e = d.speed_evidence or {}
     if "tpot_low" not in e:
         return "-"
+    if e["tpot_low"] is None or e["tpot_high"] is None:  # SGLang off its measured GPU: too few results for one
+        return "no range"
     return f"{d.tpot_ms * (1 + e['tpot_low']):,.1f}-{d.tpot_ms * (1 + e['tpot_high']):,.1f}"
 
 
@@ -100,7 +102,8 @@ def render_search(res) -> None:
                      + "; ".join(f"{name} ({n} GPUs each)" for name, n in rentals))
     notes.append("max conc.: requests of input+output tokens the KV caches of all replicas hold at once (raise "
                  "--max-num-seqs to use them)")
-    notes.append("TPOT range: where ~80% of held-out cases of the same evidence class measured (kvcalc/trust.py); "
+    notes.append("TPOT range: where ~80% of held-out cases measured (kvcalc/trust.py): the GPU's own held-out public "
+                 "results where it has them, else its evidence class's (--json speed_evidence.range_basis says which); "
                  "speed evidence: measured = this GPU's own runs, public results = held out of the fit, datasheet = no "
                  "result for this GPU (kvcalc gpus says what each profile's speed rests on)")
     for line in notes + ["rows shown: " + a for a in ASSUMPTIONS] + ["screen (a lower bound): " + a for a in SCREEN]:
@@ -117,19 +120,24 @@ def render_sglang_search(res, rows, compare: bool = False) -> None:
     for name, justify in (("#", "right"), ("deployment", "left"), ("weights", "left"), ("KV", "left"),
                           ("mem\nfrac.", "right"), ("max\nrun. req", "right"), ("$/h", "right"),
                           ("$/M out\ntokens", "right"), ("TTFT\nms", "right"), ("TPOT\nms", "right"),
-                          ("max\nconc.", "right"), ("quality\nrisk", "left")):
+                          ("TPOT\nrange", "right"), ("max\nconc.", "right"), ("quality\nrisk", "left"),
+                          ("speed\nevidence", "left")):
         table.add_column(name, justify=justify, overflow="fold")
     for d in rows[:TABLE_ROWS]:
         where = f"{d.replicas} x {d.tp} {d.gpu} TP{d.tp}" if d.replicas > 1 else f"{d.tp} {d.gpu} TP{d.tp}"
         table.add_row(str(d.rank), where, d.weights_format, d.kv_format, f"{d.mem_fraction_static:.3f}",
                       f"{d.max_running_requests:,}", f"{d.cost_per_hour:,.2f}" + ("*" if d.price_is_estimate else ""),
                       f"{d.usd_per_million_output_tokens:,.3f}", f"{d.ttft_ms:,.0f}", f"{d.tpot_ms:,.1f}",
-                      f"{d.max_concurrency:,}", d.quality_risk)
+                      _tpot_range(d), f"{d.max_concurrency:,}", d.quality_risk, _evidence(d))
     if not rows:
         console.print("SGLang: no deployment in the search space meets the targets")
         return
     console.print(table)
     console.print(f"SGLang winner: {rows[0].command}")
+    basis = sorted({(d.speed_evidence or {}).get("range_basis", "") for d in rows[:TABLE_ROWS]} - {""})
+    if basis:
+        console.print("SGLang TPOT range: SGLang's own held-out errors (kvcalc/trust.py sglang_speed_trust): "
+                      + "; ".join(basis), style="dim")
     if compare and res.results:
         v, g = res.results[0], rows[0]
         key_v = (round(v.cost_per_hour, 6), round(v.usd_per_million_output_tokens, 6))

@@ -167,6 +167,9 @@ class SglangDeployment:
     itl_ms: float | None = None
     percentiles: dict = field(default_factory=dict)
     timing: str = "closed form"  # "simulation" once re-timed
+    # what its speed rests on (kvcalc/trust.py sglang_speed_trust: SGLang's own held-out errors), as the vLLM rows'
+    # search.Deployment.speed_evidence; tpot_low/high None: no range (too few SGLang results)
+    speed_evidence: dict = field(default_factory=dict)
 
     def to_json(self) -> dict:
         out = dict(self.__dict__)
@@ -323,9 +326,17 @@ def sglang_search(req, sglang_version: str | None = None) -> tuple[list[SglangDe
         model = catalog_entry(spec.name).get("hf_id") or spec.name
     except KeyError:
         model = spec.name
+    from .search import evidence_of
+    from .trust import speed_trust
+
+    evidence: dict = {}  # per (GPU, formats, TP), as search.py's vLLM rows (kvcalc/trust.py sglang_speed_trust)
     rows = []
     for si, ri in zip(*np.nonzero(ok)):
         (gpu, w, k, tp, running), e, c, r = meta[si], ests[si], cands[si], int(replicas[ri])
+        key = (gpu.id, w.name, k.name, tp)
+        if key not in evidence:
+            evidence[key] = evidence_of(speed_trust(gpu, "sglang", w, k, "TPOT", tp=tp),
+                                        speed_trust(gpu, "sglang", w, k, "TTFT", tp=tp))
         rental = rent(c.price, tp, r, req.price_tier, req.published_prices_only)  # search.py evaluate's cost model
         if rental is None:
             continue
@@ -338,7 +349,8 @@ def sglang_search(req, sglang_version: str | None = None) -> tuple[list[SglangDe
             e.max_total_num_tokens, c.risk, rental.source, rental.estimate, settings=given,
             max_running_requests_given=running or 0,
             chunked_prefill_given=req.max_num_batched_tokens is not None,
-            speculative_algorithm=e.speculative_algorithm, draft_weights_bytes=e.draft_weights_bytes))
+            speculative_algorithm=e.speculative_algorithm, draft_weights_bytes=e.draft_weights_bytes,
+            speed_evidence=evidence[key]))
     rows.sort(key=_rank_key)
     # the closed form screened; the rows shown are re-timed by the simulation (plan's own SGLang row of each), as the
     # vLLM search's are (search.retime)

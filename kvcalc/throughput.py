@@ -245,8 +245,10 @@ def class_labels(gpu: GpuProfile) -> dict[str, str]:
             for kind, key in class_keys(gpu).items()}
 
 
-def write_classes(classes: dict, intervals: dict | None, held_out: dict | None) -> None:
-    """Write the corpus fit into kvcalc/data/speed.yaml (`classes`, `intervals`), keeping the rest of the file."""
+def write_classes(classes: dict, intervals: dict | None, held_out: dict | None,
+                  classes_source: str | None = None) -> None:
+    """Write the corpus fit into kvcalc/data/speed.yaml (`classes`, `intervals`), keeping the rest of the file;
+    classes_source: the classes' source line where they are kept from an earlier fit (--write-intervals)."""
     from importlib import resources
 
     import yaml
@@ -255,15 +257,24 @@ def write_classes(classes: dict, intervals: dict | None, held_out: dict | None) 
     text = str(path.read_text()).split("\n# --- public-corpus classes")[0].rstrip() + "\n"
     block = {"classes": {k: {kk: float(vv) for kk, vv in sorted(v.items())} for k, v in classes.items() if v},
              "intervals": json.loads(json.dumps(intervals or {}))}  # copies: equal bands must not dump as YAML aliases
-    block["classes"]["source"] = (
+    block["classes"]["source"] = classes_source or (
         "fitted by scripts/speed_corpus_report.py --write-classes on docs/validation/data/speed-corpus/corpus.jsonl "
         "(public vLLM results, each row quoted); held-out errors (leave-one-GPU-out, leave-one-source-out) in "
         "docs/validation/speed-gpus.md")
     if intervals:
-        block["intervals"]["source"] = ("10th-90th percentile of the leave-one-GPU-out errors per metric class "
-                                        "(scripts/speed_corpus_report.py); a figure's low/high is figure x (1 + low/high)")
+        block["intervals"]["source"] = (
+            "10th-90th percentile of the held-out errors per metric class (leave-one-GPU-out and leave-one-source-out "
+            "pooled); by_gpu.<gpu>.bands: the GPU's own leave-one-GPU-out errors, bounded by order statistics that "
+            "hold >= 80% of new results (basis own: >= 10 rows of the figure's class; family: >= 10 of its decode or "
+            "prefill rows, the class band widened to their speed residuals; pooled: the same over all its rows; few: "
+            "the class band widened to hold each of them); by_gpu.<gpu>.coverage: the share of its held-out results "
+            "inside (class: class bands alone; loo_row: each left out of its GPU's band; loo_source: each source "
+            "left out) (scripts/speed_corpus_report.py gpu_band, gpu_coverage); a figure's low/high is "
+            "figure x (1 + low/high)")
+    # leaf maps in flow style ({low: .., high: .., n: ..}): one line per band, the per-GPU bands included
     Path(str(path)).write_text(text + "\n# --- public-corpus classes (scripts/speed_corpus_report.py --write-classes; "
-                               "do not edit by hand)\n" + yaml.safe_dump(block, sort_keys=False, width=100))
+                               "do not edit by hand)\n" + yaml.safe_dump(block, sort_keys=False, width=120,
+                                                                         default_flow_style=None))
     load.cache_clear()
 
 

@@ -13,12 +13,20 @@ Classes of evidence (LABELS), decided per figure from what kvcalc knows about th
 - "known miss": a configuration measured to be off by more than the range (named in the backing).
 
 The ranges are data in kvcalc/data/speed.yaml `intervals`, written by scripts/speed_corpus_report.py
---write-classes; a figure's range is figure x (1 + low) .. figure x (1 + high), covering ~80% of its class's cases.
+--write-classes (or --write-intervals); a figure's range is figure x (1 + low) .. figure x (1 + high), covering ~80% of
+its class's cases. A GPU with public results has its own range too (`intervals.by_gpu.<gpu>.bands`, from its own
+leave-one-GPU-out errors: scripts/speed_corpus_report.py gpu_band, bounds that hold >= 80% of results like them):
+with at least 10 results of the figure's class they replace the class range ('own'); with fewer they widen it
+('family': its decode or prefill results, as speed residuals; 'pooled': all of its results; 'few': each of them held).
+A GPU measured on the project's host keeps its own runs' range at TP 1. `range_basis` says which a figure carries; the
+report publishes each GPU's coverage (docs/validation/speed-gpus.md, speed.yaml by_gpu.<gpu>.coverage).
+SGLang's figures take SGLang's own held-out errors (speed.yaml `sglang_intervals`, scripts/sglang_speed_report.py),
+or no range where too few SGLang results exist (low/high None, `range_basis` says how many).
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from .constants import load
 from .formats import KvFormat, WeightFormat
@@ -27,22 +35,26 @@ from .hardware import GpuProfile
 LABELS = ("measured on this GPU", "held-out error on a similar case", "extrapolated from datasheet", "assumption",
           "known miss")
 MIN_ROWS = 3  # public results a GPU needs before its label says "held-out error on a similar case"
+MIN_SGLANG_ROWS = 10  # held-out SGLang results of a metric before they make a range
 
 
 @dataclass(frozen=True)
 class Trust:
     label: str  # one of LABELS
     backing: str  # what the figure rests on, one line
-    low: float  # the measured value lies in figure x (1 + low) .. figure x (1 + high) for ~80% of this class
-    high: float
+    low: float | None  # the measured value lies in figure x (1 + low) .. figure x (1 + high) for ~80% of this class
+    high: float | None  # (None, None): no range (SGLang off the H200: too few held-out results; range_basis says)
     assumptions: tuple[str, ...] = ()
+    range_basis: str = ""  # whose held-out errors the range is: the GPU's own, its class's (and how many)
 
-    def bounds(self, value: float) -> tuple[float, float]:
+    def bounds(self, value: float) -> tuple[float, float] | None:
+        if self.low is None or self.high is None:
+            return None
         return value * (1 + self.low), value * (1 + self.high)
 
     def short(self) -> str:
-        """'-12%/+9%' as the table prints it."""
-        return f"{self.low:+.0%}/{self.high:+.0%}"
+        """'-12%/+9%' as the table prints it ('no range' without one)."""
+        return range_text(self.low, self.high)
 
     def to_json(self) -> dict:
         out = asdict(self)
@@ -50,8 +62,75 @@ class Trust:
         return out
 
 
+def range_text(low: float | None, high: float | None) -> str:
+    """'-12%/+9%', or 'no range' where the figure has none."""
+    return "no range" if low is None or high is None else f"{low:+.0%}/{high:+.0%}"
+
+
 def _intervals() -> dict:
     return load("speed").get("intervals") or {}
+
+
+def _invert(low: float, high: float) -> tuple[float, float]:
+    """The range of 1 / figure from the range of a figure (tok/s from a TPOT range)."""
+    return 1 / (1 + high) - 1, 1 / (1 + low) - 1
+
+
+def gpu_band(gpu_id: str, metric: str) -> dict | None:
+    """The GPU's own range of a `metric` figure (speed.yaml intervals.by_gpu.<gpu>.bands: low, high, n, basis), in
+    the metric's direction; None where the corpus holds no result of this GPU."""
+    bands = (gpu_corpus_stats(gpu_id) or {}).get("bands") or {}
+    plain = metric.removesuffix("-tp")
+    return bands.get(metric) or bands.get(metric.replace("-load-tp", "-tp")) or (
+        None if metric.endswith("-tp") else bands.get(plain.split("-")[0]))
+
+
+def _class_key(kind: str, metric: str) -> str:
+    """The key of the class range a `metric` figure takes in `kind` (_band's fallback order), '' for the default."""
+    table = _intervals().get(kind) or {}
+    plain = metric.removesuffix("-tp")
+    for key in (metric, metric.replace("-load-tp", "-tp"), plain, plain.split("-")[0], "TPOT"):
+        if key in table:
+            return key
+    return ""
+
+
+def _class_text(kind: str, metric: str) -> str:
+    key = _class_key(kind, metric)
+    name = CLASS_NAMES.get(kind, kind)
+    if not key:
+        return f"{name} default (no class range)"
+    n = ((_intervals().get(kind) or {}).get(key) or {}).get("n", "?")
+    return f"{name} class ({key}, {n} held-out rows)"
+
+
+CLASS_NAMES = {"measured": "measured-on-this-GPU", "held_out": "public-results (held out)",
+               "datasheet": "datasheet-only"}
+
+
+def _gpu_range(gpu_id: str, kind: str, metric: str, inverse: bool) -> tuple[float, float, str]:
+    """(low, high, range_basis) of a figure on a GPU: its own range where the corpus has one (gpu_band), else its
+    evidence class's."""
+    low, high = _band(kind, metric, inverse)
+    cls = _class_text(kind, metric)
+    band = gpu_band(gpu_id, metric)
+    if not band:
+        return low, high, cls
+    g_low, g_high = float(band["low"]), float(band["high"])
+    if inverse:
+        g_low, g_high = _invert(g_low, g_high)
+    n = band.get("n", "?")
+    if band.get("basis") == "own":  # enough of its own results of this very class: they set the range
+        return round(g_low, 3), round(g_high, 3), f"{gpu_id}'s own {n} held-out public {metric} results"
+    low, high = round(min(low, g_low), 3), round(max(high, g_high), 3)
+    fam = "prefill" if metric.startswith("TTFT") else "decode"
+    if band.get("basis") == "family":
+        why = f"{cls}, widened to {gpu_id}'s own {n} held-out public {fam} results"
+    elif band.get("basis") == "pooled":
+        why = f"{cls}, widened to {gpu_id}'s own {n} held-out public results (all metrics)"
+    else:
+        why = f"{cls}, widened to hold each of {gpu_id}'s {n} held-out public result(s)"
+    return low, high, why
 
 
 def _band(kind: str, metric: str, inverse: bool = False) -> tuple[float, float]:
@@ -110,6 +189,10 @@ def speed_trust(gpu: GpuProfile, engine: str, weights: WeightFormat, kv: KvForma
     with inverse=True, 'TTFT', 'throughput', 'single-stream'); tp > 1: the tensor-parallel residual class."""
     from .throughput import fp8_kv_path
 
+    if engine == "sglang":  # SGLang's own held-out errors (or no range); the shared model's assumptions are its too
+        t = sglang_speed_trust(gpu, metric, inverse, tp)
+        shared = speed_trust(gpu, "vllm", weights, kv, metric, inverse, batch, tp).assumptions
+        return replace(t, assumptions=t.assumptions + tuple(a for a in shared if a not in t.assumptions))
     label, backing = speed_basis(gpu)
     kind = {LABELS[0]: "measured", LABELS[1]: "held_out"}.get(label, "held_out" if "class constants" in backing
                                                                else "datasheet")
@@ -137,13 +220,74 @@ def speed_trust(gpu: GpuProfile, engine: str, weights: WeightFormat, kv: KvForma
         assumptions.append("fp8_emulated_extra 75 operations/element (speed.yaml; no GPU below sm_80 measured)")
     if engine == "vllm" and weights.name.startswith("nf4") and gpu.id not in load("speed")["measured"]:
         assumptions.append("bitsandbytes nf4_gemv / nf4_dequant operations fitted on two H200 points (speed.yaml)")
-    low, high = _band(kind, f"{metric}-tp" if tp > 1 and engine == "vllm" else metric, inverse)
+    figure = f"{metric}-tp" if tp > 1 and engine == "vllm" else metric
+    cal = getattr(gpu, "speed_calibration", None)
+    # the GPU's own public results set or widen its range (vLLM's figures: the corpus is vLLM's); a GPU measured on
+    # the project's host keeps its own runs' range where they measured it (one GPU), its public results beyond
+    if engine == "vllm" and cal is None and (kind != "measured" or tp > 1):
+        low, high, range_basis = _gpu_range(gpu.id, kind, figure, inverse)
+    else:
+        low, high = _band(kind, figure, inverse)
+        range_basis = _class_text(kind, figure)
     if label == LABELS[4]:  # off by more than any class spread: say so with the spread measured
         low, high = min(low, -0.7), max(high, 0.3)
     if label == LABELS[3]:  # an unmeasured constant: the datasheet-only spread at least
         d_low, d_high = _band("datasheet", metric, inverse)
         low, high = min(low, d_low), max(high, d_high)
-    return Trust(label, backing, low, high, tuple(assumptions))
+        range_basis += "; widened to the datasheet-only class's (an unmeasured constant)"
+    if label == LABELS[4]:
+        range_basis += "; widened to -70%/+30% at least (a known miss)"
+    return Trust(label, backing, low, high, tuple(assumptions), range_basis)
+
+
+def _sglang_intervals() -> dict:
+    return load("speed").get("sglang_intervals") or {}
+
+
+def sglang_speed_trust(gpu: GpuProfile, metric: str = "TPOT", inverse: bool = False, tp: int = 1) -> Trust:
+    """The trust of an SGLang speed figure, from SGLang's own held-out errors (speed.yaml `sglang_intervals`, written
+    by scripts/sglang_speed_report.py --write): on the GPU SGLang ran on on the project's host (one GPU), those runs'
+    range; elsewhere the public SGLang results of the speed corpus, per metric where at least MIN_SGLANG_ROWS of them
+    exist; else no range (low/high None), `range_basis` saying how many results there are."""
+    data = _sglang_intervals()
+    measured = data.get("measured") or {}
+    public = data.get("public") or {}
+    vlabel, vbacking = speed_basis(gpu)
+    shared = vbacking.split(": ", 1)[-1]
+    plain = metric.removesuffix("-tp")
+    if gpu.id == measured.get("gpu") and tp == 1 and getattr(gpu, "speed_calibration", None) is None:
+        band = measured.get(metric) or measured.get(plain.split("-")[0])
+        if band:
+            low, high = float(band["low"]), float(band["high"])
+            if inverse:
+                low, high = _invert(low, high)
+            return Trust(LABELS[0], f"{gpu.id}: SGLang {measured.get('version', '')} runs on the project's host "
+                         "(docs/validation/sglang.md), every scored row held out of the fits", round(low, 3),
+                         round(high, 3), (), f"SGLang's own {band.get('n', '?')} held-out {band.get('metric', metric)} "
+                         f"results on {gpu.id} ({band.get('rows', 'the H200 runs')})")
+    n_gpu = int((public.get("by_gpu") or {}).get(gpu.id, 0))
+    figure = f"{plain}-tp" if tp > 1 else plain
+    band = (public.get("bands") or {}).get(figure) or (public.get("bands") or {}).get(plain)
+    # SGLang's own step overhead is taken as vLLM's (plan._sglang_row): on a GPU without SGLang results no run
+    # measured it there, an assumption the row names
+    assumptions: tuple[str, ...] = ()
+    if n_gpu >= MIN_ROWS:
+        label = LABELS[1]
+    else:
+        label = LABELS[3]
+        assumptions = (f"SGLang's per-step overhead on {gpu.id} taken as vLLM's ({n_gpu} SGLang result(s) on it)",)
+    backing = (f"{gpu.id}: SGLang on the shared speed model ({vlabel}: {shared}); {n_gpu} public SGLang result(s) on "
+               f"this GPU, {public.get('n', 0)} on all GPUs (docs/validation/sglang.md)")
+    if band:
+        low, high = float(band["low"]), float(band["high"])
+        if inverse:
+            low, high = _invert(low, high)
+        return Trust(label, backing, round(low, 3), round(high, 3), assumptions,
+                     f"SGLang's {band.get('n', '?')} public held-out {figure} results (10th-90th percentile)")
+    n_metric = int((public.get("by_metric") or {}).get(plain.split("-")[0], 0))
+    return Trust(label, backing, None, None, assumptions,
+                 f"no range: {n_metric} public SGLang {plain} result(s) ({n_gpu} of any metric on {gpu.id}), fewer "
+                 f"than the {MIN_SGLANG_ROWS} a 10th-90th percentile needs")
 
 
 # KV tokens on the H200 itself (docs/validation/README.md): the v2 layouts -0.60..+0.04%, the v3 engines worst 0.43%,
@@ -160,10 +304,33 @@ def capacity_trust(gpu: GpuProfile, engine: str) -> Trust:
         n = band.get("n", "?") if band else "?"
         if gpu.id in load("speed")["measured"]:  # its own runs, not other GPUs' public logs, bound it
             return Trust(LABELS[0], f"{gpu.id}: KV capacity replayed from vLLM's code, held-out H200 runs within "
-                         "0.3%, every H200 run within 0.6%", *MEASURED_CAPACITY_BAND)
+                         "0.3%, every H200 run within 0.6%", *MEASURED_CAPACITY_BAND, (), "the H200 runs' KV errors")
         return Trust(LABELS[1], f"vLLM's memory ledger replayed; {n} public start-up logs of other GPUs "
-                     "(docs/validation/public_logs.json)", low, high)
+                     "(docs/validation/public_logs.json)", low, high, (),
+                     "the public vLLM start-up logs' KV errors, 10th-90th percentile")
+    if engine == "sglang":  # SGLang's ledger against the public start-up logs (scripts/sglang_speed_report.py)
+        band = _sglang_intervals().get("capacity")
+        low, high = (band["low"], band["high"]) if band else (-0.05, 0.05)
+        return Trust(LABELS[1], f"SGLang's memory ledger replayed; {band.get('n', '?') if band else '?'} public "
+                     "start-up logs (KV pool; docs/validation/sglang.md), the H200 runs within 0.3%", low, high, (),
+                     "the public SGLang start-up logs' KV-pool errors, 10th-90th percentile")
     low, high = (band["low"], band["high"]) if band else (-0.05, 0.05)
     label = LABELS[0] if gpu.id in load("speed")["measured"] else LABELS[2]
     return Trust(label, f"{gpu.id}: transformers' cache bytes exact; static and peak bytes fitted on the H200",
                  low, high)
+
+
+def speed_range_summary(gpu: GpuProfile) -> dict:
+    """What `kvcalc gpus` says of a GPU's speed range: a 16-bit decode's tok/s at TP 1 (low, high, range_basis), and
+    how many of the GPU's own held-out public results its per-GPU ranges hold (speed.yaml by_gpu.<gpu>.coverage:
+    'loo_row', each result scored against the range built without it; 'class', against its class's range alone)."""
+    from .formats import kv_format, weight_format
+
+    t = speed_trust(gpu, "vllm", weight_format("bf16"), kv_format("auto"), "TPOT", inverse=True)
+    cov = None if getattr(gpu, "speed_calibration", None) else (gpu_corpus_stats(gpu.id) or {}).get("coverage")
+    text = f"decode tok/s range {t.short()} ({t.range_basis})"
+    if cov:
+        where = "its TP > 1 ranges (its own runs set TP 1's)" if t.label == LABELS[0] else "its ranges"
+        text += (f"; {where} hold {cov['loo_row']:.0%} of its {cov['n']} held-out public results, each left out of "
+                 f"its own range ({cov['class']:.0%} with the class ranges alone)")
+    return {"low": t.low, "high": t.high, "range_basis": t.range_basis, "coverage": cov, "text": text}

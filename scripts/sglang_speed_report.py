@@ -13,6 +13,7 @@ is fitted on (fit_graph_kernel), 16-client first-use waves and sub-floor MoE dec
 from __future__ import annotations
 
 import json
+import math
 import statistics
 import sys
 from pathlib import Path
@@ -333,9 +334,91 @@ def h200_table(rs: list[dict]) -> str:
     return "\n".join(lines)
 
 
+# ---- SGLang's ranges (issue 18 item 3): kvcalc/trust.py sglang_speed_trust reads speed.yaml `sglang_intervals` -----
+SPEED_YAML = ROOT / "kvcalc" / "data" / "speed.yaml"
+BANDS_START = "# <!-- AUTO: scripts/sglang_speed_report.py bands (do not edit by hand) -->"
+BANDS_END = "# <!-- /AUTO: scripts/sglang_speed_report.py bands -->"
+MEASURED_GPU, MEASURED_VERSION = "h200", "0.5.14"  # the release docs/validation/data/v5/sglang ran
+MIN_ROWS = 10  # kvcalc/trust.py MIN_SGLANG_ROWS: fewer held-out results of a metric make no range
+
+
+def band(errors: list[float]) -> dict | None:
+    """low/high of measured / kvcalc - 1 at the 10th and 90th percentile of log(measured / kvcalc), from errors
+    kvcalc / measured - 1; the range always holds the figure itself (as speed_corpus_report.interval_table)."""
+    logs = sorted(-math.log(1 + e) for e in errors if e > -1)
+    if len(logs) < MIN_ROWS:
+        return None
+    q = statistics.quantiles(logs, n=10)
+    return {"low": round(min(0.0, math.exp(q[0]) - 1), 3), "high": round(max(0.0, math.exp(q[-1]) - 1), 3),
+            "n": len(logs)}
+
+
+def sglang_bands(public: list[dict], h200: list[dict]) -> dict:
+    """speed.yaml `sglang_intervals`: `measured`, the ranges of SGLang's figures on the project's H200 from its held-out
+    runs (TPOT: the 1- and 16-client mean TPOTs held out, rows above the weight-read floor; TTFT: the lone requests'
+    mean TTFT held out; TTFT-load: the 16-client later waves' mean TTFT, every row; throughput: the TPOT range
+    inverted, a decode step over the output); `public`, the public SGLang results of the corpus counted per GPU and per
+    metric, with a range per metric class where at least MIN_ROWS exist (none yet)."""
+    one = [r for r in h200 if r["concurrency"] == 1]
+    many = [r for r in h200 if r["concurrency"] > 1 and not r["warmup_pass"]]
+    tpot = [_err(r["tpot"]) for r in one + many if r["tpot_split"] == "held out"]
+    ttft = [_err(r["ttft"]) for r in one if r["split"] == "held out"]
+    ttft_load = [_err(r["ttft_later"]) for r in many if r["ttft_later"]]
+    measured: dict = {"gpu": MEASURED_GPU, "version": MEASURED_VERSION}
+    for name, errs, what, rows in (
+            ("TPOT", tpot, "TPOT", "1 and 16 clients, rows above the weight-read floor"),
+            ("TTFT", ttft, "TTFT", "lone requests"),
+            ("TTFT-load", ttft_load, "TTFT", "16 clients, the later waves' mean")):
+        b = band(errs)
+        if b:
+            measured[name] = {**b, "metric": what, "rows": rows}
+    if "TPOT" in measured:
+        t = measured["TPOT"]
+        measured["throughput"] = {"low": round(1 / (1 + t["high"]) - 1, 3), "high": round(1 / (1 + t["low"]) - 1, 3),
+                                  "n": t["n"], "metric": "TPOT", "rows": "the TPOT rows, inverted (a decode step over "
+                                  "the output)"}
+    raw = {r["id"]: r for r in sglang_rows()}
+    by_gpu: dict = {}
+    by_metric: dict = {}
+    for r in public:
+        g = raw[r["id"]]["gpu"]
+        by_gpu[g] = by_gpu.get(g, 0) + 1
+        c = "TPOT" if r["class"] == "ITL" else r["class"]  # an ITL is a decode step, as the vLLM corpus counts it
+        by_metric[c] = by_metric.get(c, 0) + 1
+    bands = {}
+    for c in sorted(by_metric):
+        for tp_class in (False, True):
+            errs = [r["error"] for r in public if ("TPOT" if r["class"] == "ITL" else r["class"]) == c
+                    and (int(raw[r["id"]].get("tp") or 1) > 1) == tp_class]
+            b = band(errs)
+            if b:
+                bands[f"{c}-tp" if tp_class else c] = b
+    out = {"measured": measured, "public": {"n": len(public), "by_gpu": dict(sorted(by_gpu.items())),
+                                            "by_metric": dict(sorted(by_metric.items())), "bands": bands}}
+    # the KV pool (max_total_num_tokens) against the public start-up logs (scripts/sglang_logs_report.py)
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import sglang_logs_report
+
+    cap = band([r["error"] for r in sglang_logs_report.rows() if r["quantity"] == "logged KV cache tokens"])
+    if cap:
+        out["capacity"] = cap
+    return out
+
+
+def bands_block(public: list[dict], h200: list[dict]) -> str:
+    import yaml
+
+    return yaml.safe_dump({"sglang_intervals": sglang_bands(public, h200)}, sort_keys=False, width=120,
+                          default_flow_style=None)
+
+
 def generated_blocks() -> list[tuple]:
-    """(doc, start, end, text) of the blocks this script writes (tests/test_doc_blocks_current.py holds them)."""
-    return [(DOC, START, END, table(results()) + "\n"), (DOC, H200_START, H200_END, h200_table(h200_results()) + "\n")]
+    """(doc, start, end, text) of the blocks this script writes (tests/test_doc_blocks_current.py holds them): the two
+    tables of docs/validation/sglang.md and SGLang's ranges in kvcalc/data/speed.yaml (before its public-corpus block,
+    which speed_corpus_report.py --write-classes rewrites)."""
+    public, h200 = results(), h200_results()
+    return [(DOC, START, END, table(public) + "\n"), (DOC, H200_START, H200_END, h200_table(h200) + "\n"),
+            (SPEED_YAML, BANDS_START, BANDS_END, bands_block(public, h200))]
 
 
 def main(argv: list[str]) -> None:

@@ -524,6 +524,211 @@ def coverage(results: list[dict], table: dict) -> float | None:
     return sum(hits) / len(hits) if hits else None
 
 
+# -- per-GPU ranges (issue 18 item 3): a GPU's own held-out residuals widen (or, with enough rows of the figure's own
+# class, set) the range its figures carry; kvcalc/trust.py reads them from speed.yaml `intervals.by_gpu.<gpu>.bands`
+MIN_GPU_BAND_ROWS = 10  # a GPU's own 10th/90th percentiles need as many rows as a class's (MIN_BAND_ROWS)
+GPU_BAND_CLASSES = ("TPOT", "throughput", "TTFT", "TTFT-load", "TPOT-tp", "throughput-tp", "TTFT-tp")
+TIME_CLASSES = ("TPOT", "TTFT")  # a time: measured / kvcalc > 1 is kvcalc too fast; a rate the other way
+
+
+def is_time(c: str) -> bool:
+    return c.split("-")[0] in TIME_CLASSES
+
+
+def log_residual(result: dict) -> float:
+    """log(measured / kvcalc) of a result (its error is kvcalc / measured - 1)."""
+    return -math.log(1 + result["error"])
+
+
+def speed_residual(result: dict, c: str) -> float:
+    """log(kvcalc speed / measured speed) of a result of class c: > 0 where kvcalc is too fast, whatever the metric
+    (a time too short, a rate too high), so one GPU's TPOT, TTFT and throughput rows pool into one residual."""
+    m = log_residual(result)
+    return m if is_time(c) else -m
+
+
+def order_bounds(values: list[float], share: float = 0.8) -> tuple[float, float]:
+    """The k-th smallest and k-th largest of `values`, k = floor((n + 1) x (1 - share) / 2) (at least 1): for a new
+    value exchangeable with these n, P(k-th smallest <= it <= k-th largest) = (n + 1 - 2k) / (n + 1) >= share (the
+    split-conformal bound). A percentile interpolated from n values covers `share` of new ones only on average; with
+    the 10-40 rows one GPU has, that average leaves half the GPUs short of it."""
+    v = sorted(values)
+    k = max(1, math.floor((len(v) + 1) * (1 - share) / 2 + 1e-9))  # (1 - 0.8) / 2 is 0.0999..: 20 x it floors to 1
+    return v[k - 1], v[len(v) - k]
+
+
+def band_from_logs(logs: list[float]) -> tuple[float, float]:
+    """(low, high) of measured / figure - 1 from the order_bounds of log(measured / figure), the range always holding
+    the figure itself (as interval_table)."""
+    lo, hi = order_bounds(logs)
+    return min(0.0, math.exp(lo) - 1), max(0.0, math.exp(hi) - 1)
+
+
+def envelope(a: tuple[float, float], b: tuple[float, float]) -> tuple[float, float]:
+    return min(a[0], b[0]), max(a[1], b[1])
+
+
+def family(c: str) -> str:
+    """'prefill' (a TTFT: the compute-bound part of a request) or 'decode' (TPOT, throughput, single-stream: the
+    bandwidth-bound steps), the mechanism a figure's error mostly comes from."""
+    return "prefill" if c.startswith("TTFT") else "decode"
+
+
+def gpu_band(mine: list[tuple[str, dict]], c: str, class_band: dict | None) -> dict | None:
+    """The range of a class-c figure on one GPU from that GPU's own held-out results `mine` ((band class, result)
+    pairs, leave-one-GPU-out), the bounds being order_bounds (>= 80% for an exchangeable new result):
+    - 'own': at least MIN_GPU_BAND_ROWS results of class c (a '-tp' class: of c itself): their bounds;
+    - 'family': fewer, but at least MIN_GPU_BAND_ROWS of c's family (decode or prefill, lone or loaded, TP or not):
+      the class band widened to the bounds of their speed residuals (speed_residual, turned back into c's direction);
+    - 'pooled': fewer, but at least MIN_GPU_BAND_ROWS over all its classes: the same over all of them;
+    - 'few': 1 .. MIN_GPU_BAND_ROWS - 1 results: the class band widened to hold each of them (as speed residuals);
+    None without a result (the class band stands)."""
+    own = [log_residual(r) for k, r in mine if k == c]
+    cls = (class_band["low"], class_band["high"]) if class_band else (0.0, 0.0)
+    if len(own) >= MIN_GPU_BAND_ROWS:
+        low, high = band_from_logs(own)
+        basis, n = "own", len(own)
+    else:
+        speed = [speed_residual(r, k) for k, r in mine]
+        kin = [speed_residual(r, k) for k, r in mine if family(k) == family(c)]
+        if not speed:
+            return None
+        if len(kin) >= MIN_GPU_BAND_ROWS:
+            (lo_s, hi_s), basis, speed = order_bounds(kin), "family", kin
+        elif len(speed) >= MIN_GPU_BAND_ROWS:
+            (lo_s, hi_s), basis = order_bounds(speed), "pooled"
+        else:
+            lo_s, hi_s, basis = min(speed), max(speed), "few"
+        # a speed residual s (kvcalc too fast by e^s) is measured / figure = e^s for a time, e^-s for a rate
+        lo_m, hi_m = (lo_s, hi_s) if is_time(c) else (-hi_s, -lo_s)
+        low, high = envelope(cls, (min(0.0, math.exp(lo_m) - 1), max(0.0, math.exp(hi_m) - 1)))
+        n = len(speed)
+    # rounded outward to 3 decimals: the stored range holds the results it was built from (a bound rounded inward
+    # would drop its own order statistic)
+    return {"low": _round_out(low, math.floor), "high": _round_out(high, math.ceil), "n": n, "basis": basis}
+
+
+def _round_out(x: float, direction) -> float:
+    """x to 3 decimals, rounded down (math.floor) or up (math.ceil); a value already on 3 decimals (a class band's
+    bound) is kept, not moved by its float error."""
+    r = round(x, 3)
+    return r if abs(x - r) < 1e-9 else direction(x * 1000) / 1000
+
+
+def _gpu_results(results: list[dict]) -> dict[str, list[tuple[str, dict]]]:
+    """Per GPU, its scorable held-out results as (band class, result) pairs (known misses left out, as the class
+    bands leave them)."""
+    by_id = {r["id"]: r for r in load_rows()}
+    out: dict[str, list[tuple[str, dict]]] = {}
+    for r in results:
+        if isinstance(r.get("error"), float) and r["error"] > -1 and not r.get("known_miss"):
+            out.setdefault(r["gpu"], []).append((band_class(r, by_id.get(r["id"])), r))
+    return out
+
+
+def gpu_bands(results: list[dict], table: dict) -> dict:
+    """Per GPU, per figure class (GPU_BAND_CLASSES), the range gpu_band gives it from the GPU's leave-one-GPU-out
+    `results` over the class bands `table`."""
+    out = {}
+    for g, mine in sorted(_gpu_results(results).items()):
+        bands = {c: b for c in GPU_BAND_CLASSES if (b := gpu_band(mine, c, table_band(table, c)))}
+        if bands:
+            out[g] = bands
+    return out
+
+
+def _inside(band: dict | None, r: dict) -> bool:
+    lo, hi = (band["low"], band["high"]) if band else (-0.5, 1.0)
+    return lo - 1e-9 <= r["measured"] / r["predicted"] - 1 <= hi + 1e-9  # a bound is a result's own ratio, rounded
+
+
+def gpu_coverage(results: list[dict], table: dict) -> dict:
+    """Per GPU, the share of its held-out results (leave-one-GPU-out predictions) inside the range of its class:
+    - 'class': the class band alone (kvcalc before per-GPU ranges);
+    - 'in_sample': the per-GPU range built from all of the GPU's results, the scored one included (optimistic);
+    - 'loo_row': built from the GPU's other results (the scored row left out);
+    - 'loo_source': built from the GPU's results of other sources (a one-source GPU: the class band, which is all the
+      rule would give it had that source not been published): the honest figure.
+    The class bands themselves come from every GPU's rows (one row among hundreds: stated, not removed)."""
+    out = {}
+    per = _gpu_results(results)
+    for g, mine in sorted(per.items()):
+        hits = {"class": [], "in_sample": [], "loo_row": [], "loo_source": []}
+        for i, (c, r) in enumerate(mine):
+            cb = table_band(table, c)
+            hits["class"].append(_inside(cb, r))
+            hits["in_sample"].append(_inside(gpu_band(mine, c, cb) or cb, r))
+            rest = mine[:i] + mine[i + 1:]
+            hits["loo_row"].append(_inside(gpu_band(rest, c, cb) or cb, r))
+            other = [(k, x) for k, x in mine if x["source"] != r["source"]]
+            hits["loo_source"].append(_inside(gpu_band(other, c, cb) or cb, r))
+        out[g] = {"n": len(mine), "sources": len({r["source"] for _, r in mine}),
+                  **{k: round(sum(v) / len(v), 3) for k, v in hits.items()}}
+    total = sum(s["n"] for s in out.values())
+    out["all"] = {"n": total, "sources": len({r["source"] for m in per.values() for _, r in m}),
+                  **{k: round(sum(s[k] * s["n"] for s in out.values()) / total, 3) if total else None
+                     for k in ("class", "in_sample", "loo_row", "loo_source")}}
+    return out
+
+
+def gpu_range_section(report: dict) -> list[str]:
+    """The per-GPU ranges (gpu_band) and how many of each GPU's held-out results they hold (gpu_coverage)."""
+    cov = report.get("gpu_coverage") or {}
+    by_gpu = (report.get("intervals") or {}).get("by_gpu") or {}
+    if not cov:
+        return []
+    out = ["## Ranges per GPU (its own held-out errors)", "",
+           "A GPU with public results carries its own range (kvcalc/data/speed.yaml `intervals.by_gpu.<gpu>.bands`, "
+           "kvcalc/trust.py): from its leave-one-GPU-out errors, the k-th smallest and largest of them with k = "
+           f"floor((n + 1) x 0.1) (order_bounds: at least 80% for a new result like them). With at least "
+           f"{MIN_GPU_BAND_ROWS} results of the figure's class they set the range (`own`); with fewer, the class range "
+           "is widened to the bounds of the GPU's results of the same family (`family`: decode = TPOT, throughput, "
+           "single-stream; prefill = TTFT; each as a speed residual, kvcalc too fast > 0, turned back into the "
+           f"figure's direction), or of all its results (`pooled`), where those number at least {MIN_GPU_BAND_ROWS}; "
+           "with fewer still, to hold each of them (`few`). A GPU without a result keeps its class's range.", "",
+           "Coverage: the share of the GPU's held-out results (leave-one-GPU-out predictions, known misses left out) "
+           "inside the range of their class. `class`: the class ranges alone (kvcalc before per-GPU ranges). "
+           "`in sample`: the per-GPU range built from all of the GPU's results, the scored one included (optimistic). "
+           "`row left out`: built from the GPU's other results. `source left out`: built from the GPU's results of "
+           "other sources only; a GPU whose results all come from one source then has none and keeps its class "
+           "range, which is what kvcalc would say had that source not been published (the strictest test, and for a "
+           "one-source GPU the same as `class`). The class ranges are built from all GPUs' rows, the scored row "
+           "among several hundred.", "",
+           "| GPU | rows | sources | decode tok/s range (basis, rows) | TTFT range (basis, rows) | coverage: class | "
+           "in sample | row left out | source left out |", "|---|---:|---:|---|---|---:|---:|---:|---:|"]
+
+    def rng(band: dict | None, inverse: bool = False) -> str:
+        if not band:
+            return "class"
+        lo, hi = band["low"], band["high"]
+        if inverse:
+            lo, hi = 1 / (1 + hi) - 1, 1 / (1 + lo) - 1
+        return f"{lo:+.0%}/{hi:+.0%} ({band['basis']}, {band['n']})"
+
+    short = []
+    for g, c in cov.items():
+        if g == "all":
+            continue
+        bands = (by_gpu.get(g) or {}).get("bands") or {}
+        out.append(f"| {g} | {c['n']} | {c['sources']} | {rng(bands.get('TPOT'), True)} | {rng(bands.get('TTFT'))} | "
+                   f"{c['class']:.0%} | {c['in_sample']:.0%} | {c['loo_row']:.0%} | {c['loo_source']:.0%} |")
+        if c["loo_row"] < 0.8:
+            short.append(f"{g} {c['loo_row']:.0%} of {c['n']}")
+    a = cov.get("all") or {}
+    if a:
+        out.append(f"| all | {a['n']} | {a['sources']} | | | {a['class']:.0%} | {a['in_sample']:.0%} | "
+                   f"{a['loo_row']:.0%} | {a['loo_source']:.0%} |")
+    measured = [g for g in load_speed_measured() if g in cov]
+    if measured:
+        out += ["", f"{', '.join(measured)}: measured on the project's host, whose own held-out runs set its ranges at "
+                "TP 1 (the `measured` class above); the per-GPU range here, from its public results, is what its TP > 1 "
+                "figures carry (kvcalc/trust.py: the host's runs are TP 1)."]
+    out += ["", "GPUs whose results fall below 80% with the row left out: " + (", ".join(short) if short else "none")
+            + ". A GPU whose results come from one source has no out-of-source evidence: its `source left out` column "
+            "is its class range's coverage, and says how far that range would mislead without its own results."]
+    return out
+
+
 def markdown(report: dict) -> str:
     """docs/validation/speed-gpus.md: the page is this function's output (re-run the script to refresh it)."""
     ins, logo, loso = report["in_sample"], report["logo"], report["loso"]
@@ -571,6 +776,7 @@ def markdown(report: dict) -> str:
     cov = report.get("interval_coverage") or {}
     out += ["", f"Coverage of the held-out ranges: leave-one-GPU-out {cov.get('logo') or 0:.0%}, "
             f"leave-one-source-out {cov.get('loso') or 0:.0%} (target: at least 80%).", "",
+            *gpu_range_section(report), "",
             "## Class constants (the in-sample fit on this corpus; kvcalc/data/speed.yaml `classes` ships)", "",
             "The fit column is this run's in-sample fit; the shipped column is what kvcalc uses "
             "(kvcalc/data/speed.yaml `classes`, kvcalc/data/serve.yaml `public_hosts_s`), written only by "
@@ -1091,6 +1297,12 @@ def target_verdicts(report: dict, logo: dict, cov: dict) -> str:
         (met if max(a, b) <= target else missed).append(text)
     lo, ls = cov.get("logo") or 0, cov.get("loso") or 0
     (met if min(lo, ls) >= 0.80 else missed).append(f"interval coverage {lo:.1%} / {ls:.1%} (target 80%)")
+    per = {g: c for g, c in (report.get("gpu_coverage") or {}).items() if g != "all"}
+    if per:
+        short = [f"{g} {c['loo_row']:.0%} ({c['n']} rows)" for g, c in per.items() if c["loo_row"] < 0.80]
+        (missed if short else met).append(
+            "per-GPU coverage, each row left out of its GPU's range, at least 80% on every GPU"
+            + (f" (short: {', '.join(short)})" if short else ""))
     biased = [f"{g} {v['mean_signed']:+.0%}" for g, v in logo["by_gpu"].items() if abs(v["mean_signed"]) > 0.20]
     (missed if biased else met).append("no GPU type with a held-out mean bias beyond 20%"
                                        + (f" ({', '.join(biased)})" if biased else ""))
@@ -1329,6 +1541,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", help="write the full report (every row's prediction) here")
     p.add_argument("--markdown", help="write the tables here")
     p.add_argument("--write-classes", action="store_true", help="write the in-sample fit into kvcalc/data/speed.yaml")
+    p.add_argument("--write-intervals", action="store_true",
+                   help="write only the ranges (speed.yaml `intervals`, per class and per GPU), keeping `classes`")
     p.add_argument("--quick", action="store_true", help="in-sample only (no held-out refits)")
     p.add_argument("--no-simulation", action="store_true", help="skip the in-sample run through the serve simulation")
     p.add_argument("--from-json", help="recompute the ranges and the page from a saved --json report (no refits)")
@@ -1342,16 +1556,13 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.from_json:
         report = json.loads(Path(args.from_json).read_text())
-        if "intervals" in report and "TTFT-load" in report["intervals"].get("held_out", {}) and not args.recompute:
+        if "gpu_coverage" in report and not args.recompute:
             return _finish(report, args)  # ranges already computed by this version: re-render only
         rows = load_rows()
         logo, loso = report["predictions_logo"], report["predictions_loso"]
-        baseline = evaluate(rows, BASELINE, simulate=True)
-        report["intervals"] = {"held_out": interval_table(logo + loso), "datasheet": interval_table(baseline),
-                               "measured": measured_bands(), "capacity": capacity_bands(),
-                               "by_gpu": gpu_stats(logo, rows)}
-        report["interval_coverage"] = {"logo": coverage(logo, report["intervals"]["held_out"]),
-                                       "loso": coverage(loso, report["intervals"]["held_out"])}
+        baseline = report.get("predictions_baseline") or evaluate(rows, BASELINE, simulate=True)
+        report["predictions_baseline"] = baseline
+        set_ranges(report, rows, logo, loso, baseline)
         return _finish(report, args)
     t0 = time.time()
     rows = load_rows()
@@ -1365,19 +1576,34 @@ def main(argv: list[str] | None = None) -> int:
     if not args.quick:
         logo, loso = held_out(rows, "gpu"), held_out(rows, "source")
         report["logo"], report["loso"] = summarize(logo), summarize(loso)
-        report["intervals"] = {"held_out": interval_table(logo + loso), "datasheet": interval_table(baseline),
-                               "measured": measured_bands(), "capacity": capacity_bands(),
-                               "by_gpu": gpu_stats(logo, rows)}
-        report["interval_coverage"] = {"logo": coverage(logo, report["intervals"]["held_out"]),
-                                       "loso": coverage(loso, report["intervals"]["held_out"])}
+        set_ranges(report, rows, logo, loso, baseline)
         report["predictions_logo"] = logo
         report["predictions_loso"] = loso
+        report["predictions_baseline"] = baseline
     report["seconds"] = round(time.time() - t0, 1)
     return _finish(report, args)
 
 
+def set_ranges(report: dict, rows: list[dict], logo: list[dict], loso: list[dict], baseline: list[dict]) -> None:
+    """The ranges kvcalc/trust.py ships (speed.yaml `intervals`) and their coverage: per evidence class, and per GPU
+    from its own leave-one-GPU-out results (gpu_bands, gpu_coverage)."""
+    held = interval_table(logo + loso)
+    stats = gpu_stats(logo, rows)
+    for g, bands in gpu_bands(logo, held).items():
+        if g in stats:
+            stats[g]["bands"] = bands
+    report["intervals"] = {"held_out": held, "datasheet": interval_table(baseline), "measured": measured_bands(),
+                           "capacity": capacity_bands(), "by_gpu": stats}
+    report["interval_coverage"] = {"logo": coverage(logo, held), "loso": coverage(loso, held)}
+    report["gpu_coverage"] = gpu_coverage(logo, held)
+    for g, cov in report["gpu_coverage"].items():
+        if g in stats:  # what `kvcalc gpus` says of the GPU's range (kvcalc/trust.py speed_range_summary)
+            stats[g]["coverage"] = {k: cov[k] for k in ("n", "class", "loo_row", "loo_source")}
+
+
 def _finish(report: dict, args) -> int:
-    print(json.dumps({k: v for k, v in report.items() if k not in ("predictions_logo", "predictions_loso", "skipped")},
+    print(json.dumps({k: v for k, v in report.items()
+                      if k not in ("predictions_logo", "predictions_loso", "predictions_baseline", "skipped")},
                      indent=1, default=float))
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=1, default=float) + "\n")
@@ -1391,6 +1617,14 @@ def _finish(report: dict, args) -> int:
         public = (report["classes"].get("frontend") or {}).get("public")
         if public is not None:
             write_public_frontend(public)
+    elif args.write_intervals and report.get("intervals"):
+        # the ranges only (per class and per GPU), the shipped class constants and their source line kept
+        from kvcalc import throughput
+        from kvcalc.constants import load
+
+        shipped = dict(load("speed").get("classes") or {})
+        source = shipped.pop("source", None)
+        throughput.write_classes(shipped, report["intervals"], report.get("logo"), classes_source=source)
     return 0
 
 

@@ -126,6 +126,8 @@ def trust_text(row: dict) -> str:
     t = (row.get("trust") or {}).get("speed")
     if not t:
         return "-"
+    if t["low"] is None or t["high"] is None:
+        return f"no range ({t['label']})"
     pct = lambda x: f"{'+' if x >= 0 else '-'}{abs(round(x * 100))}%"  # noqa: E731 (JS Math.round, as the page)
     return f"{pct(t['low'])}/{pct(t['high'])} ({t['label']})"
 

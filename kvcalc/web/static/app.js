@@ -68,10 +68,19 @@
   function trustRange(r) {
     const t = r.trust && r.trust.speed;
     if (!t) return "-";
+    if (t.low === null || t.high === null) return `no range (${t.label})`;  // SGLang: too few held-out results
     // as Python's f"{x:+.0%}" (render.py): x * 100 rounded half to even, the sign kept for -0
     const even = (v) => { const f = Math.floor(v), d = v - f; return d > 0.5 || (d === 0.5 && f % 2 !== 0) ? f + 1 : f; };
     const pct = (x) => `${x >= 0 ? "+" : "-"}${even(Math.abs(x) * 100)}%`;
     return `${pct(t.low)}/${pct(t.high)} (${t.label})`;
+  }
+
+  // -- a search row's TPOT range in ms, as search_render._tpot_range prints it ("no range": SGLang off its measured GPU)
+  function tpotRange(d) {
+    const e = d.speed_evidence;
+    if (!e || e.tpot_low === undefined) return "-";
+    if (e.tpot_low === null || e.tpot_high === null) return "no range";
+    return `${commas(d.tpot_ms * (1 + e.tpot_low), 1)}-${commas(d.tpot_ms * (1 + e.tpot_high), 1)}`;
   }
 
   // -- tokens as the CLI reads them: 32k = 32768 (binary k and m) -----------------------------------------------------
@@ -347,7 +356,10 @@
                        (field === "verdicts" ? " verdict" : "");
         if (field === "config") td.title = r.label;
         if (field === "quality_risk" && r.quality_evidence) td.title = r.quality_evidence;
-        if (field === "trust" && r.trust && r.trust.speed) td.title = `${r.trust.speed.label}: ${r.trust.speed.backing}`;
+        if (field === "trust" && r.trust && r.trust.speed) {
+          const sp = r.trust.speed;  // whose held-out errors the range is: the GPU's own, or its class's
+          td.title = `${sp.label}: ${sp.backing}` + (sp.range_basis ? `; range: ${sp.range_basis}` : "");
+        }
       }
       const td = tr.insertCell();
       const b = document.createElement("button");
@@ -655,6 +667,7 @@
       ["TTFT ms", (d) => commas(d.ttft_ms, 0)],
       ["p99 TTFT", (d) => (d.percentiles && d.percentiles.p99_ttft_ms !== undefined ? commas(d.percentiles.p99_ttft_ms, 0) : "-")],
       ["TPOT ms", (d) => commas(d.tpot_ms, 1)],
+      ["TPOT range", (d) => tpotRange(d)],
       ["out tok/s", (d) => commas(d.output_tokens_per_s, 0)], ["risk", (d) => d.quality_risk],
       ["speed evidence", (d) => (d.speed_evidence && d.speed_evidence.label) || "-"],
       ["Pareto", (d) => (d.pareto ? "yes" : "")],
