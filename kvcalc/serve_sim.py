@@ -736,7 +736,8 @@ def simulate(cost, cfg: EngineConfig, load: Load, frontend_s: float = 0.0, trace
                 _stream_stretch(r, ends)
         else:  # one step
             chunk = ~is_dec
-            ctx = float((computed[r[is_dec]] + 1).sum())
+            ctx = cost.decode_context(computed[r[is_dec]] + 1) if hasattr(cost, "decode_context") \
+                else float((computed[r[is_dec]] + 1).sum())
             chunks = tuple(zip(computed[r[chunk]].tolist(), kk[chunk].tolist()))
             dt = cost.step_s(int(is_dec.sum()), ctx, chunks)
             if cfg.graph_max_tokens is not None and int(kk.sum()) > cfg.graph_max_tokens:
@@ -815,13 +816,15 @@ def _decode_stretch(cost, r, computed, generated, out, held, shares, prefix_bloc
     if kmax <= 1:
         return 1, None
     b = len(r)
-    c0 = float((computed[r] + 1).sum())
+    # the summed context of each step of the stretch, each request's read capped at the sliding windows
+    ctxs = cost.decode_context(computed[r] + 1, kmax) if hasattr(cost, "decode_context") \
+        else float((computed[r] + 1).sum()) + b * np.arange(kmax)
     base = (cost.fixed_s + cost.weights_s(b, False) + cost.sampler_per_row_s * b
             + (cost.extra_s(b, False) if hasattr(cost, "extra_s") else 0.0))
     floor = cost.eager_floor_s
     if graph_max_tokens is not None and b > graph_max_tokens:  # more decodes than the largest graph: no graph
         floor = max(floor, cost.launch_s)
-    dts = np.maximum(base + cost.decode_attention_per_token_s * (c0 + b * np.arange(kmax)), floor) + host_per_seq_s * b
+    dts = np.maximum(base + cost.decode_attention_per_token_s * ctxs, floor) + host_per_seq_s * b
     k = kmax
     if math.isfinite(arrival):  # stop before the step whose schedule sees the next arrival: step j is scheduled when
         # step j-1 starts (async scheduling), else when it ends
