@@ -44,7 +44,10 @@ WEIGHTS = {"bf16": "bf16", "fp16": "bf16", "fp8": "fp8", "fp8-dynamic": "fp8", "
            "w8a8-int8": "w8a8",
            # the checkpoint's own quantization (ModelOpt NVFP4, gpt-oss's MXFP4): kvcalc reads it from the catalog
            # model's quantization config (checkpoint.baseline_weights), as plan's baseline row does
-           "nvfp4": None, "mxfp4": None}
+           "nvfp4": None, "mxfp4": None,
+           # Meta's FBGEMM FP8 checkpoint (Llama-3.1-405B-FP8: self-attention and the first and last layers' MLPs
+           # stay bf16): the catalog model llama-3.1-405b-fp8's own quantization_config
+           "fbgemm-fp8": None}
 # the metric classes of the issue's targets
 CLASS = {"tpot_ms": "TPOT", "itl_ms": "TPOT", "ttft_ms": "TTFT", "output_throughput": "throughput",
          "total_throughput": "throughput", "single_stream_tok_s": "single-stream",
