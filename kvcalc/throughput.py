@@ -345,8 +345,12 @@ def _gpu_rates(gpu: GpuProfile, calibrated: bool) -> GpuRates:
         overlap=float(c["overlap"]), measured=fit is not None or cal is not None, source=source,
         tp_comm_per_layer_s=cal.tp_comm_per_layer_s if cal is not None and cal.tp_comm_per_layer_s else comm,
         link_bandwidth=getattr(cal, "link_bandwidth_bytes_per_s", None) if cal is not None else None,
-        link_gpu=None if fit or (cal is not None and (cal.tp_comm_per_layer_s or
-                                                      getattr(cal, "link_bandwidth_bytes_per_s", None))) else gpu)
+        # the interconnect model (kvcalc/allreduce.py) for every GPU, the measured ones too: its NVLink latency is the
+        # H200 runs' fitted tp_comm_per_layer_s (two calls a layer), and its bytes term is what a TP prefill or a
+        # large batch moves (it was left out for measured GPUs, so an 8x H200 step moved its hidden states for free);
+        # the user's calibration of the all-reduce replaces it
+        link_gpu=None if (cal is not None and (cal.tp_comm_per_layer_s or
+                                               getattr(cal, "link_bandwidth_bytes_per_s", None))) else gpu)
 
 
 def _emulated(min_cc: float | None, gpu: GpuProfile) -> bool:
