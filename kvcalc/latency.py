@@ -44,6 +44,9 @@ class DecodeLine:
     wread: Any = None  # prefill: seconds of one weight read by a chunk of PREFILL_ROWS tokens (None: mem0)
     pfixed: Any = None  # prefill: seconds a chunk's step adds to `fixed` that decode steps do not pay (None: 0)
     pfloor: Any = None  # prefill: the least a chunk's step takes (the CPU's, SGLang's piecewise graphs; None: 0)
+    # the sliding windows decode reads (throughput.decode_windows: (W, share), share a float or an array): c in the
+    # step is effective_context(c), each window's layers reading min(c, W); (): c itself
+    windows: tuple = ()
 
     def prefill_terms(self):
         return (self.cmp0 if self.pre0 is None else self.pre0), (self.cmp1 if self.pre1 is None else self.pre1)
@@ -60,10 +63,12 @@ def decode_line(spec, gpu, weights, kv, batch: int, enforce_eager: bool = False,
     request, its fused MoE's blocks and activation kernels: throughput.forward_kernels logit_rows, sglang_moe).
     `prefill_rows`: the chunk the prefill terms are read at, when more than PREFILL_ROWS (the GEMMs' row-fill rate
     only grows with the rows, so terms read at the largest chunk stay below every smaller chunk's time)."""
-    from .throughput import decode_speed, forward_kernels
+    from .throughput import decode_speed, decode_windows, effective_context, forward_kernels
 
     a = decode_speed(spec, gpu, "vllm", weights, kv, batch, 0, enforce_eager, tp)
     b = decode_speed(spec, gpu, "vllm", weights, kv, batch, probe, enforce_eager, tp)
+    windows = decode_windows(spec, kv, 2, tp)  # the slope per token every layer reads (decode_speed's unit)
+    read = effective_context(windows, probe)
     n = max(PREFILL_ROWS, int(prefill_rows))
     kernels = forward_kernels(spec, gpu, weights, kv, n, 0.0, n * n, tp, prefill=True,
                               logit_rows=1 if sglang else None, sglang_moe=sglang)
@@ -73,8 +78,8 @@ def decode_line(spec, gpu, weights, kv, batch: int, enforce_eager: bool = False,
         + sum(k.time_s for k in kernels if k.name == "allreduce") / n
     attention = next(k.compute_s for k in kernels if k.name == "attention") / (n * n)
     wread = sum(k.memory_s for k in kernels if k.name in ("linear", "experts"))
-    return DecodeLine(a.fixed_s, a.step_s - a.fixed_s, (b.step_s - a.step_s) / probe, 0.0, 0.0, gemm, attention,
-                      wread)
+    return DecodeLine(a.fixed_s, a.step_s - a.fixed_s, (b.step_s - a.step_s) / read, 0.0, 0.0, gemm, attention,
+                      wread, windows=windows)
 
 
 def weight_time_table(spec, gpu, weights, kv, tp: int, bmax: int):
@@ -161,7 +166,26 @@ def tpot_s(line: DecodeLine, input_len, output_len, batch_scale=1.0, mem0=None):
     m0 = line.mem0 if mem0 is None else mem0
     c_lo = np.asarray(input_len, dtype=np.float64) + 1
     c_hi = np.asarray(input_len, dtype=np.float64) + np.asarray(output_len, dtype=np.float64) - 1
-    return mean_step_s(line.fixed, m0, line.mem1 * b, line.cmp0 * b, line.cmp1 * b, c_lo, c_hi)
+    if not line.windows:
+        return mean_step_s(line.fixed, m0, line.mem1 * b, line.cmp0 * b, line.cmp1 * b, c_lo, c_hi)
+    # sliding windows (DecodeLine.windows): between two windows the read effective_context(c) = q c + p is affine in
+    # c, so the mean is the segments' exact means weighted by their lengths
+    edges = sorted({w for w, _ in line.windows})
+    n = c_hi - c_lo + 1
+    total = 0.0
+    prev = -np.inf
+    for edge in edges + [np.inf]:
+        past = [(w, s) for w, s in line.windows if w <= prev]  # windows every c of this segment reads past
+        q = 1.0 - sum(s for _, s in past)
+        p = sum(s * w for w, s in past)
+        lo, hi = np.maximum(c_lo, prev + 1), np.minimum(c_hi, edge)
+        seg = np.maximum(hi - lo + 1, 0)
+        mean = mean_step_s(line.fixed, m0 + line.mem1 * b * p, line.mem1 * b * q, line.cmp0 * b + line.cmp1 * b * p,
+                           line.cmp1 * b * q, lo, np.where(seg > 0, hi, lo - 1))
+        total = total + seg * mean
+        prev = edge
+    out = np.where(n > 0, total / np.where(n > 0, n, 1), 0.0)
+    return out if np.ndim(out) else float(out)
 
 
 def ttft_s(line: DecodeLine, input_len, chunk_tokens, mem0_chunk=None):

@@ -49,8 +49,8 @@ from typing import Any
 from .errors import UsageError, shown
 from .layouts import Layout  # the layout of a checkpoint's Linears: read here, defined (with its bytes) there
 
-KNOWN_METHODS = ("awq", "awq_marlin", "gptq", "gptq_marlin", "compressed-tensors", "fp8", "bitsandbytes", "mxfp4",
-                 "hqq", "modelopt", "modelopt_fp4", "torchao")
+KNOWN_METHODS = ("awq", "awq_marlin", "gptq", "gptq_marlin", "compressed-tensors", "fp8", "fbgemm_fp8", "bitsandbytes",
+                 "mxfp4", "hqq", "modelopt", "modelopt_fp4", "torchao")
 
 
 @dataclass(frozen=True)
@@ -255,6 +255,19 @@ def _fp8(qc: dict[str, Any]) -> QuantScheme:
         label = "FP8 e4m3, per-tensor scales"
     ignore = _strings(qc.get("modules_to_not_convert") or qc.get("ignored_layers"), "modules_to_not_convert")
     return QuantScheme("fp8", label, (Rule(layout),), ignore=ignore, match="exact", nearest="fp8")
+
+
+def _fbgemm_fp8(qc: dict[str, Any]) -> QuantScheme:
+    """Meta's FP8 checkpoints of Llama 3.1 (quant_method fbgemm_fp8; vllm/model_executor/layers/quantization/
+    fbgemm_fp8.py FBGEMMFp8Config): weight fp8 [out, in] + a per-channel fp32 weight_scale [out, 1]
+    (FBGEMMFp8LinearMethod.create_weights), activations quantized per token at run time (activation_scale_ub caps
+    the scale). Every module of modules_to_not_convert stays bf16 (get_quant_method: is_layer_skipped on the
+    ignore_list, a fused qkv / gate_up skipped when its shards are): in Meta's 405B checkpoint that is every
+    self-attention projection and the first and last layers' MLPs (catalog llama-3.1-405b-fp8)."""
+    ignore = _strings(qc.get("modules_to_not_convert"), "modules_to_not_convert")
+    return QuantScheme("fbgemm_fp8", "FBGEMM FP8 e4m3, per-channel scales, dynamic per-token activations",
+                       (Rule(Layout("fp8", 8, strategy="channel", scale_bytes=4)),), ignore=ignore, match="exact",
+                       nearest="fp8")
 
 
 def _bnb(qc: dict[str, Any]) -> QuantScheme:
@@ -508,6 +521,7 @@ _READERS = {
     "awq": _awq, "awq_marlin": _awq,
     "gptq": _gptq, "gptq_marlin": _gptq,
     "fp8": _fp8,
+    "fbgemm_fp8": _fbgemm_fp8,
     "bitsandbytes": _bnb,
     "mxfp4": _mxfp4,
     "hqq": _hqq,

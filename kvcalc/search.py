@@ -298,7 +298,10 @@ def _latencies(cands: list[_Candidate], wl: Workload, n: np.ndarray, mnbt: np.nd
     line = latency.DecodeLine(fixed, mem0, mem1, cmp0, cmp1, pre0, pre1, pfixed=pfixed, pfloor=pfloor)
     ttft = latency.ttft_s(line, wl.input_len, mnbt, wread)
     col = (slice(None), None)
-    line_r = latency.DecodeLine(fixed[col], mem0[col], mem1[col], cmp0[col], cmp1[col])
+    # one model: every candidate's sliding windows are its layers' (their shares move with the format and the TP)
+    edges = sorted({w for c in cands for w, _ in c.line.windows})
+    windows = tuple((w, np.array([dict(c.line.windows).get(w, 0.0) for c in cands])[col]) for w in edges)
+    line_r = latency.DecodeLine(fixed[col], mem0[col], mem1[col], cmp0[col], cmp1[col], windows=windows)
     tpot = latency.tpot_s(line_r, wl.input_len, wl.output_len, batch_scale=n, mem0=mem0[col] * ratio_n)
     return np.asarray(ttft, dtype=float), np.asarray(tpot, dtype=float)
 

@@ -131,6 +131,11 @@ class EngineConfig:
     # scheduling, input preparation, sampler bookkeeping and output processing run between steps, per sequence,
     # while the GPU waits; 0 for V1, whose per-request work overlaps or is not modelled)
     host_per_seq_s: float = 0.0
+    # the V0 engine's graph rule (vllm_versions.V0_MAX_SEQ_LEN_TO_CAPTURE): a step replays a CUDA graph only when it
+    # is decode-only and every request's context is at most graph_max_context; any other step runs eager and takes
+    # at least eager_s (the CPU's launches of one eager forward). None: V1's rule alone (graph_max_tokens)
+    graph_max_context: int | None = None
+    eager_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -700,7 +705,8 @@ def simulate(cost, cfg: EngineConfig, load: Load, frontend_s: float = 0.0, trace
             stretch, dts = _decode_stretch(cost, r, computed, generated, out, held, shares, prefix_blocks, need, free,
                                            t, float(arrive[pending[0]]) if pending else (
                                                _arrival_bound() if loop_mode else math.inf),
-                                           cfg.async_scheduling, cfg.graph_max_tokens, cfg.host_per_seq_s)
+                                           cfg.async_scheduling, cfg.graph_max_tokens, cfg.host_per_seq_s,
+                                           cfg.graph_max_context, cfg.eager_s)
         if stretch > 1:  # a pure decode stretch in one vector step: each request gains `stretch` tokens
             starts = t + np.concatenate(([0.0], np.cumsum(dts)[:-1]))
             ends = starts + dts
@@ -736,11 +742,15 @@ def simulate(cost, cfg: EngineConfig, load: Load, frontend_s: float = 0.0, trace
                 _stream_stretch(r, ends)
         else:  # one step
             chunk = ~is_dec
-            ctx = float((computed[r[is_dec]] + 1).sum())
+            ctx = cost.decode_context(computed[r[is_dec]] + 1) if hasattr(cost, "decode_context") \
+                else float((computed[r[is_dec]] + 1).sum())
             chunks = tuple(zip(computed[r[chunk]].tolist(), kk[chunk].tolist()))
             dt = cost.step_s(int(is_dec.sum()), ctx, chunks)
             if cfg.graph_max_tokens is not None and int(kk.sum()) > cfg.graph_max_tokens:
                 dt = max(dt, cost.launch_s)  # no CUDA graph: the CPU launches the forward, the GPU runs behind it
+            if cfg.graph_max_context is not None and (chunk.any() or (
+                    is_dec.any() and int(computed[r[is_dec]].max()) + 1 > cfg.graph_max_context)):
+                dt = max(dt, cfg.eager_s)  # V0: a prefill or a long context runs the forward eager
             dt += cfg.host_per_seq_s * len(r)  # V0: the host's per-sequence work between steps (EngineConfig)
             s_prev, t = t, t + dt
             steps += 1
@@ -807,7 +817,8 @@ def simulate(cost, cfg: EngineConfig, load: Load, frontend_s: float = 0.0, trace
 
 
 def _decode_stretch(cost, r, computed, generated, out, held, shares, prefix_blocks, need, free, t, arrival,
-                    async_scheduling=True, graph_max_tokens=None, host_per_seq_s=0.0):
+                    async_scheduling=True, graph_max_tokens=None, host_per_seq_s=0.0, graph_max_context=None,
+                    eager_s=0.0):
     """How many pure decode steps the batch `r` runs before something changes (a request finishes, the next arrival
     reaches the schedule, or the pool cannot give every request its next block), and their step times. The step is
     affine in the summed context, which grows by the batch each step."""
@@ -815,13 +826,18 @@ def _decode_stretch(cost, r, computed, generated, out, held, shares, prefix_bloc
     if kmax <= 1:
         return 1, None
     b = len(r)
-    c0 = float((computed[r] + 1).sum())
+    # the summed context of each step of the stretch, each request's read capped at the sliding windows
+    ctxs = cost.decode_context(computed[r] + 1, kmax) if hasattr(cost, "decode_context") \
+        else float((computed[r] + 1).sum()) + b * np.arange(kmax)
     base = (cost.fixed_s + cost.weights_s(b, False) + cost.sampler_per_row_s * b
             + (cost.extra_s(b, False) if hasattr(cost, "extra_s") else 0.0))
     floor = cost.eager_floor_s
     if graph_max_tokens is not None and b > graph_max_tokens:  # more decodes than the largest graph: no graph
         floor = max(floor, cost.launch_s)
-    dts = np.maximum(base + cost.decode_attention_per_token_s * (c0 + b * np.arange(kmax)), floor) + host_per_seq_s * b
+    if graph_max_context is not None:  # V0: the steps whose longest context passes max_seq_len_to_capture run eager
+        longest = int(computed[r].max()) + 1 + np.arange(kmax)
+        floor = np.where(longest > graph_max_context, max(floor, eager_s), floor)
+    dts = np.maximum(base + cost.decode_attention_per_token_s * ctxs, floor) + host_per_seq_s * b
     k = kmax
     if math.isfinite(arrival):  # stop before the step whose schedule sees the next arrival: step j is scheduled when
         # step j-1 starts (async scheduling), else when it ends

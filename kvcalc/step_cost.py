@@ -35,7 +35,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace  # replace: the unit kernel in _build
 
 from .constants import load
-from .throughput import MMA_ROWS, Kernel, decode_speed, forward_kernels, gpu_rates, moe_layer_count
+import numpy as np
+
+from .throughput import (MMA_ROWS, Kernel, decode_speed, decode_windows, effective_context_sum, forward_kernels,
+                         gpu_rates, moe_layer_count)
 from .engines.vllm_specs import vllm_bytes_per_token
 
 _PROBE = 1 << 20  # tokens of context a unit kernel is read at (large: exact in float arithmetic)
@@ -83,7 +86,19 @@ class StepCost:
     # kernel's. -1: never
     mha_prefill_above: int = -1
     mha_prefill_ratio: float = 1.0
+    # the sliding windows decode attention reads (throughput.decode_windows): a decoding request of context c costs
+    # decode_attention_per_token_s x effective_context(c), not x c (empty: x c)
+    windows: tuple = ()
     _weights: dict = field(default_factory=dict, repr=False)
+
+    def decode_context(self, contexts, steps: int = 0):
+        """The decode_context step_s takes for decoding requests of these contexts (tokens cached, the new one
+        included): their sum, each request's read capped at its sliding layers' windows (throughput.
+        effective_context_sum); steps = k: an array over the next k steps, each request a token longer each step."""
+        if not self.windows:
+            total = float(np.sum(contexts))
+            return total + len(contexts) * np.arange(steps) if steps else total
+        return effective_context_sum(self.windows, contexts, steps)
 
     def _weights_at(self, tokens: int, prefill: bool, rows: int | None = None) -> float:
         key = (tokens, prefill, rows)
@@ -132,7 +147,8 @@ class StepCost:
                       u.compute_s * pairs * compute_scale, u.alu_s * start, u.overlap).time_s
 
     def step_s(self, decodes: int, decode_context: float, chunks: tuple = (), sampled: int | None = None) -> float:
-        """One step: `decodes` requests decoding with `decode_context` cached tokens between them, prefill chunks as
+        """One step: `decodes` requests decoding with `decode_context` cached tokens between them (decode_context():
+        each capped at its model's sliding windows), prefill chunks as
         (start, n) pairs; `sampled` requests sample a token (default: the decodes plus the chunks)."""
         prefill_tokens = sum(n for _, n in chunks)
         tokens = decodes + prefill_tokens
@@ -275,13 +291,17 @@ def _build(spec, gpu, weights, kv, tp, kv_bytes_per_token, enforce_eager, dtype_
     """The step model from a few evaluations of the speed model."""
     kv_pt = kv_bytes_per_token if kv_bytes_per_token is not None \
         else vllm_bytes_per_token(spec.layers, kv, dtype_bytes, tp) * tp
+    windows = decode_windows(spec, kv, dtype_bytes, tp)
+    # decode reads every layer at its full rate per token over what it attends to (decode_windows): with sliding
+    # layers the unit kernel is a token every layer reads, a request of context c counts effective_context(c) of them
+    kv_read = vllm_bytes_per_token(spec.layers, kv, dtype_bytes, tp) * tp if windows else kv_pt
     rates = gpu_rates(gpu)
     one = decode_speed(spec, gpu, "vllm", weights, kv, 1, 0, False, tp, dtype_bytes, kv_bytes_per_token=kv_pt)
     eager = 0.0
     if enforce_eager:  # decode_speed takes the longer of the GPU's work and the CPU's launches: read the floor off it
         e = decode_speed(spec, gpu, "vllm", weights, kv, 1, 0, True, tp, dtype_bytes, kv_bytes_per_token=kv_pt)
         eager = e.step_s if e.step_s > one.step_s else 0.0
-    dec = next(k for k in forward_kernels(spec, gpu, weights, kv, 1, kv_pt * _PROBE, _PROBE, tp, dtype_bytes, rates)
+    dec = next(k for k in forward_kernels(spec, gpu, weights, kv, 1, kv_read * _PROBE, _PROBE, tp, dtype_bytes, rates)
                if k.name == "attention")
     sampler = next(k for k in one.kernels if k.name == "sampler")
     mem = next(k for k in forward_kernels(spec, gpu, weights, kv, 1, kv_pt * _PROBE, 0.0, tp, dtype_bytes, rates,
@@ -293,4 +313,4 @@ def _build(spec, gpu, weights, kv, tp, kv_bytes_per_token, enforce_eager, dtype_
     # serve hosts whose launch speed moved 1.67 -> 1.06 -> 0.80x (scripts/serve_load_report.py fit_moe_launch).
     launch = compiled_launch_s(spec, weights, kv, cpu_scale)
     return StepCost(spec, gpu, weights, kv, tp, kv_pt, one.fixed_s, eager, dec.time_s / _PROBE,
-                    sampler.time_s, unit, launch)
+                    sampler.time_s, unit, launch, windows=windows)

@@ -32,7 +32,7 @@ from .engines.vllm_specs import vllm_bytes_per_token
 from .engines.weights import vllm_text_weight_bytes, weight_bytes, weight_bytes_read_per_token
 from .formats import KvFormat, WeightFormat, kv_format
 from .hardware import GpuProfile
-from .layers import CompressedSparseAttention, FullAttention, MultiLatentAttention
+from .layers import ChunkedLocal, CompressedSparseAttention, FullAttention, MultiLatentAttention, SlidingWindow, flatten
 from .memo import per_object
 from .model import ModelSpec
 from .units import ceil_div
@@ -362,8 +362,12 @@ def _gpu_rates(gpu: GpuProfile, calibrated: bool) -> GpuRates:
         overlap=float(c["overlap"]), measured=fit is not None or cal is not None, source=source,
         tp_comm_per_layer_s=cal.tp_comm_per_layer_s if cal is not None and cal.tp_comm_per_layer_s else comm,
         link_bandwidth=getattr(cal, "link_bandwidth_bytes_per_s", None) if cal is not None else None,
-        link_gpu=None if fit or (cal is not None and (cal.tp_comm_per_layer_s or
-                                                      getattr(cal, "link_bandwidth_bytes_per_s", None))) else gpu)
+        # the interconnect model (kvcalc/allreduce.py) for every GPU, the measured ones too: its NVLink latency is the
+        # H200 runs' fitted tp_comm_per_layer_s (two calls a layer), and its bytes term is what a TP prefill or a
+        # large batch moves (it was left out for measured GPUs, so an 8x H200 step moved its hidden states for free);
+        # the user's calibration of the all-reduce replaces it
+        link_gpu=None if (cal is not None and (cal.tp_comm_per_layer_s or
+                                               getattr(cal, "link_bandwidth_bytes_per_s", None))) else gpu)
 
 
 def _emulated(min_cc: float | None, gpu: GpuProfile) -> bool:
@@ -445,6 +449,62 @@ def kv_conversion_ops(kv: KvFormat, gpu: GpuProfile) -> float:
             base += ops["fp8_emulated_extra"]
     unpack = ops["int4_weights"] if kv.bits == 4 else 0.0
     return base + unpack
+
+
+def decode_windows(spec: ModelSpec, kv: KvFormat, dtype_bytes: int = 2, tp: int = 1) -> tuple[tuple[int, float], ...]:
+    """The sliding windows a decode step's attention reads, as (window W, share): the share of the per-token KV bytes
+    of all attention layers (each counted in full, vllm_specs.vllm_bytes_per_token) that layers of window W hold.
+
+    vLLM's decode attention reads only a sliding layer's last W tokens, whatever its pool keeps: the Triton unified
+    kernel starts its tile loop at the window's first tile and masks the rest (vllm/v1/attention/ops/
+    triton_unified_attention.py, v0.26.0 :399-419; SLIDING_WINDOW = 1 + window_size[0], the query token included),
+    and the FlashAttention backend passes window_size = (W - 1, 0) to flash_attn_varlen_func, whose kernel skips the
+    key blocks left of the window. So one request of context c reads full_bytes * c + sum over W of
+    window_bytes_W * min(c, W) (effective_context). Llama 4's chunked local layers (ChunkedLocal) are left at their
+    full length (a chunk's reads restart at every chunk boundary: not modelled). Empty: no sliding layer."""
+    return per_object("decode_windows", (spec, kv), (dtype_bytes, tp),
+                      lambda: _decode_windows(spec, kv, dtype_bytes, tp))
+
+
+def _decode_windows(spec: ModelSpec, kv: KvFormat, dtype_bytes: int, tp: int) -> tuple[tuple[int, float], ...]:
+    from .engines.vllm_specs import vllm_page_bytes
+
+    total = float(vllm_bytes_per_token(spec.layers, kv, dtype_bytes, tp))
+    if total <= 0:
+        return ()
+    by_window: dict[int, float] = {}
+    for layer in flatten(spec.layers):
+        if isinstance(layer, SlidingWindow) and not isinstance(layer, ChunkedLocal) and layer.window > 0:
+            by_window[layer.window] = by_window.get(layer.window, 0.0) + vllm_page_bytes(layer, 1, kv, dtype_bytes, tp)
+    return tuple((w, b / total) for w, b in sorted(by_window.items()) if b > 0)
+
+
+def effective_context(windows: tuple[tuple[int, float], ...], context):
+    """The tokens of context a decoding request's attention reads, in units of a token read by every attention layer
+    (decode_windows): c - sum over windows of share_W * max(c - W, 0). Floats and numpy arrays alike; `context`
+    itself where there is no window."""
+    out = context
+    for w, share in windows:
+        over = context - w
+        out = out - share * (over * (over > 0))
+    return out
+
+
+def effective_context_sum(windows: tuple[tuple[int, float], ...], contexts, steps: int = 0):
+    """sum_i effective_context(c_i + j) over a batch of contexts `contexts`; steps = 0: that sum (a float); steps = k:
+    an array over j = 0..k-1 (each request gains a token a step: serve_sim's decode stretch), in
+    O((n + k) log n) by sorting the distances to each window."""
+    import numpy as np
+
+    c = np.asarray(contexts, dtype=np.float64)
+    j = np.arange(max(steps, 1), dtype=np.float64)
+    out = c.sum() + len(c) * j
+    for w, share in windows:
+        d = np.sort(c - w)  # request i reads past the window from step j > -d_i on
+        suffix = np.concatenate((np.cumsum(d[::-1])[::-1], [0.0]))  # sum of d[k:] for k = 0..n
+        first = np.searchsorted(d, -j, side="right")  # the first request with d + j > 0
+        out = out - share * (suffix[first] + (len(d) - first) * j)
+    return out if steps else float(out[0])
 
 
 def attention_flops_per_token(spec: ModelSpec) -> float:
@@ -691,7 +751,9 @@ def decode_speed(spec: ModelSpec, gpu: GpuProfile, engine: str, weights: WeightF
 
     kv_bytes_per_token: the deployment's KV bytes per token of context, as the plan row shows it (vLLM: the
     VllmEstimate's deployment_kv_bytes_per_token, so Mamba state and capped sliding windows count as they are
-    stored). None: every attention layer counted in full per token (vllm_specs.vllm_bytes_per_token x tp).
+    stored). None: every attention layer counted in full per token (vllm_specs.vllm_bytes_per_token x tp). A model
+    with sliding-window layers reads each layer's bytes per token over the tokens it attends to instead
+    (decode_windows, effective_context: a layer of window W reads min(context, W)), whatever its pool keeps.
 
     Pipeline parallel (pp > 1): vLLM keeps pp batches in flight (config/vllm.py:max_concurrent_batches), so the batch
     runs as m = min(pp, batch) micro-batches; each stage holds 1/pp of the layers and a token passes the pp stages in
@@ -706,10 +768,16 @@ def decode_speed(spec: ModelSpec, gpu: GpuProfile, engine: str, weights: WeightF
     notes: list[str] = []
     kv_per_token = kv_bytes_per_token if kv_bytes_per_token is not None \
         else vllm_bytes_per_token(spec.layers, kv, dtype_bytes, tp) * tp
+    windows = decode_windows(spec, kv, dtype_bytes, tp)
+    read = context
+    if windows:  # a sliding layer reads its window, not what its pool keeps (decode_windows): every layer's bytes per
+        # token at its full rate, over the tokens each layer reads
+        kv_per_token = vllm_bytes_per_token(spec.layers, kv, dtype_bytes, tp) * tp
+        read = effective_context(windows, context)
     micro_batches = min(pp, batch)
     micro = ceil_div(batch, micro_batches)  # requests per micro-batch (pp = 1: the whole batch)
-    kv_bytes = kv_per_token * context * (batch / micro_batches)
-    kernels = forward_kernels(spec, gpu, weights, kv, micro, kv_bytes, micro * context, tp, dtype_bytes, rates)
+    kv_bytes = kv_per_token * read * (batch / micro_batches)
+    kernels = forward_kernels(spec, gpu, weights, kv, micro, kv_bytes, micro * read, tp, dtype_bytes, rates)
     layers = spec.num_layers / pp  # per stage
     fixed = _overhead(spec, e, rates, layers, tp, enforce_eager, spec.moe is not None) * pp
     gpu_s = sum(k.time_s for k in kernels)  # pp stage steps per round, each 1/pp of the work

@@ -219,7 +219,8 @@ def vllm_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFo
     per streamed chunk: the ITL, serve_sim.EngineConfig.stream_interval). `sim_out`: a list the simulation's
     SimResult is appended to (its per-request arrays, for the validation reports)."""
     from .engines.vllm_graphs import max_graph_tokens
-    from .engines.vllm_versions import async_scheduling_default, reserve_full_prompt_default, serial_host_per_seq_s
+    from .engines.vllm_versions import (async_scheduling_default, reserve_full_prompt_default, serial_host_per_seq_s,
+                                        v0_graph_max_context)
     from .serve_sim import EngineConfig, simulate
     from .step_cost import (sglang_mha_prefill_above, sglang_prefill_extra, sglang_prefill_floor_s, sglang_step_extra,
                             step_cost)
@@ -268,6 +269,14 @@ def vllm_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFo
         cfg = EngineConfig(chunk_tokens, max(1, slots), max(1, slots) * per + 1, bs, wl.context, None, prefix_caching,
                            async_scheduling=async_scheduling, reserve_full_prompt=reserve_full,
                            host_per_seq_s=host_per_seq)
+    v0_graphs = v0_graph_max_context(vllm_version) if (sglang is None and not enforce_eager) else None
+    if v0_graphs is not None:  # V0: prefill steps and long contexts run eager (vllm_versions.V0_MAX_SEQ_LEN_TO_CAPTURE)
+        from .constants import load as load_constants
+        from .throughput import _eager_cpu_s, moe_layer_count
+
+        e = load_constants("throughput")["engines"]["vllm"]
+        cfg = replace(cfg, graph_max_context=min(v0_graphs, cfg.max_model_len),
+                      eager_s=_eager_cpu_s(e, spec.num_layers / pp, moe_layer_count(spec) / pp) * pp)
     # the API loop's busy period is vLLM's OpenAI server's, fitted on it; SGLang's tokenizer manager is unmeasured
     load = bench_load(wl, entrypoint, api_cpu=0.0 if sglang is not None else None)
     if sglang is not None:

@@ -44,7 +44,10 @@ WEIGHTS = {"bf16": "bf16", "fp16": "bf16", "fp8": "fp8", "fp8-dynamic": "fp8", "
            "w8a8-int8": "w8a8",
            # the checkpoint's own quantization (ModelOpt NVFP4, gpt-oss's MXFP4): kvcalc reads it from the catalog
            # model's quantization config (checkpoint.baseline_weights), as plan's baseline row does
-           "nvfp4": None, "mxfp4": None}
+           "nvfp4": None, "mxfp4": None,
+           # Meta's FBGEMM FP8 checkpoint (Llama-3.1-405B-FP8: self-attention and the first and last layers' MLPs
+           # stay bf16): the catalog model llama-3.1-405b-fp8's own quantization_config
+           "fbgemm-fp8": None}
 # the metric classes of the issue's targets
 CLASS = {"tpot_ms": "TPOT", "itl_ms": "TPOT", "ttft_ms": "TTFT", "output_throughput": "throughput",
          "total_throughput": "throughput", "single_stream_tok_s": "single-stream",
@@ -1255,12 +1258,12 @@ def new_gpus_section(report: dict) -> list[str]:
             "step at ~28 requests in flight (throughput x TPOT) reads at most 41 GB at the 273 GB/s peak, where "
             "uniform top-8 routing over 128 experts touches 84% of them (43 GB of BF16 experts and dense weights at "
             "0.83 of the peak, 190 ms): the experts a batch touches are fewer than independent routing gives, or the "
-            "achieved LPDDR5X bandwidth is above the pooled 0.831; neither has a source here. Noticed, not changed: "
-            "kvcalc's decode reads every attention layer's KV over the whole context, sliding-window layers included "
-            "(Gemma 4 26B-A4B: 112,895 B a token at FP8 = all 30 layers; vLLM 0.26.0's Triton attention reads a sliding "
-            "layer's last 1,024 tokens only: v1/attention/ops/triton_unified_attention.py:399-419, the tile loop "
-            "bounded by compute_tile_loop_bounds(..., SLIDING_WINDOW, ...)), which over-reads 2.5x at 3,000 tokens of context there; fixing it moves every "
-            "sliding-window model's decode and the H200 fit's Gemma rows, so it is left to its own change.",
+            "achieved LPDDR5X bandwidth is above the pooled 0.831; neither has a source here. Since issue 18's "
+            "sliding-window change, decode reads a sliding layer's window only, as vLLM 0.26.0's Triton attention "
+            "does (v1/attention/ops/triton_unified_attention.py:399-419, the tile loop bounded by "
+            "compute_tile_loop_bounds(..., SLIDING_WINDOW, ...); throughput.decode_windows): before it kvcalc read "
+            "every layer over the whole context (Gemma 4 26B-A4B: 112,895 B a token at FP8 = all 30 layers, 2.5x over "
+            "at 3,000 tokens), which made these reasoning runs' TPOT +72% / +73% / +39% (Gemma 4) and +15% (gpt-oss).",
             f"- **RTX 5090** (vLLM 0.22.1, Qwen3-4B BF16, 1,024 / 128 Poisson), held out: TPOT at 1 req/s {e['q1']}, "
             f"TTFT {e['q1t']}; 8 req/s TTFT {e['q8t']}; 12 req/s TPOT {e['q12']}, TTFT {e['q12t']}; 16 req/s (past "
             f"saturation) TTFT {e['q16t']}, throughput {e['q16o']}. Its prefill takes the measured GEMM rate (x1.42 "
@@ -1278,8 +1281,12 @@ def new_gpus_section(report: dict) -> list[str]:
             f"throughput {e['r128o']}; the 1,000-prompt ShareGPT burst's TTFT {e['b1t']}, its TPOT {e['burst']}); "
             "kvcalc books the front end as a latency per request, not as a serial resource; (2) DeepSeek-R1's step at "
             f"TP 8 (MLA, 256 experts each sharded 8 ways, 61 layers): 4 concurrent requests decode {e['c4']} TPOT "
-            f"(19.4 ms measured, 8 ms in kvcalc) and the 2k-token burst's prefill is ~3x kvcalc's (TTFT {e['r2kt']}, "
-            f"TPOT {e['r2kp']}): kernels of an expert shard 1/8 wide, not priced."]
+            f"(19.4 ms measured, 8 ms in kvcalc) and the 2k-token burst's prefill is ~2x kvcalc's (TTFT {e['r2kt']}, "
+            f"TPOT {e['r2kp']}): kernels of an expert shard 1/8 wide, not priced. One TP cost was missing and is in "
+            "now (issue 18): the all-reduce's bytes (two calls a layer of tokens x 7,168 x 2 B, 117 MB at an "
+            "8,192-token chunk, ~0.5 ms each over NVLink) had been left out for the measured H200, whose TP model was "
+            "only the fitted per-call latency (the 2k burst's output throughput +120% -> +70%, the 4k one's +71% -> "
+            "+40%)."]
     return out
 
 

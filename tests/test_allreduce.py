@@ -80,12 +80,16 @@ def test_decode_step_carries_the_links_latency_and_bytes():
 
 
 def test_measured_gpu_keeps_its_fit_and_calibration_wins():
-    """The H200 keeps its own TP fit (throughput.yaml tp_comm_per_layer_s, no bytes term); a user's calibration of
-    the all-reduce replaces the link model."""
+    """The H200's per-layer all-reduce latency is its own TP fit (throughput.yaml tp_comm_per_layer_s: two NVLink
+    calls, the link model's base_s), and it pays the bytes term like every other GPU (issue 18: left out before, an
+    8x H200 prefill moved its hidden states for free); a user's calibration of the all-reduce replaces the link
+    model."""
     h200 = _decode("h200", 2)
-    assert not any(k.name == "allreduce" for k in h200.kernels)
+    assert any(k.name == "allreduce" for k in h200.kernels)
     rates = throughput.gpu_rates(get_gpu("h200"))
-    assert rates.link_gpu is None
+    assert rates.link_gpu is not None
+    fitted = throughput.load("throughput")["engines"]["vllm"]["tp_comm_per_layer_s"]
+    assert 2 * link_for(get_gpu("h200"), 8).latency_s(8) == pytest.approx(fitted, rel=1e-9)
     cal = dataclasses.replace(throughput.gpu_rates(get_gpu("rtx-4090")), tp_comm_per_layer_s=1e-4, link_gpu=None)
     assert throughput._overhead(load_model("llama-3.1-8b"), throughput.load("throughput")["engines"]["vllm"], cal,
                                 32, 2, False, False) == pytest.approx(cal.step_overhead_s + 1e-4 * 32)

@@ -347,8 +347,30 @@ ASYNC_SCHEDULING_SINCE = "0.14.0"
 RESERVE_FULL_PROMPT_SINCE = "0.19.0"
 
 
+# The V0 engine's CUDA graphs (releases before 0.8.0): worker/model_runner.py _use_captured_graph replays a graph only
+# for a decode-only batch (a step with a prefill runs eager) whose longest context is at most max_seq_len_to_capture
+# and whose size is at most the largest captured batch (0.6.x: `decode_only and not enforce_eager and
+# max_decode_seq_len <= max_seq_len_to_capture and batch_size <= max_batchsize_to_capture`); EngineArgs'
+# max_seq_len_to_capture default is 8192 (capped at max_model_len). V1 replays graphs by the step's token count
+# instead (vllm_graphs.max_graph_tokens), with torch.compile's pieces for the rest.
+V0_MAX_SEQ_LEN_TO_CAPTURE = 8192
+
+
+def v0_graph_max_context(version: str | None) -> int | None:
+    """The longest context a V0 release's decode batch replays a CUDA graph at (None: a V1 release, or none named)."""
+    if version and rules_for(version).engine == "v0":
+        return V0_MAX_SEQ_LEN_TO_CAPTURE
+    return None
+
+
 def reserve_full_prompt_default(version: str) -> bool:
-    """Whether this release's scheduler admits a waiting request only when its whole prompt's KV blocks are free."""
+    """Whether this release's scheduler admits a waiting request only when its whole prompt's KV blocks are free.
+    The V0 engine (releases before 0.8.0) always did: its block manager's can_allocate counts the blocks of every
+    prompt token (vllm/core/block_manager.py SelfAttnBlockSpaceManager.can_allocate, 0.6.x: num_required_blocks =
+    BlockTable.get_num_required_blocks(seq.get_token_ids(), ...), AllocStatus.LATER while free - required is below
+    the 1% watermark; the watermark is not modelled), chunked prefill or not; V1 dropped that until 0.19."""
+    if rules_for(version).engine == "v0":
+        return True
     return version_key(version) >= version_key(RESERVE_FULL_PROMPT_SINCE)
 
 
