@@ -525,7 +525,9 @@ def _vllm_row(req: PlanRequest, choice: FormatChoice) -> Row | None:
                            vllm_version=req.vllm_version)
     # capacity as vLLM logs it ("GPU KV cache size"): group-aware, so hybrid models count tokens, not pool blocks.
     # Weights and KV bytes per token are the deployment's: each of tp x pp GPUs holds its share.
-    return Row(trust=row_trust(req, "vllm", w, k, bench), config=choice.key, label=choice.label, engine="vllm",
+    trust = row_trust(req, "vllm", w, k, bench)
+    trust["capacity_range"] = capacity_range(req, est, concurrency, fits)
+    return Row(trust=trust, config=choice.key, label=choice.label, engine="vllm",
                weights_format=w.name, kv_format=k.name,
                weights_bytes=est.deployment_weights_bytes, kv_bytes_per_token=est.deployment_kv_bytes_per_token,
                kv_capacity_tokens=est.logged_kv_tokens, max_concurrency=concurrency, hf_memory_bytes=None,
@@ -634,7 +636,9 @@ def row_trust(req: PlanRequest, engine: str, w: WeightFormat, k: KvFormat, bench
 
     out = {"speed": speed_trust(req.gpu, engine, w, k, "TPOT", inverse=True, batch=req.batch,
                                   tp=req.tp).to_json(),
-           "capacity": capacity_trust(req.gpu, engine).to_json(), "quality": quality_source(req.spec, w, k)}
+           "capacity": capacity_trust(req.gpu, engine).to_json(),
+           # the capacity as a low/high range where the start kind leaves it open (capacity_range; vLLM rows)
+           "capacity_range": None, "quality": quality_source(req.spec, w, k)}
     if bench is not None:
         n = req.workload.concurrency or req.batch
         lone = n <= 1 and (req.workload.request_rate is None or req.workload.request_rate <= 1)
@@ -644,6 +648,21 @@ def row_trust(req: PlanRequest, engine: str, w: WeightFormat, k: KvFormat, bench
         out["output_tokens_per_s"] = speed_trust(req.gpu, engine, w, k, "throughput", batch=n,
                                                    tp=req.tp).to_json()
     return out
+
+
+def capacity_range(req: PlanRequest, est: vllm_engine.VllmEstimate, concurrency: int, fits: bool) -> dict | None:
+    """The row's capacity as a range where the start kind leaves it open (trust.capacity_range in the JSON; None
+    where the figure is one value): a cold torch.compile start on vLLM 0.27-0.30, whose freed Inductor embedding
+    copy may stay pinned and be counted as consumed (engines/vllm.py pinned_range). Low end: pinned; high end:
+    the row's own figures (not pinned)."""
+    p = est.pinned
+    if p is None:
+        return None
+    low_conc = est.concurrency_low_at(req.context)
+    return {"kv_capacity_tokens_low": p.logged_kv_tokens, "kv_capacity_tokens_high": est.logged_kv_tokens,
+            "max_concurrency_low": low_conc, "max_concurrency_high": concurrency,
+            "fits_low": bool(fits and p.kv_fits and low_conc >= req.batch), "fits_high": fits,
+            "pinned_bytes": p.pinned_bytes, "cause": "pinned compile segment", "reason": p.reason}
 
 
 def speed_of(row: Row) -> float:

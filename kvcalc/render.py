@@ -92,8 +92,14 @@ def render_table(req: PlanRequest, rows: list[Row]) -> None:
         if r.engine == "hf" and r.kv_capacity_tokens is not None:
             at_limit = 0 < spec.max_position_embeddings <= r.kv_capacity_tokens
             capacity += " (model max)" if at_limit else " (max ctx)"
+        conc = "-" if r.max_concurrency is None else str(r.max_concurrency)
+        span = (r.trust or {}).get("capacity_range")
+        if span:  # a start kind that leaves the figure open (a cold 0.27-0.30 compile): low-high
+            capacity = f"{fmt_tokens(span['kv_capacity_tokens_low'])}-{capacity}"
+            if span["max_concurrency_low"] != span["max_concurrency_high"]:
+                conc = f"{span['max_concurrency_low']}-{conc}"
         cells = [r.config, r.engine, _gib(r.weights_bytes), f"{r.kv_bytes_per_token:,.0f}", capacity,
-                 "-" if r.max_concurrency is None else str(r.max_concurrency), _gib(r.hf_memory_bytes)]
+                 conc, _gib(r.hf_memory_bytes)]
         cells += [decode_text(req, r), _range(r, "speed")] if speed else []
         table.add_row(*cells, fits_text(req, r), r.quality_risk, ", ".join(r.verdicts))
     _console().print(table)
@@ -156,6 +162,15 @@ def trust_lines(rows: list[Row]) -> list[str]:
                      f"capacity: {cap['label']} ({cap['backing']}, {cap['low']:+.0%}/{cap['high']:+.0%})")
         lines.append(f"  speed range ({r.engine}): {rng}")
         lines.append("  quality risk: the format rule of kvcalc/formats.py (explain names it per row)")
+    spans = [r for r in rows if (r.trust or {}).get("capacity_range")]
+    if spans:  # one reason for all: the same start kind and release
+        span = spans[0].trust["capacity_range"]
+        short = [r.config for r in spans if r.trust["capacity_range"]["fits_high"]
+                 and not r.trust["capacity_range"]["fits_low"]]
+        lines.append(f"  capacity range ({', '.join(r.config for r in spans)}): low end = the freed compile "
+                     f"segment pinned ({span['pinned_bytes'] / GiB:.2f} GiB a rank less KV), high end = not pinned: "
+                     + span["reason"] + (f"; at the low end {', '.join(short)} would not hold --batch"
+                                         if short else ""))
     for r in rows:  # the rows whose speed rests on an unmeasured constant or is known to be off
         sp = (r.trust or {}).get("speed") or {}
         if sp.get("label") in ("assumption", "known miss"):
@@ -365,6 +380,13 @@ def explain_text(req: PlanRequest, row: Row) -> str:
                 lines.append(f"  {name}: {range_text(t[key]['low'], t[key]['high'])} ({t[key]['label']}; "
                              f"{t[key].get('range_basis') or 'its class'})")
         lines.append(f"evidence (capacity): {cap['label']}: {cap['backing']} ({cap['low']:+.0%}/{cap['high']:+.0%})")
+        span = t.get("capacity_range")
+        if span:
+            lines.append(f"capacity range: {span['kv_capacity_tokens_low']:,}-{span['kv_capacity_tokens_high']:,} "
+                         f"KV tokens, {span['max_concurrency_low']}-{span['max_concurrency_high']} requests of "
+                         f"{req.context:,} tokens at once (fits: {'yes' if span['fits_low'] else 'no'} at the low "
+                         f"end, {'yes' if span['fits_high'] else 'no'} at the high end); low end = "
+                         f"{span['pinned_bytes']:,} B a rank pinned ({span['cause']})")
         if t.get("quality"):
             lines.append(f"quality risk {row.quality_risk}: {t['quality']['backing']}"
                          + ("; " + t["quality"]["measured"] if t["quality"].get("measured") else

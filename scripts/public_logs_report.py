@@ -52,8 +52,8 @@ BREAKDOWN = ("weights", "activation peak", "non-torch memory", "CUDA-graph estim
 # stands only while the error stays in its range (a rule change that moves the error makes it stale: then the
 # automatic cause below is shown, marked, until someone reviews it again).
 CAUSES: dict[str, list[tuple[float, float, str]]] = {
-    "prp-wp24-b-rtx5060ti-qwen3-4b-v0.29": [(0.35, 0.45, "the cold compile's pinned segment, read in the source, "
-        "not modelled. Consumed memory is 0.66 GiB above kvcalc's (which counts the V2 sampler's 0.15 GiB penalty "
+    "prp-wp24-b-rtx5060ti-qwen3-4b-v0.29": [(0.35, 0.45, "the cold compile's pinned segment, read in the source: "
+        "the low end of kvcalc's range, not in its point estimate (engines/vllm.py pinned_range). Consumed memory is 0.66 GiB above kvcalc's (which counts the V2 sampler's 0.15 GiB penalty "
         "state, as 0.27+ does): non-torch 0.95 logged against the warm start's 0.25 (prp-wp24-a); the 0.70 GiB more is "
         "the segment of the compile phase's Inductor embedding copy (742 MiB) less the 20 MiB segment a warm start "
         "opens for its first persistent 1-10 MiB request, 0.705 GiB (tests/test_public_logs_0_27.py). From 0.27 'consumed' is the drop in free "
@@ -61,7 +61,7 @@ CAUSES: dict[str, list[tuple[float, float, str]]] = {
         "after_profile.free), so a torch segment that empty_cache() cannot release counts; 0.31.0 caps block splitting "
         "during the profile because 'a later small allocation can be carved out of a freed multi-GiB block and pin the "
         "whole segment past the empty_cache() ... so it is counted as consumed and taken from the KV cache' "
-        "(gpu_worker.py:612-626 at v0.31.0; 0.29.0's profile has no such cap). Not modelled: whether the freed copy gets "
+        "(gpu_worker.py:612-626 at v0.31.0; 0.29.0's profile has no such cap). Not decided in advance: whether the freed copy gets "
         "pinned is the allocator's best fit over every block the profile has cached by then, which no setting fixes "
         "(docs/validation/README.md, 'The pinned compile segment: what decides it': the bf16 / own-kernel split that "
         "separates the four cold starts fails on the Qwen2.5-7B bf16 start); the RTX 4090 0.5B cold start pins the "
@@ -85,7 +85,7 @@ CAUSES: dict[str, list[tuple[float, float, str]]] = {
         "0.22 peak, which holds the estimate). 0.09 GiB of a 2.41 GiB budget; at max_num_batched_tokens 1024 (the "
         "harness's later value) kvcalc reads -0.3%, but the write-up pins these runs at 2048")],
     "tegdam-rtx4050l-wsl2-qwen25-3b-awq-v0.29-cold": [(0.25, 0.35, "the cold compile's pinned segment, as on the RTX "
-        "5060 Ti and RTX 4090 0.5B cold starts (not modelled): consumed memory 2.63 GiB against the warm start's 2.10, "
+        "5060 Ti and RTX 4090 0.5B cold starts (the low end of kvcalc's range, not its point estimate): consumed memory 2.63 GiB against the warm start's 2.10, "
         "0.53 +- 0.01 GiB more, of the Inductor embedding copy's 594 MiB segment (151,936 x 2,048 x 2 B); the other two "
         "pinned starts lost the segment less one 20 MiB segment, here that is 0.56 GiB, 0.02-0.04 GiB more than logged "
         "(this start runs the V1 runner, VLLM_USE_V2_MODEL_RUNNER=0, whose first persistent requests after the compile "
@@ -104,8 +104,8 @@ CAUSES: dict[str, list[tuple[float, float, str]]] = {
         "correlation of the other six cold starts, docs/validation/README.md) and a CUDA-visible total below "
         "nvidia-smi's (0.9 x the gap: kvcalc's RTX 4090 profile, 23.65 GiB as CUDA reports it, is 0.34 GiB under that "
         "card's 24,564 MiB); both together would leave ~0.0-0.2 GiB. A 13.42 GiB budget: 1.47 GiB is 11% of it")],
-    "gio443-rtx4070l-wsl2-qwen25-15b-v0.30": [(0.18, 0.26, "the cold compile's pinned segment, by elimination (not "
-        "modelled): the same host's eager start of that day, which compiles nothing and captures no graphs, logged "
+    "gio443-rtx4070l-wsl2-qwen25-15b-v0.30": [(0.18, 0.26, "the cold compile's pinned segment, by elimination (the "
+        "low end of kvcalc's range, not its point estimate): the same host's eager start of that day, which compiles nothing and captures no graphs, logged "
         "112,704 tokens and kvcalc gives 112,768 (+0.06%, tests/test_public_logs_0_27.py), so kvcalc's weights, "
         "non-torch and eager peak hold on this laptop; the compiled start lost 0.43 GiB more than kvcalc's compile "
         "phase and graph estimate account for. That is the Inductor embedding copy's segment less one 20 MiB segment, "
@@ -270,8 +270,23 @@ def rows() -> list[dict]:
                  rules=f"{report['assumed']['version']['value']}{rules_note}",
                  deltas=_deltas(by_q),
                  cause=_cause(e["id"], cap["error"], by_q))
+        r.update(_range(report.get("capacity_range"), cap))
         out.append(r)
     return out
+
+
+def _range(span: dict | None, cap: dict) -> dict:
+    """kvcalc's capacity range where the start kind leaves it open (a cold 0.27-0.30 compile: engines/vllm.py
+    pinned_range): low = the freed compile segment pinned, high = the point estimate. range_error: 0 when the log's
+    value lies inside, else (nearest end - observed) / observed. Without a range the range is the point estimate,
+    so range_error is the error."""
+    low = (span or {}).get("low", {}).get(cap["quantity"])
+    lo, hi = (cap["predicted"], cap["predicted"]) if low is None else (low, cap["predicted"])
+    obs = cap["observed"]
+    nearest = min(max(obs, lo), hi)
+    return {"range_low": lo if low is not None else None, "range_high": hi if low is not None else None,
+            "in_range": lo <= obs <= hi if low is not None else None,
+            "range_error": (nearest - obs) / obs if obs else None}
 
 
 def _num(value, quantity: str) -> str:
@@ -306,9 +321,28 @@ def markdown(data: list[dict], title: str = "## Public start-up logs (vLLM 0.6-0
         f"(target: median <= 2%, worst <= 5%, every larger miss explained). "
         f"{sum(1 for r in data if r.get('error') is None)} settings-complete logs kvcalc cannot predict (listed).",
         "",
-        "| log | GPU | vLLM (rules) | model | capacity compared | observed | kvcalc | error | weights | activation "
+    ]
+    ranged = [r for r in data if r.get("in_range") is not None]
+    if ranged:
+        # the capacity ranges kvcalc gives (a cold 0.27-0.30 compile: low end with the freed compile segment pinned,
+        # high end the point estimate above): which logs they hold, and the distance to the nearer end elsewhere
+        rerrs = [abs(r["range_error"]) for r in data if r.get("range_error") is not None]
+        lines += [
+            f"**Against kvcalc's capacity ranges: {sum(r['in_range'] for r in ranged)} of {len(ranged)} logs that get "
+            f"one hold the logged value** (a cold torch.compile start on 0.27-0.30, {len(ranged)} here: the low end "
+            "takes the freed Inductor embedding copy's segment less 20 MiB from the KV cache, the high end is the "
+            "point estimate; engines/vllm.py pinned_range). Range error (0 inside the range, else kvcalc's nearer end "
+            "minus the log; the point error where no range applies) over all "
+            f"{len(rerrs)}: median {statistics.median(rerrs):.1%}, worst {max(rerrs):.1%}, "
+            f"{sum(1 for e in rerrs if e <= 0.02)} within 2%, {sum(1 for e in rerrs if e <= 0.05)} within 5%. "
+            "The point errors above are unchanged: whether a start pins is not known before it runs.",
+            "",
+        ]
+    lines += [
+        "| log | GPU | vLLM (rules) | model | capacity compared | observed | kvcalc | error | "
+        + ("kvcalc range (pinned-not pinned) | " if ranged else "") + "weights | activation "
         "| non-torch | graphs | why a miss > 2% |",
-        "|---|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|",
+        "|---|---|---|---|---|---:|---:|---:|" + ("---:|" if ranged else "") + "---:|---:|---:|---:|---|",
     ]
     for r in sorted(data, key=lambda r: (r.get("error") is None, -abs(r.get("error") or 0))):
         if r.get("error") is None:
@@ -316,9 +350,14 @@ def markdown(data: list[dict], title: str = "## Public start-up logs (vLLM 0.6-0
         d = r["deltas"]
         cells = [f"{d[q]:+.2f}" if q in d else "" for q in BREAKDOWN]
         why = r["cause"] if abs(r["error"]) > 0.02 else ""
+        span = ""
+        if ranged:
+            span = ("" if r.get("in_range") is None else
+                    f"{_num(r['range_low'], r['quantity'])}-{_num(r['range_high'], r['quantity'])}: "
+                    + ("holds it" if r["in_range"] else f"{r['range_error']:+.1%} from it")) + " | "
         lines.append(f"| [{r['id']}]({r['source']}) | {r['gpu']} | {r['version']} ({r['rules']}) | {r['model']} | "
                      f"{r['quantity']} | {_num(r['observed'], r['quantity'])} | "
-                     f"{_num(r['predicted'], r['quantity'])} | {r['error']:+.1%} | " + " | ".join(cells)
+                     f"{_num(r['predicted'], r['quantity'])} | {r['error']:+.1%} | " + span + " | ".join(cells)
                      + f" | {why} |")
     lines += ["", "Not predictable today (settings complete, but kvcalc lacks the model or format):", ""]
     for r in data:

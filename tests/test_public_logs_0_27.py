@@ -253,9 +253,96 @@ def test_a_cold_compile_on_0_27_to_0_30_says_its_pinned_segment_may_cost_kv():
         return [n for n in vllm_engine.estimate(spec, gpu, settings).notes if "pinned" in n]
 
     notes = pin_notes(base)
-    assert len(notes) == 1 and f"up to {151_936 * 2_560 * 2 / GiB:.2f} GiB less KV" in notes[0]
+    # Qwen3-4B's copy: 151,936 x 2,560 x 2 B = 777,912,320 B = 741.9 MiB -> a 742 MiB segment, 722 MiB pinned
+    assert len(notes) == 1 and "(741.9 MiB, a 742 MiB allocator segment)" in notes[0]
+    assert f"{(742 - 20) * (1 << 20) / GiB:.2f} GiB, from the KV cache" in notes[0]
     assert not pin_notes(replace(base, compile_cache="warm")) and not pin_notes(replace(base, enforce_eager=True))
     assert not pin_notes(replace(base, version="0.31.0")) and not pin_notes(replace(base, version="0.26.0"))
+
+
+def test_the_pinned_segment_of_a_qwen25_3b_copy_by_hand():
+    """Qwen2.5-3B's Inductor embedding copy is 151,936 x 2,048 x 2 B = 622,329,856 B (593.5 MiB); a request of 10 MiB
+    or more gets a segment of its size rounded up to 2 MiB (CUDACachingAllocator.cpp get_allocation_size): 297 x 2 MiB
+    = 594 MiB = 622,854,144 B; pinned, the KV cache loses it less the 20 MiB segment a warm start opens: 574 MiB =
+    601,882,624 B. A copy under 10 MiB pins nothing (it lives in a 20 MiB segment of its own kind)."""
+    from kvcalc.engines.vllm_profile import inductor_embedding_copy, pinned_compile_segment
+
+    copy = inductor_embedding_copy(load_model("qwen2.5-3b"), 1, 2, 151_936)
+    assert copy == 622_329_856
+    assert pinned_compile_segment(copy) == (622_854_144, 601_882_624)
+    # TP 4: 155,582,464 B a rank (148.4 MiB) -> a 150 MiB segment, 130 MiB pinned
+    assert pinned_compile_segment(151_936 * 2_048 * 2 // 4) == (150 << 20, 130 << 20)
+    assert pinned_compile_segment(9 << 20) == (0, 0)
+
+
+def test_the_rtx4050_cold_start_low_end_in_tokens_by_hand():
+    """The RTX 4050 Laptop's cold 0.29.0 start (Tegdam/pickr_ai, Qwen2.5-3B-AWQ): kvcalc's high end is its point
+    estimate, 56,608 tokens = 3,538 blocks of 16; the low end takes 601,882,624 B (the copy's segment less 20 MiB,
+    above) from the KV budget: Qwen2.5-3B's block is 16 x 36 layers x 2 KV heads x (128 + 128) x 2 B = 589,824 B,
+    and 601,882,624 / 589,824 = 1,020.4 blocks, so the pinned budget holds 1,021 fewer whole blocks (the budget's
+    own remainder is under 0.44 of a block): 2,517 blocks = 40,272 tokens. The log's 43,664 tokens lie inside
+    40,272-56,608 (it lost 0.53 GiB, the segment less 20 MiB is 0.56)."""
+    import json
+    from pathlib import Path
+
+    from script_loader import load_script
+
+    name = "tegdam-rtx4050l-wsl2-qwen25-3b-awq-v0.29-cold"
+    index = Path(__file__).parent / "fixtures" / "vllm_logs" / "public" / "index.json"
+    e = next(e for e in json.loads(index.read_text())["logs"] if e["id"] == name)
+    report, _ = load_script("public_logs_report")._check(e, _public_log(name))  # the table's own path
+    rows = {r["quantity"]: r for r in report["rows"]}
+    block = 16 * 36 * 2 * (128 + 128) * 2
+    assert block == 589_824
+    high = rows["logged KV cache tokens"]["predicted"]
+    assert high == 56_608 == 3_538 * 16
+    avail = rows["available KV memory"]["predicted"]
+    assert avail // block == 3_538
+    low_blocks = (avail - 601_882_624) // block
+    assert low_blocks == 2_517
+    span = report["capacity_range"]
+    assert span["pinned_bytes"] == 601_882_624
+    assert span["low"]["GPU blocks"] == low_blocks and span["low"]["logged KV cache tokens"] == 40_272
+    assert 40_272 <= rows["logged KV cache tokens"]["observed"] == 43_664 <= high
+    assert any("holds the log's 43,664" in n for n in report["notes"])
+
+
+def test_no_capacity_range_where_0_31_caps_the_profile_split():
+    """0.31.0 wraps the profile run in _scoped_allocator_max_split(max_split_size_mb=20) (v1/worker/gpu_worker.py:
+    612-626; the helper :368-394 sets it on CUDA and ROCm with torch's native allocator): a request below 20 MiB
+    never takes a block of 20 MiB or more and a larger one takes it only whole (CUDACachingAllocator.cpp
+    get_free_block, should_split), so the freed copy stays releasable: no range from 0.31 on, on any start kind; on
+    0.27-0.30 only a cold compile gets one (warm AOT load and eager compile nothing), and the plan JSON carries it
+    in the row's trust.capacity_range (None elsewhere)."""
+    from dataclasses import replace
+
+    from kvcalc.engines import vllm as vllm_engine
+    from kvcalc.formats import weight_format
+    from kvcalc.hardware import get_gpu
+    from kvcalc.plan import PlanRequest, plan
+
+    spec, gpu = load_model("qwen2.5-3b"), get_gpu("rtx-4090")
+    base = vllm_engine.VllmSettings(weights=weight_format("bf16"), kv=kv_format("auto"), max_model_len=8192,
+                                    version="0.29.0")
+    for version in ("0.27.1", "0.28.0", "0.29.0", "0.30.0"):
+        est = vllm_engine.estimate(spec, gpu, replace(base, version=version))
+        assert est.pinned is not None and est.pinned.pinned_bytes == 601_882_624, version
+        assert est.pinned.logged_kv_tokens < est.logged_kv_tokens
+        assert est.available_kv_bytes - est.pinned.available_kv_bytes == 601_882_624
+    for version in ("0.26.0", "0.31.0", "0.32.0", "0.33.0", "0.34.0"):
+        assert vllm_engine.estimate(spec, gpu, replace(base, version=version)).pinned is None, version
+    assert vllm_engine.estimate(spec, gpu, replace(base, compile_cache="warm")).pinned is None
+    assert vllm_engine.estimate(spec, gpu, replace(base, enforce_eager=True)).pinned is None
+    for version, ranged in (("0.29.0", True), ("0.31.0", False)):
+        rows = plan(PlanRequest(spec, gpu, 8192, vllm_version=version), [])
+        for r in rows:
+            span = r.to_json()["trust"]["capacity_range"]
+            if r.engine != "vllm" or not ranged:
+                assert span is None, (version, r.config, r.engine)
+                continue
+            assert span["kv_capacity_tokens_high"] == r.kv_capacity_tokens > span["kv_capacity_tokens_low"]
+            assert span["max_concurrency_high"] == r.max_concurrency >= span["max_concurrency_low"]
+            assert span["pinned_bytes"] == 601_882_624 and "0.31+" in span["reason"]
 
 
 def test_the_two_pinned_cold_starts_lost_their_copy_segment_less_one_20_mib_segment():

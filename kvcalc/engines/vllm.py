@@ -24,12 +24,12 @@ from ..errors import UnsupportedModelError, UsageError
 from ..formats import KvFormat, WeightFormat
 from ..hardware import GpuProfile
 from ..model import ModelSpec
-from ..units import GiB, ceil_div
+from ..units import GiB, MiB, ceil_div
 from . import vllm_draft
 from .vllm_graphs import GraphCapture, graph_placement
 from .vllm_groups import KvLayout, vllm_kv_layout
 from .vllm_specs import vllm_kv_refusal
-from .vllm_profile import ProfilePeak, inductor_embedding_copy, profile_peak
+from .vllm_profile import ProfilePeak, inductor_embedding_copy, pinned_compile_segment, profile_peak
 from .vllm_support import ServeGate, unserved_gate, unserved_reason
 from .vllm_versions import (NEWEST_RELEASE_KNOWN, VersionRules, batch_defaults_for, chunked_prefill_on, evidence_note,
                             release_of, rules_for, rules_with_engine, version_key)
@@ -160,6 +160,24 @@ class StageBudget:
     extensible_free_bound: bool = False  # 0.34+ extensible KV cache: free memory less the margin binds, not util
 
 
+@dataclass(frozen=True)
+class PinnedRange:
+    """The low end of a capacity range: a cold torch.compile start on vLLM 0.27-0.30 whose freed Inductor embedding
+    copy stays pinned in its allocator segment (vllm_profile.pinned_compile_segment), so vLLM counts the segment
+    less 20 MiB as consumed and takes it from the KV cache. The estimate's own figures are the high end (not
+    pinned); which one a start gets is the allocator's state, not known before it runs."""
+
+    copy_bytes: int  # Inductor's vocab x hidden copy on a rank
+    segment_bytes: int  # its allocator segment (rounded up to 2 MiB)
+    pinned_bytes: int  # taken from each rank's KV budget when it pins: the segment less 20 MiB
+    available_kv_bytes: int  # the smallest stage's KV budget when pinned
+    num_gpu_blocks: int
+    logged_kv_tokens: int
+    logged_concurrency: float
+    kv_fits: bool  # the pinned budget still holds one max_model_len request
+    reason: str  # in words, for the JSON and the notes
+
+
 @dataclass
 class VllmEstimate:
     total_memory: int
@@ -196,10 +214,22 @@ class VllmEstimate:
     # the part of non_torch_bytes that is the V2 sampler's penalty state (sampler_state_bytes; 0.27+); not in the
     # plan JSON (non_torch_bytes holds it, as vLLM's consumed memory does)
     sampler_state_bytes: int = field(default=0, repr=False)
+    # a cold 0.27-0.30 compile: the capacity if the freed embedding copy's segment stays pinned (the low end of the
+    # range whose high end is this estimate); None where no such range applies. Not in vllm_breakdown (its shape is
+    # fixed, tests/test_to_json.py): the plan JSON carries it in the row's trust.capacity_range
+    pinned: PinnedRange | None = field(default=None, repr=False)
 
     @property
     def kv_capacity_tokens(self) -> int:
         return self.num_gpu_blocks * self.block_size
+
+    def concurrency_low_at(self, context: int) -> int | None:
+        """concurrency_at(context) with the pinned segment taken (the range's low end); None without a range."""
+        if self.pinned is None:
+            return None
+        if not self.fits or not self.pinned.kv_fits or self.layout is None:
+            return 0
+        return self.layout.concurrency_at(self.pinned.num_gpu_blocks, context)
 
     def to_json(self) -> dict:
         """The plan JSON's vllm_breakdown (kvcalc.plan/1): these keys, in this order, whatever the fields are named."""
@@ -834,6 +864,7 @@ def _estimate(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings) -> VllmEstimate
                      "v1/worker/gpu/sample/penalties.py): from 0.27 vLLM counts it as consumed memory "
                      "(utils/mem_utils.py total_consumed)")
     logged = logged_kv_tokens(layout, blocks, rules.logged_tokens)
+    pinned = None
     if rules.profile == "mechanism" and not s.speculative_method and not s.kv_cache_memory_bytes:
         peak = profile_peak_of(spec, s, mnbt, seqs, v2, low is stages[-1], gpu, max_model_len, layout.block_size)
         notes.append(peak.describe() + " (engines/vllm_profile.py)")
@@ -841,15 +872,9 @@ def _estimate(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings) -> VllmEstimate
             notes.append("torch.compile cache warm: the stored AOT artifact is loaded, so the profile run holds no "
                          "Inductor compile buffers (compilation/decorators.py)")
         elif v2 and not s.enforce_eager and rules.profile_may_pin_freed_blocks:
-            copy = inductor_embedding_copy(spec, s.tensor_parallel, s.dtype_bytes, _padded_vocab(spec.vocab_size, 1))
-            if copy:
-                lost = f" (~{copy / available * logged:,.0f} of the {logged:,} KV tokens)" if available and logged else ""
-                notes.append(f"a cold compile on vLLM {release_of(s.version)} can leave the freed segment of its "
-                             f"Inductor compile buffers pinned, and vLLM then counts it as consumed: up to "
-                             f"{copy / GiB:.2f} GiB less KV{lost} than shown (0.31 caps block splitting during the "
-                             "profile for this: gpu_worker.py:612-626; public starts lost 0.70 GiB on an RTX 5060 Ti "
-                             "under 0.29 and 0.24 GiB on an RTX 4090 under 0.27). A warm compile cache "
-                             "(--compile-cache warm) or 0.31+ avoids it")
+            pinned = pinned_range(spec, s, stages, rules.logged_tokens)
+            if pinned is not None:
+                notes.append(f"capacity range {pinned.logged_kv_tokens:,}-{logged:,} KV tokens: {pinned.reason}")
     if rules.profile == "mechanism" and s.speculative_method and not s.kv_cache_memory_bytes and low is stages[-1]:
         notes.append(drafter_profile_note(spec, s, mnbt, seqs, v2, gpu, max_model_len, layout.block_size))
     concurrency = layout.max_concurrency(blocks) if blocks else 0.0
@@ -900,11 +925,49 @@ def _estimate(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings) -> VllmEstimate
         deployment_weights_bytes=sum(b.weights_bytes for b in stages) * s.tensor_parallel,
         deployment_kv_bytes_per_token=sum(b.kv_bytes_per_token for b in stages) * s.tensor_parallel,
         cudagraph_overflow_bytes=graph_overflow, notes=layout.notes + notes, layout=layout, stages=tuple(stages),
-        sampler_state_bytes=low.sampler_state_bytes,
+        sampler_state_bytes=low.sampler_state_bytes, pinned=pinned,
         graph_capture=GraphCapture(placement, capture, capture - graph_overflow if graph_overflow else
                                    max(total - (used if s.kv_cache_memory_bytes else requested + others_outside), 0),
                                    starts),
     )
+
+
+def pinned_range(spec: ModelSpec, s: VllmSettings, stages: list[StageBudget], logged_mode: str) -> PinnedRange | None:
+    """The capacity of a cold 0.27-0.30 compile whose freed Inductor embedding copy stays pinned (the caller checks
+    the release, the V2 runner's compile phase and the start kind): every rank's KV budget less the copy's segment
+    less 20 MiB (vllm_profile.pinned_compile_segment), the smallest stage's blocks serving, as in estimate(). None
+    where the copy is too small to pin anything. 0.31.0 runs the profile under max_split_size_mb 20
+    (v1/worker/gpu_worker.py:612-626, _scoped_allocator_max_split :368-394, on CUDA and ROCm with torch's native
+    allocator): a request below 20 MiB never takes a block of 20 MiB or more, a larger one takes it only whole
+    (CUDACachingAllocator.cpp get_free_block / should_split), so the freed copy stays releasable and no range
+    applies there."""
+    copy = inductor_embedding_copy(spec, s.tensor_parallel, s.dtype_bytes, _padded_vocab(spec.vocab_size, 1))
+    segment, pin = pinned_compile_segment(copy)
+    if not pin:
+        return None
+    low = None
+    for stage in stages:
+        avail = stage.available_kv_bytes - pin
+        blocks = stage.layout.num_blocks(max(avail, 0))
+        fits = avail >= stage.layout.min_kv_bytes
+        if low is None or blocks < low[1] or (not fits and low[2]):
+            low = (stage, blocks, fits, avail)
+    stage, blocks, fits, avail = low
+    tokens = logged_kv_tokens(stage.layout, blocks, logged_mode)
+    per_rank = " per rank" if s.tensor_parallel > 1 else ""
+    reason = (f"a cold torch.compile start on vLLM {release_of(s.version)} (no stored AOT artifact) can leave the "
+              f"freed segment of Inductor's embedding copy ({copy / MiB:,.1f} MiB{per_rank}, a {segment / MiB:,.0f} "
+              f"MiB allocator segment) pinned by a later small allocation; vLLM 0.27-0.30 count it as consumed "
+              f"(utils/mem_utils.py:317-319 at v0.29.0), so the low end takes the segment less the 20 MiB one a warm "
+              f"start opens, {pin / GiB:.2f} GiB{per_rank}, from the KV cache. Whether it pins is the allocator's "
+              "best fit at that moment, not a setting: 4 of the 7 public cold 0.27-0.30 starts pinned (the tied-"
+              "embedding models), 3 did not (docs/validation/README.md, 'The pinned compile segment'). A warm "
+              "compile cache (--compile-cache warm), --enforce-eager or vLLM 0.31+ (profile run capped at "
+              "max_split_size_mb 20, gpu_worker.py:612-626) avoids it")
+    return PinnedRange(copy_bytes=copy, segment_bytes=segment, pinned_bytes=pin, available_kv_bytes=avail,
+                       num_gpu_blocks=blocks, logged_kv_tokens=tokens,
+                       logged_concurrency=round(stage.layout.max_concurrency(blocks), 2) if blocks else 0.0,
+                       kv_fits=fits, reason=reason)
 
 
 def stage_budgets(spec: ModelSpec, gpu: GpuProfile, s: VllmSettings, budget: int, max_model_len: int, mnbt: int,

@@ -185,6 +185,30 @@ def inductor_embedding_copy(spec: ModelSpec, tp: int, dtype_bytes: int, padded_v
     return padded_vocab // tp * spec.hidden_size * dtype_bytes
 
 
+def pinned_compile_segment(copy_bytes: int) -> tuple[int, int]:
+    """(segment, pinned) bytes of a cold compile's freed embedding copy on vLLM 0.27-0.30, per rank.
+
+    The copy (inductor_embedding_copy) is a request of 10 MiB or more, so torch's caching allocator gives it a
+    segment of its size rounded up to 2 MiB (c10/cuda/CUDACachingAllocator.cpp get_allocation_size, kRoundLarge:
+    torch_allocator.segment_size). Freed after the compile, the block serves later requests by best fit and is
+    split without limit (0.27-0.30 leave max_split_size unset during the profile: gpu_worker.py:553-557 at v0.29.0,
+    :568 at v0.30.0, where only the weight load is capped, :493 / :505); empty_cache() releases only unsplit
+    segments (release_cached_blocks), so one persistent allocation carved out of it keeps the whole segment, and
+    from 0.27 vLLM counts it as consumed (utils/mem_utils.py:317-319 at v0.29.0: before_create.free -
+    after_profile.free). The persistent 1-10 MiB request that a warm start serves from a fresh 20 MiB segment
+    (kLargeBuffer) lands in the copy instead, so the KV cache loses the segment less 20 MiB: the two public pinned
+    pairs, RTX 5060 Ti Qwen3-4B 742 - 20 MiB = 0.705 GiB (logged 0.70 +- 0.01) and RTX 4090 Qwen2.5-0.5B 260 - 20
+    MiB = 0.234 GiB (logged 0.24 +- 0.01); the bare segments are outside both (tests/test_public_logs_0_27.py).
+    Whether a start pins is the allocator's state, not a setting (docs/validation/README.md, 'The pinned compile
+    segment: what decides it'), so kvcalc gives it as the low end of a range. pinned 0: no segment to pin."""
+    from .torch_allocator import LARGE_BUFFER, MIN_LARGE_ALLOC, segment_size
+
+    if copy_bytes < MIN_LARGE_ALLOC:  # a small-segment request: nothing multi-MiB to carve from
+        return 0, 0
+    segment = segment_size(copy_bytes)
+    return segment, max(segment - LARGE_BUFFER, 0)
+
+
 def profile_peak(spec: ModelSpec, gpu: GpuProfile | None, **settings) -> ProfilePeak:
     """_profile_peak, once per model and settings: a search asks for it per GPU x format x TP x max_num_seqs, and
     the GPU enters only through its compute capability, vendor and SM count (cuBLAS workspace, FlashInfer sampler,

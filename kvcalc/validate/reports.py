@@ -93,7 +93,10 @@ def log_json(parsed: dict, report: dict) -> dict:
     """`kvcalc validate --from-log --json`."""
     return {"parsed": {k: parsed[k] for k in ("version", "settings", "values", "errors", "warnings", "runs", "run")},
             "comparison": report["rows"], "mismatches": report["mismatches"], "notes": report["notes"],
-            "assumed": report["assumed"], "verdict": _verdict(report["rows"], report["mismatches"])}
+            "assumed": report["assumed"], "verdict": _verdict(report["rows"], report["mismatches"]),
+            # a cold 0.27-0.30 compile: each capacity quantity's low end (the freed compile segment pinned); the
+            # comparison's predicted is the high end. None where the capacity is one figure
+            "capacity_range": report.get("capacity_range")}
 
 
 def metrics_json(source: str, report: dict) -> dict:

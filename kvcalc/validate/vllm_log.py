@@ -1036,9 +1036,30 @@ def check_log(parsed: dict[str, Any], model: Any, gpu: Any, *, vllm_version: str
     add("KV tokens in the start-up error", est.kv_capacity_tokens, "kv_tokens_in_error", unit="tokens")
     add("max concurrency", est.logged_concurrency, "max_concurrency", unit="x")
     add("max_num_batched_tokens", est.max_num_batched_tokens, "max_num_batched_tokens", unit="tokens")
+    span = None
+    if est.pinned is not None:
+        # a cold 0.27-0.30 compile: the capacity is a range, low end with the freed compile segment pinned
+        # (engines/vllm.py pinned_range); each capacity quantity's low end, the rows' predicted being the high end
+        p = est.pinned
+        span = {"low": {"available KV memory": p.available_kv_bytes, "GPU blocks": p.num_gpu_blocks,
+                        "logged KV cache tokens": p.logged_kv_tokens,
+                        "KV tokens in the start-up error": p.num_gpu_blocks * est.block_size,
+                        "max concurrency": p.logged_concurrency},
+                "pinned_bytes": p.pinned_bytes, "reason": p.reason}
+        def shown_as(q: str, v: float) -> str:
+            return (f"{v / GiB:.2f} GiB" if q == "available KV memory" else f"{v:,.2f}x" if q == "max concurrency"
+                    else f"{v:,.0f}")
+
+        for r in rows:
+            q, low = r["quantity"], span["low"].get(r["quantity"])
+            if low is not None and r.get("observed") is not None:
+                inside = low <= r["observed"] <= r["predicted"]
+                notes.append(f"{q}: kvcalc's range {shown_as(q, low)}-{shown_as(q, r['predicted'])} (low end: the "
+                             f"freed compile segment pinned, {p.pinned_bytes / GiB:.2f} GiB a rank) "
+                             + ("holds" if inside else "does not hold") + f" the log's {shown_as(q, r['observed'])}")
     assumed = {k: {"value": _setting_value(settings, k), "from": v} for k, v in sources.items()}
     return {"rows": rows, "mismatches": log_mismatches(parsed, spec, model, vllm_version, run_given),
-            "notes": notes, "assumed": assumed}
+            "notes": notes, "assumed": assumed, "capacity_range": span}
 
 
 def log_answer(parsed: dict[str, Any], max_model_len: Any = None) -> str | None:

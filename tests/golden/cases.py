@@ -57,7 +57,17 @@ def cases(n: int = 300, seed: int = 20261130) -> list[list[str]]:
         if cmd == "plan" and rng.random() < 0.35:
             args += ["--json"]
         out.append(args)
-    return out + workload_cases() + fit_cases() + search_cases()
+    return out + workload_cases() + fit_cases() + search_cases() + range_cases()
+
+
+def range_cases() -> list[list[str]]:
+    """A cold torch.compile start on vLLM 0.27-0.30 (its capacity as a range: engines/vllm.py pinned_range), beside
+    the same question on 0.31 (none) and with a warm compile cache (none)."""
+    base = ["--model", "qwen2.5-3b", "--gpu", "rtx-4090", "--context", "8k"]
+    return [["plan", *base, "--vllm-version", "0.29.0"], ["plan", *base, "--vllm-version", "0.28.0", "--json"],
+            ["explain", *base, "--vllm-version", "0.30.0", "--weights", "awq", "--kv", "auto"],
+            ["plan", *base, "--vllm-version", "0.31.0"], ["plan", *base, "--vllm-version", "0.29.0",
+                                                          "--compile-cache", "warm"]]
 
 
 def workload_cases(n: int = 30, seed: int = 20261201) -> list[list[str]]:
