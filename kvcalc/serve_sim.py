@@ -87,11 +87,12 @@ schedules step k+1 while step k runs and processes step k's result after launchi
 
 RESULT LAG (EngineConfig.result_lag, SGLang only; sglang 0.5.14 managers/scheduler.py:1546-1592 `event_loop_overlap`:
 recv_requests, get_next_batch_to_run, run_batch (the launch), then pop_and_process of the batch before; consecutive
-prefills overlap too, SGLANG_DISABLE_CONSECUTIVE_PREFILL_OVERLAP being off by default, :1594-1612). Two timings
-follow, each from the loop's order, nothing fitted:
+prefills overlap too, SGLANG_DISABLE_CONSECUTIVE_PREFILL_OVERLAP being False by default, environ.py:315 and
+:1594-1612). Two timings follow, each from the loop's order, nothing fitted:
 - a step's outputs are processed after the next step's launch: its first tokens leave at the later of its end and
-  the end of that launch (its start + its CPU time + the next step's CPU time). Later tokens' times are left as they
-  are (a decode step's successor replays a graph: no CPU time to wait for);
+  the end of that launch (its start + its CPU time + the next step's CPU time), and the second token's gap is counted
+  from there. Later tokens' times are left as they are (a decode step's successor replays a graph: no CPU time to
+  wait for);
 - requests that finish at step k are only known to have finished when step k's result is processed, after step k+1
   was built: when the last running requests finish at a decode step, the GPU runs one more decode step of them (its
   tokens dropped) before anything that arrived meanwhile, and the requests that reach the engine during that step are
@@ -356,6 +357,9 @@ def simulate(cost, cfg: EngineConfig, load: Load, frontend_s: float = 0.0, trace
         if lag_new is not None:
             ids_new, t_end, launch_end = lag_new
             first[ids_new] = max(t_end, launch_end + cpu_next)
+            last_tok[ids_new] = first[ids_new]  # the client's clock: the next token's gap starts here
+            if si != 1:
+                last_emit[ids_new] = first[ids_new]
             lag_new = None
     c_last = np.full(n, np.nan)
     c_itls: list[np.ndarray] = []
