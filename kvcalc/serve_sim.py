@@ -85,6 +85,20 @@ becomes the chunked request (:620-660), and a request stops the batch once the b
 max_prefill_tokens (:598, :617). The overlap scheduler (`event_loop_overlap`, scheduler.py:1099-1150, on by default)
 schedules step k+1 while step k runs and processes step k's result after launching k+1: async_scheduling's timing.
 
+RESULT LAG (EngineConfig.result_lag, SGLang only; sglang 0.5.14 managers/scheduler.py:1546-1592 `event_loop_overlap`:
+recv_requests, get_next_batch_to_run, run_batch (the launch), then pop_and_process of the batch before; consecutive
+prefills overlap too, SGLANG_DISABLE_CONSECUTIVE_PREFILL_OVERLAP being False by default, environ.py:315 and
+:1594-1612). Two timings follow, each from the loop's order, nothing fitted:
+- a step's outputs are processed after the next step's launch: its first tokens leave at the later of its end and
+  the end of that launch (its start + its CPU time + the next step's CPU time), and the second token's gap is counted
+  from there. Later tokens' times are left as they are (a decode step's successor replays a graph: no CPU time to
+  wait for);
+- requests that finish at step k are only known to have finished when step k's result is processed, after step k+1
+  was built: when the last running requests finish at a decode step, the GPU runs one more decode step of them (its
+  tokens dropped) before anything that arrived meanwhile, and the requests that reach the engine during that step are
+  received after it was launched. Where some requests keep running the finished ones ride in the next decode batch;
+  that larger batch is not priced.
+
 Pure decode stretches (nothing to admit, nothing prefilling) are advanced in one vector operation up to the next
 completion, arrival or block shortage, so 1,000 requests take a fraction of a second.
 """
@@ -123,6 +137,8 @@ class EngineConfig:
     # in 0.5.7: with an interval s > 1 a request's output goes out at its 1st, (1+s)-th, (1+2s)-th ... token and at its
     # last); it spaces the chunks (ITL), not the tokens (TTFT, TPOT, e2e)
     stream_interval: int = 1
+    # SGLang's overlap loop (RESULT LAG in the module doc): step k+1 is built before step k's results are processed
+    result_lag: bool = False
     # admission of a waiting request: the blocks of its whole prompt must be free (vLLM's scheduler_reserve_full_isl,
     # default from the release in vllm_versions.reserve_full_prompt_default) or only those of the chunk it is
     # scheduled (the earlier releases: v1/core/sched/scheduler.py allocate_slots(request, num_new_tokens ...) in 0.8.5)
@@ -330,6 +346,26 @@ def simulate(cost, cfg: EngineConfig, load: Load, frontend_s: float = 0.0, trace
     undelivered = np.zeros(n, dtype=np.int64)  # tokens the loop has taken from the engine, not yet written
     delivered = np.zeros(n, dtype=np.int64)
     c_first = np.full(n, np.nan)  # the client's first and last token times (API LOOP)
+    lag = cfg.result_lag and not loop_mode  # RESULT LAG (module doc)
+    lag_new = None  # RESULT LAG: the last step's new first tokens, its end, and when its launch ended
+    phantom = None  # RESULT LAG: (requests, context) of the decode step the GPU runs for requests that just finished
+
+    def _cpu_of(prefill: bool, tokens_in_step: int) -> float:
+        if prefill and getattr(cost, "prefill_floor_s", 0.0):
+            return float(cost.prefill_floor_s)
+        if cfg.graph_max_tokens is not None and tokens_in_step > cfg.graph_max_tokens:
+            return float(getattr(cost, "launch_s", 0.0))
+        return 0.0
+
+    def _lag_emit(cpu_next: float) -> None:  # the last step's first tokens leave after the next step's launch
+        nonlocal lag_new
+        if lag_new is not None:
+            ids_new, t_end, launch_end = lag_new
+            first[ids_new] = max(t_end, launch_end + cpu_next)
+            last_tok[ids_new] = first[ids_new]  # the client's clock: the next token's gap starts here
+            if si != 1:
+                last_emit[ids_new] = first[ids_new]
+            lag_new = None
     c_last = np.full(n, np.nan)
     c_itls: list[np.ndarray] = []
     # the part of the front end that is not the loop's (HTTP transfer, ZMQ hop, the engine core's input thread)
@@ -576,13 +612,24 @@ def simulate(cost, cfg: EngineConfig, load: Load, frontend_s: float = 0.0, trace
     while done < n:
         if loop_mode:
             _advance(t)
-        cutoff = s_prev if (cfg.async_scheduling and running) else t
+        if phantom is not None:  # RESULT LAG: the decode step already built for requests that have finished
+            dt_ph = cost.step_s(phantom[0], phantom[1], ())
+            _lag_emit(0.0)
+            s_prev, t = t, t + dt_ph
+            steps += 1
+            if trace is not None:
+                trace.append((s_prev, dt_ph, 0, 0, phantom[0]))
+            phantom = None
+            cutoff = s_prev
+        else:
+            cutoff = s_prev if (cfg.async_scheduling and running) else t
         while pending and arrive[pending[0]] <= cutoff:
             waiting.append(pending.popleft())
         if not running and not waiting:
             if loop_mode and not pending:  # the loop's work decides when the next request reaches the engine
                 while heap and not pending:
                     _run_job()
+            _lag_emit(0.0)  # RESULT LAG: no next step to wait for
             t = s_prev = max(t, float(arrive[pending[0]]))  # idle until the next request reaches the engine
             continue
         budget = cfg.max_num_batched_tokens
@@ -708,6 +755,8 @@ def simulate(cost, cfg: EngineConfig, load: Load, frontend_s: float = 0.0, trace
                                            cfg.async_scheduling, cfg.graph_max_tokens, cfg.host_per_seq_s,
                                            cfg.graph_max_context, cfg.eager_s)
         if stretch > 1:  # a pure decode stretch in one vector step: each request gains `stretch` tokens
+            if lag:
+                _lag_emit(_cpu_of(False, len(r)))
             starts = t + np.concatenate(([0.0], np.cumsum(dts)[:-1]))
             ends = starts + dts
             grown = need(computed[r] + stretch) - prefix_blocks * shares[r]
@@ -752,6 +801,9 @@ def simulate(cost, cfg: EngineConfig, load: Load, frontend_s: float = 0.0, trace
                     is_dec.any() and int(computed[r[is_dec]].max()) + 1 > cfg.graph_max_context)):
                 dt = max(dt, cfg.eager_s)  # V0: a prefill or a long context runs the forward eager
             dt += cfg.host_per_seq_s * len(r)  # V0: the host's per-sequence work between steps (EngineConfig)
+            if lag:  # RESULT LAG: the step before's first tokens leave once this step is launched
+                cpu_now = _cpu_of(bool(chunk.any()), int(kk.sum()))
+                _lag_emit(cpu_now)
             s_prev, t = t, t + dt
             steps += 1
             if trace is not None:
@@ -764,6 +816,9 @@ def simulate(cost, cfg: EngineConfig, load: Load, frontend_s: float = 0.0, trace
             new = caught[generated[caught] == 1]
             old = caught[generated[caught] > 1]
             first[new] = t
+            if lag:
+                if len(new):
+                    lag_new = (new, t, s_prev + cpu_now)
             if si == 1:
                 if len(old):
                     itls.append(t - last_tok[old])
@@ -781,6 +836,8 @@ def simulate(cost, cfg: EngineConfig, load: Load, frontend_s: float = 0.0, trace
         fin = r[generated[r] >= out[r]]
         for i in fin.tolist():
             running.remove(i)
+        if lag and len(fin) and not running and bool(is_dec.all()):  # RESULT LAG: step k+1 was built with them
+            phantom = (len(fin), float((computed[fin] + 1).sum()))
         done += len(fin)
         if not loop_mode:  # API LOOP: the client's slot frees when the last token reaches it (a CHUNKS job)
             in_flight -= len(fin)
@@ -809,6 +866,8 @@ def simulate(cost, cfg: EngineConfig, load: Load, frontend_s: float = 0.0, trace
         res.notes.append(f"api loop: {loop['chunks']} chunks, {loop['merged']} tokens merged")
         res.merged_tokens = loop["merged"]
         return res
+    if lag:
+        _lag_emit(0.0)
     ttft = first - send
     e2e = last_tok - send
     itl = np.concatenate(itls) if itls else np.zeros(0)

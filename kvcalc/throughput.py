@@ -614,14 +614,28 @@ def _kernel(name: str, nbytes: float, flops: float, ops: float, bandwidth: float
                   _div_or_zero(ops, alu), overlap)
 
 
-def _sglang_block_rows(rows: float, tokens: float, num_experts: int) -> float:
+def sglang_moe_block_m(gpu, num_experts: int, expert_width: float, weights, tokens: float) -> int:
+    """BLOCK_SIZE_M of SGLang's fused MoE for a batch of `tokens` tokens: the tuned config's (throughput.yaml
+    engines.sglang tuned_moe_block_m: the grid key closest to the tokens, the first on a tie) where SGLang has a file
+    for this GPU, expert count, expert width per rank and 16-bit weights; else the default config's, 16 for batches of
+    at most num_experts tokens and 64 above (fused_moe_triton_config.py:229-243 get_default_config in 0.5.14)."""
+    if weights is not None and getattr(weights, "name", "") in ("bf16", "fp16"):
+        for entry in load("throughput")["engines"]["sglang"].get("tuned_moe_block_m", ()):
+            if (entry["gpu"] == getattr(gpu, "id", None) and entry["experts"] == num_experts
+                    and entry["expert_width"] == expert_width):
+                grid = {int(k): int(v) for k, v in entry["block_m"].items()}
+                return grid[min(grid, key=lambda m: abs(m - tokens))]
+    return 16 if tokens <= num_experts else 64
+
+
+def _sglang_block_rows(rows: float, tokens: float, num_experts: int, block: int | None = None) -> float:
     """An expert's rows as SGLang's fused MoE multiplies them: moe_align_block_size pads each expert's tokens to a
     multiple of the config's BLOCK_SIZE_M (srt/layers/moe/moe_runner/triton_utils/fused_moe.py:406-408 in 0.5.14),
-    so a block holds BLOCK_SIZE_M rows whether or not they are filled; the default config's BLOCK_SIZE_M is 16 for
-    batches of at most num_experts tokens and 64 above (fused_moe_triton_config.py:229-243 get_default_config). An
-    expert of fewer rows than a block pays the block; one of more pays half a block more on average (its count's last
-    block is a uniform fraction full)."""
-    block = 16 if tokens <= num_experts else 64
+    so a block holds BLOCK_SIZE_M rows whether or not they are filled (`block`: sglang_moe_block_m; None: the default
+    config's). An expert of fewer rows than a block pays the block; one of more pays half a block more on average
+    (its count's last block is a uniform fraction full)."""
+    if block is None:
+        block = 16 if tokens <= num_experts else 64
     if rows <= block:
         return float(block)
     return rows + block / 2
@@ -682,7 +696,9 @@ def forward_kernels(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv:
         touched = expected_experts(split.num_experts, split.top_k, tokens)
         per_expert = _padded(tokens * split.top_k / _at_least(touched, 1e-9))
         if sglang_moe and not _is_array(per_expert):
-            per_expert = _sglang_block_rows(per_expert, tokens, split.num_experts)
+            width = spec.moe.expert_intermediate_size / tp if spec.moe is not None else 0
+            per_expert = _sglang_block_rows(per_expert, tokens, split.num_experts,
+                                            sglang_moe_block_m(gpu, split.num_experts, width, weights, tokens))
         expert_tensor = gemm_rate(tensor, per_expert, r.gemm_half_rows)
         out.append(_kernel("experts", touched * split.expert_bytes / tp,
                            2 * touched * per_expert * split.expert_params / tp,

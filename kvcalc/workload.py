@@ -256,7 +256,8 @@ def vllm_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFo
                            max(sglang.max_total_num_tokens // bs, -(-wl.context // bs)) + 1, bs,
                            max(wl.context, sglang.context_len), None, prefix_caching, async_scheduling=True,
                            graph_max_tokens=graphs, prefill_first=True,
-                           max_prefill_tokens=sglang.max_prefill_tokens, stream_interval=stream_interval)
+                           max_prefill_tokens=sglang.max_prefill_tokens, stream_interval=stream_interval,
+                           result_lag=True)
     elif est is not None and est.layout is not None:
         graphs = None if enforce_eager else max_graph_tokens(est.max_num_seqs, est.max_num_batched_tokens)
         cfg = EngineConfig(est.max_num_batched_tokens, est.max_num_seqs, est.num_gpu_blocks, est.layout.block_size,

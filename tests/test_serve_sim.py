@@ -439,3 +439,44 @@ def test_sharegpt_lengths_keep_the_means_the_filter_and_a_tail():
     assert fixed[1].max() == 217  # the random dataset at range ratio 0 keeps every length
     # the same seed draws the same run
     assert (sample_lengths(load)[1] == out).all()
+
+
+def test_sglang_result_lag_runs_the_decode_step_built_for_finished_requests():
+    """SGLang's overlap loop (EngineConfig.result_lag; sglang 0.5.14 scheduler.py:1546-1592): step k+1 is built
+    before step k's results are processed, so when a lone request finishes at step k the GPU still runs one decode
+    step of it (1 ms + 1 us here). The closed loop's next prompt, reaching the engine 0.2 ms after the finish, starts
+    after that step (TTFT 1.001 ms + its prefill); one reaching it 5 ms after finds the step done (no change)."""
+    base = EngineConfig(8192, 64, 10_000, 16, 4096, prefix_caching=False, async_scheduling=True, prefill_first=True)
+    lagged = dataclasses.replace(base, result_lag=True)
+    load = Load(100, 5, 2, max_concurrency=1)
+    prefill = 1e-3 + 100e-6
+    a, b = simulate(ToyCost(), base, load, frontend_s=0.2e-3), simulate(ToyCost(), lagged, load, frontend_s=0.2e-3)
+    assert a.ttft_s[1] == pytest.approx(0.2e-3 + prefill)
+    assert b.ttft_s[1] == pytest.approx(1e-3 + 1e-6 + prefill)
+    assert b.ttft_s[0] == pytest.approx(a.ttft_s[0]) and b.tpot_s == pytest.approx(a.tpot_s)
+    late_a, late_b = (simulate(ToyCost(), c, load, frontend_s=5e-3) for c in (base, lagged))
+    assert late_b.ttft_s == pytest.approx(late_a.ttft_s)
+
+
+@dataclass
+class FloorCost(ToyCost):
+    """ToyCost with SGLang's piecewise prefill floor: a step with a prefill chunk takes at least 5 ms of CPU."""
+
+    prefill_floor_s: float = 5e-3
+
+    def step_s(self, decodes, decode_context, chunks=(), sampled=None):
+        t = super().step_s(decodes, decode_context, chunks, sampled)
+        return max(t, self.prefill_floor_s) if chunks else t
+
+
+def test_sglang_result_lag_sends_a_steps_first_tokens_after_the_next_launch():
+    """A step's results are processed after the next step is launched: A's prefill (alone: max_prefill_tokens 100
+    stops the batch before B) ends at 5 ms, but its first token leaves when B's prefill step, launched from 5 ms,
+    has had its 5 ms of CPU: 10 ms. B's first token is followed by a graph-replayed decode (no CPU to wait for)."""
+    base = EngineConfig(8192, 64, 10_000, 16, 4096, prefix_caching=False, async_scheduling=True, prefill_first=True,
+                        max_prefill_tokens=100)
+    a = simulate(FloorCost(), base, Load(100, 3, 2))
+    b = simulate(FloorCost(), dataclasses.replace(base, result_lag=True), Load(100, 3, 2))
+    assert a.ttft_s == pytest.approx([5e-3, 10e-3])
+    assert b.ttft_s == pytest.approx([10e-3, 10e-3])
+    assert b.e2e_s == pytest.approx(a.e2e_s)  # the later tokens keep their times

@@ -252,7 +252,13 @@ def test_sglang_fused_moe_blocks_and_activation_kernels():
     assert "moe_act" not in base
     assert ks["moe_act"].bytes == pytest.approx(m.moe_layers * 7168 * 2 * (
         m.experts_per_token * 3 * m.expert_intermediate_size + (m.experts_per_token + 1) * q3.hidden_size))
-    assert ks["experts"].flops == pytest.approx(base["experts"].flops * (448 + 32) / 448, rel=1e-3)
+    # the H200 has SGLang's tuned config for this shape (BLOCK_SIZE_M 128 at 4096 tokens and up: 448 rows -> 512)
+    assert ks["experts"].flops == pytest.approx(base["experts"].flops * (448 + 64) / 448, rel=1e-3)
+    # a GPU without a tuned file (the L40S) takes the default config's 64
+    l40s = get_gpu("l40s")
+    ks_d = {k.name: k for k in forward_kernels(q3, l40s, w, kv, 7168, 0, 0, prefill=True, sglang_moe=True)}
+    base_d = {k.name: k for k in forward_kernels(q3, l40s, w, kv, 7168, 0, 0, prefill=True)}
+    assert ks_d["experts"].flops == pytest.approx(base_d["experts"].flops * (448 + 32) / 448, rel=1e-3)
     assert _sglang_block_rows(3, 16, 128) == 16 and _sglang_block_rows(300, 1024, 128) == 332
     llama = load_model("llama-3.1-8b")
     assert [k.time_s for k in forward_kernels(llama, h200, w, kv, 1024, 0, 0, prefill=True, sglang_moe=True)] == \
@@ -329,3 +335,20 @@ def test_mla_prefill_outside_the_graphs_runs_decompressed_attention():
     assert mha.step_s(0, 0, ((0, 1024),)) == absorbed.step_s(0, 0, ((0, 1024),))  # in the graphs: absorbed
     cached = ((512, 1024),) + seven[1:]
     assert mha.step_s(0, 0, cached) == absorbed.step_s(0, 0, cached)  # a cached prefix: absorbed
+
+
+def test_sglang_tuned_moe_block_m_follows_the_config_grid():
+    """try_get_optimal_moe_config takes the grid key closest to the batch's tokens (the first on a tie) from SGLang's
+    tuned file for the GPU, E and N (throughput.yaml tuned_moe_block_m, read from the 0.5.14 wheel); 16-bit weights
+    only (an fp8 checkpoint has its own file, not carried: the default config), other shapes and GPUs the default."""
+    from kvcalc.throughput import sglang_moe_block_m
+
+    h200, h100, bf16 = get_gpu("h200"), get_gpu("h100-sxm"), weight_format("bf16")
+    grid = [(16, 16), (128, 16), (192, 16), (200, 32), (256, 32), (700, 64), (1024, 128), (7168, 128), (65536, 128)]
+    assert [sglang_moe_block_m(h200, 128, 768, bf16, m) for m, _ in grid] == [b for _, b in grid]
+    assert sglang_moe_block_m(h100, 128, 768, bf16, 1024) == 64  # the H100 file keeps 64 at 1024
+    assert sglang_moe_block_m(h100, 128, 768, bf16, 1536) == 128
+    assert sglang_moe_block_m(h200, 128, 384, bf16, 7168) == 64  # TP 2: N = 384, no file carried: default
+    assert sglang_moe_block_m(h200, 64, 1408, bf16, 7168) == 64  # DeepSeek-V2-Lite: SGLang's default config
+    assert sglang_moe_block_m(h200, 64, 1408, bf16, 16) == 16
+    assert sglang_moe_block_m(h200, 128, 768, weight_format("fp8"), 7168) == 64
