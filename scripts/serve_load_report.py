@@ -46,7 +46,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "docs" / "validation" / "data" / "v4" / "serve"
-CASES = {run: ROOT / "scripts" / "gpu_v4" / f"serve_cases_{run}.json" for run in "abcdefghijklmn"}
+CASES = {run: ROOT / "scripts" / "gpu_v4" / f"serve_cases_{run}.json" for run in "abcdefghijklmno"}
 FIT = ("llama-3.1-8b.c1_1k_256",)  # the front-end cost's fit set; everything else is held out
 # runs whose kvcalc figures were committed before they ran (predictions-efg.json, commit 538b526): their split is
 # "pre-registered"; the blind errors are those figures' (blind_summary), the table's are the current model's
