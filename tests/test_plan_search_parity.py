@@ -70,6 +70,28 @@ def test_search_shows_what_plan_says(model, gpu, w, k, conc, rate, i, o, util):
         assert_shared_fields_equal(d, row)
 
 
+def test_llama4_chunked_layers_read_their_chunk_in_both():
+    """Llama 4 Scout (36 of 48 layers chunked local, 8,192-token chunks) with prompts of 8,000 tokens whose decode
+    crosses a chunk boundary: search's simulated row is plan's (one helper, throughput.effective_context), and both
+    TPOTs are below what charging every layer the whole context would give (the screen's closed form too)."""
+    from kvcalc import latency
+    from kvcalc.formats import kv_format, weight_format
+
+    spec, gpu = load_model("llama-4-scout"), get_gpu("h200")
+    wl = Workload(8000, 400, concurrency=8)
+    space = Space([gpu], weights=("fp8",), kv=("auto",), tp=(1,), utils=(0.92,), seqs=(64,), max_replicas=1)
+    res = run_search(SearchRequest(spec, wl, Targets(), space, load_prices(use_user_file=False), top=1))
+    d = res.results[0]
+    req = PlanRequest(spec=spec, gpu=gpu, context=wl.context, batch=d.concurrency_per_replica, engines=("vllm",),
+                      weights="fp8", kv="auto", util=d.util, max_model_len=d.max_model_len,
+                      max_num_batched_tokens=d.max_num_batched_tokens, max_num_seqs=d.max_num_seqs, workload=wl)
+    row = row_for(req)
+    assert_shared_fields_equal(d, row)
+    line = latency.decode_line(spec, gpu, weight_format("fp8"), kv_format("auto"), 1)
+    full = latency.DecodeLine(line.fixed, line.mem0, line.mem1, line.cmp0, line.cmp1)  # no chunks: whole context
+    assert latency.tpot_s(line, 8000, 400) < latency.tpot_s(full, 8000, 400)
+
+
 def test_gemma3_kv_capacity_is_vllms_logged_figure_in_both():
     """Gemma 3 27B on an H200 (2k in / 256 out, 32 clients): both commands give the 'GPU KV cache size' vLLM logs
     (concurrency x max_model_len over the hybrid groups), not the pool's blocks x block size."""
