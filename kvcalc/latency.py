@@ -44,8 +44,9 @@ class DecodeLine:
     wread: Any = None  # prefill: seconds of one weight read by a chunk of PREFILL_ROWS tokens (None: mem0)
     pfixed: Any = None  # prefill: seconds a chunk's step adds to `fixed` that decode steps do not pay (None: 0)
     pfloor: Any = None  # prefill: the least a chunk's step takes (the CPU's, SGLang's piecewise graphs; None: 0)
-    # the sliding windows decode reads (throughput.decode_windows: (W, share), share a float or an array): c in the
-    # step is effective_context(c), each window's layers reading min(c, W); (): c itself
+    # the sliding windows and chunks decode reads (throughput.decode_windows: (W, share), share a float or an array;
+    # W < 0 a chunk of -W): c in the step is effective_context(c), each window's layers reading min(c, W), each
+    # chunked layer its own chunk's ((c - 1) mod C) + 1; (): c itself
     windows: tuple = ()
 
     def prefill_terms(self):
@@ -168,16 +169,25 @@ def tpot_s(line: DecodeLine, input_len, output_len, batch_scale=1.0, mem0=None):
     c_hi = np.asarray(input_len, dtype=np.float64) + np.asarray(output_len, dtype=np.float64) - 1
     if not line.windows:
         return mean_step_s(line.fixed, m0, line.mem1 * b, line.cmp0 * b, line.cmp1 * b, c_lo, c_hi)
-    # sliding windows (DecodeLine.windows): between two windows the read effective_context(c) = q c + p is affine in
-    # c, so the mean is the segments' exact means weighted by their lengths
-    edges = sorted({w for w, _ in line.windows})
+    # sliding windows and chunks (DecodeLine.windows): between two window edges and two chunk boundaries the read
+    # effective_context(c) = q c + p is affine in c (a chunked layer's c - C floor((c - 1) / C) has slope 1 inside a
+    # chunk), so the mean is the segments' exact means weighted by their lengths
+    edges = {w for w, _ in line.windows if w > 0}
+    chunks = [(-w, s) for w, s in line.windows if w < 0]
+    if chunks:  # every chunk boundary k C the decode's contexts cross (k C ends a segment: c = k C + 1 starts one)
+        lo_all, hi_all = float(np.min(c_lo)), float(np.max(c_hi))
+        for size, _ in chunks:
+            first = max(int((max(lo_all, 1) - 1) // size), 0)
+            edges.update(size * k for k in range(first, int(hi_all // size) + 1))
+    edges = sorted(edges)
     n = c_hi - c_lo + 1
     total = 0.0
     prev = -np.inf
     for edge in edges + [np.inf]:
-        past = [(w, s) for w, s in line.windows if w <= prev]  # windows every c of this segment reads past
+        past = [(w, s) for w, s in line.windows if 0 < w <= prev]  # windows every c of this segment reads past
         q = 1.0 - sum(s for _, s in past)
-        p = sum(s * w for w, s in past)
+        # every c of this segment is in chunk floor((c - 1) / C) = floor(prev / C) of each chunked layer
+        p = sum(s * w for w, s in past) - sum(s * size * (max(prev, 0.0) // size) for size, s in chunks)
         lo, hi = np.maximum(c_lo, prev + 1), np.minimum(c_hi, edge)
         seg = np.maximum(hi - lo + 1, 0)
         mean = mean_step_s(line.fixed, m0 + line.mem1 * b * p, line.mem1 * b * q, line.cmp0 * b + line.cmp1 * b * p,

@@ -134,6 +134,11 @@ class Deployment:
     rented_as: str = "per GPU"
     gpus_per_instance: int = 1
     instances: int = 0
+    # the capacity as a low/high range where the start kind leaves it open (a cold torch.compile start on vLLM
+    # 0.27-0.30): plan's trust.capacity_range of this deployment's row (plan.capacity_range, one function), its
+    # max_concurrency ends over all replicas as max_concurrency is; None where the figure is one value, and on rows
+    # past SIMULATED_ROWS (they keep the screen's figures, timing "closed form")
+    capacity_range: dict | None = None
 
     def to_json(self) -> dict:
         return dict(self.__dict__)
@@ -592,6 +597,7 @@ def retime_with(req, rows: list, plan_row) -> tuple[list, dict]:
             if d.output_tokens_per_s > 0 else math.inf
         d.kv_capacity_tokens = int(row.kv_capacity_tokens)
         d.max_concurrency = int(row.max_concurrency) * d.replicas
+        d.capacity_range = deployment_capacity_range(row, d.replicas)
         d.timing = "simulation"
         if b.saturated:  # the replica's share of the rate is more than it serves: its queue grows without bound
             over["throughput"] += 1
@@ -602,6 +608,17 @@ def retime_with(req, rows: list, plan_row) -> tuple[list, dict]:
         else:
             kept.append(d)
     return kept, over
+
+
+def deployment_capacity_range(row, replicas: int) -> dict | None:
+    """Plan's trust.capacity_range of one replica's row (plan.capacity_range) for a deployment of `replicas` of them:
+    KV tokens per replica (as kv_capacity_tokens), requests held at once over all replicas (as max_concurrency),
+    fits_low / fits_high as the replica's (every replica serves an equal share). None where plan's row has none."""
+    span = (row.trust or {}).get("capacity_range")
+    if span is None:
+        return None
+    return {**span, "max_concurrency_low": span["max_concurrency_low"] * replicas,
+            "max_concurrency_high": span["max_concurrency_high"] * replicas}
 
 
 def _label(s: Structure, r: int) -> str:

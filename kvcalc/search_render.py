@@ -30,9 +30,31 @@ def _table(title: str, rows) -> Table:
         table.add_row(str(d.rank), _deployment(d), d.weights_format, d.kv_format, f"{d.util:.2f}",
                       str(d.max_num_seqs), f"{d.cost_per_hour:,.2f}" + ("*" if d.price_is_estimate else ""),
                       f"{d.usd_per_million_output_tokens:,.3f}", f"{d.ttft_ms:,.0f}", f"{d.tpot_ms:,.1f}",
-                      _tpot_range(d), f"{d.max_concurrency:,}", d.quality_risk, _evidence(d),
+                      _tpot_range(d), conc_text(d), d.quality_risk, _evidence(d),
                       "yes" if d.pareto else "")
     return table
+
+
+def conc_text(d) -> str:
+    """max conc. as plan's table prints it (render.py): low-high where the row's capacity_range leaves it open."""
+    span = getattr(d, "capacity_range", None)
+    if span and span["max_concurrency_low"] != span["max_concurrency_high"]:
+        return f"{span['max_concurrency_low']:,}-{d.max_concurrency:,}"
+    return f"{d.max_concurrency:,}"
+
+
+def capacity_range_note(rows) -> str | None:
+    """One line for the rows whose capacity is a range (plan's trust.capacity_range, one reason for all: the same
+    start kind and release), as plan's trust_lines says it; None when no row has one."""
+    spans = [d for d in rows if getattr(d, "capacity_range", None)]
+    if not spans:
+        return None
+    span = spans[0].capacity_range
+    short = [str(d.rank) for d in spans if d.capacity_range["fits_high"] and not d.capacity_range["fits_low"]]
+    return (f"max conc. low-high (rows {', '.join(str(d.rank) for d in spans)}; --json capacity_range): low end = the "
+            f"freed compile segment pinned ({span['pinned_bytes'] / 2**30:.2f} GiB a rank less KV), high end = not "
+            "pinned: " + span["reason"]
+            + (f"; at the low end rows {', '.join(short)} would not hold the workload's requests" if short else ""))
 
 
 def _tpot_range(d) -> str:
@@ -102,6 +124,9 @@ def render_search(res) -> None:
                      + "; ".join(f"{name} ({n} GPUs each)" for name, n in rentals))
     notes.append("max conc.: requests of input+output tokens the KV caches of all replicas hold at once (raise "
                  "--max-num-seqs to use them)")
+    span_note = capacity_range_note(shown)
+    if span_note:
+        notes.append(span_note)
     notes.append("TPOT range: where ~80% of held-out cases measured (kvcalc/trust.py): the GPU's own held-out public "
                  "results where it has them, else its evidence class's (--json speed_evidence.range_basis says which); "
                  "speed evidence: measured = this GPU's own runs, public results = held out of the fit, datasheet = no "
@@ -128,7 +153,7 @@ def render_sglang_search(res, rows, compare: bool = False) -> None:
         table.add_row(str(d.rank), where, d.weights_format, d.kv_format, f"{d.mem_fraction_static:.3f}",
                       f"{d.max_running_requests:,}", f"{d.cost_per_hour:,.2f}" + ("*" if d.price_is_estimate else ""),
                       f"{d.usd_per_million_output_tokens:,.3f}", f"{d.ttft_ms:,.0f}", f"{d.tpot_ms:,.1f}",
-                      _tpot_range(d), f"{d.max_concurrency:,}", d.quality_risk, _evidence(d))
+                      _tpot_range(d), conc_text(d), d.quality_risk, _evidence(d))
     if not rows:
         console.print("SGLang: no deployment in the search space meets the targets")
         return

@@ -170,6 +170,8 @@ class SglangDeployment:
     # what its speed rests on (kvcalc/trust.py sglang_speed_trust: SGLang's own held-out errors), as the vLLM rows'
     # search.Deployment.speed_evidence; tpot_low/high None: no range (too few SGLang results)
     speed_evidence: dict = field(default_factory=dict)
+    # plan's trust.capacity_range of its row, as search.Deployment.capacity_range (SGLang's rows have none: None)
+    capacity_range: dict | None = None
 
     def to_json(self) -> dict:
         out = dict(self.__dict__)

@@ -452,16 +452,20 @@ def kv_conversion_ops(kv: KvFormat, gpu: GpuProfile) -> float:
 
 
 def decode_windows(spec: ModelSpec, kv: KvFormat, dtype_bytes: int = 2, tp: int = 1) -> tuple[tuple[int, float], ...]:
-    """The sliding windows a decode step's attention reads, as (window W, share): the share of the per-token KV bytes
-    of all attention layers (each counted in full, vllm_specs.vllm_bytes_per_token) that layers of window W hold.
+    """The windows a decode step's attention reads, as (W, share): the share of the per-token KV bytes of all
+    attention layers (each counted in full, vllm_specs.vllm_bytes_per_token) that the layers of W hold. W > 0: a
+    sliding window of W tokens; W = -C < 0: chunked local layers of chunk C (Llama 4's attention_chunk_size).
 
     vLLM's decode attention reads only a sliding layer's last W tokens, whatever its pool keeps: the Triton unified
     kernel starts its tile loop at the window's first tile and masks the rest (vllm/v1/attention/ops/
     triton_unified_attention.py, v0.26.0 :399-419; SLIDING_WINDOW = 1 + window_size[0], the query token included),
     and the FlashAttention backend passes window_size = (W - 1, 0) to flash_attn_varlen_func, whose kernel skips the
-    key blocks left of the window. So one request of context c reads full_bytes * c + sum over W of
-    window_bytes_W * min(c, W) (effective_context). Llama 4's chunked local layers (ChunkedLocal) are left at their
-    full length (a chunk's reads restart at every chunk boundary: not modelled). Empty: no sliding layer."""
+    key blocks left of the window. A chunked local layer (ChunkedLocal) runs the same kernels over "virtual" requests
+    cut at chunk boundaries: make_local_attention_virtual_batches (vllm/v1/attention/backends/utils.py, at 00bd149
+    ~:246, tokens_in_last_block = attn_chunk_size + seq_lens % -attn_chunk_size) gives a decode token of context c
+    (position c - 1) one virtual request of ((c - 1) mod C) + 1 keys, its own chunk's. So one request of context c
+    reads full_bytes * c + sum over W of window_bytes_W * min(c, W) + sum over C of chunk_bytes_C *
+    (((c - 1) mod C) + 1) (effective_context). Empty: no sliding or chunked layer."""
     return per_object("decode_windows", (spec, kv), (dtype_bytes, tp),
                       lambda: _decode_windows(spec, kv, dtype_bytes, tp))
 
@@ -474,32 +478,60 @@ def _decode_windows(spec: ModelSpec, kv: KvFormat, dtype_bytes: int, tp: int) ->
         return ()
     by_window: dict[int, float] = {}
     for layer in flatten(spec.layers):
-        if isinstance(layer, SlidingWindow) and not isinstance(layer, ChunkedLocal) and layer.window > 0:
-            by_window[layer.window] = by_window.get(layer.window, 0.0) + vllm_page_bytes(layer, 1, kv, dtype_bytes, tp)
+        if isinstance(layer, SlidingWindow) and layer.window > 0:
+            key = -layer.window if isinstance(layer, ChunkedLocal) else layer.window
+            by_window[key] = by_window.get(key, 0.0) + vllm_page_bytes(layer, 1, kv, dtype_bytes, tp)
     return tuple((w, b / total) for w, b in sorted(by_window.items()) if b > 0)
 
 
 def effective_context(windows: tuple[tuple[int, float], ...], context):
     """The tokens of context a decoding request's attention reads, in units of a token read by every attention layer
-    (decode_windows): c - sum over windows of share_W * max(c - W, 0). Floats and numpy arrays alike; `context`
-    itself where there is no window."""
+    (decode_windows): c - sum over windows W of share_W * max(c - W, 0) - sum over chunks C of share_C * C *
+    floor((c - 1) / C) (a chunked layer reads ((c - 1) mod C) + 1, its own chunk). Exact at integer contexts (the
+    context of one decode step); floats and numpy arrays alike; `context` itself where there is no window. Where a
+    mean over a decode's positions is wanted, take mean_effective_context, not this at the mean context."""
     out = context
     for w, share in windows:
+        if w < 0:  # chunked local layers of chunk -w
+            before = context - 1
+            out = out - share * (-w) * ((before * (before > 0)) // (-w))
+            continue
         over = context - w
         out = out - share * (over * (over > 0))
     return out
 
 
+def mean_effective_context(windows: tuple[tuple[int, float], ...], c_lo: int, c_hi: int) -> float:
+    """The mean of effective_context over the integer contexts c_lo..c_hi (a decode's positions, as a closed form
+    that charges one mean context takes them); c_lo itself where c_hi < c_lo."""
+    import numpy as np
+
+    if c_hi < c_lo or not windows:
+        return float(c_lo + c_hi) / 2 if c_hi >= c_lo else float(c_lo)
+    c = np.arange(int(c_lo), int(c_hi) + 1, dtype=np.float64)
+    return float(np.mean(effective_context(windows, c)))
+
+
 def effective_context_sum(windows: tuple[tuple[int, float], ...], contexts, steps: int = 0):
     """sum_i effective_context(c_i + j) over a batch of contexts `contexts`; steps = 0: that sum (a float); steps = k:
     an array over j = 0..k-1 (each request gains a token a step: serve_sim's decode stretch), in
-    O((n + k) log n) by sorting the distances to each window."""
+    O((n + k) log n) by sorting the distances to each window (and each request's place in its chunk)."""
     import numpy as np
 
     c = np.asarray(contexts, dtype=np.float64)
     j = np.arange(max(steps, 1), dtype=np.float64)
     out = c.sum() + len(c) * j
     for w, share in windows:
+        if w < 0:  # chunked: request i at step j reads c_i + j - C * floor((c_i + j - 1) / C)
+            size = -w
+            before = np.maximum(c - 1, 0)
+            q, r = np.floor(before / size), np.sort(np.mod(before, size))
+            # floor((before_i + j) / C) = q_i + #{m >= 1: r_i + j >= m C}; counted per m over the sorted r
+            crossed = np.zeros_like(j)
+            for m in range(1, int((j[-1] + size - 1) // size) + 2):
+                crossed = crossed + (len(r) - np.searchsorted(r, m * size - j, side="left"))
+            out = out - share * size * (q.sum() + crossed)
+            continue
         d = np.sort(c - w)  # request i reads past the window from step j > -d_i on
         suffix = np.concatenate((np.cumsum(d[::-1])[::-1], [0.0]))  # sum of d[k:] for k = 0..n
         first = np.searchsorted(d, -j, side="right")  # the first request with d + j > 0
@@ -762,8 +794,14 @@ def moe_layer_count(spec: ModelSpec) -> int:
 
 def decode_speed(spec: ModelSpec, gpu: GpuProfile, engine: str, weights: WeightFormat, kv: KvFormat, batch: int,
                  context: int, enforce_eager: bool = False, tp: int = 1, dtype_bytes: int = 2,
-                 pp: int = 1, kv_bytes_per_token: float | None = None) -> DecodeEstimate:
+                 pp: int = 1, kv_bytes_per_token: float | None = None,
+                 positions: tuple[int, int] | None = None) -> DecodeEstimate:
     """Decode tokens/s of `batch` requests at `context` tokens each.
+
+    positions: (first, last) contexts of a decode whose mean step is wanted at the mean `context` (a closed form's
+    TPOT): a model with sliding or chunked layers then reads the mean of effective_context over them
+    (mean_effective_context; a chunked layer's read is a sawtooth, its value at the mean context is not its mean).
+    None: the step at `context`.
 
     kv_bytes_per_token: the deployment's KV bytes per token of context, as the plan row shows it (vLLM: the
     VllmEstimate's deployment_kv_bytes_per_token, so Mamba state and capped sliding windows count as they are
@@ -789,7 +827,8 @@ def decode_speed(spec: ModelSpec, gpu: GpuProfile, engine: str, weights: WeightF
     if windows:  # a sliding layer reads its window, not what its pool keeps (decode_windows): every layer's bytes per
         # token at its full rate, over the tokens each layer reads
         kv_per_token = vllm_bytes_per_token(spec.layers, kv, dtype_bytes, tp) * tp
-        read = effective_context(windows, context)
+        read = effective_context(windows, context) if positions is None \
+            else mean_effective_context(windows, *positions)
     micro_batches = min(pp, batch)
     micro = ceil_div(batch, micro_batches)  # requests per micro-batch (pp = 1: the whole batch)
     kv_bytes = kv_per_token * read * (batch / micro_batches)

@@ -351,9 +351,14 @@ def closed_form_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, k
     prefill = prefill_s(spec, gpu, weights, kv, wl.input_len, chunk_tokens, tp, dtype_bytes=dtype_bytes,
                         kv_bytes_per_token=kv_bytes_per_token, enforce_eager=enforce_eager)
 
+    # the mean decode step over the output's positions (a sliding or chunked layer's read averaged over them:
+    # throughput.mean_effective_context)
+    positions = (wl.input_len + 1, wl.input_len + wl.output_len - 1) if wl.output_len > 1 else None
+
     def at(n: int) -> tuple[float, float]:
         step = decode_speed(spec, gpu, "vllm", weights, kv, n, wl.input_len + wl.output_len / 2, enforce_eager, tp,
-                            dtype_bytes, pp=pp, kv_bytes_per_token=kv_bytes_per_token).step_s + host * n
+                            dtype_bytes, pp=pp, kv_bytes_per_token=kv_bytes_per_token,
+                            positions=positions).step_s + host * n
         if wl.burst:
             # n prompts at once: the i-th waits for the i-1 before it (mean (n+1)/2 prefills) and then decodes while
             # the n-i after it prefill (mean (n-1)/2 prefills spread over its output)
@@ -378,7 +383,8 @@ def closed_form_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, k
         out = _finish(wl, n, ttft, tpot, notes)
         if wl.burst:  # the run lasts until the last prompt, prefilled last, has decoded its output
             step = decode_speed(spec, gpu, "vllm", weights, kv, n, wl.input_len + wl.output_len / 2, enforce_eager,
-                                tp, dtype_bytes, pp=pp, kv_bytes_per_token=kv_bytes_per_token).step_s + host * n
+                                tp, dtype_bytes, pp=pp, kv_bytes_per_token=kv_bytes_per_token,
+                                positions=positions).step_s + host * n
             duration = n * prefill + (wl.output_len - 1) * step
             out.output_tokens_per_s, out.request_throughput = n * wl.output_len / duration, n / duration
         return out

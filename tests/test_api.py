@@ -155,3 +155,22 @@ def test_import_is_light_and_plan_loads_nothing_heavy():
     assert loaded == [] and heavy == []
     assert imported < 0.05
     assert planned < 3.0  # CPU seconds on a shared CI core; the CLI's own budget is "well under 0.5 s" warm
+
+
+def test_capacity_range_through_the_api_is_plans():
+    """vLLM 0.29, a cold compile start of a tied-embedding model on an RTX 4090: the API's plan row carries
+    trust.capacity_range, and its search winner carries the range of plan's row of the same deployment (one function:
+    plan.capacity_range), as both commands' JSON do."""
+    row = kvcalc.plan(gpu="rtx-4090", model="llama-3.2-3b", context="16k", vllm_version="0.29",
+                      engine="vllm").chosen("vllm")
+    span = row.trust["capacity_range"]
+    assert span and span["kv_capacity_tokens_low"] < span["kv_capacity_tokens_high"] == row.kv_capacity_tokens
+    found = kvcalc.search(model="llama-3.2-3b", input_len="2k", output_len=256, concurrency=8, gpus=["rtx-4090"],
+                          vllm_version="0.29", top=1)
+    d = found.winner
+    assert found.to_json()["results"][0]["capacity_range"] == d.capacity_range
+    same = kvcalc.plan(gpu="rtx-4090", model="llama-3.2-3b", context=d.max_model_len, batch=d.concurrency_per_replica,
+                       vllm_version="0.29", engine="vllm", weights=d.weights_format, kv=d.kv_format, util=d.util,
+                       max_num_seqs=d.max_num_seqs, max_num_batched_tokens=d.max_num_batched_tokens).chosen("vllm")
+    assert d.capacity_range == same.trust["capacity_range"] is not None
+    assert d.kv_capacity_tokens == same.kv_capacity_tokens

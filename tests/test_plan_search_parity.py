@@ -39,6 +39,8 @@ def assert_shared_fields_equal(d, row, **extra) -> None:
     shared = {
         "kv_capacity_tokens": (d.kv_capacity_tokens, row.kv_capacity_tokens),
         "max_concurrency": (d.max_concurrency, row.max_concurrency),
+        # one replica: search's range is plan's trust.capacity_range as it is (search.deployment_capacity_range)
+        "capacity_range": (d.capacity_range, row.trust["capacity_range"]),
         **extra,
         "ttft_ms": (d.ttft_ms, b.ttft_s * 1e3),
         "tpot_ms": (d.tpot_ms, b.tpot_s * 1e3),
@@ -68,6 +70,28 @@ def test_search_shows_what_plan_says(model, gpu, w, k, conc, rate, i, o, util):
         assert_shared_fields_equal(d, row)
 
 
+def test_llama4_chunked_layers_read_their_chunk_in_both():
+    """Llama 4 Scout (36 of 48 layers chunked local, 8,192-token chunks) with prompts of 8,000 tokens whose decode
+    crosses a chunk boundary: search's simulated row is plan's (one helper, throughput.effective_context), and both
+    TPOTs are below what charging every layer the whole context would give (the screen's closed form too)."""
+    from kvcalc import latency
+    from kvcalc.formats import kv_format, weight_format
+
+    spec, gpu = load_model("llama-4-scout"), get_gpu("h200")
+    wl = Workload(8000, 400, concurrency=8)
+    space = Space([gpu], weights=("fp8",), kv=("auto",), tp=(1,), utils=(0.92,), seqs=(64,), max_replicas=1)
+    res = run_search(SearchRequest(spec, wl, Targets(), space, load_prices(use_user_file=False), top=1))
+    d = res.results[0]
+    req = PlanRequest(spec=spec, gpu=gpu, context=wl.context, batch=d.concurrency_per_replica, engines=("vllm",),
+                      weights="fp8", kv="auto", util=d.util, max_model_len=d.max_model_len,
+                      max_num_batched_tokens=d.max_num_batched_tokens, max_num_seqs=d.max_num_seqs, workload=wl)
+    row = row_for(req)
+    assert_shared_fields_equal(d, row)
+    line = latency.decode_line(spec, gpu, weight_format("fp8"), kv_format("auto"), 1)
+    full = latency.DecodeLine(line.fixed, line.mem0, line.mem1, line.cmp0, line.cmp1)  # no chunks: whole context
+    assert latency.tpot_s(line, 8000, 400) < latency.tpot_s(full, 8000, 400)
+
+
 def test_gemma3_kv_capacity_is_vllms_logged_figure_in_both():
     """Gemma 3 27B on an H200 (2k in / 256 out, 32 clients): both commands give the 'GPU KV cache size' vLLM logs
     (concurrency x max_model_len over the hybrid groups), not the pool's blocks x block size."""
@@ -81,6 +105,53 @@ def test_gemma3_kv_capacity_is_vllms_logged_figure_in_both():
     row = row_for(req)
     assert d.kv_capacity_tokens == row.kv_capacity_tokens == row.vllm.logged_kv_tokens
     assert row.kv_capacity_tokens < row.vllm.num_gpu_blocks * row.vllm.block_size  # the pool counts every group
+
+
+@pytest.mark.parametrize("model", ["qwen2.5-1.5b", "llama-3.2-3b"])
+def test_capacity_range_of_a_cold_compile_start_is_plans_in_search(model):
+    """vLLM 0.29, a cold torch.compile start of a tied-embedding model on an RTX 4090: plan's rows carry a capacity
+    range (the Inductor embedding copy's segment pinned or not, plan.capacity_range), and search's row of the same
+    deployment carries the same range, field by field, beside the same figures; its table prints max conc. as
+    low-high."""
+    from kvcalc.search_render import conc_text
+
+    spec, gpu = load_model(model), get_gpu("rtx-4090")
+    wl = Workload(2048, 256, concurrency=16)
+    space = Space([gpu], weights=("bf16", "fp8"), kv=("auto",), tp=(1,), utils=(0.9,), seqs=(16, 64), max_replicas=1)
+    res = run_search(SearchRequest(spec, wl, Targets(), space, load_prices(use_user_file=False), vllm_version="0.29",
+                                   top=2))
+    assert res.results
+    for d in res.results:
+        req = PlanRequest(spec=spec, gpu=gpu, context=wl.context, batch=d.concurrency_per_replica, engines=("vllm",),
+                          weights=d.weights_format, kv=d.kv_format, util=d.util, max_model_len=d.max_model_len,
+                          max_num_batched_tokens=d.max_num_batched_tokens, max_num_seqs=d.max_num_seqs, tp=d.tp,
+                          vllm_version="0.29", workload=wl)
+        row = row_for(req)
+        span = row.trust["capacity_range"]
+        assert span is not None and span["kv_capacity_tokens_low"] < span["kv_capacity_tokens_high"]
+        assert span["kv_capacity_tokens_high"] == row.kv_capacity_tokens
+        assert_shared_fields_equal(d, row)
+        low, high = span["max_concurrency_low"], span["max_concurrency_high"]
+        assert conc_text(d) == (f"{low:,}-{high:,}" if low != high else f"{high:,}")
+    # the same deployment at 0.31+ (profile run capped at max_split_size_mb 20): one value in both
+    res = run_search(SearchRequest(spec, wl, Targets(), space, load_prices(use_user_file=False), vllm_version="0.31",
+                                   top=1))
+    assert res.results and res.results[0].capacity_range is None
+
+
+def test_capacity_range_over_replicas_counts_every_replicas_requests():
+    """search's max_concurrency is over all replicas; so are the ends of its capacity range, KV tokens per replica."""
+    from kvcalc.search import deployment_capacity_range
+
+    req = PlanRequest(spec=load_model("qwen2.5-1.5b"), gpu=get_gpu("rtx-4090"), context=32768, batch=4,
+                      engines=("vllm",), vllm_version="0.29")
+    row = row_for(req)
+    span = row.trust["capacity_range"]
+    three = deployment_capacity_range(row, 3)
+    assert three["max_concurrency_low"] == 3 * span["max_concurrency_low"]
+    assert three["max_concurrency_high"] == 3 * row.max_concurrency
+    assert three["kv_capacity_tokens_low"] == span["kv_capacity_tokens_low"]
+    assert deployment_capacity_range(row, 1) == span
 
 
 # SGLang (issue 20 item 4, issue 25 item 1): its candidates are shown as plan's SGLang row of the same deployment

@@ -329,6 +329,36 @@ def test_search_is_the_cli_search(client):
         assert r.status_code == 400 and fragment in r.json()["error"], r.text
 
 
+def test_capacity_range_comes_back_from_plan_and_search(client):
+    """vLLM 0.29, a cold compile start of a tied-embedding model on an RTX 4090: the plan API's vLLM rows carry the
+    CLI's trust.capacity_range, and the search API's rows carry the range of plan's row of the same deployment."""
+    params = {"gpu": "rtx-4090", "model": "qwen2.5-1.5b", "context": "32k", "vllm_version": "0.29", "engine": "vllm"}
+    r = client.get("/api/plan", params=params)
+    assert r.status_code == 200, r.text
+    plan = r.json()
+    assert plan == cli_json("plan", *as_argv(params), "--json")
+    spans = [row["trust"]["capacity_range"] for row in plan["rows"]]
+    assert spans and all(s and s["kv_capacity_tokens_low"] < s["kv_capacity_tokens_high"] for s in spans)
+    search = {"model": "qwen2.5-1.5b", "input_len": "2k", "output_len": "256", "concurrency": "16",
+              "gpus": "rtx-4090", "vllm_version": "0.29", "top": "2"}
+    r = client.get("/api/search", params=search)
+    assert r.status_code == 200, r.text
+    got = r.json()
+    assert got == cli_json("search", *as_argv(search), "--json")
+    for d in got["results"]:
+        span = d["capacity_range"]
+        assert span["kv_capacity_tokens_high"] == d["kv_capacity_tokens"]
+        assert span["max_concurrency_high"] == d["max_concurrency"]
+        plan_row = cli_json("plan", "--model", "qwen2.5-1.5b", "--gpu", "rtx-4090", "--context",
+                            str(d["max_model_len"]), "--batch", str(d["concurrency_per_replica"]), "--vllm-version",
+                            "0.29", "--weights", d["weights_format"], "--kv", d["kv_format"], "--util", str(d["util"]),
+                            "--max-num-seqs", str(d["max_num_seqs"]), "--max-num-batched-tokens",
+                            str(d["max_num_batched_tokens"]), "--engine", "vllm", "--json")
+        chosen = [row for row in plan_row["rows"] if row["weights_format"] == d["weights_format"]
+                  and row["kv_format"] == d["kv_format"]]
+        assert chosen and chosen[0]["trust"]["capacity_range"] == span
+
+
 def test_serve_binds_loopback_unless_told():
     from kvcalc.cli import cli
 

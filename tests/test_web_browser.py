@@ -106,12 +106,20 @@ def cli_cells(row: dict, batch: int) -> dict:
     fits = ("yes" if row["fits"] else f"no: {row['max_concurrency']} of {batch}" if v and v["fits"]
             and row["max_concurrency"] else f"no: does not start ({fmt_shortfall(row['shortfall_bytes'])})" if v
             else f"no ({fmt_shortfall(row['shortfall_bytes'])})")
+    # a capacity range (trust.capacity_range: a cold compile start on vLLM 0.27-0.30) as render.py prints it: low-high
+    span = (row.get("trust") or {}).get("capacity_range")
+    capacity = "-" if row["kv_capacity_tokens"] is None else f"{int(row['kv_capacity_tokens']):,}"
+    conc = "-" if row["max_concurrency"] is None else str(row["max_concurrency"])
+    if span and row["kv_capacity_tokens"] is not None:
+        capacity = f"{span['kv_capacity_tokens_low']:,}-{capacity}"
+        if span["max_concurrency_low"] != span["max_concurrency_high"]:
+            conc = f"{span['max_concurrency_low']}-{conc}"
     return {
         "config": row["config"], "engine": row["engine"],
         "weights_bytes": f"{row['weights_bytes'] / GiB:.2f}",
         "kv_bytes_per_token": f"{row['kv_bytes_per_token']:,.0f}",
-        "kv_capacity_tokens": "-" if row["kv_capacity_tokens"] is None else f"{int(row['kv_capacity_tokens']):,}",
-        "max_concurrency": "-" if row["max_concurrency"] is None else str(row["max_concurrency"]),
+        "kv_capacity_tokens": capacity,
+        "max_concurrency": conc,
         "hf_memory_bytes": "-" if row["hf_memory_bytes"] is None else f"{row['hf_memory_bytes'] / GiB:.2f}",
         "decode_tokens_per_s": f"{row['decode_tokens_per_s']:,.1f}"
                                + (f" @{row['decode_batch']}" if row["decode_batch"] < batch else ""),
@@ -192,6 +200,19 @@ def test_typing_updates_the_table_and_the_link_reproduces_it(server, page, brows
     for gpu in ("l4", "h100-sxm"):
         assert shown_rows(other, gpu) == shown_rows(page, gpu)
     other.close()
+
+
+def test_capacity_range_shows_as_the_cli_prints_it(server, page):
+    """vLLM 0.29, a cold compile start of a tied-embedding model: the KV capacity and max conc. cells are the
+    CLI's low-high (trust.capacity_range), their tooltip says what the low end is."""
+    page.goto(server + "/?gpu=rtx-4090&model=qwen2.5-1.5b&context=32k&vllm_version=0.29")
+    wait_ready(page)
+    expected = cli_json("--gpu", "rtx-4090", "--model", "qwen2.5-1.5b", "--context", "32k", "--vllm-version", "0.29")
+    assert any(r["trust"]["capacity_range"] for r in expected["rows"])
+    assert_page_equals_cli(page, "rtx-4090", expected)
+    cell = page.locator("section.gpu-block[data-gpu='rtx-4090'] tr[data-engine='vllm'] "
+                        "td[data-field='kv_capacity_tokens']").first
+    assert "-" in cell.text_content() and "compile segment pinned" in cell.get_attribute("title")
 
 
 def test_input_and_output_lengths_make_the_context(server, page):

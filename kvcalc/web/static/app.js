@@ -48,14 +48,38 @@
   const decodeCell = (r, plan) => commas(r.decode_tokens_per_s, 1) +
     (r.decode_batch !== undefined && r.decode_batch < plan.batch ? ` @${r.decode_batch}` : "");
 
+  // the capacity as a low-high range where the start kind leaves it open (trust.capacity_range: a cold torch.compile
+  // start on vLLM 0.27-0.30, plan.capacity_range), as render.py's table prints it; the figure alone elsewhere
+  const spanOf = (r) => (r.trust && r.trust.capacity_range) || null;
+  const capacityCell = (r) => {
+    if (r.kv_capacity_tokens === null) return "-";
+    const span = spanOf(r);
+    return (span ? `${tokens(span.kv_capacity_tokens_low)}-` : "") + tokens(r.kv_capacity_tokens);
+  };
+  const concCell = (r) => {
+    if (r.max_concurrency === null) return "-";
+    const span = spanOf(r);
+    return (span && span.max_concurrency_low !== span.max_concurrency_high ? `${span.max_concurrency_low}-` : "") +
+      String(r.max_concurrency);
+  };
+  // search's max conc. (all replicas), low-high where its row's capacity_range leaves it open (search_render.conc_text)
+  const searchConc = (d) => {
+    const span = d.capacity_range;
+    return (span && span.max_concurrency_low !== span.max_concurrency_high ? `${commas(span.max_concurrency_low, 0)}-` : "") +
+      commas(d.max_concurrency, 0);
+  };
+  const spanTitle = (span) => `low end: the freed compile segment pinned (${(span.pinned_bytes / GiB).toFixed(2)} GiB ` +
+    `a rank less KV; fits: ${span.fits_low ? "yes" : "no"}), high end: not pinned (fits: ${span.fits_high ? "yes" : "no"}). ` +
+    span.reason;
+
   const COLUMNS = [
     // [header, field, format(row, plan), numeric?]
     ["config", "config", (r) => r.config, false],
     ["engine", "engine", (r) => r.engine, false],
     ["weights GiB", "weights_bytes", (r) => gib(r.weights_bytes), true],
     ["KV B/token", "kv_bytes_per_token", (r) => commas(r.kv_bytes_per_token, 0), true],
-    ["KV capacity tokens", "kv_capacity_tokens", (r) => (r.kv_capacity_tokens === null ? "-" : tokens(r.kv_capacity_tokens)), true],
-    ["max conc. @ctx", "max_concurrency", (r) => (r.max_concurrency === null ? "-" : String(r.max_concurrency)), true],
+    ["KV capacity tokens", "kv_capacity_tokens", (r) => capacityCell(r), true],
+    ["max conc. @ctx", "max_concurrency", (r) => concCell(r), true],
     ["HF mem GiB", "hf_memory_bytes", (r) => gib(r.hf_memory_bytes), true],
     ["decode tok/s all requests", "decode_tokens_per_s", decodeCell, true],
     ["speed range", "trust", (r) => trustRange(r), false],
@@ -356,6 +380,9 @@
                        (field === "verdicts" ? " verdict" : "");
         if (field === "config") td.title = r.label;
         if (field === "quality_risk" && r.quality_evidence) td.title = r.quality_evidence;
+        if ((field === "kv_capacity_tokens" || field === "max_concurrency") && spanOf(r)) {
+          td.title = spanTitle(spanOf(r));
+        }
         if (field === "trust" && r.trust && r.trust.speed) {
           const sp = r.trust.speed;  // whose held-out errors the range is: the GPU's own, or its class's
           td.title = `${sp.label}: ${sp.backing}` + (sp.range_basis ? `; range: ${sp.range_basis}` : "");
@@ -668,6 +695,7 @@
       ["p99 TTFT", (d) => (d.percentiles && d.percentiles.p99_ttft_ms !== undefined ? commas(d.percentiles.p99_ttft_ms, 0) : "-")],
       ["TPOT ms", (d) => commas(d.tpot_ms, 1)],
       ["TPOT range", (d) => tpotRange(d)],
+      ["max conc.", (d) => searchConc(d)],
       ["out tok/s", (d) => commas(d.output_tokens_per_s, 0)], ["risk", (d) => d.quality_risk],
       ["speed evidence", (d) => (d.speed_evidence && d.speed_evidence.label) || "-"],
       ["Pareto", (d) => (d.pareto ? "yes" : "")],
@@ -679,7 +707,11 @@
     for (const d of rows) {
       const tr = body.insertRow();
       tr.title = d.command;
-      for (const [, f] of cols) tr.insertCell().textContent = f(d);
+      for (const [name, f] of cols) {
+        const td = tr.insertCell();
+        td.textContent = f(d);
+        if (name === "max conc." && d.capacity_range) td.title = spanTitle(d.capacity_range);
+      }
     }
     out.appendChild(table);
     if (winner) {
