@@ -1302,12 +1302,13 @@ def new_gpus_section(report: dict) -> list[str]:
             "at few rows: vLLM's benchmark_moe on an H200 (vllm#36559, Qwen3-Next-80B-A3B FP8, CUDA graphs) takes "
             "30 / 46 / 62 us at batch 1 / 4 / 8, ~22 us over its bytes at the copy bandwidth, which kvcalc's 29 us a "
             "MoE layer already covers. That leaves ~8 ms a step (130 us a layer) that no priced mechanism explains, "
-            "and it is vLLM 0.11's: kvcalc is within -9 .. -16% on SGLang 0.5.7's TPOT for the same model on 8x H200 "
-            "(docs/validation/sglang.md, InferenceX rows). Not fitted: one source, one row of small-batch decode. "
+            "and it is vLLM 0.11's: kvcalc is within -4 .. -11% on SGLang 0.5.7's TPOT for the same model on 8x H200 "
+            "at 8-64 clients (docs/validation/sglang.md, InferenceX rows; -9 .. -16% before (a) and (b)). Not "
+            "fitted: one source, one row of small-batch decode. "
             "The H100 SXM's 405B rows (dstack, vLLM 0.6.3 V0, CUDA graphs) measure 34.8-38.3 ms a step at 4-32 "
             "sequences, flat but for 0.125 ms a sequence (V0's host time, which kvcalc has); (a) moves them most "
-            "(131 KiB-1 MiB a call: 11-23 us instead of 8.6-12.8 us, 252 calls a step), batch 4 +31% -> +28%, "
-            "batch 32 +21% -> +12%; ~7 ms a step is left, and the same benchmark's MI300X runs the step in 33.9 ms "
+            "(131 KiB-1 MiB a call: 11-23 us instead of 8.6-12.8 us, 252 calls a step), with the shipped classes "
+            "batch 4 +31% -> +28%, batch 32 +21% -> +12%; ~7 ms a step is left, and the same benchmark's MI300X runs the step in 33.9 ms "
             "without graphs."]
     return out
 
