@@ -618,6 +618,30 @@ def _weight_split(spec: ModelSpec, weights: WeightFormat, dtype_bytes: int = 2) 
                        spec.moe.moe_layers or spec.num_layers)
 
 
+def replicated_linear(spec: ModelSpec, weights: WeightFormat, tp: int, dtype_bytes: int = 2) -> tuple[float, float, float]:
+    """What each TP rank's dense GEMMs hold beyond a 1/tp share, as (projection params, router params, bytes): the
+    same parts the capacity model loads on every rank (engines/vllm.py replicated_parts: K/V heads when tp exceeds
+    them, MLA's q_a/kv_a down projections, DeepSeekV2FusedQkvAProjLinear with disable_tp=True, models/deepseek_v2.py
+    :953-967, and the MoE router, a ReplicatedLinear). A decode step reads them whole on every rank and a prefill
+    multiplies them whole: DeepSeek-R1 at TP 8 reads 0.87 GB more a step per rank than 1/8 of its dense weights."""
+    return per_object("replicated_linear", (spec, weights), (tp, dtype_bytes),
+                      lambda: _replicated_linear(spec, weights, tp, dtype_bytes))
+
+
+def _replicated_linear(spec: ModelSpec, weights: WeightFormat, tp: int, dtype_bytes: int) -> tuple[float, float, float]:
+    from .engines.vllm import replicated_parts
+
+    kv, mla, router = replicated_parts(spec, tp)
+    if not (kv or mla or router):
+        return 0.0, 0.0, 0.0
+    total = vllm_text_weight_bytes(spec, weights, dtype_bytes)
+    embed, head = spec.params.embedding * dtype_bytes, spec.params.lm_head * dtype_bytes
+    body_params = max(spec.params.total - spec.params.embedding - spec.params.lm_head, 1)
+    per_param = (total - embed - head) / body_params  # the checkpoint's mean bytes a body parameter, as vllm.py
+    proj = float(kv + mla)
+    return proj, float(router), proj * per_param + router * dtype_bytes  # the router stays in the model dtype
+
+
 MMA_ROWS = 16  # rows of one Hopper/Ampere/Ada tensor-core MMA tile (PTX mma.m16n8k16)
 
 
@@ -711,17 +735,22 @@ def forward_kernels(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv:
         else:
             w_ops, tiles = ops["nf4_dequant"], 1
             dense_bytes += 2 * dtype_bytes * dense_elements
+    # what TP replicates on every rank (replicated_linear): read and multiplied whole, not 1/tp of it
+    rep_proj, rep_router, rep_bytes = replicated_linear(spec, weights, tp, dtype_bytes) if tp > 1 else (0.0, 0.0, 0.0)
+    rep_params = rep_proj + rep_router
+    rep_ops = rep_proj * (w_ops if split.quantized_fraction else 0.0) * tiles  # the router is never quantized
     if logit_rows is None or _is_array(rows) or _padded(logit_rows) >= rows:
-        out = [_kernel("linear", dense_bytes / tp, 2 * rows * split.dense_params / tp,
-                       dense_elements * w_ops * tiles / tp, r.bandwidth, gemm_rate(tensor, rows, r.gemm_half_rows),
-                       r.alu, r.overlap)]
+        out = [_kernel("linear", dense_bytes / tp + rep_bytes, 2 * rows * (split.dense_params / tp + rep_params),
+                       dense_elements * w_ops * tiles / tp + rep_ops, r.bandwidth,
+                       gemm_rate(tensor, rows, r.gemm_half_rows), r.alu, r.overlap)]
     else:  # the lm_head multiplies only the rows that sample (logit_rows), each GEMM at its own row-fill rate
         head = min(float(spec.vocab_size) * spec.hidden_size, split.dense_params)
         lm_rows = _padded(logit_rows)
-        body, lm = 2 * rows * (split.dense_params - head) / tp, 2 * lm_rows * head / tp
+        body, lm = 2 * rows * ((split.dense_params - head) / tp + rep_params), 2 * lm_rows * head / tp
         compute = (_div_or_zero(body, gemm_rate(tensor, rows, r.gemm_half_rows))
                    + _div_or_zero(lm, gemm_rate(tensor, lm_rows, r.gemm_half_rows)))
-        ops = dense_elements * w_ops * tiles / tp
+        ops = dense_elements * w_ops * tiles / tp + rep_ops
+        dense_bytes = dense_bytes + rep_bytes * tp  # /tp below: the replicated bytes whole
         out = [Kernel("linear", dense_bytes / tp, body + lm, ops, dense_bytes / tp / r.bandwidth, compute,
                       _div_or_zero(ops, r.alu), r.overlap)]
     if split.num_experts:
@@ -749,13 +778,20 @@ def forward_kernels(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv:
     out.append(_kernel("attention", kv_read_bytes / tp, attn_flops / tp,
                        kv_read_bytes / kv_elem_bytes * kv_conversion_ops(kv, gpu) / tp, r.bandwidth,
                        r.attention_tensor if prefill else r.tensor, r.alu, r.overlap))
-    link_bw = r.link_bandwidth or (link_for(r.link_gpu, tp).bus_bytes_per_s if r.link_gpu is not None and tp > 1
-                                   else None)
+    link = link_for(r.link_gpu, tp) if r.link_gpu is not None and tp > 1 and not r.link_bandwidth else None
+    link_bw = r.link_bandwidth or (link.bus_bytes_per_s if link is not None else None)
     if tp > 1 and link_bw:
         # two all-reduces per layer (after attention, after the MLP) of the tokens' hidden states; a ring moves
-        # 2 (tp - 1) / tp of the buffer through each GPU's link (the per-call latency is in _overhead)
+        # 2 (tp - 1) / tp of the buffer through each GPU's link (the per-call latency is in _overhead). On NVLink the
+        # call is vLLM's custom all-reduce, whose time per call by size and group size is its own measured table
+        # (kvcalc/allreduce.py Link.call_s): the kernel's time over the latency _overhead books
         moved = 2 * spec.num_layers * tokens * spec.hidden_size * dtype_bytes * 2 * (tp - 1) / tp
-        out.append(Kernel("allreduce", moved, 0.0, 0.0, moved / link_bw, 0.0, 0.0, r.overlap))
+        if link is not None and link.table_s:
+            per_call = tokens * spec.hidden_size * dtype_bytes
+            t = 2 * spec.num_layers * (link.call_s(tp, per_call) - link.latency_s(tp))
+        else:
+            t = moved / link_bw
+        out.append(Kernel("allreduce", moved, 0.0, 0.0, t, 0.0, 0.0, r.overlap))
     rows = 1 if prefill else tokens
     out.append(_kernel("sampler", rows * spec.vocab_size * 4 * 3, 0.0, rows * spec.vocab_size * 8, r.bandwidth,
                        r.tensor, r.alu, r.overlap))  # fp32 logits: written, read for the softmax, read for the sample

@@ -1281,12 +1281,35 @@ def new_gpus_section(report: dict) -> list[str]:
             f"throughput {e['r128o']}; the 1,000-prompt ShareGPT burst's TTFT {e['b1t']}, its TPOT {e['burst']}); "
             "kvcalc books the front end as a latency per request, not as a serial resource; (2) DeepSeek-R1's step at "
             f"TP 8 (MLA, 256 experts each sharded 8 ways, 61 layers): 4 concurrent requests decode {e['c4']} TPOT "
-            f"(19.4 ms measured, 8 ms in kvcalc) and the 2k-token burst's prefill is ~2x kvcalc's (TTFT {e['r2kt']}, "
-            f"TPOT {e['r2kp']}): kernels of an expert shard 1/8 wide, not priced. One TP cost was missing and is in "
+            f"(19.4 ms measured, 8.5 ms in kvcalc) and the 2k-token burst's prefill is ~2x kvcalc's (TTFT {e['r2kt']}, "
+            f"TPOT {e['r2kp']}): most of it not priced ('TP 8 decode, step by step' below). One TP cost was missing and is in "
             "now (issue 18): the all-reduce's bytes (two calls a layer of tokens x 7,168 x 2 B, 117 MB at an "
             "8,192-token chunk, ~0.5 ms each over NVLink) had been left out for the measured H200, whose TP model was "
             "only the fitted per-call latency (the 2k burst's output throughput +120% -> +70%, the 4k one's +71% -> "
-            "+40%)."]
+            "+40%).",
+            "- **TP 8 decode, step by step** (the H200 and H100 SXM rows above, issue 18's per-GPU bias): kvcalc's "
+            "step for gpustack's 4 concurrent DeepSeek-R1 requests (batch 4, ~440 tokens) is 8.2 ms: fixed 3.9 "
+            "(step 1.14, 61 layers x 2 all-reduce latencies of 7.95 us 0.97, MoE routing 61 x 29 us 1.77), routed "
+            "experts 3.2 (9.8 GB a rank at the copy bandwidth), dense GEMMs 0.9 (2.9 GB), all-reduce kernel 0.17, "
+            "attention 0.03; the run measures 18.5 ms a step (its peak 216 tok/s with 4 in flight) and a 19.4 ms "
+            "TPOT. Each suspect, priced: (a) the all-reduce at TP 8 (now in: vLLM's custom all-reduce kernel timed per "
+            "call at 2, 4 and 8 H100s, sglang#2904, kvcalc/allreduce.py Link.call_s): 9.3 us at this step's 57 KiB "
+            "against 8.2 us before, +0.14 ms; (b) what TP replicates on every rank (now in: MLA's q_a/kv_a down "
+            "projections and the router, read whole by each rank, throughput.replicated_linear, the same parts the "
+            "capacity model already loads): +1.0 GB, +0.28 ms; (c) kernel count: ~40 kernels a layer in vLLM's "
+            "DeepSeek decode at the project's 1.9 us a graph kernel (throughput.yaml graph_kernel_s) is 4.6 ms, of "
+            "which the H200 fit's step and MoE-layer overheads already hold 2-3 ms: at most ~2 ms; (d) the fused MoE "
+            "at few rows: vLLM's benchmark_moe on an H200 (vllm#36559, Qwen3-Next-80B-A3B FP8, CUDA graphs) takes "
+            "30 / 46 / 62 us at batch 1 / 4 / 8, ~22 us over its bytes at the copy bandwidth, which kvcalc's 29 us a "
+            "MoE layer already covers. That leaves ~8 ms a step (130 us a layer) that no priced mechanism explains, "
+            "and it is vLLM 0.11's: kvcalc is within -4 .. -11% on SGLang 0.5.7's TPOT for the same model on 8x H200 "
+            "at 8-64 clients (docs/validation/sglang.md, InferenceX rows; -9 .. -16% before (a) and (b)). Not "
+            "fitted: one source, one row of small-batch decode. "
+            "The H100 SXM's 405B rows (dstack, vLLM 0.6.3 V0, CUDA graphs) measure 34.8-38.3 ms a step at 4-32 "
+            "sequences, flat but for 0.125 ms a sequence (V0's host time, which kvcalc has); (a) moves them most "
+            "(131 KiB-1 MiB a call: 11-23 us instead of 8.6-12.8 us, 252 calls a step), with the shipped classes "
+            "batch 4 +31% -> +28%, batch 32 +21% -> +12%; ~7 ms a step is left, and the same benchmark's MI300X runs the step in 33.9 ms "
+            "without graphs."]
     return out
 
 

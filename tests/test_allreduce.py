@@ -93,3 +93,58 @@ def test_measured_gpu_keeps_its_fit_and_calibration_wins():
     cal = dataclasses.replace(throughput.gpu_rates(get_gpu("rtx-4090")), tp_comm_per_layer_s=1e-4, link_gpu=None)
     assert throughput._overhead(load_model("llama-3.1-8b"), throughput.load("throughput")["engines"]["vllm"], cal,
                                 32, 2, False, False) == pytest.approx(cal.step_overhead_s + 1e-4 * 32)
+
+
+def test_nvlink_call_is_vllms_custom_kernel_table():
+    """vLLM's custom all-reduce timed per call on 8 x H100 (sglang#2904; interconnect.yaml custom_table_s): a call
+    costs base_s + table_n(S) - table_2(16 KiB), flat below 16 KiB, the ring's bus bytes beyond 4 MiB."""
+    nv = link_for(get_gpu("h100-sxm"), 8)
+    assert nv.call_s(8, 128 * 1024) == pytest.approx(7.95e-6 + 11.8e-6 - 8.8e-6)
+    assert nv.call_s(8, 1 << 20) == pytest.approx(7.95e-6 + 24.1e-6 - 8.8e-6)
+    assert nv.call_s(2, 4096) == pytest.approx(7.95e-6)  # the TP 2 floor is the project's own graph-replayed call
+    assert nv.call_s(8, 8192) == pytest.approx(7.95e-6 + 9.3e-6 - 8.8e-6)  # below 16 KiB: the 16 KiB time
+    # halfway between 128 KiB and 1 MiB, linearly
+    assert nv.call_s(4, (128 * 1024 + (1 << 20)) / 2) == pytest.approx(7.95e-6 + (9.2e-6 + 20.6e-6) / 2 - 8.8e-6)
+    # a larger group costs more from 128 KiB up, and more than latency + ring bytes at NVLink's bus rate
+    for size in (128 * 1024, 1 << 20, 4 << 20):
+        assert nv.call_s(8, size) > nv.call_s(4, size) > nv.call_s(2, size)
+        assert nv.call_s(8, size) > nv.latency_s(8) + nv.ring_bytes_s(8, size)
+    # beyond the table (vLLM hands the tensor to NCCL): the 4 MiB call plus the rest at the ring's bus bandwidth
+    big = 117e6
+    assert nv.call_s(8, big) == pytest.approx(nv.call_s(8, 4 << 20) + nv.ring_bytes_s(8, big - (4 << 20)))
+    # between the table's group sizes the larger one's times; another NVLink generation scales the excess
+    assert nv.call_s(6, 1 << 20) == nv.call_s(8, 1 << 20) and nv.call_s(3, 1 << 20) == nv.call_s(4, 1 << 20)
+    a100 = link_for(get_gpu("a100-80gb"), 8)  # NVLink 3: 300 GB/s per direction, 2/3 of the table's rate
+    assert a100.call_s(8, 1 << 20) - 7.95e-6 == pytest.approx((24.1e-6 - 8.8e-6) * 450 / 300)
+    # links without a table keep latency + ring bytes
+    host = link_for(get_gpu("rtx-4090"), 8)
+    assert host.call_s(8, 1 << 20) == pytest.approx(host.latency_s(8) + host.ring_bytes_s(8, 1 << 20))
+
+
+def test_decode_step_books_the_kernel_table_over_the_latency():
+    spec = load_model("deepseek-r1")
+    gpu = get_gpu("h200")
+    d = throughput.decode_speed(spec, gpu, "vllm", weight_format("fp8"), kv_format("auto"), 4, 440, tp=8)
+    nv = link_for(gpu, 8)
+    ar = next(k for k in d.kernels if k.name == "allreduce")
+    per_call = 4 * spec.hidden_size * 2
+    assert ar.time_s == pytest.approx(2 * spec.num_layers * (nv.call_s(8, per_call) - nv.latency_s(8)))
+    assert ar.time_s > 2 * spec.num_layers * nv.ring_bytes_s(8, per_call)  # more than the bus bytes alone
+
+
+def test_tp_replicated_parts_are_read_whole_on_every_rank():
+    """MLA's q_a/kv_a down projections and the MoE router are replicated (engines/vllm.py replicated_parts): each
+    rank of DeepSeek-R1 at TP 8 reads them whole; a model TP splits evenly reads 1/tp of its dense weights."""
+    from kvcalc.engines.vllm import replicated_parts
+
+    spec = load_model("deepseek-r1")
+    w, kv = weight_format("fp8"), kv_format("auto")
+    proj, router, nbytes = throughput.replicated_linear(spec, w, 8)
+    k, mla, r = replicated_parts(spec, 8)
+    assert proj == k + mla and router == r and mla > 0 and router > 0
+    assert 0.9e9 < nbytes < 1.1e9  # ~0.8 GB of FP8 down projections + ~0.2 GB of bf16 router over 7/8 of the ranks
+    split = throughput.weight_split(spec, w)
+    lin = next(k for k in throughput.forward_kernels(spec, get_gpu("h200"), w, kv, 4, 0.0, 0.0, 8) if k.name == "linear")
+    assert lin.bytes == pytest.approx(split.dense_bytes / 8 + nbytes)
+    llama = load_model("llama-3.1-8b")  # 8 KV heads, no MLA, no router: nothing replicated at TP 2
+    assert throughput.replicated_linear(llama, weight_format("bf16"), 2) == (0.0, 0.0, 0.0)
