@@ -219,8 +219,8 @@ def vllm_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFo
     per streamed chunk: the ITL, serve_sim.EngineConfig.stream_interval). `sim_out`: a list the simulation's
     SimResult is appended to (its per-request arrays, for the validation reports)."""
     from .engines.vllm_graphs import max_graph_tokens
-    from .engines.vllm_versions import (async_scheduling_default, reserve_full_prompt_default, serial_host_per_seq_s,
-                                        v0_graph_max_context)
+    from .engines.vllm_versions import (async_scheduling_default, piecewise_decode_floor_s,
+                                        reserve_full_prompt_default, serial_host_per_seq_s, v0_graph_max_context)
     from .serve_sim import EngineConfig, simulate
     from .step_cost import (sglang_mha_prefill_above, sglang_prefill_extra, sglang_prefill_floor_s, sglang_step_extra,
                             step_cost)
@@ -242,6 +242,13 @@ def vllm_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFo
                              prefill_extra=sglang_prefill_extra(spec, gpu, sglang.prefill_graph_max_tokens)
                              if sglang is not None and not enforce_eager else (0.0, 0.0, 0),
                              mha_prefill_above=sglang_mha_prefill_above(sglang, enforce_eager))
+    piecewise = 0.0
+    if sglang is None and not enforce_eager:
+        # a V1 release before 0.11 replays piecewise graphs only: each step's per-layer launches from Python bound it
+        # (vllm_versions.piecewise_decode_floor_s)
+        piecewise = piecewise_decode_floor_s(vllm_version, spec.num_layers)
+        if piecewise > cost.eager_floor_s:
+            cost = replace(cost, eager_floor_s=piecewise)
     if sglang is not None:
         # the radix cache matches and holds prefixes in pages of page_size tokens (1 by default: a cached prompt's
         # request prefills its last token only, the H200 logs' "#new-token: 1, #cached-token: 1023";
@@ -302,6 +309,11 @@ def vllm_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFo
         notes.append(f"vLLM {vllm_version} runs the V0 engine: its host schedules, prepares inputs and processes "
                      f"outputs per sequence between steps, {host_per_seq * 1e3:.2f} ms a sequence in every step "
                      "(vllm#6801; throughput.yaml v0_host_per_seq_s)")
+    if piecewise > 0 and m["median_tpot_ms"] <= piecewise * 1e3 * 1.05:  # the floor is what the step is
+        notes.append(f"vLLM {vllm_version} replays piecewise CUDA graphs only (full decode graphs are the default "
+                     f"from 0.11.0, vllm#25444): each step waits for the CPU's per-layer launches, at least "
+                     f"{piecewise * 1e3:.1f} ms here (throughput.yaml piecewise_layer_cpu_s, one public H100 PCIe host; "
+                     "a slower host's CPU takes longer)")
     if pp > 1:
         notes.append("pipeline parallel: the simulation times each step as one GPU's (no stage overlap modelled)")
     if res.preemptions:
@@ -343,9 +355,11 @@ def closed_form_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, k
     a burst's i-th prompt waits for the i-1 before it; Little's law for a rate). `plan` and every surface show
     vllm_bench, the simulation. `vllm_version`: a V0 release adds its host's per-sequence work to each decode step
     (vllm_versions.serial_host_per_seq_s), as the simulation does."""
-    from .engines.vllm_versions import serial_host_per_seq_s
+    from .engines.vllm_versions import piecewise_decode_floor_s, serial_host_per_seq_s
 
     host = serial_host_per_seq_s(vllm_version)
+    # a V1 release before 0.11: the CPU's piecewise launches bound each step (vllm_versions.piecewise_decode_floor_s)
+    floor = 0.0 if enforce_eager else piecewise_decode_floor_s(vllm_version, spec.num_layers)
     notes: list[str] = []
     slots = max(1, slots)
     prefill = prefill_s(spec, gpu, weights, kv, wl.input_len, chunk_tokens, tp, dtype_bytes=dtype_bytes,
@@ -358,7 +372,8 @@ def closed_form_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, k
     def at(n: int) -> tuple[float, float]:
         step = decode_speed(spec, gpu, "vllm", weights, kv, n, wl.input_len + wl.output_len / 2, enforce_eager, tp,
                             dtype_bytes, pp=pp, kv_bytes_per_token=kv_bytes_per_token,
-                            positions=positions).step_s + host * n
+                            positions=positions).step_s
+        step = max(step, floor) + host * n
         if wl.burst:
             # n prompts at once: the i-th waits for the i-1 before it (mean (n+1)/2 prefills) and then decodes while
             # the n-i after it prefill (mean (n-1)/2 prefills spread over its output)
@@ -384,7 +399,8 @@ def closed_form_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, k
         if wl.burst:  # the run lasts until the last prompt, prefilled last, has decoded its output
             step = decode_speed(spec, gpu, "vllm", weights, kv, n, wl.input_len + wl.output_len / 2, enforce_eager,
                                 tp, dtype_bytes, pp=pp, kv_bytes_per_token=kv_bytes_per_token,
-                                positions=positions).step_s + host * n
+                                positions=positions).step_s
+            step = max(step, floor) + host * n
             duration = n * prefill + (wl.output_len - 1) * step
             out.output_tokens_per_s, out.request_throughput = n * wl.output_len / duration, n / duration
         return out

@@ -393,6 +393,30 @@ def serial_host_per_seq_s(version: str | None) -> float:
     return float(load("throughput")["engines"]["vllm"].get("v0_host_per_seq_s", 0.0))
 
 
+# the first release whose V1 engine replays a full CUDA graph for decode-only steps by default
+# (CompilationConfig.cudagraph_mode FULL_AND_PIECEWISE: vllm#25444, merged 2025-09-23, in v0.11.0)
+FULL_DECODE_GRAPHS_SINCE = "0.11.0"
+
+
+def piecewise_decode_floor_s(version: str | None, layers: float) -> float:
+    """The CPU's least time per step of a V1 release that replays only piecewise CUDA graphs (0.8.0 to 0.10.x).
+
+    Before vllm#25444 (v0.11.0) the V1 default was CUDAGraphMode.PIECEWISE: the graph is split at every attention op
+    and only the pieces between attention layers are captured (vllm#14437, docs/source/design/v1/torch_compile.md: "we only
+    capture the cudagraph for the piece of graph between attention operations"), so each decode step replays one
+    graph per layer and runs that layer's attention from Python in between: per layer, a graph launch and the
+    attention backend's Python (metadata, the cache write and the kernel launch). The GPU runs behind the CPU, so a
+    step takes at least `layers` x throughput.yaml engines.vllm piecewise_layer_cpu_s (at the host that figure was
+    fitted on). 0 for V0 (its own graph rule), 0.11+, or no release named."""
+    if not version or rules_for(version).engine == "v0":
+        return 0.0
+    if version_key(version) >= version_key(FULL_DECODE_GRAPHS_SINCE):
+        return 0.0
+    from ..constants import load
+
+    return float(load("throughput")["engines"]["vllm"].get("piecewise_layer_cpu_s", 0.0)) * layers
+
+
 def async_scheduling_default(version: str, pp: int = 1) -> bool:
     """Whether `vllm serve` of this release schedules asynchronously when the user sets nothing."""
     return version_key(version) >= version_key(ASYNC_SCHEDULING_SINCE) and pp == 1
