@@ -166,7 +166,11 @@ def sessions() -> tuple:
     for a, b in zip(stamps, stamps[1:]):
         if (b - a).total_seconds() > SESSION_GAP_H * 3600:
             starts.append(b)
-    return tuple(starts)
+    # from 2026-12-04 each lease (a fresh machine) opens with its own transformers reference, and its serve runs
+    # follow within minutes: each such row starts a session, though the leases were less than SESSION_GAP_H apart
+    for line in HF_DECODE_SERVE.read_text().splitlines():
+        starts.append(_stamp(json.loads(line)["time"]))
+    return tuple(sorted(set(starts)))
 
 
 def session_of(text: str) -> str:

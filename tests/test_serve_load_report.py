@@ -174,7 +174,8 @@ def test_the_host_cpu_scale_comes_from_the_same_sessions_transformers_decode(rep
     Qwen2.5-14B) about 1.06x; the report simulates each serve run with its own session's median."""
     scale = rep["host_cpu_scale"]
     assert set(scale) == {"2026-12-01T20:20", "2026-12-02T01:57", "2026-12-02T18:31", "2026-12-02T19:26",
-                          "2026-12-03T05:35", "2026-12-03T12:46", "2026-12-04T18:24"}
+                          "2026-12-03T05:35", "2026-12-03T12:46", "2026-12-04T18:24", "2026-12-04T18:36",
+                          "2026-12-04T18:49"}  # runs l, m, n: one lease each, opened by its own reference row
     assert 1.4 < scale["2026-12-01T20:20"] < 2.1 and 0.9 < scale["2026-12-02T01:57"] < 1.3
     assert scale[max(scale)] == pytest.approx(report.host_cpu_scale())  # the latest session: --predict's
 
