@@ -15,7 +15,6 @@ costs over the unprofiled runs (m, n), least squares, and each run's residual.
 from __future__ import annotations
 
 import json
-import re
 import sys
 import tarfile
 from pathlib import Path
@@ -26,11 +25,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 from doc_blocks import print_or_write  # noqa: E402
 
+from kvcalc.validate.vllm_iterations import parse_steps, workloads  # noqa: E402
+
 DATA = ROOT / "docs" / "validation" / "data" / "v4" / "serve"
 DOC = ROOT / "docs" / "validation" / "README.md"
 START, END = "<!-- api-cpu:start (scripts/api_cpu_report.py --write) -->", "<!-- api-cpu:end -->"
 RUNS = ("l", "m", "n")
-STEP = re.compile(r"(\d\d):(\d\d):(\d\d\.\d+) \[loggers\.py:\d+\] Engine 000: Iteration\(\d+\)")
 
 
 def raw(run: str) -> dict[str, bytes]:
@@ -41,13 +41,7 @@ def raw(run: str) -> dict[str, bytes]:
 def step_groups(log: str) -> list[int]:
     """Engine steps per workload: the server's iteration lines, split where a second passes without one (the
     workloads of a server run one after another with a pause for /metrics between them)."""
-    times = [int(m[1]) * 3600 + int(m[2]) * 60 + float(m[3]) for m in STEP.finditer(log)]
-    groups = [1] if times else []
-    for a, b in zip(times, times[1:]):
-        if b - a > 1.0:
-            groups.append(0)
-        groups[-1] += 1
-    return groups
+    return [len(run) for run in workloads(parse_steps(log))]
 
 
 def rows() -> list[dict]:

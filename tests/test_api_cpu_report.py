@@ -22,10 +22,12 @@ def _serve_load():
 
 def test_step_groups_split_workloads_at_a_second_without_a_step():
     report = load_script("api_cpu_report")
-    line = "(APIServer pid=1) INFO 12-04 18:39:{s} [loggers.py:182] Engine 000: Iteration({i}): 1 context requests\n"
+    tail = (" context requests, 1024 context tokens, 0 generation requests, 0 generation tokens, iteration elapsed "
+            "time: 0.05 ms, GPU KV cache usage: 0.1%\n")
+    line = "(APIServer pid=1) INFO 12-04 18:39:{s} [loggers.py:182] Engine 000: Iteration({i}): 1" + tail
     stamps = ["57.100", "57.150", "57.900", "59.500", "59.510", "01.000"]  # 57.9 -> 59.5 is a pause
     log = "".join(line.format(s=s, i=i) for i, s in enumerate(stamps[:5]))
-    log += "(APIServer pid=1) INFO 12-04 18:40:01.000 [loggers.py:182] Engine 000: Iteration(5): 2 context requests\n"
+    log += "(APIServer pid=1) INFO 12-04 18:40:01.000 [loggers.py:182] Engine 000: Iteration(5): 2" + tail
     assert report.step_groups(log) == [3, 2, 1]  # 59.51 -> 18:40:01.0 is 1.49 s: a third workload
     assert report.step_groups("no steps here") == []
 
