@@ -24,7 +24,9 @@ Per workload (the runner writes its name to KVCALC_PHASE_FILE before it and "idl
 KVCALC_INSTR_DIR/instr-<pid>-<n>.json. Per-thread CPU seconds are read by the runner from /proc (serve_load.py
 `proc_cpu`), outside the server.
 """
+import json
 import os
+import sys
 
 _DIR = os.environ.get("KVCALC_INSTR_DIR")
 
@@ -34,6 +36,33 @@ PATH_FIELDS = {"api_output_age": ("age", "outputs"), "core_input": ("age", "wall
                "core_input_queue": ("wait",), "core_output": ("age", "wall", "thread_cpu", "outputs")}
 
 
+def _dist(xs, scale=1e3, unit="_ms"):
+    """Mean, median, p90 and max of values (seconds, summarized in ms; counts with scale 1 and no unit)."""
+    xs = sorted(xs)
+    return {f"mean{unit}": round(scale * sum(xs) / len(xs), 3), f"p50{unit}": round(scale * xs[len(xs) // 2], 3),
+            f"p90{unit}": round(scale * xs[int(0.9 * len(xs))], 3), f"max{unit}": round(scale * xs[-1], 3)}
+
+
+def _write_record(rec, n):
+    """One phase's record, written as it ends (KVCALC_INSTR_DIR/instr-<pid>-<n>.json, atomically)."""
+    try:
+        os.makedirs(_DIR, exist_ok=True)
+        path = os.path.join(_DIR, f"instr-{rec['pid']}-{n:03d}.json")
+        with open(path + ".tmp", "w") as f:
+            json.dump(rec, f)
+        os.replace(path + ".tmp", path)
+    except OSError:
+        pass
+
+
+def _read_phase(phase_file):
+    """The workload the runner says is running (KVCALC_PHASE_FILE), "idle" between workloads."""
+    try:
+        return open(phase_file).read().strip() or "idle"
+    except OSError:
+        return "idle"
+
+
 def _summarize_paths(paths):
     out = {}
     for key, rows in paths.items():
@@ -41,10 +70,8 @@ def _summarize_paths(paths):
             continue
         rec = {"n": len(rows)}
         for i, field in enumerate(PATH_FIELDS.get(key, [f"v{j}" for j in range(len(rows[0]))])):
-            xs = sorted(r[i] for r in rows)
-            scale, unit = (1, "") if field == "outputs" else (1e3, "_ms")
-            rec[field] = {f"mean{unit}": round(scale * sum(xs) / len(xs), 3), f"p50{unit}": round(scale * xs[len(xs) // 2], 3),
-                          f"p90{unit}": round(scale * xs[int(0.9 * len(xs))], 3), f"max{unit}": round(scale * xs[-1], 3)}
+            xs = [r[i] for r in rows]
+            rec[field] = _dist(xs, 1, "") if field == "outputs" else _dist(xs)
         out[key] = rec
     return out
 
@@ -70,7 +97,6 @@ def _is_engine_core():
 def _after_import(name, patch):
     """Run patch(module) right after `name` is first imported (the module is not loaded when site runs)."""
     import importlib.abc
-    import sys
 
     class Finder(importlib.abc.MetaPathFinder):
         def find_spec(self, fullname, path, target=None):
@@ -99,7 +125,6 @@ def _after_import(name, patch):
 def _install():
     import asyncio.runners
     import gc
-    import json
     import threading
     import time
 
@@ -159,35 +184,18 @@ def _install():
         jobs = {}
         for name, wait, wall, cpu in st["jobs"]:
             jobs.setdefault(name, []).append((wait, wall, cpu))
-
-        def dist(xs):
-            xs = sorted(xs)
-            return {"mean_ms": round(1e3 * sum(xs) / len(xs), 3), "p50_ms": round(1e3 * xs[len(xs) // 2], 3),
-                    "p90_ms": round(1e3 * xs[int(0.9 * len(xs))], 3), "max_ms": round(1e3 * xs[-1], 3)}
-        job_stats = {name: {"jobs": len(v), "queue_wait": dist([x[0] for x in v]), "wall": dist([x[1] for x in v]),
-                            "thread_cpu": dist([x[2] for x in v])} for name, v in jobs.items()}
+        job_stats = {name: {"jobs": len(v), "queue_wait": _dist([x[0] for x in v]), "wall": _dist([x[1] for x in v]),
+                            "thread_cpu": _dist([x[2] for x in v])} for name, v in jobs.items()}
         paths = _summarize_paths(st["paths"])
         rec = {"pid": pid, "pool_jobs": job_stats, "paths": paths, "phase": st["phase"], "wall_s": round(now - st["t0"], 3), "lag_interval_s": interval,
                "probes": len(lags), "lag_mean_ms": round(1e3 * sum(lags) / len(lags), 3) if lags else None,
                "lag_p50_ms": q(0.5), "lag_p90_ms": q(0.9), "lag_p99_ms": q(0.99),
                "lag_max_ms": round(1e3 * lags[-1], 3) if lags else None,
                "gc": {k: {"collections": v[0], "seconds": round(v[1], 4), "collected": v[2]} for k, v in st["gc"].items()},
-               "gc_enabled": gc.isenabled(), "switch_interval_s": __import__("sys").getswitchinterval()}
+               "gc_enabled": gc.isenabled(), "switch_interval_s": sys.getswitchinterval()}
         st["n"] += 1
-        try:
-            os.makedirs(_DIR, exist_ok=True)
-            path = os.path.join(_DIR, f"instr-{pid}-{st['n']:03d}.json")
-            json.dump(rec, open(path + ".tmp", "w"))
-            os.replace(path + ".tmp", path)
-        except OSError:
-            pass
+        _write_record(rec, st["n"])
         st.update(t0=now, lags=[], gc={}, jobs=[], paths={})
-
-    def phase_now():
-        try:
-            return open(phase_file).read().strip() or "idle"
-        except OSError:
-            return "idle"
 
     def probe_loop(loop):
         next_check = 0.0
@@ -196,7 +204,7 @@ def _install():
             now = time.perf_counter()
             if now >= next_check:
                 next_check = now + 0.05
-                ph = phase_now()
+                ph = _read_phase(phase_file)
                 if ph != st["phase"]:
                     flush(now)
                     st["phase"] = ph
@@ -222,7 +230,6 @@ def _install():
 
 def _install_engine_core():
     """The engine core's input and output threads (run o): see the module doc."""
-    import json
     import threading
     import time
 
@@ -278,22 +285,13 @@ def _install_engine_core():
         rec = {"pid": pid, "process": "engine core", "phase": st["phase"], "wall_s": round(now - st["t0"], 3),
                "paths": paths}
         st["n"] += 1
-        try:
-            os.makedirs(_DIR, exist_ok=True)
-            path = os.path.join(_DIR, f"instr-{pid}-{st['n']:03d}.json")
-            json.dump(rec, open(path + ".tmp", "w"))
-            os.replace(path + ".tmp", path)
-        except OSError:
-            pass
+        _write_record(rec, st["n"])
         st.update(t0=now, paths={})
 
     def watch():
         while True:
             time.sleep(0.05)
-            try:
-                ph = open(phase_file).read().strip() or "idle"
-            except OSError:
-                ph = "idle"
+            ph = _read_phase(phase_file)
             if ph != st["phase"]:
                 flush(time.perf_counter())
                 st["phase"] = ph
@@ -305,11 +303,9 @@ if _DIR and _is_api_server():
     try:
         _install()
     except Exception as e:  # never break the server
-        import sys
         print(f"kvcalc instruments not installed: {e!r}", file=sys.stderr)
 elif _DIR and _is_engine_core():
     try:
         _install_engine_core()
     except Exception as e:  # never break the engine
-        import sys
         print(f"kvcalc engine-core instruments not installed: {e!r}", file=sys.stderr)
