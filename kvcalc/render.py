@@ -147,7 +147,7 @@ def _range(row: Row, figure: str) -> str:
 def trust_lines(rows: list[Row]) -> list[str]:
     """One line per engine: what the speed and capacity figures rest on (kvcalc/trust.py), and the rows whose speed
     rests on an assumption or a known miss, with the constant named."""
-    from .trust import range_text
+    from .trust import capacity_range_text, range_text
 
     lines, seen = [], set()
     for r in rows:
@@ -167,10 +167,8 @@ def trust_lines(rows: list[Row]) -> list[str]:
         span = spans[0].trust["capacity_range"]
         short = [r.config for r in spans if r.trust["capacity_range"]["fits_high"]
                  and not r.trust["capacity_range"]["fits_low"]]
-        lines.append(f"  capacity range ({', '.join(r.config for r in spans)}): low end = the freed compile "
-                     f"segment pinned ({span['pinned_bytes'] / GiB:.2f} GiB a rank less KV), high end = not pinned: "
-                     + span["reason"] + (f"; at the low end {', '.join(short)} would not hold --batch"
-                                         if short else ""))
+        lines.append(f"  capacity range ({', '.join(r.config for r in spans)}): " + capacity_range_text(span)
+                     + (f"; at the low end {', '.join(short)} would not hold --batch" if short else ""))
     for r in rows:  # the rows whose speed rests on an unmeasured constant or is known to be off
         sp = (r.trust or {}).get("speed") or {}
         if sp.get("label") in ("assumption", "known miss"):

@@ -49,11 +49,12 @@ def capacity_range_note(rows) -> str | None:
     spans = [d for d in rows if getattr(d, "capacity_range", None)]
     if not spans:
         return None
+    from .trust import capacity_range_text
+
     span = spans[0].capacity_range
     short = [str(d.rank) for d in spans if d.capacity_range["fits_high"] and not d.capacity_range["fits_low"]]
-    return (f"max conc. low-high (rows {', '.join(str(d.rank) for d in spans)}; --json capacity_range): low end = the "
-            f"freed compile segment pinned ({span['pinned_bytes'] / 2**30:.2f} GiB a rank less KV), high end = not "
-            "pinned: " + span["reason"]
+    return (f"max conc. low-high (rows {', '.join(str(d.rank) for d in spans)}; --json capacity_range): "
+            + capacity_range_text(span)
             + (f"; at the low end rows {', '.join(short)} would not hold the workload's requests" if short else ""))
 
 

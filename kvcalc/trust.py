@@ -62,6 +62,12 @@ class Trust:
         return out
 
 
+def capacity_range_text(span: dict) -> str:
+    """What a capacity range's two ends mean (plan's trust_lines and search's note say it in these words)."""
+    return (f"low end = the freed compile segment pinned ({span['pinned_bytes'] / 2**30:.2f} GiB a rank less KV), "
+            "high end = not pinned: " + span["reason"])
+
+
 def range_text(low: float | None, high: float | None) -> str:
     """'-12%/+9%', or 'no range' where the figure has none."""
     return "no range" if low is None or high is None else f"{low:+.0%}/{high:+.0%}"
