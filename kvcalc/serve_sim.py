@@ -178,6 +178,7 @@ class Load:
     # per SSE chunk it writes (the request's stream generator); with either set, api_cpu_s is a request's input job
     api_out_s: float = 0.0
     api_chunk_s: float = 0.0
+    api_step_s: float = 0.0  # the loop's fixed time per engine step it takes in (the frame's decode, the stat loggers)
     # FIFO (API PATH in the module doc): each prompt leaves for the engine when its own input job ends (no busy
     # period), output_handler takes the step outputs queued by its turn in parts of api_part (VLLM_V1_OUTPUT_PROC_
     # CHUNK_SIZE, envs.py), and --api-server-count processes each run their own loop over their share of the requests
@@ -402,6 +403,7 @@ def simulate(cost, cfg: EngineConfig, load: Load, frontend_s: float = 0.0, trace
             if cur[s] is None or not len(cur[s]):
                 if outq[s] and outq[s][0][0] <= start:
                     cur[s] = outq[s].popleft()[1]
+                    f += load.api_step_s
                 else:
                     cur[s] = None
                     break
@@ -465,7 +467,7 @@ def simulate(cost, cfg: EngineConfig, load: Load, frontend_s: float = 0.0, trace
         elif kind == _OUT and fifo:
             _handler(s, start)
         elif kind == _OUT:  # output_handler: OutputProcessor.process_outputs over the step's requests
-            lfree[s] = start + load.api_out_s * len(x)
+            lfree[s] = start + load.api_step_s + load.api_out_s * len(x)
             undelivered[x] += 1
             new = x[~chunk_due[x]]  # a request whose consumer has not run yet: RequestOutputCollector merges
             loop["merged"] += len(x) - len(new)
@@ -498,15 +500,15 @@ def simulate(cost, cfg: EngineConfig, load: Load, frontend_s: float = 0.0, trace
         """Seconds from a step's end to each request's chunk on an idle loop (its own server's share: the outputs of
         its part and the parts before, the chunks before its own)."""
         if not fifo:
-            return load.api_out_s * len(r) + load.api_chunk_s * np.arange(1, len(r) + 1)
+            return load.api_step_s + load.api_out_s * len(r) + load.api_chunk_s * np.arange(1, len(r) + 1)
         rank = np.empty(len(r))
         for s in range(ns):
             idx = np.nonzero(srv[r] == s)[0] if ns > 1 else np.arange(len(r))
             pos = np.arange(len(idx))
             part_start = (pos // part_n) * part_n
             part_len = np.minimum(part_start + part_n, len(idx)) - part_start
-            rank[idx] = ((load.api_out_s + load.api_chunk_s) * part_start + load.api_out_s * part_len
-                         + load.api_chunk_s * (pos - part_start + 1))
+            rank[idx] = (load.api_step_s + (load.api_out_s + load.api_chunk_s) * part_start
+                         + load.api_out_s * part_len + load.api_chunk_s * (pos - part_start + 1))
         return rank
 
     def _stream_stretch(r: np.ndarray, ends: np.ndarray) -> None:

@@ -15,6 +15,7 @@ costs over the unprofiled runs (m, n), least squares, and each run's residual.
 from __future__ import annotations
 
 import json
+import statistics
 import sys
 import tarfile
 from pathlib import Path
@@ -30,7 +31,7 @@ from kvcalc.validate.vllm_iterations import parse_steps, workloads  # noqa: E402
 DATA = ROOT / "docs" / "validation" / "data" / "v4" / "serve"
 DOC = ROOT / "docs" / "validation" / "README.md"
 START, END = "<!-- api-cpu:start (scripts/api_cpu_report.py --write) -->", "<!-- api-cpu:end -->"
-RUNS = ("l", "m", "n")
+RUNS = ("l", "m", "n", "o")
 
 
 def raw(run: str) -> dict[str, bytes]:
@@ -68,6 +69,11 @@ def rows() -> list[dict]:
                 for key, b in files.items():
                     if key.startswith(f"{name}.{wl}.{run}.instr-"):
                         rec = json.loads(b)
+                        if rec.get("process") == "engine core":  # run o: the engine core's input/output paths
+                            row["core_paths"] = rec["paths"]
+                            continue
+                        if rec.get("paths"):
+                            row["api_paths"] = rec["paths"]
                         row.update(lag_mean_ms=rec["lag_mean_ms"], lag_p90_ms=rec["lag_p90_ms"],
                                    gc_s=round(sum(g["seconds"] for g in rec["gc"].values()), 3),
                                    gc_enabled=rec["gc_enabled"])
@@ -82,26 +88,59 @@ def rows() -> list[dict]:
                             row.update(wall_s=rec["wall_s"], loop_cpu_s=threads[0]["cpu_s"],
                                        tokenizer_cpu_s=next((t["cpu_s"] for t in threads
                                                              if t.get("name", "").startswith("ThreadPool")), None))
+                if row["steps"] is None and "core_output" in row.get("core_paths", {}):
+                    # a server without the iteration log (run p's default one): its engine core's step outputs
+                    row["steps"] = row["core_paths"]["core_output"]["n"]
                 out.append(row)
     return out
 
 
-def fit(rs: list[dict]) -> tuple[float, float]:
-    """The loop thread's CPU seconds as per-step + per-chunk costs, least squares over the unprofiled runs."""
-    use = [r for r in rs if r["run"] != "l" and r.get("loop_cpu_s") is not None]
-    a = np.array([[r["steps"], r["chunks"]] for r in use], float)
-    x, *_ = np.linalg.lstsq(a, np.array([r["loop_cpu_s"] for r in use]), rcond=None)
-    return float(x[0]), float(x[1])
+REFERENCE_RUN = "o"  # the machine the costs are stated at (each other run's machine: a fitted multiple of it)
+COSTS = ("steps", "tokens", "chunks")  # per engine step, per output token processed, per SSE chunk written
+
+
+def _used(rs: list[dict]) -> list[dict]:
+    return [r for r in rs if r["run"] != "l" and r.get("loop_cpu_s") is not None and r.get("steps")]
+
+
+def fit(rs: list[dict]) -> tuple[dict, dict]:
+    """The loop thread's CPU seconds as machine x (per-step + per-token + per-chunk costs): the costs at
+    REFERENCE_RUN's machine and each run's machine as a multiple of it, alternating least squares (costs given the
+    machines, then each machine's multiple given the costs) over the unprofiled runs. Each lease is a fresh machine
+    whose Python runs at its own speed (1.4-1.6x apart here), so costs shared across machines need that factor."""
+    use = _used(rs)
+    runs_in = sorted({r["run"] for r in use})
+    ref = REFERENCE_RUN if REFERENCE_RUN in runs_in else runs_in[0]
+    x = np.array([[r[k] for k in COSTS] for r in use], float)
+    y = np.array([r["loop_cpu_s"] for r in use])
+    scale = {run: 1.0 for run in runs_in}
+    for _ in range(50):
+        m = np.array([scale[r["run"]] for r in use])
+        costs, *_ = np.linalg.lstsq(x * m[:, None], y, rcond=None)
+        costs = np.maximum(costs, 0.0)
+        p = x @ costs
+        for run in runs_in:
+            mine = np.array([r["run"] == run for r in use])
+            scale[run] = float(p[mine] @ y[mine] / (p[mine] @ p[mine]))
+        base = scale[ref]
+        scale = {run: v / base for run, v in scale.items()}
+    m = np.array([scale[r["run"]] for r in use])
+    costs, *_ = np.linalg.lstsq(x * m[:, None], y, rcond=None)
+    return dict(zip(COSTS, np.maximum(costs, 0.0).tolist())), scale
+
+
+def predicted_cpu(r: dict, costs: dict, scale: dict) -> float:
+    return scale[r["run"]] * sum(costs[k] * r[k] for k in COSTS)
 
 
 def table(rs: list[dict]) -> str:
-    step_s, chunk_s = fit(rs)
+    costs, scale = fit(rs)
     f = lambda v, d=1: "" if v is None else f"{v:,.{d}f}"
     lines = ["| run | server | workload | TTFT ms | TPOT ms | out tok/s | steps | tokens / chunks | loop CPU s / wall s | "
-             "fit (step + chunk) | tokenizer CPU s | loop backlog ms (mean / p90) | GC s | tokenize: queue / wall / CPU ms |",
+             "fit | tokenizer CPU s | loop backlog ms (mean / p90) | GC s | tokenize: queue / wall / CPU ms |",
              "|---|---|---|---:|---:|---:|---:|---|---|---:|---:|---|---:|---|"]
     for r in rs:
-        pred = step_s * r["steps"] + chunk_s * r["chunks"] if r["run"] != "l" and r.get("steps") else None
+        pred = predicted_cpu(r, costs, scale) if r["run"] in scale and r.get("steps") else None
         fitcell = f"{pred:.2f} ({pred / r['loop_cpu_s'] - 1:+.0%})" if pred and r.get("loop_cpu_s") else ""
         tok = (f"{r['tok_queue_ms']:.1f} / {r['tok_wall_ms']:.1f} / {r['tok_cpu_ms']:.1f}"
                if "tok_jobs" in r else "")
@@ -113,9 +152,36 @@ def table(rs: list[dict]) -> str:
                      f"{f(r.get('loop_cpu_s'), 2)} / {f(r.get('wall_s'), 1)} | {fitcell} | {f(r.get('tokenizer_cpu_s'), 2)} | "
                      f"{lag} | {gc} | {tok} |")
     lines.append("")
-    lines.append(f"Fit over runs m and n (9 workloads): the API server's loop thread spends {step_s * 1e3:.2f} ms of CPU "
-                 f"per engine step and {chunk_s * 1e6:.0f} us per SSE chunk (its tokens' output processing included). "
+    use = _used(rs)
+    others = ", ".join(f"{run} {v:.2f}x" for run, v in sorted(scale.items()) if run != REFERENCE_RUN)
+    lines.append(f"Fit over runs {', '.join(sorted(scale))} ({len(use)} workloads, one machine per run): at run "
+                 f"{REFERENCE_RUN}'s machine the API server's loop thread spends {costs['steps'] * 1e3:.2f} ms of CPU "
+                 f"per engine step, {costs['tokens'] * 1e6:.1f} us per output token it processes and "
+                 f"{costs['chunks'] * 1e6:.1f} us per SSE chunk it writes; the other machines' loops ran at {others} "
+                 f"its CPU time (mean |error| {statistics.fmean(abs(predicted_cpu(r, costs, scale) / r['loop_cpu_s'] - 1) for r in use):.0%}). "
                  "Run l (sampling profiler in every server process) is not in the fit: the profiler slowed the servers.")
+    paths = [r for r in rs if "core_paths" in r]
+    if paths:
+        lines += ["", "Run o's paths outside the engine (scripts/gpu_v4/pyinstr KVCALC_INSTR_PATHS; ms, mean / p90): "
+                  "tokenization in the API server's pool (queue wait + wall); a request's age when the engine core's "
+                  "input thread decodes it (from the API server's arrival_time, set as rendering starts: "
+                  "renderers/base.py render_cmpl_async, so tokenization included); its wait in the engine core's "
+                  "input queue until the busy loop takes it; a step output's age when the engine core's output "
+                  "thread sends it and when the API server's process_outputs starts on it (from the engine core's "
+                  "EngineCoreOutputs.timestamp); outputs per step (mean / max).", "",
+                  "| run | server | workload | TTFT ms | tokenize queue + wall | core input age | core input queue | "
+                  "core output age | API output age | outputs per step |",
+                  "|---|---|---|---:|---|---|---|---|---|---|"]
+        for r in paths:
+            c, a = r["core_paths"], r.get("api_paths", {})
+            d = lambda p, k="age": f"{p[k]['mean_ms']:.1f} / {p[k]['p90_ms']:.1f}" if p else ""
+            out = c.get("core_output", {}).get("outputs")
+            per_step = f"{out['mean']:.0f} / {out['max']}" if out else ""
+            lines.append(f"| {r['run']} | {r['shape'].replace('llama-3.2-3b-fp8kv-', '')} | {r['workload']} | "
+                         f"{f(r['mean_ttft_ms'])} | {r['tok_queue_ms'] + r['tok_wall_ms']:.1f} | "
+                         f"{d(c.get('core_input'))} | {d(c.get('core_input_queue'), 'wait')} | "
+                         f"{d(c.get('core_output'))} | {d(a.get('api_output_age'))} | "
+                         f"{per_step} |")
     return "\n".join(lines) + "\n"
 
 

@@ -1,4 +1,4 @@
-"""Runs l-n's instruments (issue 25): the runner's /proc reading, the step count per workload, the loop-CPU fit."""
+"""Runs l-o's instruments (issue 25): the runner's /proc reading, the step count per workload, the loop-CPU fit."""
 from __future__ import annotations
 
 import importlib.util
@@ -32,13 +32,17 @@ def test_step_groups_split_workloads_at_a_second_without_a_step():
     assert report.step_groups("no steps here") == []
 
 
-def test_the_loop_fit_recovers_hand_made_costs():
+def test_the_loop_fit_recovers_hand_made_costs_and_each_machines_speed():
     report = load_script("api_cpu_report")
-    rows = [{"run": "m", "steps": st, "chunks": ch, "loop_cpu_s": 0.5e-3 * st + 100e-6 * ch}
-            for st, ch in ((1000, 50_000), (500, 120_000), (5000, 40_000))]
-    rows.append({"run": "l", "steps": 10, "chunks": 10, "loop_cpu_s": 99.0})  # profiled: not in the fit
-    step_s, chunk_s = report.fit(rows)
-    assert abs(step_s - 0.5e-3) < 1e-9 and abs(chunk_s - 100e-6) < 1e-12
+    costs = {"steps": 0.4e-3, "tokens": 6e-6, "chunks": 50e-6}
+    shapes = ((1000, 80_000, 50_000), (500, 130_000, 120_000), (5000, 40_000, 40_000), (900, 98_000, 60_000))
+    rows = [{"run": run, "steps": st, "tokens": tk, "chunks": ch,
+             "loop_cpu_s": speed * (costs["steps"] * st + costs["tokens"] * tk + costs["chunks"] * ch)}
+            for run, speed in (("o", 1.0), ("m", 1.6)) for st, tk, ch in shapes]
+    rows.append({"run": "l", "steps": 10, "tokens": 10, "chunks": 10, "loop_cpu_s": 99.0})  # profiled: not in the fit
+    got, scale = report.fit(rows)
+    assert set(scale) == {"o", "m"} and scale["o"] == 1.0 and abs(scale["m"] - 1.6) < 1e-6
+    assert all(abs(got[k] / v - 1) < 1e-6 for k, v in costs.items())
 
 
 def test_cpu_delta_counts_a_busy_child_and_the_wall_between_snapshots():
@@ -61,9 +65,22 @@ def test_cpu_delta_counts_a_busy_child_and_the_wall_between_snapshots():
 def test_the_table_is_made_from_the_committed_runs():
     report = load_script("api_cpu_report")
     rows = report.rows()
-    assert {r["run"] for r in rows} == {"l", "m", "n"}
+    assert {r["run"] for r in rows} == {"l", "m", "n", "o"}
     m = {r["workload"]: r for r in rows if r["shape"] == "llama-3.2-3b-fp8kv-m"}
     assert set(m) == {"rate32_1k_256", "rate64_1k_256", "c128_1k_256", "rate8_1k_256"}
     assert all(r["tokens"] == 256 * n for r, n in ((m["rate64_1k_256"], 512), (m["c128_1k_256"], 384)))
     assert m["c128_1k_256"]["chunks"] < m["c128_1k_256"]["tokens"]  # merged while the loop lagged
     assert not next(r for r in rows if r["shape"].endswith("-nogc"))["gc_enabled"]
+
+
+def test_run_o_reads_the_engine_cores_paths_and_its_steps():
+    report = load_script("api_cpu_report")
+    o = {r["workload"]: r for r in report.rows() if r["run"] == "o"}
+    rate64 = o["rate64_1k_256"]
+    # the engine core's step outputs and the iteration log count the same steps (a default server has no log)
+    assert abs(rate64["core_paths"]["core_output"]["n"] - rate64["steps"]) <= 5
+    # the request's age at the engine core includes its tokenization (arrival_time is set before it)
+    c128 = o["c128_1k_256"]
+    assert c128["core_paths"]["core_input"]["age"]["mean_ms"] > c128["tok_queue_ms"] + c128["tok_wall_ms"]
+    # at Poisson 64/s the step outputs wait in the API server far longer than in the engine core
+    assert rate64["api_paths"]["api_output_age"]["age"]["mean_ms"] > 20 * rate64["core_paths"]["core_output"]["age"]["mean_ms"]
