@@ -513,8 +513,7 @@ def _vllm_row(req: PlanRequest, choice: FormatChoice) -> Row | None:
     held = held_batch(req.batch, concurrency, est.max_num_seqs)
     # --dtype float32 doubles the weights a step reads, as it doubles the weights vLLM loads
     dtype_bytes = dtype_bytes_for(req.dtype)
-    speed = decode_speed(req.spec, req.gpu, "vllm", w, k, held, req.context, req.enforce_eager, req.tp,
-                         dtype_bytes=dtype_bytes, pp=req.pp, kv_bytes_per_token=est.deployment_kv_bytes_per_token)
+    speed = vllm_decode(req, w, k, held, req.context, est, dtype_bytes=dtype_bytes)
     bench = None
     if req.workload is not None:
         bench = vllm_bench(req.spec, req.gpu, w, k, req.workload, chunk_tokens=est.max_num_batched_tokens,
@@ -534,6 +533,27 @@ def _vllm_row(req: PlanRequest, choice: FormatChoice) -> Row | None:
                decode_tokens_per_s=speed.tokens_per_s, decode_batch=held, fits=fits, shortfall_bytes=shortfall,
                quality_risk=_risk(req.spec, w, k), notes=_weights_notes(w) + est.notes + speed.notes,
                quality_evidence=quality_cell(w.name, k.name), vllm=est, bench=bench, speed=speed)
+
+
+def vllm_decode(req: PlanRequest, w: WeightFormat, k: KvFormat, batch: int, context: int,
+                est: vllm_engine.VllmEstimate | None, tp: int | None = None, dtype_bytes: int = 2) -> DecodeEstimate:
+    """vLLM's decode of `batch` requests at `context` tokens on the release asked (--vllm-version): the GPU's step
+    (throughput.decode_speed) under the release's rules as the serve simulation times a pure decode step of that
+    batch (workload.vllm_decode_step: 0.8-0.10's piecewise-graph CPU floor, V0's host work per sequence and its eager
+    forward past max_seq_len_to_capture, the CPU's launch of a batch above the largest CUDA graph). One model for the
+    table, the TP sweep, the speed curves and the simulation behind search and --concurrency."""
+    from .workload import vllm_decode_step
+
+    tp = req.tp if tp is None else tp
+    per_token = est.deployment_kv_bytes_per_token if est is not None else None
+    speed = decode_speed(req.spec, req.gpu, "vllm", w, k, batch, context, req.enforce_eager, tp,
+                         dtype_bytes=dtype_bytes, pp=req.pp, kv_bytes_per_token=per_token)
+    step, notes = vllm_decode_step(req.spec, req.gpu, w, k, batch, context, speed.step_s, tp=tp, pp=req.pp,
+                                   kv_bytes_per_token=per_token, enforce_eager=req.enforce_eager,
+                                   dtype_bytes=dtype_bytes, vllm_version=req.vllm_version, est=est)
+    if step == speed.step_s:
+        return speed
+    return replace(speed, step_s=step, tokens_per_s=batch / step, gpu_step_s=speed.step_s, notes=notes + speed.notes)
 
 
 def sglang_decode(speed: DecodeEstimate, spec: ModelSpec, gpu: GpuProfile, batch: int,
@@ -907,9 +927,8 @@ def tp_sweep(req: PlanRequest, sizes: tuple[int, ...] | None = None) -> list[TpO
             continue
         est = vllm_engine.estimate(req.spec, req.gpu, req.vllm_settings(choice, tp=tp))
         concurrency = est.concurrency_at(req.context)
-        speed = decode_speed(req.spec, req.gpu, "vllm", w, k, held_batch(req.batch, concurrency, est.max_num_seqs),
-                             req.context, req.enforce_eager, tp, dtype_bytes=dtype_bytes_for(req.dtype),
-                             kv_bytes_per_token=est.deployment_kv_bytes_per_token)
+        speed = vllm_decode(req, w, k, held_batch(req.batch, concurrency, est.max_num_seqs), req.context, est, tp=tp,
+                            dtype_bytes=dtype_bytes_for(req.dtype))
         fits, shortfall = _fits_batch(req, est, concurrency)
         out.append(TpOption(tp, fits, shortfall, est.weights_bytes, est.logged_kv_tokens, concurrency,
                             speed.tokens_per_s, held_batch(req.batch, concurrency, est.max_num_seqs), est.fits))

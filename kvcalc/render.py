@@ -343,8 +343,13 @@ def explain_text(req: PlanRequest, row: Row) -> str:
                      f"{req.context:,} ({row.decode_tokens_per_s / max(row.decode_batch, 1):,.1f} per request)")
     if row.speed is not None and row.speed.kernels:
         d = row.speed
-        lines.append(f"  step {d.step_s * 1e3:.3f} ms = overhead {d.fixed_s * 1e3:.3f} ms + kernels (per GPU, "
-                     "each max-like of memory / tensor / CUDA-core time):")
+        gpu_step = d.step_s if d.gpu_step_s is None else d.gpu_step_s
+        if d.gpu_step_s is not None:  # the release's rules on the GPU's step (plan.vllm_decode; the notes say which)
+            lines.append(f"  step {d.step_s * 1e3:.3f} ms: the GPU's {gpu_step * 1e3:.3f} ms under vLLM "
+                         f"{req.vllm_version}'s rules (its CPU floor or host work per sequence, as the serve "
+                         "simulation times a decode step)")
+        lines.append(f"  {'GPU step' if d.gpu_step_s is not None else 'step'} {gpu_step * 1e3:.3f} ms = overhead "
+                     f"{d.fixed_s * 1e3:.3f} ms + kernels (per GPU, each max-like of memory / tensor / CUDA-core time):")
         for k in d.kernels:
             lines.append(f"  - {k.name:<10} {k.time_s * 1e3:8.3f} ms ({k.bound}): {k.bytes / 1e9:,.3f} GB "
                          f"-> {k.memory_s * 1e3:.3f} ms, {k.flops / 1e12:,.3f} TFLOP -> {k.compute_s * 1e3:.3f} ms, "

@@ -796,13 +796,9 @@ def simulate(cost, cfg: EngineConfig, load: Load, frontend_s: float = 0.0, trace
             ctx = cost.decode_context(computed[r[is_dec]] + 1) if hasattr(cost, "decode_context") \
                 else float((computed[r[is_dec]] + 1).sum())
             chunks = tuple(zip(computed[r[chunk]].tolist(), kk[chunk].tolist()))
-            dt = cost.step_s(int(is_dec.sum()), ctx, chunks)
-            if cfg.graph_max_tokens is not None and int(kk.sum()) > cfg.graph_max_tokens:
-                dt = max(dt, cost.launch_s)  # no CUDA graph: the CPU launches the forward, the GPU runs behind it
-            if cfg.graph_max_context is not None and (chunk.any() or (
-                    is_dec.any() and int(computed[r[is_dec]].max()) + 1 > cfg.graph_max_context)):
-                dt = max(dt, cfg.eager_s)  # V0: a prefill or a long context runs the forward eager
-            dt += cfg.host_per_seq_s * len(r)  # V0: the host's per-sequence work between steps (EngineConfig)
+            dt = engine_step_s(cost, cfg, cost.step_s(int(is_dec.sum()), ctx, chunks), int(kk.sum()), len(r),
+                               prefill=bool(chunk.any()),
+                               longest=int(computed[r[is_dec]].max()) + 1 if is_dec.any() else 0)
             if lag:  # RESULT LAG: the step before's first tokens leave once this step is launched
                 cpu_now = _cpu_of(bool(chunk.any()), int(kk.sum()))
                 _lag_emit(cpu_now)
@@ -877,6 +873,42 @@ def simulate(cost, cfg: EngineConfig, load: Load, frontend_s: float = 0.0, trace
                      send_s=send, arrive_s=np.asarray(arrive, dtype=float))
 
 
+def engine_step_s(cost, cfg: EngineConfig, gpu_s, tokens: int, seqs: int, prefill: bool = False, longest=0):
+    """One vLLM engine step as the simulation times it: step_under_rules with the step model's floors (StepCost
+    eager_floor_s, launch_s) and `cfg`'s rules."""
+    return step_under_rules(gpu_s, tokens, seqs, prefill, longest, floor_s=getattr(cost, "eager_floor_s", 0.0),
+                            launch_s=getattr(cost, "launch_s", 0.0), graph_max_tokens=cfg.graph_max_tokens,
+                            host_per_seq_s=cfg.host_per_seq_s, graph_max_context=cfg.graph_max_context,
+                            eager_s=cfg.eager_s)
+
+
+def step_under_rules(gpu_s, tokens, seqs, prefill: bool = False, longest=0, *, floor_s=0.0, launch_s=0.0,
+                     graph_max_tokens=None, host_per_seq_s=0.0, graph_max_context=None, eager_s=0.0):
+    """One vLLM engine step from its GPU work `gpu_s` (StepCost.step_s: the kernels and the fixed overhead) under
+    the engine's rules: at least `floor_s` (StepCost.eager_floor_s: enforce_eager's launches or, on vLLM 0.8-0.10,
+    the piecewise graphs' per-layer CPU, vllm_versions.piecewise_decode_floor_s); at least the CPU's launch of the
+    forward (`launch_s`, StepCost.launch_s) when the step's `tokens` exceed the largest CUDA graph
+    (graph_max_tokens); at least V0's eager forward (eager_s) when the V0 engine runs it eager (a prefill in it, or a
+    decode whose `longest` context passes graph_max_context); plus V0's serial host work for each of its `seqs`
+    sequences (host_per_seq_s). The rules are EngineConfig's fields of the same names. `gpu_s` and `longest` may be
+    arrays over the steps of one batch (a decode stretch). Every vLLM step of the simulation is timed here, and
+    `kvcalc plan`'s decode figures are this function's for a pure decode step of the row's batch
+    (workload.vllm_decode_step)."""
+    floor = floor_s
+    if graph_max_tokens is not None and tokens > graph_max_tokens:  # no CUDA graph: the CPU launches the forward
+        floor = max(floor, launch_s)
+    if graph_max_context is not None:  # V0: a prefill, or a context past max_seq_len_to_capture, runs eager
+        if prefill:
+            floor = max(floor, eager_s)
+        elif np.ndim(longest):
+            floor = np.where(longest > graph_max_context, max(floor, eager_s), floor)
+        elif longest > graph_max_context:
+            floor = max(floor, eager_s)
+    if np.ndim(gpu_s) or np.ndim(floor):
+        return np.maximum(gpu_s, floor) + host_per_seq_s * seqs
+    return max(gpu_s, floor) + host_per_seq_s * seqs
+
+
 def _decode_stretch(cost, r, computed, generated, out, held, shares, prefix_blocks, need, free, t, arrival,
                     async_scheduling=True, graph_max_tokens=None, host_per_seq_s=0.0, graph_max_context=None,
                     eager_s=0.0):
@@ -892,13 +924,12 @@ def _decode_stretch(cost, r, computed, generated, out, held, shares, prefix_bloc
         else float((computed[r] + 1).sum()) + b * np.arange(kmax)
     base = (cost.fixed_s + cost.weights_s(b, False) + cost.sampler_per_row_s * b
             + (cost.extra_s(b, False) if hasattr(cost, "extra_s") else 0.0))
-    floor = cost.eager_floor_s
-    if graph_max_tokens is not None and b > graph_max_tokens:  # more decodes than the largest graph: no graph
-        floor = max(floor, cost.launch_s)
-    if graph_max_context is not None:  # V0: the steps whose longest context passes max_seq_len_to_capture run eager
-        longest = int(computed[r].max()) + 1 + np.arange(kmax)
-        floor = np.where(longest > graph_max_context, max(floor, eager_s), floor)
-    dts = np.maximum(base + cost.decode_attention_per_token_s * ctxs, floor) + host_per_seq_s * b
+    # each step's longest context (V0's graph rule reads it), then the engine's floors and host work on the GPU's step
+    longest = int(computed[r].max()) + 1 + np.arange(kmax) if graph_max_context is not None else 0
+    dts = step_under_rules(base + cost.decode_attention_per_token_s * ctxs, b, b, False, longest,
+                           floor_s=cost.eager_floor_s, launch_s=getattr(cost, "launch_s", 0.0),
+                           graph_max_tokens=graph_max_tokens,
+                           host_per_seq_s=host_per_seq_s, graph_max_context=graph_max_context, eager_s=eager_s)
     k = kmax
     if math.isfinite(arrival):  # stop before the step whose schedule sees the next arrival: step j is scheduled when
         # step j-1 starts (async scheduling), else when it ends

@@ -14,8 +14,7 @@ from pathlib import Path
 from .engines import vllm as vllm_engine
 from .errors import UnsupportedModelError
 from .formats import kv_format
-from .plan import FormatChoice, PlanRequest, Row, configs_for, dtype_bytes_for, plan
-from .throughput import decode_speed
+from .plan import FormatChoice, PlanRequest, Row, configs_for, dtype_bytes_for, plan, vllm_decode
 
 MAX_CONTEXT = 128 * 1024
 MIN_CONTEXT = 1024
@@ -117,11 +116,9 @@ def speed_series(req: PlanRequest, context: int | None = None) -> dict[str, list
         k = kv_format(kv)
         est = vllm_estimate(req, FormatChoice(kv, kv, w, k, None), context)
         capacity = est.concurrency_at(context) if est else 0
-        per_token = est.deployment_kv_bytes_per_token if est else None  # the table's figure
         points = []
-        for batch in BATCHES:
-            d = decode_speed(req.spec, req.gpu, "vllm", w, k, batch, context, req.enforce_eager, req.tp, pp=req.pp,
-                             kv_bytes_per_token=per_token, dtype_bytes=dtype_bytes_for(req.dtype))
+        for batch in BATCHES:  # the table's decode model (plan.vllm_decode: the release's rules on the GPU's step)
+            d = vllm_decode(req, w, k, batch, context, est, dtype_bytes=dtype_bytes_for(req.dtype))
             points.append(SpeedPoint(batch, d.tokens_per_s, batch <= capacity, d.bound))
         out[kv] = points
     return out
@@ -135,11 +132,10 @@ def config_speed_series(req: PlanRequest, context: int | None = None) -> dict[st
     for choice in vllm_configs(req):
         est = vllm_estimate(req, choice, context)
         capacity = est.concurrency_at(context) if est else 0
-        per_token = est.deployment_kv_bytes_per_token if est else None
         points = []
         for batch in BATCHES:
-            d = decode_speed(req.spec, req.gpu, "vllm", choice.weights, choice.kv_vllm, batch, context,
-                             req.enforce_eager, req.tp, pp=req.pp, kv_bytes_per_token=per_token)
+            d = vllm_decode(req, choice.weights, choice.kv_vllm, batch, context, est,
+                            dtype_bytes=dtype_bytes_for(req.dtype))
             points.append(SpeedPoint(batch, d.tokens_per_s, batch <= capacity, d.bound))
         out[choice.key] = (capacity, points)
     return out

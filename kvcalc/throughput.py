@@ -134,6 +134,9 @@ class DecodeEstimate:
     bound: str  # "memory", "compute" or "alu": the resource that sets the longest kernel class
     notes: list[str] = field(default_factory=list)
     kernels: tuple[Kernel, ...] = ()
+    # the GPU's step (fixed + kernels) where the engine's rules make the step longer (workload.vllm_decode_step: the
+    # piecewise graphs' CPU floor, V0's eager forward and host work); None: step_s is the GPU's step
+    gpu_step_s: float | None = None
 
 
 @dataclass(frozen=True)

@@ -201,6 +201,91 @@ def bench_load(wl: Workload, entrypoint: str = "serve", api_cpu: float | None = 
                 first_request_s=first_request_s(entrypoint) if wl.fresh_server else 0.0)
 
 
+def vllm_step_rules(spec: ModelSpec, *, pp: int = 1, enforce_eager: bool = False, vllm_version: str | None = None,
+                    est=None, max_model_len: int | None = None) -> tuple[dict, float]:
+    """The release's rules on a vLLM step of this deployment, for the simulation (vllm_bench, through
+    vllm_step_model) and `plan`'s decode figures (vllm_decode_step) alike: (serve_sim.EngineConfig's fields, the
+    piecewise floor in seconds).
+    - the piecewise floor: on a V1 release before 0.11 the CPU's per-layer launches of its piecewise CUDA graphs
+      (vllm_versions.piecewise_decode_floor_s; 0 with enforce_eager, whose own launch floor the step model holds);
+    - graph_max_tokens: the largest step a CUDA graph replays (vllm_graphs.max_graph_tokens of the VllmEstimate
+      `est`'s max_num_seqs and max_num_batched_tokens; None without CUDA graphs or without `est`);
+    - host_per_seq_s: the V0 engine's serial host work per scheduled sequence per step
+      (vllm_versions.serial_host_per_seq_s; 0 for V1);
+    - graph_max_context, eager_s: V0's graph rule (vllm_versions.v0_graph_max_context, capped at `max_model_len`)
+      and the CPU's launches of the eager forward it runs otherwise (throughput._eager_cpu_s per stage x pp)."""
+    from .engines.vllm_graphs import max_graph_tokens
+    from .engines.vllm_versions import piecewise_decode_floor_s, serial_host_per_seq_s, v0_graph_max_context
+
+    # a V1 release before 0.11 replays piecewise graphs only: each step's per-layer launches from Python bound it
+    piecewise = 0.0 if enforce_eager else piecewise_decode_floor_s(vllm_version, spec.num_layers)
+    rules: dict[str, Any] = {"host_per_seq_s": serial_host_per_seq_s(vllm_version)}
+    if est is not None and not enforce_eager:
+        rules["graph_max_tokens"] = max_graph_tokens(est.max_num_seqs, est.max_num_batched_tokens)
+    v0_graphs = None if enforce_eager else v0_graph_max_context(vllm_version)
+    if v0_graphs is not None:  # V0: prefill steps and long contexts run eager (vllm_versions.V0_MAX_SEQ_LEN_TO_CAPTURE)
+        from .throughput import _eager_cpu_s, moe_layer_count
+
+        e = load("throughput")["engines"]["vllm"]
+        rules["graph_max_context"] = min(v0_graphs, max_model_len) if max_model_len else v0_graphs
+        rules["eager_s"] = _eager_cpu_s(e, spec.num_layers / pp, moe_layer_count(spec) / pp) * pp
+    return rules, piecewise
+
+
+def vllm_step_model(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFormat, *, tp: int = 1,
+                    pp: int = 1, kv_bytes_per_token: float | None = None, enforce_eager: bool = False,
+                    dtype_bytes: int = 2, vllm_version: str | None = None, est=None, max_model_len: int | None = None,
+                    cost=None):
+    """(the step model, its rules, the piecewise floor) the simulation times vLLM's steps with: step_cost.StepCost
+    (`cost` to reuse one) with its floor raised to the release's piecewise floor, and vllm_step_rules."""
+    from .step_cost import step_cost
+
+    rules, piecewise = vllm_step_rules(spec, pp=pp, enforce_eager=enforce_eager, vllm_version=vllm_version, est=est,
+                                       max_model_len=max_model_len)
+    cost = cost or step_cost(spec, gpu, weights, kv, tp, kv_bytes_per_token, enforce_eager, dtype_bytes)
+    if piecewise > cost.eager_floor_s:
+        cost = replace(cost, eager_floor_s=piecewise)
+    return cost, rules, piecewise
+
+
+def vllm_step_notes(vllm_version: str | None, host_per_seq_s: float, piecewise_s: float, step_s: float) -> list[str]:
+    """What the release adds to a step, in words: the V0 engine's host work (whenever it is there), the piecewise
+    graphs' floor (where the step, `step_s`, stands on it)."""
+    notes = []
+    if host_per_seq_s:
+        notes.append(f"vLLM {vllm_version} runs the V0 engine: its host schedules, prepares inputs and processes "
+                     f"outputs per sequence between steps, {host_per_seq_s * 1e3:.2f} ms a sequence in every step "
+                     "(vllm#6801; throughput.yaml v0_host_per_seq_s)")
+    if piecewise_s > 0 and step_s <= piecewise_s * 1.05:  # the floor is what the step is
+        notes.append(f"vLLM {vllm_version} replays piecewise CUDA graphs only (full decode graphs are the default "
+                     f"from 0.11.0, vllm#25444): each step waits for the CPU's per-layer launches, at least "
+                     f"{piecewise_s * 1e3:.1f} ms here (throughput.yaml piecewise_layer_cpu_s, one public H100 PCIe "
+                     "host; a slower host's CPU takes longer)")
+    return notes
+
+
+def vllm_decode_step(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFormat, batch: int, context: int,
+                     gpu_step_s: float, *, tp: int = 1, pp: int = 1, kv_bytes_per_token: float | None = None,
+                     enforce_eager: bool = False, dtype_bytes: int = 2, vllm_version: str | None = None,
+                     est=None) -> tuple[float, list[str]]:
+    """(seconds, notes) of one pure decode step of `batch` requests at `context` tokens each on this release, as the
+    simulation times it (serve_sim.step_under_rules with vllm_step_rules' rules: the piecewise floor, CUDA
+    graphs up to the largest captured size, V0's graph rule and its host work per sequence), from the GPU's step
+    `gpu_step_s` (throughput.decode_speed's step_s: for pp = 1 the step model's step_s at that batch and context,
+    tests/test_serve_sim.py). `kvcalc plan`'s decode tok/s is batch over it; `est`: the row's VllmEstimate."""
+    from .serve_sim import step_under_rules
+    from .step_cost import compiled_launch_s
+
+    rules, piecewise = vllm_step_rules(spec, pp=pp, enforce_eager=enforce_eager, vllm_version=vllm_version,
+                                       est=est if (est is not None and est.layout is not None) else None,
+                                       max_model_len=est.max_model_len if est is not None else None)
+    # the step model's floors (step_cost._build): enforce_eager's launches are in gpu_step_s already (decode_speed
+    # takes the longer of the GPU's work and the CPU's launches), so the floor is the piecewise one
+    step = float(step_under_rules(gpu_step_s, batch, batch, False, context, floor_s=piecewise,
+                                  launch_s=compiled_launch_s(spec, weights, kv), **rules))
+    return step, vllm_step_notes(vllm_version, rules["host_per_seq_s"], piecewise, step)
+
+
 def vllm_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFormat, wl: Workload, *,
                chunk_tokens: int, slots: int, kv_bytes_per_token: float | None = None, tp: int = 1, pp: int = 1,
                enforce_eager: bool = False, est=None, entrypoint: str = "serve", prefix_caching: bool = True,
@@ -218,9 +303,7 @@ def vllm_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFo
     and cuda_graph_max_bs; the overlap scheduler's timing). `stream_interval`: SGLang's --stream-interval (tokens
     per streamed chunk: the ITL, serve_sim.EngineConfig.stream_interval). `sim_out`: a list the simulation's
     SimResult is appended to (its per-request arrays, for the validation reports)."""
-    from .engines.vllm_graphs import max_graph_tokens
-    from .engines.vllm_versions import (async_scheduling_default, piecewise_decode_floor_s,
-                                        reserve_full_prompt_default, serial_host_per_seq_s, v0_graph_max_context)
+    from .engines.vllm_versions import async_scheduling_default, reserve_full_prompt_default
     from .serve_sim import EngineConfig, simulate
     from .step_cost import (sglang_mha_prefill_above, sglang_prefill_extra, sglang_prefill_floor_s, sglang_step_extra,
                             step_cost)
@@ -228,27 +311,27 @@ def vllm_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFo
     if async_scheduling is None:
         async_scheduling = async_scheduling_default(vllm_version, pp) if vllm_version else True
     reserve_full = reserve_full_prompt_default(vllm_version) if vllm_version else True
-    host_per_seq = serial_host_per_seq_s(vllm_version) if sglang is None else 0.0
-
-    # dtype_bytes: vLLM's --dtype (float32 steps read twice a bf16 model's weights); SGLang's model implementation
-    # adds its own kernels where it runs a norm as an eager chain (step_cost.sglang_step_extra: Gemma 3)
-    extra = sglang_step_extra(spec, gpu) if sglang is not None else (0.0, 0.0)
-    cost = cost or step_cost(spec, gpu, weights, kv, tp, kv_bytes_per_token, enforce_eager, dtype_bytes,
-                             extra=extra, fused_decode_max=getattr(sglang, "fused_decode_max_bs", 0),
-                             logits_at_samples=sglang is not None, sglang_moe=sglang is not None,
-                             prefill_floor_s=sglang_prefill_floor_s(spec) if (
-                                 sglang is not None and not enforce_eager and sglang.prefill_graph_max_tokens > 0)
-                             else 0.0,
-                             prefill_extra=sglang_prefill_extra(spec, gpu, sglang.prefill_graph_max_tokens)
-                             if sglang is not None and not enforce_eager else (0.0, 0.0, 0),
-                             mha_prefill_above=sglang_mha_prefill_above(sglang, enforce_eager))
-    piecewise = 0.0
-    if sglang is None and not enforce_eager:
-        # a V1 release before 0.11 replays piecewise graphs only: each step's per-layer launches from Python bound it
-        # (vllm_versions.piecewise_decode_floor_s)
-        piecewise = piecewise_decode_floor_s(vllm_version, spec.num_layers)
-        if piecewise > cost.eager_floor_s:
-            cost = replace(cost, eager_floor_s=piecewise)
+    with_est = sglang is None and est is not None and est.layout is not None
+    if sglang is None:
+        # the step model and the release's rules (piecewise floor, V0's graphs and host work): vllm_step_rules, which
+        # plan's decode figures read too (vllm_decode_step)
+        cost, rules, piecewise = vllm_step_model(
+            spec, gpu, weights, kv, tp=tp, pp=pp, kv_bytes_per_token=kv_bytes_per_token, enforce_eager=enforce_eager,
+            dtype_bytes=dtype_bytes, vllm_version=vllm_version, est=est if with_est else None,
+            max_model_len=est.max_model_len if with_est else wl.context, cost=cost)
+    else:
+        # SGLang's model implementation adds its own kernels where it runs a norm as an eager chain
+        # (step_cost.sglang_step_extra: Gemma 3)
+        rules, piecewise = {}, 0.0
+        cost = cost or step_cost(spec, gpu, weights, kv, tp, kv_bytes_per_token, enforce_eager, dtype_bytes,
+                                 extra=sglang_step_extra(spec, gpu),
+                                 fused_decode_max=getattr(sglang, "fused_decode_max_bs", 0),
+                                 logits_at_samples=True, sglang_moe=True,
+                                 prefill_floor_s=sglang_prefill_floor_s(spec) if (
+                                     not enforce_eager and sglang.prefill_graph_max_tokens > 0) else 0.0,
+                                 prefill_extra=sglang_prefill_extra(spec, gpu, sglang.prefill_graph_max_tokens)
+                                 if not enforce_eager else (0.0, 0.0, 0),
+                                 mha_prefill_above=sglang_mha_prefill_above(sglang, enforce_eager))
     if sglang is not None:
         # the radix cache matches and holds prefixes in pages of page_size tokens (1 by default: a cached prompt's
         # request prefills its last token only, the H200 logs' "#new-token: 1, #cached-token: 1023";
@@ -265,26 +348,15 @@ def vllm_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFo
                            graph_max_tokens=graphs, prefill_first=True,
                            max_prefill_tokens=sglang.max_prefill_tokens, stream_interval=stream_interval,
                            result_lag=True)
-    elif est is not None and est.layout is not None:
-        graphs = None if enforce_eager else max_graph_tokens(est.max_num_seqs, est.max_num_batched_tokens)
+    elif with_est:
         cfg = EngineConfig(est.max_num_batched_tokens, est.max_num_seqs, est.num_gpu_blocks, est.layout.block_size,
                            est.max_model_len, est.layout.blocks_per_request, prefix_caching,
-                           async_scheduling=async_scheduling, graph_max_tokens=graphs,
-                           reserve_full_prompt=reserve_full, host_per_seq_s=host_per_seq)
+                           async_scheduling=async_scheduling, reserve_full_prompt=reserve_full, **rules)
     else:
         bs = 16
         per = -(-wl.context // bs)
         cfg = EngineConfig(chunk_tokens, max(1, slots), max(1, slots) * per + 1, bs, wl.context, None, prefix_caching,
-                           async_scheduling=async_scheduling, reserve_full_prompt=reserve_full,
-                           host_per_seq_s=host_per_seq)
-    v0_graphs = v0_graph_max_context(vllm_version) if (sglang is None and not enforce_eager) else None
-    if v0_graphs is not None:  # V0: prefill steps and long contexts run eager (vllm_versions.V0_MAX_SEQ_LEN_TO_CAPTURE)
-        from .constants import load as load_constants
-        from .throughput import _eager_cpu_s, moe_layer_count
-
-        e = load_constants("throughput")["engines"]["vllm"]
-        cfg = replace(cfg, graph_max_context=min(v0_graphs, cfg.max_model_len),
-                      eager_s=_eager_cpu_s(e, spec.num_layers / pp, moe_layer_count(spec) / pp) * pp)
+                           async_scheduling=async_scheduling, reserve_full_prompt=reserve_full, **rules)
     # the API loop's busy period is vLLM's OpenAI server's, fitted on it; SGLang's tokenizer manager is unmeasured
     load = bench_load(wl, entrypoint, api_cpu=0.0 if sglang is not None else None)
     if sglang is not None:
@@ -305,15 +377,8 @@ def vllm_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFo
                      "server's own warm-up does not cover (the first batch of new shapes); on the H200 it took the "
                      "first request 156-613 ms over a warm server's by model (docs/validation/sglang.md, warm rerun). "
                      "Not in these figures: time a warm-up pass first")
-    if host_per_seq:
-        notes.append(f"vLLM {vllm_version} runs the V0 engine: its host schedules, prepares inputs and processes "
-                     f"outputs per sequence between steps, {host_per_seq * 1e3:.2f} ms a sequence in every step "
-                     "(vllm#6801; throughput.yaml v0_host_per_seq_s)")
-    if piecewise > 0 and m["median_tpot_ms"] <= piecewise * 1e3 * 1.05:  # the floor is what the step is
-        notes.append(f"vLLM {vllm_version} replays piecewise CUDA graphs only (full decode graphs are the default "
-                     f"from 0.11.0, vllm#25444): each step waits for the CPU's per-layer launches, at least "
-                     f"{piecewise * 1e3:.1f} ms here (throughput.yaml piecewise_layer_cpu_s, one public H100 PCIe host; "
-                     "a slower host's CPU takes longer)")
+    if sglang is None:  # the floor's note where the step is what the floor is
+        notes += vllm_step_notes(vllm_version, cfg.host_per_seq_s, piecewise, m["median_tpot_ms"] / 1e3)
     if pp > 1:
         notes.append("pipeline parallel: the simulation times each step as one GPU's (no stage overlap modelled)")
     if res.preemptions:
@@ -353,13 +418,9 @@ def closed_form_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, k
     times): exact where the simulation reduces to it (a lone prompt's prefill, decode steps with no prefill in them:
     tests/test_serve_sim.py), coarse under load (TTFT = one prefill, the other requests' prefills spread over TPOT;
     a burst's i-th prompt waits for the i-1 before it; Little's law for a rate). `plan` and every surface show
-    vllm_bench, the simulation. `vllm_version`: a V0 release adds its host's per-sequence work to each decode step
-    (vllm_versions.serial_host_per_seq_s), as the simulation does."""
-    from .engines.vllm_versions import piecewise_decode_floor_s, serial_host_per_seq_s
-
-    host = serial_host_per_seq_s(vllm_version)
-    # a V1 release before 0.11: the CPU's piecewise launches bound each step (vllm_versions.piecewise_decode_floor_s)
-    floor = 0.0 if enforce_eager else piecewise_decode_floor_s(vllm_version, spec.num_layers)
+    vllm_bench, the simulation. `vllm_version`: the release's rules on each decode step (vllm_decode_step, as the
+    simulation applies them: the piecewise floor of 0.8-0.10, V0's host work per sequence and its eager forward past
+    max_seq_len_to_capture)."""
     notes: list[str] = []
     slots = max(1, slots)
     prefill = prefill_s(spec, gpu, weights, kv, wl.input_len, chunk_tokens, tp, dtype_bytes=dtype_bytes,
@@ -369,11 +430,18 @@ def closed_form_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, k
     # throughput.mean_effective_context)
     positions = (wl.input_len + 1, wl.input_len + wl.output_len - 1) if wl.output_len > 1 else None
 
+    def mean_step(n: int) -> float:
+        """The mean decode step of n requests: the GPU's at the mean context, under the release's rules as the
+        simulation applies them (vllm_decode_step: the piecewise floor, V0's graph rule and host work)."""
+        mid = wl.input_len + wl.output_len / 2
+        gpu_s = decode_speed(spec, gpu, "vllm", weights, kv, n, mid, enforce_eager, tp, dtype_bytes, pp=pp,
+                             kv_bytes_per_token=kv_bytes_per_token, positions=positions).step_s
+        return vllm_decode_step(spec, gpu, weights, kv, n, mid, gpu_s, tp=tp, pp=pp,
+                                kv_bytes_per_token=kv_bytes_per_token, enforce_eager=enforce_eager,
+                                dtype_bytes=dtype_bytes, vllm_version=vllm_version)[0]
+
     def at(n: int) -> tuple[float, float]:
-        step = decode_speed(spec, gpu, "vllm", weights, kv, n, wl.input_len + wl.output_len / 2, enforce_eager, tp,
-                            dtype_bytes, pp=pp, kv_bytes_per_token=kv_bytes_per_token,
-                            positions=positions).step_s
-        step = max(step, floor) + host * n
+        step = mean_step(n)
         if wl.burst:
             # n prompts at once: the i-th waits for the i-1 before it (mean (n+1)/2 prefills) and then decodes while
             # the n-i after it prefill (mean (n-1)/2 prefills spread over its output)
@@ -397,10 +465,7 @@ def closed_form_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, k
             return out
         out = _finish(wl, n, ttft, tpot, notes)
         if wl.burst:  # the run lasts until the last prompt, prefilled last, has decoded its output
-            step = decode_speed(spec, gpu, "vllm", weights, kv, n, wl.input_len + wl.output_len / 2, enforce_eager,
-                                tp, dtype_bytes, pp=pp, kv_bytes_per_token=kv_bytes_per_token,
-                                positions=positions).step_s
-            step = max(step, floor) + host * n
+            step = mean_step(n)
             duration = n * prefill + (wl.output_len - 1) * step
             out.output_tokens_per_s, out.request_throughput = n * wl.output_len / duration, n / duration
         return out

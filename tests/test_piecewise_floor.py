@@ -69,3 +69,39 @@ def test_floor_leaves_enforce_eager_and_sglang_alone():
     graphs = vllm_bench(spec, gpu, w, kv, dataclasses.replace(wl), chunk_tokens=2048, slots=8,
                         vllm_version="0.8.5").tpot_s
     assert graphs >= 28 * _per_layer() * 0.999
+
+
+def _plan_row(model, gpu, context, batch, version, with_request=False):
+    from kvcalc.catalog import load_model
+    from kvcalc.hardware import get_gpu
+    from kvcalc.inverse import row_for
+    from kvcalc.plan import PlanRequest
+
+    req = PlanRequest(spec=load_model(model), gpu=get_gpu(gpu), context=context, batch=batch, engines=("vllm",),
+                      vllm_version=version)
+    return (row_for(req), req) if with_request else row_for(req)
+
+
+def test_plans_decode_column_stands_on_the_floor_on_those_releases():
+    """`kvcalc plan`'s decode tok/s takes the floor as the simulation does (workload.vllm_decode_step): the 1.5B
+    (28 layers) at batch 8 and 1,024 tokens on an H100 PCIe is GPU-bound at ~3.2 ms on 0.26.0, so on 0.9.2 its step is
+    the CPU's 28 x 0.146 ms = 4.088 ms and its decode 8 / 4.088 ms = 1,957 tok/s, with a note saying why (and
+    --explain showing both steps); an 8B's step (~10.9 ms) is above its 32-layer floor (4.67 ms) and does not move."""
+    from kvcalc.render import explain_text
+
+    new = _plan_row("qwen2.5-1.5b", "h100-pcie", 1024, 8, "0.26.0")
+    old, req = _plan_row("qwen2.5-1.5b", "h100-pcie", 1024, 8, "0.9.2", with_request=True)
+    floor = 28 * _per_layer()  # 4.088 ms at the shipped 0.146 ms a layer
+    assert new.speed.step_s < floor and new.speed.gpu_step_s is None
+    assert old.speed.step_s == pytest.approx(floor, rel=1e-12)
+    assert old.decode_tokens_per_s == pytest.approx(8 / floor, rel=1e-12)
+    assert old.speed.gpu_step_s == pytest.approx(new.speed.step_s, rel=1e-9)  # the GPU's step is the release's
+    assert any("piecewise CUDA graphs only" in n for n in old.notes)
+    assert not any("piecewise CUDA graphs only" in n for n in new.notes)
+    text = explain_text(req, old)
+    gpu_ms = new.speed.step_s * 1e3
+    assert f"step {floor * 1e3:.3f} ms: the GPU's {gpu_ms:.3f} ms under vLLM 0.9.2's rules" in text
+    assert f"GPU step {gpu_ms:.3f} ms = overhead" in text
+    big_new, big_old = (_plan_row("llama-3.1-8b", "h100-pcie", 1024, 8, v) for v in ("0.26.0", "0.9.2"))
+    assert big_old.speed.step_s > 32 * _per_layer()
+    assert big_old.decode_tokens_per_s == pytest.approx(big_new.decode_tokens_per_s, rel=1e-9)

@@ -211,3 +211,72 @@ def test_sglang_search_shows_what_plan_says(model, gpu, w, k, conc, rate, i, o):
         assert s.tpot_ms <= d.tpot_ms * 1.05
         prompts = wl.prompts()
         assert s.ttft_ms * (prompts - 1) / prompts <= d.ttft_ms * (1 + 1e-9)
+
+
+# plan's decode column (issue 18/25: one model per quantity): the table's decode tok/s of a row is the simulation's
+# pure decode step of the row's batch at --context, with the release's rules (0.8-0.10's piecewise-graph CPU floor,
+# V0's host work per sequence and its eager forward past max_seq_len_to_capture), on every release
+DECODE_MODELS = MODELS + ("qwen2.5-1.5b",)
+DECODE_VERSIONS = ("0.6.3", "0.9.2", "0.26.0", None)  # V0, piecewise graphs only, full decode graphs, the newest
+
+
+def _decode_cases(n=14, seed=26):  # a seed whose draw has each rule setting the step (test_the_draw_covers_each_rule)
+    rng = random.Random(seed)
+    for _ in range(n):
+        yield (rng.choice(DECODE_MODELS), rng.choice(GPUS), rng.choice(DECODE_VERSIONS), rng.choice((1, 4, 16, 64)),
+               rng.choice((256, 2048, 9000)), rng.choice(("bf16", "fp8")))
+
+
+def simulated_decode_step(spec, gpu, version, batch, context, weights) -> tuple[float, float, object]:
+    """(plan's decode step, the simulation's, plan's row): the simulation serves `batch` prompts of context - 1
+    tokens at once, all prefilled in one step (a budget that holds them), then one pure decode step of the batch at
+    `context` tokens each: its TPOT is that step (the LLM class: no front end in it)."""
+    kw = dict(spec=spec, gpu=gpu, context=context, batch=batch, engines=("vllm",), weights=weights, kv="auto",
+              vllm_version=version, entrypoint="offline", max_num_batched_tokens=max(8192, batch * context),
+              max_model_len=context + 1)  # the workload's requests: context - 1 prompt tokens and 2 output tokens
+    row = row_for(PlanRequest(**kw))
+    if not row.fits:
+        return 0.0, 0.0, row
+    wl = Workload(context - 1, 2, concurrency=batch, burst=True)
+    sim = row_for(PlanRequest(**kw, workload=wl))
+    return row.decode_batch / row.decode_tokens_per_s, sim.bench.tpot_s, row
+
+
+@pytest.mark.parametrize("model,gpu,version,batch,context,weights", list(_decode_cases()))
+def test_plans_decode_is_the_simulations_decode_step(model, gpu, version, batch, context, weights):
+    spec, g = load_model(model), get_gpu(gpu)
+    plan_step, sim_step, row = simulated_decode_step(spec, g, version, batch, context, weights)
+    if not row.fits:
+        pytest.skip(f"{model} {weights} does not hold {batch} x {context} on one {gpu}")
+    assert row.decode_batch == batch
+    assert plan_step == pytest.approx(sim_step, rel=1e-6)
+    # the rules are in it where the release has them: V0's host work on every step, the piecewise floor as a floor
+    if version == "0.6.3":
+        assert row.speed.gpu_step_s is not None and plan_step > row.speed.gpu_step_s
+    if version in ("0.26.0", None):
+        assert row.speed.gpu_step_s is None
+
+
+def test_the_draw_covers_each_rule():
+    """The random deployments above include one whose step is the piecewise floor (0.9.2), one past V0's
+    max_seq_len_to_capture whose step is V0's eager forward plus its host work, and the four releases, so the
+    property is tested on each rule."""
+    from kvcalc.engines.vllm_versions import piecewise_decode_floor_s, serial_host_per_seq_s
+    from kvcalc.workload import vllm_step_rules
+
+    cases = list(_decode_cases())
+    assert {c[2] for c in cases} == set(DECODE_VERSIONS)
+    floored = eager = 0
+    for model, gpu, version, batch, context, weights in cases:
+        spec = load_model(model)
+        if version not in ("0.9.2", "0.6.3"):
+            continue
+        plan_step, _, row = simulated_decode_step(spec, get_gpu(gpu), version, batch, context, weights)
+        if not row.fits:
+            continue
+        if version == "0.9.2":
+            floored += plan_step == pytest.approx(piecewise_decode_floor_s(version, spec.num_layers))
+        elif context > 8192:
+            rules, _ = vllm_step_rules(spec, vllm_version=version)
+            eager += plan_step == pytest.approx(rules["eager_s"] + batch * serial_host_per_seq_s(version))
+    assert floored and eager

@@ -449,6 +449,35 @@ def test_the_host_cost_adds_per_sequence_per_step_in_the_simulation_and_the_clos
     assert not any("V0 engine" in n for n in vllm_bench(spec, gpu, bf16, auto, wl, vllm_version="0.8.5", **sim).notes)
 
 
+def test_plans_decode_column_pays_the_v0_hosts_work_and_eager_forward():
+    """`kvcalc plan --vllm-version 0.6.3` (V0) prices a decode step as the simulation does (workload.vllm_decode_step):
+    Llama-3.2-3B on an H200 at batch 32 and 1,024 tokens is its GPU step plus 32 x 0.1 ms of host work; at 9,000
+    tokens (past max_seq_len_to_capture, 8,192) one request's step runs eager: the CPU's launches of 28 layers,
+    2 ms + 28 x 0.4333 ms = 14.13 ms, above the GPU's ~3 ms, plus 0.1 ms. 0.26.0 (V1) has neither."""
+    from kvcalc.constants import load
+    from kvcalc.inverse import row_for
+    from kvcalc.plan import PlanRequest
+
+    def row(context, batch, version):
+        return row_for(PlanRequest(spec=load_model("llama-3.2-3b"), gpu=get_gpu("h200"), context=context,
+                                   batch=batch, engines=("vllm",), vllm_version=version))
+
+    host = serial_host_per_seq()  # 0.1 ms as shipped
+    v0, v1 = row(1024, 32, "0.6.3"), row(1024, 32, "0.26.0")
+    gpu_step = v1.speed.step_s
+    assert v0.speed.gpu_step_s == pytest.approx(gpu_step, rel=1e-9) and v1.speed.gpu_step_s is None
+    assert v0.speed.step_s == pytest.approx(gpu_step + 32 * host, rel=1e-9)
+    assert v0.decode_tokens_per_s == pytest.approx(32 / (gpu_step + 3.2e-3), rel=1e-9)
+    assert any("V0 engine" in n for n in v0.notes) and not any("V0 engine" in n for n in v1.notes)
+    long_v0, long_v1 = row(9000, 1, "0.6.3"), row(9000, 1, "0.26.0")
+    e = load("throughput")["engines"]["vllm"]
+    eager = e["eager_fixed_step_s"] + 28 * e["eager_per_layer_s"]  # 2 ms + 28 x 0.4333 ms = 14.13 ms as shipped
+    assert long_v1.speed.step_s < eager
+    assert long_v0.speed.step_s == pytest.approx(eager + host, rel=1e-9)
+    assert long_v0.decode_tokens_per_s == pytest.approx(1 / (eager + host), rel=1e-9)
+    assert row(8000, 1, "0.6.3").speed.step_s < eager  # within max_seq_len_to_capture: the graph, no eager floor
+
+
 def serial_host_per_seq():
     from kvcalc.engines.vllm_versions import serial_host_per_seq_s
 
