@@ -381,6 +381,10 @@ PLAN_OPTIONS: list[Option] = [
            "--enable-torch-compile compiles.", show_default=True, into="request"),
     Option("disable_radix_cache", is_flag=True, help="SGLang --disable-radix-cache: no prefix reuse (the workload's "
            "requests, bench_serving's warm-up prompt included, prefill whole).", into="request", convert=bool),
+    Option("disable_overlap_schedule", is_flag=True, help="SGLang --disable-overlap-schedule: the scheduler's normal "
+           "loop (each step's result processed before the next step is built: no result lag, a request arriving "
+           "during a step joins the next one); SGLang switches it off itself for speculative decoding on releases "
+           "before 0.5.13 (engines/sglang.py overlap_off).", into="request", convert=bool),
     Option("sglang_command", NAME, None, "an SGLang command line: its model and flags set the options above "
            "(options given here win); it selects --engine sglang unless --engine is given.",
            metavar="'python -m sglang.launch_server ...'"),
@@ -542,7 +546,8 @@ SEARCH_OPTIONS: list[Option] = [
                               "speculative_draft_model_path", "speculative_num_steps", "speculative_eagle_topk",
                               "speculative_num_draft_tokens", "moe_a2a_backend", "enable_lora", "max_prefill_tokens",
                               "cuda_graph_max_bs", "enable_torch_compile", "torch_compile_max_bs", "block_size",
-                              "enforce_eager", "stream_interval", "disable_radix_cache", "max_total_tokens")],
+                              "enforce_eager", "stream_interval", "disable_radix_cache", "max_total_tokens",
+                              "disable_overlap_schedule")],
     same("sglang_command", help="an SGLang command line: its model and flags fix the search's model, formats, TP, "
          "--max-running-requests and SGLang settings, and it searches SGLang's deployments unless --server is "
          "given (options given here as well win)."),

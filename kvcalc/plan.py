@@ -228,6 +228,8 @@ class PlanRequest:
     cuda_graph_max_bs: int | None = None  # SGLang --cuda-graph-max-bs (None: its default for the GPU and TP)
     stream_interval: int = 1  # SGLang --stream-interval: tokens per streamed chunk (the workload's ITL)
     disable_radix_cache: bool = False  # SGLang --disable-radix-cache: no prefix reuse in the workload's simulation
+    # SGLang --disable-overlap-schedule: the normal loop (engines/sglang.overlap_off; serve_sim NORMAL LOOP)
+    disable_overlap_schedule: bool = False
     enable_torch_compile: bool = False  # SGLang --enable-torch-compile (engines/sglang.py SglangSettings)
     torch_compile_max_bs: int = 32  # SGLang --torch-compile-max-bs
     dp_size: int = 1
@@ -344,7 +346,8 @@ class PlanRequest:
             speculative_draft_model_path=self.speculative_draft_model_path,
             speculative_draft_config=self.speculative_draft_config, speculative_num_steps=self.speculative_num_steps,
             speculative_eagle_topk=self.speculative_eagle_topk,
-            speculative_num_draft_tokens=self.speculative_num_draft_tokens, max_total_tokens=self.max_total_tokens)
+            speculative_num_draft_tokens=self.speculative_num_draft_tokens, max_total_tokens=self.max_total_tokens,
+            disable_overlap_schedule=self.disable_overlap_schedule)
 
     @property
     def text_only(self) -> bool:
@@ -742,7 +745,8 @@ def request_warnings(req: PlanRequest) -> list[str]:
             ("--cuda-graph-max-bs", req.cuda_graph_max_bs is not None),
             ("--max-total-tokens", req.max_total_tokens is not None),
             ("--enable-torch-compile", req.enable_torch_compile), ("--stream-interval", req.stream_interval != 1),
-            ("--disable-radix-cache", req.disable_radix_cache)) if on]
+            ("--disable-radix-cache", req.disable_radix_cache),
+            ("--disable-overlap-schedule", req.disable_overlap_schedule)) if on]
         if sglang_only:
             out.append(f"{', '.join(sglang_only)}: SGLang's setting(s), and no SGLang row is planned (add --engine "
                        "sglang, servers or all)")
@@ -846,7 +850,8 @@ def plan_json(req: PlanRequest, rows: list[Row], warnings: list[str], sweep: lis
                      "max_num_batched_tokens": req.max_num_batched_tokens, "max_num_seqs": req.max_num_seqs,
                      "enforce_eager": req.enforce_eager, "vllm_version": req.vllm_version, "tp": req.tp,
                      "pp": req.pp, "entrypoint": req.entrypoint}
-        | ({"sglang_version": req.sglang_version, "mem_fraction_static": req.mem_fraction_static}
+        | ({"sglang_version": req.sglang_version, "mem_fraction_static": req.mem_fraction_static,
+            "disable_overlap_schedule": req.disable_overlap_schedule}
            if "sglang" in req.engines else {}),
         "warnings": warnings,
         "rows": [r.to_json() for r in rows],

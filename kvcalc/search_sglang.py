@@ -37,7 +37,7 @@ SGLANG_SETTINGS = ("mem_fraction_static", "dp_size", "enable_dp_attention", "spe
                    "speculative_draft_model_path", "speculative_num_steps", "speculative_eagle_topk",
                    "speculative_num_draft_tokens", "moe_a2a_backend", "enable_lora", "max_prefill_tokens",
                    "cuda_graph_max_bs", "enable_torch_compile", "torch_compile_max_bs", "block_size", "enforce_eager",
-                   "stream_interval", "disable_radix_cache", "max_total_tokens")
+                   "stream_interval", "disable_radix_cache", "max_total_tokens", "disable_overlap_schedule")
 # the option's name -> the SglangSettings field (the rest keep their names; stream_interval and disable_radix_cache
 # are the workload's and the launch line's, not the ledger's)
 _FIELD = {"block_size": "page_size", "enforce_eager": "disable_cuda_graph"}
@@ -54,7 +54,7 @@ LAUNCH_FLAGS = {"mem_fraction_static": "--mem-fraction-static", "dp_size": "--dp
                 "enable_torch_compile": "--enable-torch-compile", "torch_compile_max_bs": "--torch-compile-max-bs",
                 "block_size": "--page-size", "enforce_eager": "--disable-cuda-graph",
                 "stream_interval": "--stream-interval", "disable_radix_cache": "--disable-radix-cache",
-                "max_total_tokens": "--max-total-tokens"}
+                "max_total_tokens": "--max-total-tokens", "disable_overlap_schedule": "--disable-overlap-schedule"}
 _DEFAULTS = {"dp_size": 1, "torch_compile_max_bs": 32, "stream_interval": 1}
 
 
@@ -124,6 +124,10 @@ def closed_form_notes(given: dict) -> list[str]:
         out.append(f"sglang times: {', '.join(off)} switch SGLang's piecewise prefill graphs off; the rows shown are "
                    "timed without them (kvcalc plan's simulation), the screen that picks them keeps their CPU floor "
                    "only where SGLang captures them")
+    if "disable_overlap_schedule" in given:
+        out.append("sglang times: --disable-overlap-schedule runs SGLang's normal loop: the rows shown are timed "
+                   "with it (kvcalc plan's simulation: no result lag, arrivals join the next step), the screen that "
+                   "picks them has no term for either loop")
     if "stream_interval" in given:
         out.append("sglang times: --stream-interval spaces the ITL only (TTFT and TPOT unchanged); it is in the "
                    "launch line and the rows' itl_ms")

@@ -99,6 +99,20 @@ prefills overlap too, SGLANG_DISABLE_CONSECUTIVE_PREFILL_OVERLAP being False by 
   received after it was launched. Where some requests keep running the finished ones ride in the next decode batch;
   that larger batch is not priced.
 
+NORMAL LOOP (SGLang with the overlap scheduler off: --disable-overlap-schedule, or a configuration SGLang switches it
+off for, engines/sglang.overlap_off; EngineConfig.result_lag and async_scheduling both False). sglang 0.5.14
+managers/scheduler.py:1505-1532 `event_loop_normal`: recv_requests, get_next_batch_to_run, run_batch, then
+process_batch_result of that same batch, whose token copy waits for the GPU, before the loop comes round again. So a
+step's tokens leave at its end (no result lag), requests that finish at step k are out of step k+1 (no extra decode
+step), the KV they free is free for step k+1, and a request that reaches the engine during step k is received before
+step k+1 is built. Each step's CPU work (its launch: the piecewise prefill floor, an eager forward's launch) starts
+once the step before has ended, serial with the GPU's: that is how every step is timed here in either loop (a step
+takes the longer of its GPU time and its launch from the end of the step before, and the per-step overhead fixed_s
+is in every step), so the normal loop's steps take what the overlap loop's take. kvcalc has no figure for the
+scheduler's own CPU time between steps (recv_requests, get_next_batch_to_run, process_batch_result), which the
+normal loop adds to every step and the overlap loop hides: it is not in these times, so a graph-replayed decode's TPOT
+is the overlap loop's.
+
 Pure decode stretches (nothing to admit, nothing prefilling) are advanced in one vector operation up to the next
 completion, arrival or block shortage, so 1,000 requests take a fraction of a second.
 """
@@ -137,7 +151,8 @@ class EngineConfig:
     # in 0.5.7: with an interval s > 1 a request's output goes out at its 1st, (1+s)-th, (1+2s)-th ... token and at its
     # last); it spaces the chunks (ITL), not the tokens (TTFT, TPOT, e2e)
     stream_interval: int = 1
-    # SGLang's overlap loop (RESULT LAG in the module doc): step k+1 is built before step k's results are processed
+    # SGLang's overlap loop (RESULT LAG in the module doc): step k+1 is built before step k's results are processed;
+    # its normal loop (NORMAL LOOP) sets this and async_scheduling False
     result_lag: bool = False
     # admission of a waiting request: the blocks of its whole prompt must be free (vLLM's scheduler_reserve_full_isl,
     # default from the release in vllm_versions.reserve_full_prompt_default) or only those of the chunk it is

@@ -32,6 +32,7 @@ FLAGS: dict[str, tuple[str, str]] = {
     "--max-prefill-tokens": ("max_prefill_tokens", "int"),
     "--stream-interval": ("stream_interval", "int"),
     "--disable-radix-cache": ("disable_radix_cache", "flag"),
+    "--disable-overlap-schedule": ("disable_overlap_schedule", "flag"),
     "--enable-torch-compile": ("enable_torch_compile", "flag"),
     "--torch-compile-max-bs": ("torch_compile_max_bs", "int"),
     "--speculative-algorithm": ("speculative_algorithm", "text"),
@@ -49,7 +50,7 @@ IGNORED = {"--host", "--port", "--served-model-name", "--api-key", "--tokenizer-
            "--download-dir", "--chat-template", "--log-level", "--random-seed", "--tool-call-parser",
            "--reasoning-parser", "--load-format", "--trust-remote-code", "--enable-metrics", "--attention-backend",
            "--sampling-backend", "--schedule-policy", "--watchdog-timeout", "--decode-log-interval",
-           "--enable-cache-report", "--disable-overlap-schedule", "--enable-mixed-chunk", "--nnodes", "--node-rank",
+           "--enable-cache-report", "--enable-mixed-chunk", "--nnodes", "--node-rank",
            "--dist-init-addr", "--moe-runner-backend", "--ep-size"}
 SWITCHES = {"--trust-remote-code", "--enable-metrics", "--disable-radix-cache", "--enable-torch-compile",
             "--enable-cache-report", "--disable-overlap-schedule", "--enable-mixed-chunk", "--enable-dp-attention",

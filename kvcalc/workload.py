@@ -300,9 +300,10 @@ def vllm_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFo
     on from 0.14, not with pipeline parallel); `async_scheduling` overrides it (None: the release's; on when no release
     is named). `sglang`: an engines.sglang.SglangEstimate to simulate SGLang's scheduler instead (serve_sim.py
     SGLANG: prefill batches first, decodes wait for them; its pool, chunk, max_prefill_tokens, max_running_requests
-    and cuda_graph_max_bs; the overlap scheduler's timing). `stream_interval`: SGLang's --stream-interval (tokens
-    per streamed chunk: the ITL, serve_sim.EngineConfig.stream_interval). `sim_out`: a list the simulation's
-    SimResult is appended to (its per-request arrays, for the validation reports)."""
+    and cuda_graph_max_bs; the overlap scheduler's timing, or the normal loop's where sglang.overlap_schedule is
+    False). `stream_interval`: SGLang's --stream-interval (tokens per streamed chunk: the ITL,
+    serve_sim.EngineConfig.stream_interval). `sim_out`: a list the simulation's SimResult is appended to (its
+    per-request arrays, for the validation reports)."""
     from .engines.vllm_versions import async_scheduling_default, reserve_full_prompt_default
     from .serve_sim import EngineConfig, simulate
     from .step_cost import (sglang_mha_prefill_above, sglang_prefill_extra, sglang_prefill_floor_s, sglang_step_extra,
@@ -340,14 +341,18 @@ def vllm_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFo
         # decode batches up to cuda_graph_max_bs replay a CUDA graph; prefill (extend) batches too, up to the
         # release's piecewise graphs (0.5.14: to 8,192 tokens), else they run eager
         graphs = None if enforce_eager else max(sglang.cuda_graph_max_bs, sglang.prefill_graph_max_tokens, 1)
+        # the overlap scheduler (event_loop_overlap) builds step k+1 before it processes step k's result: async
+        # scheduling's cutoff and the result lag; its normal loop (--disable-overlap-schedule, or a configuration
+        # SGLang switches it off for: engines/sglang.overlap_off) neither (serve_sim NORMAL LOOP)
+        overlap = bool(getattr(sglang, "overlap_schedule", True))
         cfg = EngineConfig(max(sglang.chunked_prefill_size, 1) if sglang.chunked_prefill_size > 0 else 1 << 30,
                            max(1, sglang.max_running_requests),
                            # a pool short of one request: the row does not fit; simulate one request's worth
                            max(sglang.max_total_num_tokens // bs, -(-wl.context // bs)) + 1, bs,
-                           max(wl.context, sglang.context_len), None, prefix_caching, async_scheduling=True,
+                           max(wl.context, sglang.context_len), None, prefix_caching, async_scheduling=overlap,
                            graph_max_tokens=graphs, prefill_first=True,
                            max_prefill_tokens=sglang.max_prefill_tokens, stream_interval=stream_interval,
-                           result_lag=True)
+                           result_lag=overlap)
     elif with_est:
         cfg = EngineConfig(est.max_num_batched_tokens, est.max_num_seqs, est.num_gpu_blocks, est.layout.block_size,
                            est.max_model_len, est.layout.blocks_per_request, prefix_caching,

@@ -54,7 +54,8 @@ def predict(row: dict) -> float:
                       max_num_batched_tokens=args.get("chunked_prefill_size"),
                       max_prefill_tokens=args.get("max_prefill_tokens"), cuda_graph_max_bs=args.get("cuda_graph_max_bs"),
                       stream_interval=int(args.get("stream_interval") or 1),
-                      disable_radix_cache=bool(args.get("disable_radix_cache")))
+                      disable_radix_cache=bool(args.get("disable_radix_cache")),
+                      disable_overlap_schedule=bool(args.get("disable_overlap_schedule")))
     bench = plan(req)[0].bench
     metric = row["metric"]
     if metric == "tpot_ms":
@@ -147,7 +148,8 @@ def h200_setup(row: dict):
         weights=weights, kv=kv, version=version, mem_fraction_static=_flag(args, "--mem-fraction-static", float),
         context_length=_flag(args, "--context-length", int), page_size=_flag(args, "--page-size", int),
         chunked_prefill_size=_flag(args, "--chunked-prefill-size", int),
-        cuda_graph_max_bs=_flag(args, "--cuda-graph-max-bs", int)))
+        cuda_graph_max_bs=_flag(args, "--cuda-graph-max-bs", int),
+        disable_overlap_schedule="--disable-overlap-schedule" in args))  # none of the v5 runs: all overlap
     return spec, gpu, weights, kv, est
 
 

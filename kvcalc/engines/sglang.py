@@ -100,6 +100,8 @@ class SglangSettings:
     speculative_num_steps: int | None = None
     speculative_eagle_topk: int | None = None
     speculative_num_draft_tokens: int | None = None
+    # --disable-overlap-schedule: the scheduler runs event_loop_normal instead of event_loop_overlap (overlap_off)
+    disable_overlap_schedule: bool = False
 
     @property
     def rules(self) -> SglangRules:
@@ -158,6 +160,8 @@ class SglangEstimate:
     # DP attention: the dp schedulers of one server, each with its own pool (max_total_num_tokens) and request cap
     # (max_running_requests = --max-running-requests // dp, model_runner_kv_cache_mixin.py:981-1000 in 0.5.14)
     dp_workers: int = 1
+    # the scheduler's loop: event_loop_overlap (True, SGLang's default) or event_loop_normal (overlap_off says why)
+    overlap_schedule: bool = True
 
     @property
     def logged_kv_tokens(self) -> int:
@@ -177,7 +181,7 @@ class SglangEstimate:
                 "context_len", "chunked_prefill_size", "cuda_graph_max_bs", "req_pool_size", "req_to_token_bytes",
                 "max_running_requests", "headroom_bytes", "kv_bytes_per_token", "fits", "shortfall_bytes",
                 "deployment_weights_bytes", "deployment_kv_bytes_per_token", "layout", "speculative_algorithm",
-                "draft_weights_bytes", "draft_kv_bytes")
+                "draft_weights_bytes", "draft_kv_bytes", "overlap_schedule")
         return {k: getattr(self, k) for k in keys} | {"notes": list(self.notes)}
 
 
@@ -259,6 +263,43 @@ def piecewise_off(rules: SglangRules, s: SglangSettings, spec: ModelSpec | None 
         return "LoRA"
     if spec is not None and spec.encoders and arch not in _MM_DISABLED and arch not in rules.piecewise_mm_kept:
         return "multimodal model"
+    return ""
+
+
+def overlap_off(s: SglangSettings) -> str:
+    """Why the scheduler runs event_loop_normal rather than event_loop_overlap ('' when it overlaps, the default:
+    managers/scheduler.py:337 enable_overlap = not disable_overlap_schedule, :4091-4094 dispatch_event_loop in
+    0.5.14): --disable-overlap-schedule, or a configuration the release's server_args.py switches it off for.
+
+    Speculative decoding, by release (the drafter's EAGLE-family worker without overlap before spec v2):
+    - before 0.5.11 every algorithm: 0.4.4 server_args.py:280-284 (EAGLE, NEXTN); 0.5.4 :1302-1303 (EAGLE, EAGLE3,
+      STANDALONE without --enable-beta-spec, default off) and :1376 (NGRAM); 0.5.10 :3014-3015 (EAGLE-family without
+      SGLANG_ENABLE_SPEC_V2, default False: environ.py:442) and :3104 (NGRAM);
+    - 0.5.11 and 0.5.12: NGRAM (0.5.11 :3569, 0.5.12 :3858), and the EAGLE family at --speculative-eagle-topk > 1
+      ("spec v2 currently only supports topk = 1": 0.5.11 :3461-3467, 0.5.12 :3749-3755; SGLANG_ENABLE_SPEC_V2 is
+      True from 0.5.11, environ.py:459);
+    - 0.5.13 and 0.5.14: none (0.5.14's built-in algorithms run spec v2 with overlap; speculative/spec_registry.py:96
+      refuses only a plugin algorithm registered without overlap).
+    The other switch-offs of 0.5.14 are configurations kvcalc does not model for SGLang: pipeline parallel
+    (_handle_pipeline_parallelism, server_args.py:5418-5423; estimate refuses --pp > 1), a Mamba/linear-attention
+    model whose radix cache falls back to no_buffer (:4380-4394; estimate refuses Mamba layers), Apple MPS without
+    MLX (:2896-2899), SGLANG_EMBEDDINGS_SPARSE_HEAD (:4288-4292) and diffusion LLMs (:6091-6095)."""
+    if s.disable_overlap_schedule:
+        return "--disable-overlap-schedule"
+    algorithm = (s.speculative_algorithm or "").upper()
+    if not algorithm:
+        return ""
+    from .sglang_versions import version_key
+
+    release = version_key(s.version)[:3]
+    if release < (0, 5, 11):
+        return f"speculative decoding ({algorithm}; SGLang {s.version} runs its drafter without overlap)"
+    if release < (0, 5, 13):
+        if algorithm == "NGRAM":
+            return f"speculative decoding (NGRAM; SGLang {s.version} runs it without overlap)"
+        if (s.speculative_eagle_topk or 1) > 1:
+            return (f"speculative decoding at --speculative-eagle-topk {s.speculative_eagle_topk} (SGLang "
+                    f"{s.version}'s spec v2 overlaps topk 1 only)")
     return ""
 
 
@@ -884,7 +925,15 @@ def estimate(spec: ModelSpec, gpu: GpuProfile, s: SglangSettings) -> SglangEstim
             prefill_graphs = min(prefill_graphs, s.max_total_tokens)
     elif not s.disable_cuda_graph and s.enable_piecewise_cuda_graph:
         prefill_graphs = s.piecewise_cuda_graph_max_tokens or (chunk if chunk > 0 else 4096)
+    no_overlap = overlap_off(s)
+    if no_overlap:
+        notes.append(f"overlap scheduler off ({no_overlap}): SGLang runs its normal loop (event_loop_normal): each "
+                     "step's result is processed before the next step is built, so the workload's simulation has no "
+                     "result lag and a request that arrives during a step joins the next one (serve_sim NORMAL "
+                     "LOOP). The scheduler's own CPU time between steps, which this loop leaves serial with the GPU, "
+                     "has no figure in kvcalc and is not in the times: TPOT and throughput are optimistic for it")
     return SglangEstimate(
+        overlap_schedule=not no_overlap,
         prefill_graph_max_tokens=prefill_graphs,
         fused_decode_max_bs=min(s.torch_compile_max_bs, graph_bs) if s.enable_torch_compile and not s.disable_cuda_graph
         else 0,
