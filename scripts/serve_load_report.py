@@ -46,20 +46,21 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "docs" / "validation" / "data" / "v4" / "serve"
-CASES = {run: ROOT / "scripts" / "gpu_v4" / f"serve_cases_{run}.json" for run in "abcdefghijklmnop"}
+CASES = {run: ROOT / "scripts" / "gpu_v4" / f"serve_cases_{run}.json" for run in "abcdefghijklmnopq"}
 FIT = ("llama-3.1-8b.c1_1k_256",)  # the front-end cost's fit set; everything else is held out
 # runs whose kvcalc figures were committed before they ran (predictions-efg.json, commit 538b526): their split is
 # "pre-registered"; the blind errors are those figures' (blind_summary), the table's are the current model's
 PREDICTIONS = {"e": DATA / "predictions-efg.json", "f": DATA / "predictions-efg.json", "g": DATA / "predictions-efg.json",
                "h": DATA / "predictions-hi.json", "i": DATA / "predictions-hi.json", "j": DATA / "predictions-j.json",
-               "k": DATA / "predictions-k.json", "o": DATA / "predictions-o.json"}
+               "k": DATA / "predictions-k.json", "o": DATA / "predictions-o.json",
+               "p": DATA / "predictions-p.json"}
 PRE_REGISTERED = tuple(PREDICTIONS)
 # runs measured after the last change to the load model (2026-12-04: runs m and n, the API server's instruments; run l's
 # profiled servers are not modelled): held out, scored apart from runs a-d, which the model was changed looking at
 LATE_HELD_OUT = ("m", "n")
 # the pre-registered runs by the commit that made their figures: scored apart, each the honest number of its session
-PRE_GROUPS = {"e-g": ("e", "f", "g"), "h-i": ("h", "i"), "j": ("j",), "k": ("k",), "o": ("o",)}
-PRE_COMMITS = {"e-g": "538b526", "h-i": "3599840", "j": "16ce30e", "k": "6461503", "o": "f721ed0"}
+PRE_GROUPS = {"e-g": ("e", "f", "g"), "h-i": ("h", "i"), "j": ("j",), "k": ("k",), "o": ("o",), "p": ("p",)}
+PRE_COMMITS = {"e-g": "538b526", "h-i": "3599840", "j": "16ce30e", "k": "6461503", "o": "f721ed0", "p": "0f1fa6c"}
 # run b's rows that run a's leftover 3B server answered: the case file names them llama-3.1-8b-awq (data README)
 RELABEL = {("b", "llama-3.1-8b-awq", "c4_8k_256"): "llama-3.2-3b-fp8kv",
            ("b", "llama-3.1-8b-awq", "rate8_1k_256"): "llama-3.2-3b-fp8kv"}
@@ -565,7 +566,7 @@ def raw_members(suffixes=(".json", ".metrics.txt")) -> dict:
 
 
 RAW_TARBALLS = ("raw.tar.gz", "raw-efg.tar.xz", "raw-h.tar.xz", "raw-i.tar.xz", "raw-j.tar.xz", "raw-k.tar.xz",
-                "raw-l.tar.xz", "raw-m.tar.xz", "raw-n.tar.xz", "raw-o.tar.xz")
+                "raw-l.tar.xz", "raw-m.tar.xz", "raw-n.tar.xz", "raw-o.tar.xz", "raw-p.tar.xz")
 
 
 _RAW: dict = {}

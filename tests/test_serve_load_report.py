@@ -31,8 +31,8 @@ def test_the_fit_set_is_one_lone_request_and_everything_else_is_held_out(rep):
     # fp8-weight request is a fit row now; its blind figure stays in the blind summary)
     pre = rep["pre_registered_summary"]
     assert pre["e-g"]["mean_ttft"]["of"] + pre["h-i"]["mean_ttft"]["of"] + pre["j"]["mean_ttft"]["of"] \
-        + pre["k"]["mean_ttft"]["of"] + pre["o"]["mean_ttft"]["of"] \
-        == sum(v == "pre-registered" for v in splits.values()) == 25 + 21 + 13 + 6 + 4
+        + pre["k"]["mean_ttft"]["of"] + pre["o"]["mean_ttft"]["of"] + pre["p"]["mean_ttft"]["of"] \
+        == sum(v == "pre-registered" for v in splits.values()) == 25 + 21 + 13 + 6 + 4 + 8
     # run k's diagnostic servers (two and four API server processes, a 0.2 ms GIL switch interval) run settings
     # kvcalc does not model: a split of their own, in no summary
     assert sum(v.startswith("not modelled") for v in splits.values()) == 12 + 4 + 2  # + run l's profiled, run m's GC off
@@ -176,7 +176,7 @@ def test_the_host_cpu_scale_comes_from_the_same_sessions_transformers_decode(rep
     scale = rep["host_cpu_scale"]
     assert set(scale) == {"2026-12-01T20:20", "2026-12-02T01:57", "2026-12-02T18:31", "2026-12-02T19:26",
                           "2026-12-03T05:35", "2026-12-03T12:46", "2026-12-04T18:24", "2026-12-04T18:36",
-                          "2026-12-04T18:49", "2026-12-04T20:40"}  # runs l-o: one lease each, opened by its reference
+                          "2026-12-04T18:49", "2026-12-04T20:40", "2026-12-04T20:59"}  # runs l-p: a lease each
     assert 1.4 < scale["2026-12-01T20:20"] < 2.1 and 0.9 < scale["2026-12-02T01:57"] < 1.3
     assert scale[max(scale)] == pytest.approx(report.host_cpu_scale())  # the latest session: --predict's
 
@@ -215,7 +215,7 @@ def test_run_k_splits_a_requests_first_token_by_vllms_own_timestamps(rep):
     (14.6 ms at 8 req/s, 48 ms at 32, 520 ms at 64 on one API server) where kvcalc books ~7 ms; a second API server
     process takes 32 req/s's down to 27 ms. So the Poisson misses are the API server's, not the scheduler's."""
     path = {r["id"]: r for r in rep["request_path"]}
-    assert len(path) == 18 + 13 + 4  # + runs l-n (2026-12-04: profiled, instrumented, tokenizer timed) + run o
+    assert len(path) == 18 + 13 + 4 + 8  # + runs l-n (2026-12-04: profiled, instrumented, tokenizer timed) + o + p
     for rid in ("llama-3.2-3b-fp8kv-k.rate8_1k_256", "llama-3.2-3b-fp8kv-k.rate32_1k_256",
                 "llama-3.2-3b-fp8kv-k.rate64_1k_256", "qwen2.5-7b-k.rate16_1k_256"):
         r = path[rid]
