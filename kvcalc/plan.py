@@ -524,7 +524,7 @@ def _vllm_row(req: PlanRequest, choice: FormatChoice) -> Row | None:
                            kv_bytes_per_token=est.deployment_kv_bytes_per_token, tp=req.tp, pp=req.pp,
                            enforce_eager=req.enforce_eager, est=est if est.fits else None,
                            entrypoint=req.entrypoint, dtype_bytes=dtype_bytes,
-                           vllm_version=req.vllm_version)
+                           vllm_version=req.vllm_version, host_range=True)
     # capacity as vLLM logs it ("GPU KV cache size"): group-aware, so hybrid models count tokens, not pool blocks.
     # Weights and KV bytes per token are the deployment's: each of tp x pp GPUs holds its share.
     trust = row_trust(req, "vllm", w, k, bench)

@@ -48,8 +48,8 @@ requests that come while it is busy leave together at the end of its busy period
 N x api_cpu_s after it was sent, except its first request, which finds the loop idle and reaches the engine alone
 after frontend_s (as the real server lets it through, ~0.2 s ahead of the rest at 128 clients).
 
-API LOOP (Load.api_out_s / api_chunk_s > 0; off by default, tried on issue 25's H200 runs and not kept:
-docs/validation/README.md "Under load"): vLLM 0.26's OpenAI server runs one asyncio loop for the arriving requests
+API LOOP (Load.api_out_s / api_chunk_s > 0 without api_fifo; tried on issue 25's H200 runs and not kept, nothing
+uses it: docs/validation/README.md "Under load"): vLLM 0.26's OpenAI server runs one asyncio loop for the arriving requests
 and the streamed outputs alike (v1/engine/async_llm.py:656-707 `output_handler`: OutputProcessor.process_outputs
 over each engine step's outputs, in chunks of VLLM_V1_OUTPUT_PROC_CHUNK_SIZE with `await asyncio.sleep(0)` between;
 each request's stream generator, entrypoints/openai/completion/serving.py:282-470, writes one SSE chunk per
@@ -62,10 +62,12 @@ it). The client's TTFT, ITL and e2e are the chunks' times; a closed loop's next 
 front end's other part (frontend_s less the loop's shares) is a latency before the engine, so a lone request's TTFT
 is as without the loop.
 
-API PATH (Load.api_fifo with the API LOOP's costs; off by default, tried on issue 25's H200 runs and not kept:
-docs/validation/README.md "The API path as one FIFO server"): the same loop with vLLM 0.26's own order of work. A
-request's input job (api_cpu_s, in api_in_parts pieces, each queued behind what the loop holds when it resumes) ends
-with its prompt leaving for the engine, each prompt on its own (no busy period). The engine's step outputs reach the
+API PATH (Load.api_fifo with the API LOOP's costs; vLLM's `vllm serve` rows take it from workload.api_loop, the
+costs kvcalc/data/serve.yaml api_loop measured on the H200 hosts: docs/validation/README.md "Runs l-q"; a first trial
+with costs fitted on TTFTs, 2026-12-03, was not kept): the same loop with vLLM 0.26's own order of work. A
+request's input job (api_cpu_s, in api_in_parts pieces, each queued behind what the loop holds when it resumes: the
+awaits of its path, each a wait for the loop's backlog) ends with its prompt leaving for the engine, each prompt on
+its own (no busy period). Each step output the loop takes in costs api_step_s once. The engine's step outputs reach the
 loop's reader (v1/engine/core_client.py:1005-1059, an asyncio task that decodes each ZMQ frame into an asyncio.Queue)
 and output_handler (v1/engine/async_llm.py:656-707) takes every output queued by its turn one after another without
 yielding (asyncio.Queue.get returns at once while items are queued), each in parts of VLLM_V1_OUTPUT_PROC_CHUNK_SIZE
@@ -126,6 +128,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .step_cost import step_under_rules  # noqa: F401  (every vLLM step is timed there)
 from .units import ceil_div
 
 DEFAULT_PERCENTILES = (50.0, 99.0)
@@ -385,7 +388,8 @@ def simulate(cost, cfg: EngineConfig, load: Load, frontend_s: float = 0.0, trace
     c_last = np.full(n, np.nan)
     c_itls: list[np.ndarray] = []
     # the part of the front end that is not the loop's (HTTP transfer, ZMQ hop, the engine core's input thread)
-    lat = max(frontend_s - load.api_cpu_s - load.api_out_s - load.api_chunk_s, 0.0) if loop_mode else 0.0
+    lat = max(frontend_s - load.api_cpu_s - load.api_step_s - load.api_out_s - load.api_chunk_s, 0.0) if loop_mode \
+        else 0.0
 
     def _push(enq: float, kind: int, s: int, payload) -> None:
         loop["seq"] += 1
@@ -531,6 +535,7 @@ def simulate(cost, cfg: EngineConfig, load: Load, frontend_s: float = 0.0, trace
         (nothing else queued before the stretch's end, a step's outputs written before the next step ends), the
         same chunk times at once."""
         nonlocal in_flight
+        _advance(float(ends[0]))  # the loop's jobs due by the stretch's first output run first (FIFO)
         rank = _ranks(r)
         work = float(rank.max())
         quiet = not heap or heap[0][0] > ends[-1] + work
@@ -560,12 +565,15 @@ def simulate(cost, cfg: EngineConfig, load: Load, frontend_s: float = 0.0, trace
     def _arrival_bound() -> float:
         """The earliest a request not yet at the engine can reach it (a decode stretch stops before it)."""
         b = math.inf
+        # an output can end a request at the client, whose slot sends the next prompt: only one whose last token the
+        # engine has made and the client not yet had (the stretch itself stops at the engine's next completion)
+        ending = next_send < n and bool(np.any((generated >= out) & (delivered < out)))
         for enq, _, kind, _s, _x in heap:
             if kind == _IN1:
                 b = min(b, enq + load.api_cpu_s + lat)
             elif kind in (_IN2, _FLUSH):
                 b = min(b, enq + lat)
-            elif next_send < n:  # an output can end a request at the client, whose slot sends the next prompt
+            elif ending:
                 b = min(b, enq + load.client_send_s + load.api_cpu_s + lat)
         return b
     api_end = -math.inf  # the end of the API server loop's busy period
@@ -895,33 +903,6 @@ def engine_step_s(cost, cfg: EngineConfig, gpu_s, tokens: int, seqs: int, prefil
                             launch_s=getattr(cost, "launch_s", 0.0), graph_max_tokens=cfg.graph_max_tokens,
                             host_per_seq_s=cfg.host_per_seq_s, graph_max_context=cfg.graph_max_context,
                             eager_s=cfg.eager_s)
-
-
-def step_under_rules(gpu_s, tokens, seqs, prefill: bool = False, longest=0, *, floor_s=0.0, launch_s=0.0,
-                     graph_max_tokens=None, host_per_seq_s=0.0, graph_max_context=None, eager_s=0.0):
-    """One vLLM engine step from its GPU work `gpu_s` (StepCost.step_s: the kernels and the fixed overhead) under
-    the engine's rules: at least `floor_s` (StepCost.eager_floor_s: enforce_eager's launches or, on vLLM 0.8-0.10,
-    the piecewise graphs' per-layer CPU, vllm_versions.piecewise_decode_floor_s); at least the CPU's launch of the
-    forward (`launch_s`, StepCost.launch_s) when the step's `tokens` exceed the largest CUDA graph
-    (graph_max_tokens); at least V0's eager forward (eager_s) when the V0 engine runs it eager (a prefill in it, or a
-    decode whose `longest` context passes graph_max_context); plus V0's serial host work for each of its `seqs`
-    sequences (host_per_seq_s). The rules are EngineConfig's fields of the same names. `gpu_s` and `longest` may be
-    arrays over the steps of one batch (a decode stretch). Every vLLM step of the simulation is timed here, and
-    `kvcalc plan`'s decode figures are this function's for a pure decode step of the row's batch
-    (workload.vllm_decode_step)."""
-    floor = floor_s
-    if graph_max_tokens is not None and tokens > graph_max_tokens:  # no CUDA graph: the CPU launches the forward
-        floor = max(floor, launch_s)
-    if graph_max_context is not None:  # V0: a prefill, or a context past max_seq_len_to_capture, runs eager
-        if prefill:
-            floor = max(floor, eager_s)
-        elif np.ndim(longest):
-            floor = np.where(longest > graph_max_context, max(floor, eager_s), floor)
-        elif longest > graph_max_context:
-            floor = max(floor, eager_s)
-    if np.ndim(gpu_s) or np.ndim(floor):
-        return np.maximum(gpu_s, floor) + host_per_seq_s * seqs
-    return max(gpu_s, floor) + host_per_seq_s * seqs
 
 
 def _decode_stretch(cost, r, computed, generated, out, held, shares, prefix_blocks, need, free, t, arrival,

@@ -35,7 +35,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace  # replace: the unit kernel in _build
 
 from .constants import load
-import numpy as np
 
 from .throughput import (MMA_ROWS, Kernel, decode_speed, decode_windows, effective_context_sum, forward_kernels,
                          gpu_rates, moe_layer_count)
@@ -96,6 +95,8 @@ class StepCost:
         included): their sum, each request's read capped at its sliding layers' windows (throughput.
         effective_context_sum); steps = k: an array over the next k steps, each request a token longer each step."""
         if not self.windows:
+            import numpy as np  # only the simulation asks for contexts over steps; plan's path stays numpy-free
+
             total = float(np.sum(contexts))
             return total + len(contexts) * np.arange(steps) if steps else total
         return effective_context_sum(self.windows, contexts, steps)
@@ -272,6 +273,38 @@ def sglang_prefill_floor_s(spec) -> float:
     fit_piecewise_layer_cpu: the 8B's uncached 16-token prompts; the other models' small prefills are held out)."""
     per_layer = load("throughput")["engines"]["sglang"].get("piecewise_layer_cpu_s", 0.0)
     return per_layer * spec.num_layers
+
+
+def step_under_rules(gpu_s, tokens, seqs, prefill: bool = False, longest=0, *, floor_s=0.0, launch_s=0.0,
+                     graph_max_tokens=None, host_per_seq_s=0.0, graph_max_context=None, eager_s=0.0):
+    """One vLLM engine step from its GPU work `gpu_s` (StepCost.step_s: the kernels and the fixed overhead) under
+    the engine's rules: at least `floor_s` (StepCost.eager_floor_s: enforce_eager's launches or, on vLLM 0.8-0.10,
+    the piecewise graphs' per-layer CPU, vllm_versions.piecewise_decode_floor_s); at least the CPU's launch of the
+    forward (`launch_s`, StepCost.launch_s) when the step's `tokens` exceed the largest CUDA graph
+    (graph_max_tokens); at least V0's eager forward (eager_s) when the V0 engine runs it eager (a prefill in it, or a
+    decode whose `longest` context passes graph_max_context); plus V0's serial host work for each of its `seqs`
+    sequences (host_per_seq_s). The rules are EngineConfig's fields of the same names. `gpu_s` and `longest` may be
+    arrays over the steps of one batch (a decode stretch). Every vLLM step of the simulation is timed here, and
+    `kvcalc plan`'s decode figures are this function's for a pure decode step of the row's batch
+    (workload.vllm_decode_step)."""
+    floor = floor_s
+    if hasattr(gpu_s, "shape") or hasattr(longest, "shape"):  # a decode stretch: arrays over its steps
+        import numpy as np
+
+        if graph_max_tokens is not None and tokens > graph_max_tokens:
+            floor = max(floor, launch_s)
+        if graph_max_context is not None:
+            floor = max(floor, eager_s) if prefill else np.where(np.asarray(longest) > graph_max_context,
+                                                                  max(floor, eager_s), floor)
+        return np.maximum(gpu_s, floor) + host_per_seq_s * seqs
+    if graph_max_tokens is not None and tokens > graph_max_tokens:  # no CUDA graph: the CPU launches the forward
+        floor = max(floor, launch_s)
+    if graph_max_context is not None:  # V0: a prefill, or a context past max_seq_len_to_capture, runs eager
+        if prefill:
+            floor = max(floor, eager_s)
+        elif longest > graph_max_context:
+            floor = max(floor, eager_s)
+    return max(gpu_s, floor) + host_per_seq_s * seqs
 
 
 def compiled_launch_s(spec, weights, kv, cpu_scale: float = 1.0) -> float:

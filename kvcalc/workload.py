@@ -31,7 +31,9 @@ ASSUMPTIONS = (
     "prefix-cache hits, async scheduling), each step timed by the speed model from its prefill tokens, decodes and "
     "their contexts; a step above vLLM's largest CUDA graph (max_cudagraph_capture_size) takes at least the CPU's "
     "launch of the forward",
-    "the OpenAI server's front-end cost per request (HTTP, tokenization) is in TTFT and e2e (vllm serve only)",
+    "the OpenAI server's front-end cost per request (HTTP, tokenization) is in TTFT and e2e, and its one asyncio loop "
+    "serves every request's input and every streamed token first come first served at the CPU cost per engine step, "
+    "token and SSE chunk measured on H200 hosts (their median host; vllm serve only)",
     "arrivals as vllm bench makes them: --max-concurrency clients in a closed loop, or gamma gaps at --request-rate "
     "with --burstiness (Poisson at 1), random-dataset lengths (--random-range-ratio, --prefix-len) drawn with --seed, "
     "one client loop sending one request after another (vllm serve only)",
@@ -141,6 +143,9 @@ class BenchEstimate:
     preemptions: int | None = None
     prefix_hit_tokens: int | None = None
     saturated: bool = False  # a request rate above what the deployment serves: the queue grew over the run
+    # vllm serve: the mean TTFT, TPOT and output tok/s at the fastest and slowest host the API loop was measured on
+    # (serve.yaml api_loop machine_range; kvcalc's figures are at their median), {} where not computed
+    host_cpu_range: dict = field(default_factory=dict)
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -173,10 +178,18 @@ def client_send_s(entrypoint: str = "serve") -> float:
     return float(load("serve")["client"]["per_send_s"]) if entrypoint == "serve" else 0.0
 
 
-def api_cpu_s(entrypoint: str = "serve") -> float:
-    """The OpenAI server's own loop time per request, shared among the requests it holds at once (part of the
-    front-end cost; kvcalc/data/serve.yaml api_cpu_s); the LLM class has no server."""
-    return float(load("serve")["frontend"].get("api_cpu_s", 0.0)) if entrypoint == "serve" else 0.0
+def api_loop(entrypoint: str = "serve", machine: float | None = None) -> dict:
+    """serve_sim.Load's fields for vLLM's OpenAI server loop (serve_sim API PATH: one FIFO server for the requests'
+    input paths and the streamed tokens; kvcalc/data/serve.yaml api_loop says where each figure comes from), at the
+    median measured machine (or `machine`: a multiple of the reference machine's costs); {} for the LLM class, which
+    has no server."""
+    if entrypoint != "serve":
+        return {}
+    lp = load("serve")["api_loop"]
+    ref, factor = lp["at_reference"], float(lp["machine_factor"] if machine is None else machine)
+    return {"api_step_s": ref["step_s"] * factor, "api_out_s": ref["out_s"] * factor,
+            "api_chunk_s": ref["chunk_s"] * factor, "api_cpu_s": float(lp["input_s"]) * factor,
+            "api_fifo": True, "api_in_parts": int(lp["input_turns"]), "api_part": int(lp["part"])}
 
 
 def first_request_s(entrypoint: str = "serve") -> float:
@@ -185,8 +198,11 @@ def first_request_s(entrypoint: str = "serve") -> float:
     return float(load("serve")["frontend"].get("first_request_s", 0.0)) if entrypoint == "serve" else 0.0
 
 
-def bench_load(wl: Workload, entrypoint: str = "serve", api_cpu: float | None = None):
-    """The serve_sim.Load of a workload."""
+def bench_load(wl: Workload, entrypoint: str = "serve", with_api_loop: bool = True, api_servers: int = 1,
+               machine: float | None = None):
+    """The serve_sim.Load of a workload: with vLLM's OpenAI server loop where `entrypoint` is "serve" and
+    `with_api_loop` (False: SGLang, whose tokenizer manager is not measured), over `api_servers` processes
+    (--api-server-count)."""
     from .serve_sim import Load
 
     n = wl.prompts()
@@ -197,8 +213,8 @@ def bench_load(wl: Workload, entrypoint: str = "serve", api_cpu: float | None = 
                 request_rate=wl.request_rate if wl.request_rate is not None else math.inf,
                 burstiness=wl.burstiness, random_range_ratio=wl.random_range_ratio, prefix_len=wl.prefix_len,
                 seed=wl.seed, client_send_s=client_send_s(entrypoint), dataset=wl.dataset,
-                api_cpu_s=api_cpu_s(entrypoint) if api_cpu is None else api_cpu,
-                first_request_s=first_request_s(entrypoint) if wl.fresh_server else 0.0)
+                first_request_s=first_request_s(entrypoint) if wl.fresh_server else 0.0,
+                api_servers=max(int(api_servers), 1), **(api_loop(entrypoint, machine) if with_api_loop else {}))
 
 
 def vllm_step_rules(spec: ModelSpec, *, pp: int = 1, enforce_eager: bool = False, vllm_version: str | None = None,
@@ -273,8 +289,7 @@ def vllm_decode_step(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv
     graphs up to the largest captured size, V0's graph rule and its host work per sequence), from the GPU's step
     `gpu_step_s` (throughput.decode_speed's step_s: for pp = 1 the step model's step_s at that batch and context,
     tests/test_serve_sim.py). `kvcalc plan`'s decode tok/s is batch over it; `est`: the row's VllmEstimate."""
-    from .serve_sim import step_under_rules
-    from .step_cost import compiled_launch_s
+    from .step_cost import compiled_launch_s, step_under_rules
 
     rules, piecewise = vllm_step_rules(spec, pp=pp, enforce_eager=enforce_eager, vllm_version=vllm_version,
                                        est=est if (est is not None and est.layout is not None) else None,
@@ -291,7 +306,8 @@ def vllm_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFo
                enforce_eager: bool = False, est=None, entrypoint: str = "serve", prefix_caching: bool = True,
                cost=None, dtype_bytes: int = 2, first_token_s: float | None = None,
                vllm_version: str | None = None, async_scheduling: bool | None = None,
-               sglang: Any = None, stream_interval: int = 1, sim_out: list | None = None) -> BenchEstimate:
+               sglang: Any = None, stream_interval: int = 1, sim_out: list | None = None,
+               host_range: bool = False) -> BenchEstimate:
     """The workload on vLLM, simulated (kvcalc/serve_sim.py). `est`: the engine's VllmEstimate (num_gpu_blocks,
     block size, layout, max_num_seqs, max_model_len); without it, a pool that holds `slots` requests of the
     workload's longest context and max_num_seqs = slots. `cost`: a step_cost.StepCost to reuse. `first_token_s`:
@@ -302,7 +318,8 @@ def vllm_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFo
     SGLANG: prefill batches first, decodes wait for them; its pool, chunk, max_prefill_tokens, max_running_requests
     and cuda_graph_max_bs; the overlap scheduler's timing, or the normal loop's where sglang.overlap_schedule is
     False). `stream_interval`: SGLang's --stream-interval (tokens per streamed chunk: the ITL,
-    serve_sim.EngineConfig.stream_interval). `sim_out`: a list the simulation's SimResult is appended to (its
+    serve_sim.EngineConfig.stream_interval). `host_range`: also simulate the run at the fastest and slowest host the
+    API loop was measured on (BenchEstimate.host_cpu_range; vllm serve only). `sim_out`: a list the simulation's SimResult is appended to (its
     per-request arrays, for the validation reports)."""
     from .engines.vllm_versions import async_scheduling_default, reserve_full_prompt_default
     from .serve_sim import EngineConfig, simulate
@@ -363,7 +380,7 @@ def vllm_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFo
         cfg = EngineConfig(chunk_tokens, max(1, slots), max(1, slots) * per + 1, bs, wl.context, None, prefix_caching,
                            async_scheduling=async_scheduling, reserve_full_prompt=reserve_full, **rules)
     # the API loop's busy period is vLLM's OpenAI server's, fitted on it; SGLang's tokenizer manager is unmeasured
-    load = bench_load(wl, entrypoint, api_cpu=0.0 if sglang is not None else None)
+    load = bench_load(wl, entrypoint, with_api_loop=sglang is None)
     if sglang is not None:
         # launch_server sends its own warm-up request before it reports ready (the H200 logs: a 6-token prefill, then
         # "The server is fired up and ready to roll!"), so a fresh server's first request pays no one-time cost there.
@@ -404,6 +421,29 @@ def vllm_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFo
             notes.append(f"request rate {load.request_rate:g}/s is more than this deployment serves: the queue grows "
                          f"over the run (first token after {early:.2f} s in the second quarter, {late:.2f} s in the "
                          "last); the figures grow with --num-prompts")
+    host = {}
+    if host_range and sglang is None and load.api_fifo:
+        # the loop's share of the run (its CPU over the run's span): an idle loop moves nothing, so its range is the
+        # point and no more simulations are run for it
+        tokens = int(res.output_lens.sum())
+        busy = (res.steps * load.api_step_s + tokens * load.api_out_s
+                + (tokens - res.merged_tokens) * load.api_chunk_s) / max(res.duration_s, 1e-9)
+        host_range = busy >= 0.25
+        if not host_range:
+            host = {"machines": list(load_constants_api_range()), "loop_busy": round(busy, 3),
+                    **{key: [m[key], m[key]] for key in ("mean_ttft_ms", "mean_tpot_ms", "output_throughput")}}
+    if host_range and sglang is None and load.api_fifo:
+        ends = [simulate(cost, cfg, replace(load, **api_loop(entrypoint, f)), frontend_s(entrypoint, gpu)
+                         if first_token_s is None else first_token_s).metrics(wl.percentiles)
+                for f in load_constants_api_range()]
+        host = {"machines": list(load_constants_api_range()), "loop_busy": round(busy, 3),
+                **{key: [min(e[key] for e in ends), max(e[key] for e in ends)]
+                   for key in ("mean_ttft_ms", "mean_tpot_ms", "output_throughput")}}
+        t, o = host["mean_ttft_ms"], host["mean_tpot_ms"]
+        if t[1] > 1.2 * t[0] or o[1] > 1.1 * o[0]:  # the host's Python speed moves the answer: say by how much
+            notes.append(f"the API server's loop is busy at this load: with the loop's costs of the fastest and slowest "
+                         f"H200 hosts measured, mean TTFT {t[0]:,.0f}-{t[1]:,.0f} ms and TPOT {o[0]:.1f}-{o[1]:.1f} ms "
+                         "(these figures are at their median host; a host's Python speed is not known before it runs)")
     e2e = m["mean_e2el_ms"] / 1e3
     in_flight = float((res.e2e_s).sum() / res.duration_s)  # Little's law over the run
     pct = {k: v for k, v in m.items() if k.startswith(("median_", "p", "std_")) and k.endswith("_ms")}
@@ -412,7 +452,15 @@ def vllm_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFo
         output_tokens_per_s=m["output_throughput"], output_tokens_per_s_per_user=float(
             (res.output_lens / res.e2e_s).mean()), request_throughput=m["request_throughput"], notes=notes,
         itl_s=m["mean_itl_ms"] / 1e3, percentiles=pct, num_prompts=load.num_prompts, duration_s=res.duration_s,
-        preemptions=res.preemptions, prefix_hit_tokens=res.prefix_hit_tokens, saturated=saturated)
+        preemptions=res.preemptions, prefix_hit_tokens=res.prefix_hit_tokens, saturated=saturated,
+        host_cpu_range=host)
+
+
+def load_constants_api_range() -> tuple[float, float]:
+    """The fastest and slowest host the API loop was measured on, as multiples of the reference machine's costs
+    (serve.yaml api_loop machine_range)."""
+    lo, hi = load("serve")["api_loop"]["machine_range"]
+    return float(lo), float(hi)
 
 
 def closed_form_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFormat, wl: Workload, *,

@@ -31,7 +31,7 @@ from kvcalc.validate.vllm_iterations import parse_steps, workloads  # noqa: E402
 DATA = ROOT / "docs" / "validation" / "data" / "v4" / "serve"
 DOC = ROOT / "docs" / "validation" / "README.md"
 START, END = "<!-- api-cpu:start (scripts/api_cpu_report.py --write) -->", "<!-- api-cpu:end -->"
-RUNS = ("l", "m", "n", "o", "p")
+RUNS = ("l", "m", "n", "o", "p", "q")
 
 
 def raw(run: str) -> dict[str, bytes]:

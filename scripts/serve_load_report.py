@@ -53,14 +53,14 @@ FIT = ("llama-3.1-8b.c1_1k_256",)  # the front-end cost's fit set; everything el
 PREDICTIONS = {"e": DATA / "predictions-efg.json", "f": DATA / "predictions-efg.json", "g": DATA / "predictions-efg.json",
                "h": DATA / "predictions-hi.json", "i": DATA / "predictions-hi.json", "j": DATA / "predictions-j.json",
                "k": DATA / "predictions-k.json", "o": DATA / "predictions-o.json",
-               "p": DATA / "predictions-p.json"}
+               "p": DATA / "predictions-p.json", "q": DATA / "predictions-q.json"}
 PRE_REGISTERED = tuple(PREDICTIONS)
 # runs measured after the last change to the load model (2026-12-04: runs m and n, the API server's instruments; run l's
 # profiled servers are not modelled): held out, scored apart from runs a-d, which the model was changed looking at
 LATE_HELD_OUT = ("m", "n")
 # the pre-registered runs by the commit that made their figures: scored apart, each the honest number of its session
-PRE_GROUPS = {"e-g": ("e", "f", "g"), "h-i": ("h", "i"), "j": ("j",), "k": ("k",), "o": ("o",), "p": ("p",)}
-PRE_COMMITS = {"e-g": "538b526", "h-i": "3599840", "j": "16ce30e", "k": "6461503", "o": "f721ed0", "p": "0f1fa6c"}
+PRE_GROUPS = {"e-g": ("e", "f", "g"), "h-i": ("h", "i"), "j": ("j",), "k": ("k",), "o": ("o",), "p": ("p",), "q": ("q",)}
+PRE_COMMITS = {"e-g": "538b526", "h-i": "3599840", "j": "16ce30e", "k": "6461503", "o": "f721ed0", "p": "0f1fa6c", "q": "f0ad3a4"}
 # run b's rows that run a's leftover 3B server answered: the case file names them llama-3.1-8b-awq (data README)
 RELABEL = {("b", "llama-3.1-8b-awq", "c4_8k_256"): "llama-3.2-3b-fp8kv",
            ("b", "llama-3.1-8b-awq", "rate8_1k_256"): "llama-3.2-3b-fp8kv"}
@@ -228,12 +228,7 @@ def session_of_case(case: dict) -> str | None:
     return session_of(date) if date else None
 
 
-LOOP = None  # (api_out_s, api_chunk_s) at the reference CPU: the shared API loop (serve_sim API LOOP), tried and not
-# kept (api_loop_trial); None: the model as it stands, whose busy-period rule has no output work
-
-
-def _simulate(case: dict, frontend_s: float | None = None, trace: list | None = None,
-              api_cpu: float | None = None, loop: tuple | None = None):
+def _simulate(case: dict, frontend_s: float | None = None, trace: list | None = None, api_loop: bool = True):
     from kvcalc.catalog import load_model
     from kvcalc.checkpoint import baseline_weights
     from kvcalc.engines import vllm as vllm_engine
@@ -263,18 +258,11 @@ def _simulate(case: dict, frontend_s: float | None = None, trace: list | None = 
                        est.max_model_len, est.layout.blocks_per_request,
                        graph_max_tokens=max_graph_tokens(est.max_num_seqs, est.max_num_batched_tokens),
                        prefix_caching=s["prefix_caching"])
-    # the front end is the host CPU's work: kvcalc's figure is at its reference host (scale 1). The API loop's share
-    # per request stays as fitted (scaled the same way, the c128 runs of the 0.80-1.06x hosts fell to -22..-45% TTFT)
+    # the front end is the host CPU's work: kvcalc's figure is at its reference host (scale 1), scaled per session.
+    # The API server's loop (serve.yaml api_loop) is not: its costs are at the median measured machine, since the
+    # transformers reference does not track that Python's speed from one lease to the next (api_cpu_report.py)
     fe = (default_frontend("serve") if frontend_s is None else frontend_s) * _cpu_scale(session_of_case(case))
-    load = bench_load(work, api_cpu=api_cpu)
-    loop = (API_PATH or LOOP) if loop is None else loop
-    if loop is not None:
-        scale = _cpu_scale(session_of_case(case))
-        load = replace(load, api_out_s=loop[0] * scale, api_chunk_s=loop[1] * scale)
-        if len(loop) > 2 and loop[2] is not None:  # the API path (serve_sim FIFO): its input job per request too
-            load = replace(load, api_cpu_s=loop[2] * scale, api_fifo=True, api_servers=api_servers(shape),
-                           api_in_parts=loop[3] if len(loop) > 3 else 1,
-                           api_step_s=loop[4] * scale if len(loop) > 4 else 0.0)
+    load = bench_load(work, with_api_loop=api_loop, api_servers=api_servers(shape))
     res = simulate(cost, cfg, load, fe, trace=trace)
     return res, est, work
 
@@ -380,23 +368,6 @@ def fit_moe_launch(cases: list[dict]) -> float:
     return (prefill_s - dense * _cpu_scale(session_of_case(case))) / moe_layer_count(spec)
 
 
-API_CPU_FIT = ("llama-3.1-8b.c64_1k_256", "llama-3.1-8b.c128_1k_256", "llama-3.1-8b.all_at_once_64_1k_256")  # run a
-
-
-def fit_api_cpu(cases: list[dict], fe: float) -> float:
-    """kvcalc/data/serve.yaml frontend.api_cpu_s: the grid value (0.3-3.0 ms, 0.1 ms apart) with the least mean
-    |mean TTFT error| over API_CPU_FIT, three bursts of run a (every other run held out)."""
-    fit = [c for c in cases if c["id"] in API_CPU_FIT]
-    best = None
-    for k in range(3, 31):
-        x = k / 1e4
-        err = statistics.fmean(abs(_simulate(c, fe, api_cpu=x)[0].ttft_s.mean() * 1e3 / c["bench"]["mean_ttft_ms"] - 1)
-                               for c in fit)
-        if best is None or err < best[0] - 1e-12:
-            best = (err, x)
-    return best[1]
-
-
 def first_sent(d: dict) -> int:
     """The index of a --save-detailed run's first request: the earliest send."""
     return min(range(len(d["start_times"])), key=lambda i: d["start_times"][i])
@@ -436,7 +407,7 @@ def fit_frontend(cases: list[dict]) -> float:
     gaps = []
     for c in cases:
         if c["id"] in FIT:  # a lone request finds the API loop idle: its TTFT is the front end plus the engine's
-            gaps.append((c["bench"]["mean_ttft_ms"] / 1e3 - _simulate(c, 0.0, loop=(0.0, 0.0))[0].ttft_s.mean())
+            gaps.append((c["bench"]["mean_ttft_ms"] / 1e3 - _simulate(c, 0.0, api_loop=False)[0].ttft_s.mean())
                         / _cpu_scale(session_of_case(c)))
     return statistics.fmean(gaps)
 
@@ -467,8 +438,7 @@ def report(frontend: float | None = None) -> dict:
     spacing = [x for x in (burst_spacing(c) for c in cases if c["id"] not in FIT) if x is not None]
     return {"frontend_per_request_s": fe, "fit_set": list(FIT), "moe_launch_fit": MOE_LAUNCH_FIT,
             "eager_per_moe_layer_s": fit_moe_launch(cases), "compiled_launch_fit": COMPILED_LAUNCH_FIT,
-            "compiled_per_layer_s": fit_compiled_launch(cases), "api_cpu_fit": list(API_CPU_FIT),
-            "api_cpu_s": fit_api_cpu(cases, fe),
+            "compiled_per_layer_s": fit_compiled_launch(cases), "api_loop": load_api_loop(),
             "host_cpu_scale": {day: _cpu_scale(day) for day in sorted({session_of_case(c) for c in cases})},
             "client_send_s": statistics.fmean(gaps), "held_out_burst_spacing_s": [min(spacing), max(spacing)],
             "rows": rows,
@@ -484,10 +454,6 @@ def split_of(case: dict) -> str:
         return "fit"
     if case["id"] == MOE_LAUNCH_FIT:
         return "fit (MoE launch)"
-    if case["id"] in API_CPU_FIT:
-        return "fit (API loop)"
-    if API_PATH is not None and case["id"] in API_PATH_CAP_FIT and case["run"] == "k":
-        return "fit (API path cap)"
     if case["id"] in COMPILED_LAUNCH_FIT.values():
         return "fit (launch)"
     if not_modelled(case["shape"]):
@@ -498,10 +464,7 @@ def split_of(case: dict) -> str:
 
 
 def not_modelled(shape: dict) -> str | None:
-    """Why a diagnostic server of run k is not scored: kvcalc models one API server process (vLLM's default without
-    data parallelism) and CPython's default GIL switch interval."""
-    if api_servers(shape) != 1 and API_PATH is None:  # the API path models --api-server-count
-        return "API servers"
+    """Why a diagnostic server is not scored: kvcalc models CPython's default GIL switch interval and collector."""
     if "KVCALC_SWITCH_INTERVAL_S" in shape.get("env", {}):
         return "GIL interval"
     if shape.get("env", {}).get("KVCALC_GC_DISABLE") == "1":  # run m's diagnostic: the API server's collector off
@@ -566,7 +529,7 @@ def raw_members(suffixes=(".json", ".metrics.txt")) -> dict:
 
 
 RAW_TARBALLS = ("raw.tar.gz", "raw-efg.tar.xz", "raw-h.tar.xz", "raw-i.tar.xz", "raw-j.tar.xz", "raw-k.tar.xz",
-                "raw-l.tar.xz", "raw-m.tar.xz", "raw-n.tar.xz", "raw-o.tar.xz", "raw-p.tar.xz")
+                "raw-l.tar.xz", "raw-m.tar.xz", "raw-n.tar.xz", "raw-o.tar.xz", "raw-p.tar.xz", "raw-q.tar.xz")
 
 
 _RAW: dict = {}
@@ -878,120 +841,11 @@ def merged_tokens(case: dict) -> int:
     return sum(o - 1 - len(itl) for o, itl in zip(d["output_lens"], d["itls"]))
 
 
-# The shared API loop (serve_sim API LOOP), tried on 2026-12-03 and not kept: its two per-token costs are fitted on
-# API_CPU_FIT (run a) alone: the SSE chunk's from their streaming spread, the output processor's from their merged
-# tokens (the grid value, 1 us apart, with the least mean |log| ratio of simulated to measured merged tokens), then
-# api_cpu_s on their mean TTFT as fit_api_cpu does
-def api_loop_trial() -> dict:
-    global LOOP
-    cases = runs()
-    fit = [c for c in cases if c["id"] in API_CPU_FIT]
-    scale = _cpu_scale(session_of_case(fit[0]))  # run a is one session
-    chunk = statistics.fmean(stream_spread(c)["per_request_us"] for c in fit
-                             if stream_spread(c) is not None) / 1e6 / scale
-    meas = {c["id"]: merged_tokens(c) for c in fit}
-    best = None
-    for us in range(10, 41):
-        sim = {c["id"]: _simulate(c, loop=(us / 1e6, chunk))[0].merged_tokens for c in fit}
-        err = statistics.fmean(abs(math.log((sim[k] + 1) / (meas[k] + 1))) for k in meas)
-        if best is None or err < best[0] - 1e-12:
-            best = (err, us / 1e6, sim)
-    out_s = best[1]
-    fe = fit_frontend(cases)
-    saved, LOOP = LOOP, (out_s, chunk)
-    try:
-        api = fit_api_cpu(cases, fe)
-        rows = []
-        for c in cases:
-            res, _, work = _simulate(c, fe, api_cpu=api)
-            m, b = res.metrics(work.percentiles), c["bench"]
-            row = {"id": c["id"], "run": c["run"], "split": split_of(c), "merged_simulated": res.merged_tokens,
-                   "merged_measured": merged_tokens(c)}
-            for name, key, _ in QUANTITIES:
-                row[f"{name}_error"] = m[key] / b[key] - 1
-            rows.append(row)
-    finally:
-        LOOP = saved
-    pre = {g: summarize([r for r in rows if r["split"] == "pre-registered" and r["run"] in rs])
-           for g, rs in PRE_GROUPS.items()}
-    return {"api_chunk_s": chunk, "api_out_s": out_s, "api_cpu_s": api, "fit_merged": {"measured": meas,
-            "simulated": best[2]}, "held_out_summary": summarize([r for r in rows if r["split"] == "held-out"]),
-            "pre_registered_summary": pre, "rows": rows}
+def load_api_loop() -> dict:
+    """kvcalc/data/serve.yaml api_loop as the simulation uses it (workload.api_loop: at the median measured machine)."""
+    from kvcalc.workload import api_loop
 
-
-# The API path (serve_sim FIFO, 2026-12-03, issue 25), tried: the API server process as one asyncio loop, a single
-# CPU server shared by each request's input job (released to the engine as it ends, no busy period) and the output
-# path (output_handler's parts of 128 outputs, one SSE chunk per woken stream, merging as RequestOutputCollector
-# does), one loop per --api-server-count process. Its three costs at the reference CPU, each scaled by the
-# session's host CPU, fitted on fit rows only: the SSE chunk from API_CPU_FIT's streaming spread (as api_loop_trial),
-# the output processor's per-output cost from API_CPU_FIT's merged tokens, the input job from the one-API-server
-# throughput cap (API_PATH_CAP_FIT: Poisson 64/s served 8,631 tokens/s where two processes served 11,082), the last
-# two refitted in turn twice. API_PATH_CAP_FIT leaves the held-out rows when the trial is scored.
-API_PATH_CAP_FIT = ("llama-3.2-3b-fp8kv-k.rate64_1k_256",)
-API_PATH_TRIAL = ROOT / "docs" / "validation" / "serve-api-path-trial.json"
-API_PATH = None  # (api_out_s, api_chunk_s, api_cpu_s, input pieces) at the reference CPU while a trial is scored
-
-
-def _merged_error(fit: list, fe: float, loop: tuple) -> float:
-    return statistics.fmean(abs(math.log((_simulate(c, fe, loop=loop)[0].merged_tokens + 1) / (merged_tokens(c) + 1)))
-                            for c in fit)
-
-
-def _cap_error(cap: list, fe: float, loop: tuple) -> float:
-    return statistics.fmean(abs(_simulate(c, fe, loop=loop)[0].metrics()["output_throughput"]
-                                / c["bench"]["output_throughput"] - 1) for c in cap)
-
-
-def _burst_error(fit: list, fe: float, loop: tuple) -> float:
-    return statistics.fmean(abs(_simulate(c, fe, loop=loop)[0].ttft_s.mean() * 1e3 / c["bench"]["mean_ttft_ms"] - 1)
-                            for c in fit)
-
-
-def fit_api_path(cases: list[dict], pieces: int = 1, how: str = "input-cap") -> dict:
-    """The API path's costs at the reference CPU. The SSE chunk always from API_CPU_FIT's streaming spread. how:
-    "input-cap": the output processor's per-output cost from API_CPU_FIT's merged tokens, the input job from the
-    one-API-server cap (API_PATH_CAP_FIT's output throughput); "input-bursts": the input job from API_CPU_FIT's mean
-    TTFT instead (no cap row); "output-cap": the input job from API_CPU_FIT's mean TTFT, the per-output cost from
-    the cap. The two fitted in turn, twice, each the grid value with the least error."""
-    fit = [c for c in cases if c["id"] in API_CPU_FIT]
-    cap = [c for c in cases if c["id"] in API_PATH_CAP_FIT and c["run"] == "k"]
-    scale = _cpu_scale(session_of_case(fit[0]))  # run a is one session
-    chunk = statistics.fmean(stream_spread(c)["per_request_us"] for c in fit
-                             if stream_spread(c) is not None) / 1e6 / scale
-    fe = fit_frontend(cases)
-    cpu, out_s = 2.2e-3, 20e-6
-    outs, cpus = [us / 1e6 for us in range(10, 201, 5)], [x / 2e4 for x in range(6, 601, 4)]
-    for _ in range(2):
-        if how == "output-cap":
-            out_s = min((_cap_error(cap, fe, (o, chunk, cpu, pieces)), o) for o in outs)[1]
-        else:
-            out_s = min((_merged_error(fit, fe, (o, chunk, cpu, pieces)), o) for o in outs if o <= 80e-6)[1]
-        by = (lambda x: _cap_error(cap, fe, (out_s, chunk, x, pieces))) if how == "input-cap" else (
-            lambda x: _burst_error(fit, fe, (out_s, chunk, x, pieces)))
-        cpu = min((by(x), x) for x in cpus)[1]
-    return {"how": how, "api_out_s": out_s, "api_chunk_s": chunk, "api_cpu_s": cpu, "pieces": pieces}
-
-
-def api_path_trial(pieces: int = 1, how: str = "input-cap", costs: dict | None = None) -> dict:
-    """The API path scored: every row's errors with the fitted costs, and the summaries beside today's model's."""
-    global API_PATH
-    cases = runs()
-    got = fit_api_path(cases, pieces, how) if costs is None else costs
-    base = report()
-    API_PATH = (got["api_out_s"], got["api_chunk_s"], got["api_cpu_s"], got["pieces"])
-    try:
-        rep = report()
-    finally:
-        API_PATH = None
-    return {**got, "before": {"held_out_summary": base["held_out_summary"],
-                              "pre_registered_summary": base["pre_registered_summary"]},
-            "after": {"held_out_summary": rep["held_out_summary"],
-                      "pre_registered_summary": rep["pre_registered_summary"]},
-            "rows": [{"id": a["id"], "run": a["run"], "split_before": a["split"], "split": b["split"],
-                      **{f"{n}_before": a[f"{n}_error"] for n, _, _ in QUANTITIES},
-                      **{f"{n}_after": b[f"{n}_error"] for n, _, _ in QUANTITIES}}
-                     for a, b in zip(base["rows"], rep["rows"])],
-            "request_path": rep["request_path"]}
+    return api_loop("serve")
 
 
 def _server_steps(case: dict) -> tuple[list, float] | None:
@@ -1128,18 +982,6 @@ if __name__ == "__main__":
     if "--predict" in sys.argv:  # --predict e f g: predictions for case files not yet measured
         names = sys.argv[sys.argv.index("--predict") + 1:]
         print(json.dumps(predictions(names), indent=1))
-        sys.exit(0)
-    if "--api-path-trial" in sys.argv:  # the API path (one FIFO loop per API server), tried
-        args = [a for a in sys.argv[sys.argv.index("--api-path-trial") + 1:] if a != "--write"]
-        if "--write" in sys.argv:  # the three fits, scored: docs/validation/serve-api-path-trial.json
-            got = {how: api_path_trial(1, how) for how in ("input-cap", "input-bursts", "output-cap")}
-            API_PATH_TRIAL.write_text(json.dumps(got, indent=1) + "\n")
-        else:
-            print(json.dumps(api_path_trial(int(args[1]) if len(args) > 1 else 1, args[0] if args else "input-cap"),
-                             indent=1))
-        sys.exit(0)
-    if "--api-loop-trial" in sys.argv:  # the shared API loop, tried and not kept (docs/validation/README.md)
-        print(json.dumps(api_loop_trial(), indent=1))
         sys.exit(0)
     rep = report()
     if "--write" in sys.argv:

@@ -65,7 +65,7 @@ def test_cpu_delta_counts_a_busy_child_and_the_wall_between_snapshots():
 def test_the_table_is_made_from_the_committed_runs():
     report = load_script("api_cpu_report")
     rows = report.rows()
-    assert {r["run"] for r in rows} == {"l", "m", "n", "o", "p"}
+    assert {r["run"] for r in rows} == {"l", "m", "n", "o", "p", "q"}
     m = {r["workload"]: r for r in rows if r["shape"] == "llama-3.2-3b-fp8kv-m"}
     assert set(m) == {"rate32_1k_256", "rate64_1k_256", "c128_1k_256", "rate8_1k_256"}
     assert all(r["tokens"] == 256 * n for r, n in ((m["rate64_1k_256"], 512), (m["c128_1k_256"], 384)))

@@ -506,7 +506,7 @@ def test_sglang_rows_simulate_prefill_batches_first():
     cost = step_cost(req.spec, req.gpu, weight_format("bf16"), kv_format("auto"), 1, logits_at_samples=True,
                      prefill_floor_s=sg_cost.prefill_floor_s, sglang_moe=True)
     assert sg_cost.logits_at_samples and sg_cost.prefill_floor_s > 0
-    load = bench_load(wl, api_cpu=0.0)  # SGLang rows: no vLLM API-loop term (workload.vllm_bench)
+    load = bench_load(wl, with_api_loop=False)  # SGLang rows: no vLLM API-loop term (workload.vllm_bench)
     a = mixed(cost, cfg, load, frontend_s("serve", req.gpu)).metrics()
     b = mixed(cost, dataclasses.replace(cfg, prefill_first=False, max_prefill_tokens=None), load,
               frontend_s("serve", req.gpu)).metrics()

@@ -161,3 +161,31 @@ def test_a_fresh_sglang_server_pays_no_first_request_cost_but_says_its_first_wav
     notes = " ".join(row("--fresh-server", conc="16")["bench"]["notes"])
     assert "first-use work" in notes and "Not in these figures" in notes
     assert "first-use" not in " ".join(row(conc="16")["bench"]["notes"])
+
+
+def test_a_busy_api_loop_gives_the_host_cpu_range_and_a_light_load_none_to_speak_of():
+    """vllm serve under Poisson 64/s on the 3B (the H200 runs m-q): the simulation at the loop's costs of the fastest
+    and slowest measured hosts brackets the median host's figures, and the row says so; a lone request's range is
+    as good as a point (the loop is idle), with no note."""
+    from kvcalc.catalog import load_model
+    from kvcalc.engines import vllm as vllm_engine
+    from kvcalc.formats import kv_format, weight_format
+    from kvcalc.hardware import get_gpu
+    from kvcalc.workload import Workload, vllm_bench
+
+    spec, gpu, w, k = load_model("llama-3.2-3b"), get_gpu("h200"), weight_format("bf16"), kv_format("fp8")
+    est = vllm_engine.estimate(spec, gpu, vllm_engine.VllmSettings(weights=w, kv=k, max_model_len=8192,
+                                                                    entrypoint="serve"))
+    kw = dict(chunk_tokens=est.max_num_batched_tokens, slots=est.max_num_seqs, est=est, host_range=True)
+    busy = vllm_bench(spec, gpu, w, k, Workload(1024, 256, request_rate=64, num_prompts=512), **kw)
+    r = busy.host_cpu_range
+    assert r["machines"] == [1.0, 1.76]
+    assert r["mean_ttft_ms"][0] < busy.ttft_s * 1e3 < r["mean_ttft_ms"][1]
+    assert r["mean_tpot_ms"][0] < busy.tpot_s * 1e3 < r["mean_tpot_ms"][1]
+    assert any("API server's loop is busy" in n for n in busy.notes)
+    lone = vllm_bench(spec, gpu, w, k, Workload(1024, 256, concurrency=1, num_prompts=4), **kw)
+    assert lone.host_cpu_range["mean_ttft_ms"][1] < 1.05 * lone.host_cpu_range["mean_ttft_ms"][0]
+    assert not any("API server's loop is busy" in n for n in lone.notes)
+    plain = vllm_bench(spec, gpu, w, k, Workload(1024, 256, concurrency=1, num_prompts=4),
+                       chunk_tokens=est.max_num_batched_tokens, slots=est.max_num_seqs, est=est)
+    assert plain.host_cpu_range == {}  # opt-in: search's rows do not pay two more simulations
