@@ -187,6 +187,8 @@ def min_gpus(req: PlanRequest, max_gpus: int = 16) -> Answer:
     tokens fit; the answer lists every split at that count that fits, pure TP first."""
     req = _vllm(req)
     key = custom_key(req)
+    if req.gpu.laptop:  # one GPU per machine: no split over several
+        max_gpus = 1
     for count in range(1, max_gpus + 1):
         options = []
         for tp, pp in _tp_pp_options(req, count):

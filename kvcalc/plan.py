@@ -942,8 +942,8 @@ def tp_sweep(req: PlanRequest, sizes: tuple[int, ...] | None = None) -> list[TpO
 
 def should_sweep(req: PlanRequest, rows: list[Row], asked: bool = False) -> bool:
     """Show the TP sweep when asked (--tp-sweep), or when the asked configuration (else the baseline) does not fit
-    vLLM on one GPU; never when the user already chose a TP or PP size."""
-    if "vllm" not in req.engines or req.tp != 1 or req.pp != 1:
+    vLLM on one GPU; never when the user already chose a TP or PP size, nor on a laptop GPU (one per machine)."""
+    if "vllm" not in req.engines or req.tp != 1 or req.pp != 1 or req.gpu.laptop:
         return False
     if unserved_reason(req.spec, req.vllm_version):  # no TP size helps a release that does not serve the model
         return False

@@ -267,8 +267,8 @@ def _structures(req: SearchRequest, max_model_len: int, warnings: list[str]) -> 
         for w, k in searched_formats(sp, lambda kv: kv.vllm_name is not None):
             for tp in tps:
                 for pp in sp.pp:
-                    if tp * pp > sp.max_gpus_per_replica or pp > spec.num_layers:
-                        continue
+                    if tp * pp > (1 if gpu.laptop else sp.max_gpus_per_replica) or pp > spec.num_layers:
+                        continue  # a laptop GPU is one per machine: no split over several
                     try:
                         s = build_structure(spec, gpu, w, k, tp, pp, max_model_len, mnbt, list(sp.seqs),
                                             wl.context, req.vllm_version)

@@ -278,8 +278,8 @@ def sglang_search(req, sglang_version: str | None = None) -> tuple[list[SglangDe
     for gpu, price in priced_gpus(req, []):
         for w, k in searched_formats(sp, lambda kv: kv.name in sglang_engine.KV_DTYPES):
             for tp in sp.tp:
-                if tp > sp.max_gpus_per_replica:
-                    continue
+                if tp > (1 if gpu.laptop else sp.max_gpus_per_replica):
+                    continue  # a laptop GPU is one per machine
                 refusal = parallel_refusal(spec, tp, engines=("sglang",))
                 if refusal:
                     why = f"sglang: TP {tp} left out: {refusal}"

@@ -96,6 +96,12 @@ class GpuProfile:
         """Bandwidth a large device-to-device copy reaches: datasheet peak x achievable_bandwidth_fraction."""
         return self.memory_bandwidth_bytes_per_s * self.achievable_bandwidth_fraction
 
+    @property
+    def laptop(self) -> bool:
+        """A laptop part (form_factor 'laptop GPU ...'): one GPU per machine, so no tensor or pipeline parallelism
+        over several of it (plan's TP sweep, search's TP x PP splits and min-gpus stop at one)."""
+        return (self.form_factor or "").lower().startswith("laptop")
+
     def flops_for(self, dtype: str) -> float | None:
         """Dense peak FLOP/s for a datatype ('bf16', 'float16', 'fp8', ...); None where the GPU has no native math."""
         return self.flops.get(canonical_dtype(dtype))
