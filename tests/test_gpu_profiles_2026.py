@@ -163,7 +163,8 @@ def test_llama_8b_does_not_fit_a_4070_laptop_in_bf16_nor_fp8_and_says_by_how_muc
     assert plan["tp_sweep"] is None
 
 
-def test_the_4070_laptop_table_says_does_not_start_and_offers_no_tp_sweep():
+def test_the_4070_laptop_table_says_does_not_start_and_offers_no_tp_sweep(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "250")  # the table's cells unwrapped, whatever width an earlier test left
     code, out, err = invoke(["plan", "--model", "llama-3.1-8b", "--gpu", "4070-laptop", "--weights", "bf16,fp8",
                              "--engine", "vllm"])
     assert code == 0, err
