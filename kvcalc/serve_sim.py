@@ -49,8 +49,8 @@ N x api_cpu_s after it was sent, except its first request, which finds the loop 
 after frontend_s (as the real server lets it through, ~0.2 s ahead of the rest at 128 clients).
 
 API LOOP (Load.api_out_s / api_chunk_s > 0 without api_fifo; tried on issue 25's H200 runs and not kept, nothing
-uses it: docs/validation/README.md "Under load"): vLLM 0.26's OpenAI server runs one asyncio loop for the arriving requests
-and the streamed outputs alike (v1/engine/async_llm.py:656-707 `output_handler`: OutputProcessor.process_outputs
+uses it: docs/validation/README.md "Under load"): vLLM 0.26's OpenAI server runs one asyncio loop for the arriving
+requests and the streamed outputs alike (v1/engine/async_llm.py:656-707 `output_handler`: OutputProcessor.process_outputs
 over each engine step's outputs, in chunks of VLLM_V1_OUTPUT_PROC_CHUNK_SIZE with `await asyncio.sleep(0)` between;
 each request's stream generator, entrypoints/openai/completion/serving.py:282-470, writes one SSE chunk per
 RequestOutput it gets; v1/engine/output_processor.py:45-86 RequestOutputCollector merges the deltas that come while
@@ -128,7 +128,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .step_cost import step_under_rules  # noqa: F401  (every vLLM step is timed there)
+from .step_cost import step_under_rules
 from .units import ceil_div
 
 DEFAULT_PERCENTILES = (50.0, 99.0)

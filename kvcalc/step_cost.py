@@ -288,22 +288,20 @@ def step_under_rules(gpu_s, tokens, seqs, prefill: bool = False, longest=0, *, f
     `kvcalc plan`'s decode figures are this function's for a pure decode step of the row's batch
     (workload.vllm_decode_step)."""
     floor = floor_s
-    if hasattr(gpu_s, "shape") or hasattr(longest, "shape"):  # a decode stretch: arrays over its steps
-        import numpy as np
-
-        if graph_max_tokens is not None and tokens > graph_max_tokens:
-            floor = max(floor, launch_s)
-        if graph_max_context is not None:
-            floor = max(floor, eager_s) if prefill else np.where(np.asarray(longest) > graph_max_context,
-                                                                  max(floor, eager_s), floor)
-        return np.maximum(gpu_s, floor) + host_per_seq_s * seqs
     if graph_max_tokens is not None and tokens > graph_max_tokens:  # no CUDA graph: the CPU launches the forward
         floor = max(floor, launch_s)
+    stretch = getattr(gpu_s, "ndim", 0) or getattr(longest, "ndim", 0)  # arrays over a decode stretch's steps
+    if stretch:
+        import numpy as np  # the simulation's stretches only: plan's scalar path stays numpy-free
     if graph_max_context is not None:  # V0: a prefill, or a context past max_seq_len_to_capture, runs eager
         if prefill:
             floor = max(floor, eager_s)
+        elif getattr(longest, "ndim", 0):
+            floor = np.where(longest > graph_max_context, max(floor, eager_s), floor)
         elif longest > graph_max_context:
             floor = max(floor, eager_s)
+    if stretch:
+        return np.maximum(gpu_s, floor) + host_per_seq_s * seqs
     return max(gpu_s, floor) + host_per_seq_s * seqs
 
 

@@ -285,7 +285,7 @@ def vllm_decode_step(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv
                      enforce_eager: bool = False, dtype_bytes: int = 2, vllm_version: str | None = None,
                      est=None) -> tuple[float, list[str]]:
     """(seconds, notes) of one pure decode step of `batch` requests at `context` tokens each on this release, as the
-    simulation times it (serve_sim.step_under_rules with vllm_step_rules' rules: the piecewise floor, CUDA
+    simulation times it (step_cost.step_under_rules with vllm_step_rules' rules: the piecewise floor, CUDA
     graphs up to the largest captured size, V0's graph rule and its host work per sequence), from the GPU's step
     `gpu_step_s` (throughput.decode_speed's step_s: for pp = 1 the step model's step_s at that batch and context,
     tests/test_serve_sim.py). `kvcalc plan`'s decode tok/s is batch over it; `est`: the row's VllmEstimate."""
@@ -319,8 +319,8 @@ def vllm_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFo
     and cuda_graph_max_bs; the overlap scheduler's timing, or the normal loop's where sglang.overlap_schedule is
     False). `stream_interval`: SGLang's --stream-interval (tokens per streamed chunk: the ITL,
     serve_sim.EngineConfig.stream_interval). `host_range`: also simulate the run at the fastest and slowest host the
-    API loop was measured on (BenchEstimate.host_cpu_range; vllm serve only). `sim_out`: a list the simulation's SimResult is appended to (its
-    per-request arrays, for the validation reports)."""
+    API loop was measured on (BenchEstimate.host_cpu_range; vllm serve only). `sim_out`: a list the simulation's
+    SimResult is appended to (its per-request arrays, for the validation reports)."""
     from .engines.vllm_versions import async_scheduling_default, reserve_full_prompt_default
     from .serve_sim import EngineConfig, simulate
     from .step_cost import (sglang_mha_prefill_above, sglang_prefill_extra, sglang_prefill_floor_s, sglang_step_extra,
@@ -379,7 +379,7 @@ def vllm_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFo
         per = -(-wl.context // bs)
         cfg = EngineConfig(chunk_tokens, max(1, slots), max(1, slots) * per + 1, bs, wl.context, None, prefix_caching,
                            async_scheduling=async_scheduling, reserve_full_prompt=reserve_full, **rules)
-    # the API loop's busy period is vLLM's OpenAI server's, fitted on it; SGLang's tokenizer manager is unmeasured
+    # vLLM's OpenAI server loop (serve.yaml api_loop, measured on it); SGLang's tokenizer manager is unmeasured
     load = bench_load(wl, entrypoint, with_api_loop=sglang is None)
     if sglang is not None:
         # launch_server sends its own warm-up request before it reports ready (the H200 logs: a 6-token prefill, then
@@ -389,7 +389,8 @@ def vllm_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFo
         # --flush-cache), so the radix cache holds that prompt when the run starts: the run's first request prefills
         # its last token only (the H200 runs' logs: "#new-token: 1, #cached-token: 1023")
         load = replace(load, first_request_s=0.0, ready_check=prefix_caching)
-    res = simulate(cost, cfg, load, frontend_s(entrypoint, gpu) if first_token_s is None else first_token_s)
+    front = frontend_s(entrypoint, gpu) if first_token_s is None else first_token_s
+    res = simulate(cost, cfg, load, front)
     if sim_out is not None:
         sim_out.append(res)
     m = res.metrics(wl.percentiles)
@@ -421,29 +422,13 @@ def vllm_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFo
             notes.append(f"request rate {load.request_rate:g}/s is more than this deployment serves: the queue grows "
                          f"over the run (first token after {early:.2f} s in the second quarter, {late:.2f} s in the "
                          "last); the figures grow with --num-prompts")
-    host = {}
-    if host_range and sglang is None and load.api_fifo:
-        # the loop's share of the run (its CPU over the run's span): an idle loop moves nothing, so its range is the
-        # point and no more simulations are run for it
-        tokens = int(res.output_lens.sum())
-        busy = (res.steps * load.api_step_s + tokens * load.api_out_s
-                + (tokens - res.merged_tokens) * load.api_chunk_s) / max(res.duration_s, 1e-9)
-        host_range = busy >= 0.25
-        if not host_range:
-            host = {"machines": list(load_constants_api_range()), "loop_busy": round(busy, 3),
-                    **{key: [m[key], m[key]] for key in ("mean_ttft_ms", "mean_tpot_ms", "output_throughput")}}
-    if host_range and sglang is None and load.api_fifo:
-        ends = [simulate(cost, cfg, replace(load, **api_loop(entrypoint, f)), frontend_s(entrypoint, gpu)
-                         if first_token_s is None else first_token_s).metrics(wl.percentiles)
-                for f in load_constants_api_range()]
-        host = {"machines": list(load_constants_api_range()), "loop_busy": round(busy, 3),
-                **{key: [min(e[key] for e in ends), max(e[key] for e in ends)]
-                   for key in ("mean_ttft_ms", "mean_tpot_ms", "output_throughput")}}
-        t, o = host["mean_ttft_ms"], host["mean_tpot_ms"]
-        if t[1] > 1.2 * t[0] or o[1] > 1.1 * o[0]:  # the host's Python speed moves the answer: say by how much
-            notes.append(f"the API server's loop is busy at this load: with the loop's costs of the fastest and slowest "
-                         f"H200 hosts measured, mean TTFT {t[0]:,.0f}-{t[1]:,.0f} ms and TPOT {o[0]:.1f}-{o[1]:.1f} ms "
-                         "(these figures are at their median host; a host's Python speed is not known before it runs)")
+    host = host_cpu_range(cost, cfg, load, front, m, res, wl.percentiles, entrypoint) \
+        if host_range and sglang is None and load.api_fifo else {}
+    t, o = host.get("mean_ttft_ms", (0, 0)), host.get("mean_tpot_ms", (0, 0))
+    if t[1] > 1.2 * t[0] or o[1] > 1.1 * o[0]:  # the host's Python speed moves the answer: say by how much
+        notes.append(f"the API server's loop is busy at this load: with the loop's costs of the fastest and slowest "
+                     f"H200 hosts measured, mean TTFT {t[0]:,.0f}-{t[1]:,.0f} ms and TPOT {o[0]:.1f}-{o[1]:.1f} ms "
+                     "(these figures are at their median host; a host's Python speed is not known before it runs)")
     e2e = m["mean_e2el_ms"] / 1e3
     in_flight = float((res.e2e_s).sum() / res.duration_s)  # Little's law over the run
     pct = {k: v for k, v in m.items() if k.startswith(("median_", "p", "std_")) and k.endswith("_ms")}
@@ -456,11 +441,25 @@ def vllm_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFo
         host_cpu_range=host)
 
 
-def load_constants_api_range() -> tuple[float, float]:
-    """The fastest and slowest host the API loop was measured on, as multiples of the reference machine's costs
-    (serve.yaml api_loop machine_range)."""
-    lo, hi = load("serve")["api_loop"]["machine_range"]
-    return float(lo), float(hi)
+HOST_RANGE_KEYS = ("mean_ttft_ms", "mean_tpot_ms", "output_throughput")
+
+
+def host_cpu_range(cost, cfg, sim_load, front: float, metrics: dict, res, percentiles,
+                   entrypoint: str = "serve") -> dict:
+    """BenchEstimate.host_cpu_range: the run simulated again with the API loop's costs of the fastest and slowest
+    host measured (serve.yaml api_loop machine_range), low and high of each figure. The loop's share of the run (its
+    CPU over the run's span) decides whether that is worth two more simulations: below a quarter the loop is idle
+    enough that the host's speed moves nothing, and the range is the point."""
+    from .serve_sim import simulate
+
+    machines = [float(x) for x in load("serve")["api_loop"]["machine_range"]]
+    tokens = int(res.output_lens.sum())
+    busy = (res.steps * sim_load.api_step_s + tokens * sim_load.api_out_s
+            + (tokens - res.merged_tokens) * sim_load.api_chunk_s) / max(res.duration_s, 1e-9)
+    ends = [metrics] if busy < 0.25 else [
+        simulate(cost, cfg, replace(sim_load, **api_loop(entrypoint, f)), front).metrics(percentiles) for f in machines]
+    return {"machines": machines, "loop_busy": round(busy, 3),
+            **{key: [min(e[key] for e in ends), max(e[key] for e in ends)] for key in HOST_RANGE_KEYS}}
 
 
 def closed_form_bench(spec: ModelSpec, gpu: GpuProfile, weights: WeightFormat, kv: KvFormat, wl: Workload, *,

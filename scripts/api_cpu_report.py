@@ -133,6 +133,11 @@ def predicted_cpu(r: dict, costs: dict, scale: dict) -> float:
     return scale[r["run"]] * sum(costs[k] * r[k] for k in COSTS)
 
 
+def server_name(r: dict) -> str:
+    """The server's tag in the tables (its shape name less the model's)."""
+    return r["shape"].replace("llama-3.2-3b-fp8kv-", "")
+
+
 def table(rs: list[dict]) -> str:
     costs, scale = fit(rs)
     f = lambda v, d=1: "" if v is None else f"{v:,.{d}f}"
@@ -146,23 +151,23 @@ def table(rs: list[dict]) -> str:
                if "tok_jobs" in r else "")
         lag = f"{r['lag_mean_ms']:.1f} / {r['lag_p90_ms']:.1f}" if "lag_mean_ms" in r else ""
         gc = ("off" if not r["gc_enabled"] else f"{r['gc_s']:.2f}") if "gc_s" in r else ""
-        server = r["shape"].replace("llama-3.2-3b-fp8kv-", "")
-        lines.append(f"| {r['run']} | {server} | {r['workload']} | {f(r['mean_ttft_ms'])} | {f(r['mean_tpot_ms'], 2)} | "
+        lines.append(f"| {r['run']} | {server_name(r)} | {r['workload']} | {f(r['mean_ttft_ms'])} | {f(r['mean_tpot_ms'], 2)} | "
                      f"{f(r['output_throughput'], 0)} | {f(r['steps'], 0)} | {r['tokens']:,} / {r['chunks']:,} | "
                      f"{f(r.get('loop_cpu_s'), 2)} / {f(r.get('wall_s'), 1)} | {fitcell} | {f(r.get('tokenizer_cpu_s'), 2)} | "
                      f"{lag} | {gc} | {tok} |")
     lines.append("")
     use = _used(rs)
     others = ", ".join(f"{run} {v:.2f}x" for run, v in sorted(scale.items()) if run != REFERENCE_RUN)
+    mean_err = statistics.fmean(abs(predicted_cpu(r, costs, scale) / r["loop_cpu_s"] - 1) for r in use)
     lines.append(f"Fit over runs {', '.join(sorted(scale))} ({len(use)} workloads, one machine per run): at run "
                  f"{REFERENCE_RUN}'s machine the API server's loop thread spends {costs['steps'] * 1e3:.2f} ms of CPU "
                  f"per engine step, {costs['tokens'] * 1e6:.1f} us per output token it processes and "
                  f"{costs['chunks'] * 1e6:.1f} us per SSE chunk it writes; the other machines' loops ran at {others} "
-                 f"its CPU time (mean |error| {statistics.fmean(abs(predicted_cpu(r, costs, scale) / r['loop_cpu_s'] - 1) for r in use):.0%}). "
+                 f"its CPU time (mean |error| {mean_err:.0%}). "
                  "Run l (sampling profiler in every server process) is not in the fit: the profiler slowed the servers.")
     paths = [r for r in rs if "core_paths" in r]
     if paths:
-        lines += ["", "Run o's paths outside the engine (scripts/gpu_v4/pyinstr KVCALC_INSTR_PATHS; ms, mean / p90): "
+        lines += ["", "Runs o-q's paths outside the engine (scripts/gpu_v4/pyinstr KVCALC_INSTR_PATHS; ms, mean / p90): "
                   "tokenization in the API server's pool (queue wait + wall); a request's age when the engine core's "
                   "input thread decodes it (from the API server's arrival_time, set as rendering starts: "
                   "renderers/base.py render_cmpl_async, so tokenization included); its wait in the engine core's "
@@ -172,12 +177,12 @@ def table(rs: list[dict]) -> str:
                   "| run | server | workload | TTFT ms | tokenize queue + wall | core input age | core input queue | "
                   "core output age | API output age | outputs per step |",
                   "|---|---|---|---:|---|---|---|---|---|---|"]
+        d = lambda p, k="age": f"{p[k]['mean_ms']:.1f} / {p[k]['p90_ms']:.1f}" if p else ""
         for r in paths:
             c, a = r["core_paths"], r.get("api_paths", {})
-            d = lambda p, k="age": f"{p[k]['mean_ms']:.1f} / {p[k]['p90_ms']:.1f}" if p else ""
             out = c.get("core_output", {}).get("outputs")
             per_step = f"{out['mean']:.0f} / {out['max']}" if out else ""
-            lines.append(f"| {r['run']} | {r['shape'].replace('llama-3.2-3b-fp8kv-', '')} | {r['workload']} | "
+            lines.append(f"| {r['run']} | {server_name(r)} | {r['workload']} | "
                          f"{f(r['mean_ttft_ms'])} | {r['tok_queue_ms'] + r['tok_wall_ms']:.1f} | "
                          f"{d(c.get('core_input'))} | {d(c.get('core_input_queue'), 'wait')} | "
                          f"{d(c.get('core_output'))} | {d(a.get('api_output_age'))} | "
